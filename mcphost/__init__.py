@@ -1,0 +1,44 @@
+"""mcphost: a kernel-style plugin host for the Model Context Protocol.
+
+Plugin authors need only this module: the decorators that build records, the ``Context``
+handlers receive, content helpers, the errors to raise, and ``hookimpl`` to implement hooks.
+"""
+
+from mcphost.content import (
+    Completion,
+    ToolResult,
+    audio,
+    embedded_resource,
+    image,
+    message,
+    resource_contents,
+    resource_link,
+    text,
+)
+from mcphost.context import Context, Deferred, ElicitResult
+from mcphost.errors import ClientRequestError, ConfigError, Forbidden, McpError, PluginError, Refused, ToolError, Unauthorized
+from mcphost.hookspecs import hookimpl
+from mcphost.records import (
+    Middleware,
+    Prompt,
+    Provenance,
+    Resource,
+    ResourceTemplate,
+    Tool,
+    middleware,
+    prompt,
+    resource,
+    resource_template,
+    tool,
+)
+from mcphost.sessions.session import Connection, Principal, Session
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "ClientRequestError", "Completion", "ConfigError", "Connection", "Context", "Deferred", "ElicitResult",
+    "Forbidden", "McpError", "Middleware", "PluginError", "Principal", "Prompt", "Provenance", "Refused",
+    "Resource", "ResourceTemplate", "Session", "Tool", "ToolError", "ToolResult", "Unauthorized", "__version__",
+    "audio", "embedded_resource", "hookimpl", "image", "message", "middleware", "prompt", "resource",
+    "resource_contents", "resource_link", "resource_template", "text", "tool",
+]

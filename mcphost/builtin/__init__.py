@@ -1,0 +1,1 @@
+"""Built-in plugins: the host's default behaviour, registered after installed plugins."""

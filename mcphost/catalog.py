@@ -1,0 +1,281 @@
+"""The catalog: every tool, resource, template and prompt the plugins provide, validated once.
+
+Collection is per plugin: a plugin whose hook raises, or which hands over an invalid record
+or a name another plugin already provides, is marked failed and contributes nothing, while
+the others serve (strict mode raises instead). Accepted records are stamped with their
+provenance. Input and output validators are compiled here, once, and wire descriptors are
+built once per protocol revision and cached.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import jsonschema
+import pluggy
+
+from mcphost.errors import PluginError
+from mcphost.plugins import PluginInfo, call_impl, impls
+from mcphost.protocol.errors import invalid_params
+from mcphost.protocol.uritemplate import UriTemplate, UriTemplateError
+from mcphost.records import TOOL_NAME, Prompt, Provenance, Resource, ResourceTemplate, Tool, stamped
+
+log = logging.getLogger("mcphost.catalog")
+
+CATALOG_HOOKS: tuple[tuple[str, type, str], ...] = (
+    ("mcphost_tools", Tool, "tools"),
+    ("mcphost_resources", Resource, "resources"),
+    ("mcphost_resource_templates", ResourceTemplate, "resourceTemplates"),
+    ("mcphost_prompts", Prompt, "prompts"),
+)
+
+
+def compile_validator(schema: Mapping[str, Any]) -> jsonschema.protocols.Validator:
+    """A validator for ``schema`` (2020-12 unless it names another dialect), checked and compiled once."""
+    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    cls.check_schema(schema)
+    return cls(schema, format_checker=cls.FORMAT_CHECKER)
+
+
+@dataclass(eq=False)
+class ToolEntry:
+    record: Tool
+    validator: Any
+    output_validator: Any | None
+    descriptors: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+@dataclass(eq=False)
+class TemplateEntry:
+    record: ResourceTemplate
+    matcher: UriTemplate
+
+
+class Catalog:
+    """What the host serves. Built by :meth:`collect`; replaced whole on reload, never mutated."""
+
+    def __init__(self) -> None:
+        self.tools: dict[str, ToolEntry] = {}
+        self.resources: dict[str, Resource] = {}
+        self.templates: dict[str, TemplateEntry] = {}
+        self.prompts: dict[str, Prompt] = {}
+        self._descriptor_cache: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        self._capabilities: dict[str, Any] | None = None
+
+    # -- building ---------------------------------------------------------------------------
+
+    @classmethod
+    def collect(cls, pm: pluggy.PluginManager, host: Any, infos: Mapping[str, PluginInfo],
+                *, strict: bool = False) -> Catalog:
+        catalog = cls()
+        by_plugin: dict[str, list[tuple[str, Any]]] = {}
+        order: list[str] = []
+        failed: set[str] = set()
+        for hook_name, record_type, kind in CATALOG_HOOKS:
+            for impl in impls(pm, hook_name):
+                name = impl.plugin_name
+                if name not in by_plugin:
+                    by_plugin[name] = []
+                    order.append(name)
+                try:
+                    records = call_impl(impl, host=host) or []
+                    for record in records:
+                        if not isinstance(record, record_type):
+                            raise PluginError(f"{hook_name} returned {type(record).__name__}, expected "
+                                              f"{record_type.__name__} (use @mcphost.{_decorator(record_type)})")
+                        by_plugin[name].append((kind, record))
+                except Exception as exc:
+                    catalog._fail(infos, name, exc, strict)
+                    failed.add(name)
+        for name in order:
+            if name in failed:
+                continue
+            info = infos.get(name)
+            provenance = Provenance(plugin=name, distribution=info.distribution if info else None,
+                                    version=info.version if info else None)
+            try:
+                catalog._admit(by_plugin[name], provenance)
+            except Exception as exc:
+                catalog._fail(infos, name, exc, strict)
+                continue
+            if info is not None:
+                info.provides = {kind: [_key(record) for k, record in by_plugin[name] if k == kind]
+                                 for kind in sorted({k for k, _ in by_plugin[name]})}
+        return catalog
+
+    def _fail(self, infos: Mapping[str, PluginInfo], name: str, exc: Exception, strict: bool) -> None:
+        if strict:
+            raise exc if isinstance(exc, PluginError) else PluginError(f"plugin {name!r}: {exc}") from exc
+        message = str(exc) if isinstance(exc, PluginError) else f"{type(exc).__name__}: {exc}"
+        log.error("plugin %s contributes nothing: %s", name, message)
+        info = infos.get(name)
+        if info is not None:
+            info.status, info.error = "failed", message
+
+    def _admit(self, records: Iterable[tuple[str, Any]], provenance: Provenance) -> None:
+        """Validate one plugin's records as a whole, then add them; all or nothing."""
+        staged: list[tuple[str, Any]] = []
+        seen: dict[tuple[str, str], Any] = {}
+        for kind, record in records:
+            record = stamped(record, provenance)
+            key = (kind, _key(record))
+            existing = self._existing(kind, key[1]) or seen.get(key)
+            if existing is not None:
+                raise PluginError(f"{_noun(kind)} {key[1]!r} is provided by both plugin "
+                                  f"{_who(existing.provenance)} and plugin {_who(provenance)}")
+            seen[key] = record
+            staged.append((kind, self._entry(kind, record)))
+        for kind, entry in staged:
+            if kind == "tools":
+                self.tools[entry.record.name] = entry
+            elif kind == "resources":
+                self.resources[entry.uri] = entry
+            elif kind == "resourceTemplates":
+                self.templates[entry.record.uri_template] = entry
+            else:
+                self.prompts[entry.name] = entry
+
+    def _existing(self, kind: str, key: str) -> Any:
+        if kind == "tools":
+            entry = self.tools.get(key)
+            return entry.record if entry else None
+        if kind == "resourceTemplates":
+            template = self.templates.get(key)
+            return template.record if template else None
+        return (self.resources if kind == "resources" else self.prompts).get(key)
+
+    def _entry(self, kind: str, record: Any) -> Any:
+        where = f"{_noun(kind)} {_key(record)!r}"
+        if kind == "tools":
+            if not TOOL_NAME.match(record.name):
+                raise PluginError(f"{where}: tool names are 1-128 characters of A-Z a-z 0-9 _ . - /")
+            if record.input_schema.get("type") != "object":
+                raise PluginError(f"{where}: inputSchema must have type 'object'")
+            try:
+                validator = compile_validator(record.input_schema)
+                output = compile_validator(record.output_schema) if record.output_schema is not None else None
+            except jsonschema.SchemaError as exc:
+                raise PluginError(f"{where}: invalid JSON Schema: {exc.message}") from None
+            if record.output_schema is not None and record.output_schema.get("type") != "object":
+                raise PluginError(f"{where}: outputSchema must have type 'object'")
+            return ToolEntry(record, validator, output)
+        if kind == "resourceTemplates":
+            try:
+                return TemplateEntry(record, UriTemplate(record.uri_template))
+            except UriTemplateError as exc:
+                raise PluginError(f"{where}: {exc}") from None
+        if not (record.uri if kind == "resources" else record.name):
+            raise PluginError(f"{where}: must not be empty")
+        return record
+
+    # -- queries ----------------------------------------------------------------------------
+
+    @property
+    def has_completions(self) -> bool:
+        return any(p.completions for p in self.prompts.values()) or any(
+            t.record.completions for t in self.templates.values())
+
+    def capabilities(self) -> dict[str, Any]:
+        """Server capabilities derived from what the catalog holds (computed once; treat as read-only)."""
+        if self._capabilities is not None:
+            return self._capabilities
+        caps: dict[str, Any] = {"logging": {}}
+        if self.tools:
+            caps["tools"] = {"listChanged": True}
+        if self.resources or self.templates:
+            caps["resources"] = {"subscribe": True, "listChanged": True}
+        if self.prompts:
+            caps["prompts"] = {"listChanged": True}
+        if self.prompts or self.templates:
+            caps["completions"] = {}
+        self._capabilities = caps
+        return caps
+
+    def find_resource(self, uri: str) -> tuple[Any, dict[str, Any]] | None:
+        """The static resource at ``uri``, or the first template matching it with its variables."""
+        record = self.resources.get(uri)
+        if record is not None:
+            return record, {}
+        for entry in self.templates.values():
+            values = entry.matcher.match(uri)
+            if values is not None:
+                return entry.record, values
+        return None
+
+    def descriptors(self, kind: str, version: str, build: Callable[[Any, str], dict[str, Any]]
+                    ) -> list[dict[str, Any]]:
+        """Wire descriptors of every record of ``kind`` for ``version``, built once and cached."""
+        cached = self._descriptor_cache.get((kind, version))
+        if cached is None:
+            source: Iterable[Any] = {
+                "tools": [e.record for e in self.tools.values()],
+                "resources": self.resources.values(),
+                "resourceTemplates": [e.record for e in self.templates.values()],
+                "prompts": self.prompts.values(),
+            }[kind]
+            cached = self._descriptor_cache[(kind, version)] = [build(record, version) for record in source]
+        return cached
+
+
+def _key(record: Any) -> str:
+    if isinstance(record, Resource):
+        return record.uri
+    if isinstance(record, ResourceTemplate):
+        return record.uri_template
+    return record.name
+
+
+def _noun(kind: str) -> str:
+    return {"tools": "tool", "resources": "resource", "resourceTemplates": "resource template",
+            "prompts": "prompt"}[kind]
+
+
+def _decorator(record_type: type) -> str:
+    return {Tool: "tool", Resource: "resource", ResourceTemplate: "resource_template", Prompt: "prompt"}[record_type]
+
+
+def _who(provenance: Provenance | None) -> str:
+    if provenance is None:
+        return "?"
+    if provenance.distribution:
+        return f"{provenance.plugin!r} ({provenance.distribution} {provenance.version or ''})".replace(" )", ")")
+    return repr(provenance.plugin)
+
+
+# -- pagination ------------------------------------------------------------------------------------
+
+_CURSOR_PREFIX = "mcphost:"
+
+
+def encode_cursor(offset: int) -> str:
+    return base64.urlsafe_b64encode(f"{_CURSOR_PREFIX}{offset}".encode()).decode().rstrip("=")
+
+
+def decode_cursor(cursor: object) -> int:
+    """The offset an opaque cursor stands for; -32602 for anything the host did not mint."""
+    if not isinstance(cursor, str) or len(cursor) > 64:
+        raise invalid_params("Invalid cursor")
+    try:
+        text = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
+        if not text.startswith(_CURSOR_PREFIX):
+            raise ValueError
+        offset = int(text[len(_CURSOR_PREFIX):])
+        if offset < 0:
+            raise ValueError
+    except (ValueError, binascii.Error, UnicodeDecodeError):
+        raise invalid_params("Invalid cursor") from None
+    return offset
+
+
+def page(items: list[Any], cursor: object, size: int) -> tuple[list[Any], str | None]:
+    """One page of ``items`` starting at ``cursor``, with the next cursor when more remain."""
+    offset = 0 if cursor is None else decode_cursor(cursor)
+    if offset > len(items):
+        raise invalid_params("Invalid cursor")
+    end = offset + size
+    return items[offset:end], (encode_cursor(end) if end < len(items) else None)

@@ -1,0 +1,213 @@
+"""The ``mcphost`` command line: serve, inspect plugins and the catalog, run a tool, show config."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import sys
+from typing import Any
+
+import click
+
+from mcphost import __version__
+from mcphost.config import Config, load_config, resolve_path
+from mcphost.errors import ConfigError, PluginError
+from mcphost.host import Host
+from mcphost.plugins import PluginSelection, load_plugins, make_plugin_manager
+
+
+class Options:
+    """Global options shared by every subcommand."""
+
+    def __init__(self, config_path: str | None, block: tuple[str, ...], allow: str | None, strict: bool) -> None:
+        self.config_path = config_path
+        self.block = block
+        self.allow = [a.strip() for a in allow.split(",") if a.strip()] if allow else None
+        self.strict = strict
+
+    def config(self) -> Config:
+        try:
+            return load_config(self.config_path)
+        except ConfigError as exc:
+            raise click.ClickException(str(exc)) from None
+
+    def host(self, config: Config | None = None) -> Host:
+        config = config or self.config()
+        selection = PluginSelection.from_env(block=(*config.block, *self.block),
+                                             allow=self.allow if self.allow is not None else config.allow,
+                                             strict=self.strict or config.strict)
+        try:
+            host = Host(config, selection=selection)
+            host.prepare()
+        except (ConfigError, PluginError) as exc:
+            raise click.ClickException(str(exc)) from None
+        return host
+
+
+def _setup_logging(level: str) -> None:
+    logging.basicConfig(stream=sys.stderr, level=level.upper(),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--config", "config_path", metavar="FILE", help="Configuration file (default: $MCPHOST_CONFIG, "
+              "then mcphost.toml in the user config directory).")
+@click.option("--disable-plugin", "block", multiple=True, metavar="NAME",
+              help="Do not load this plugin (entry-point or distribution name). Repeatable. "
+                   "Env: MCPHOST_DISABLE_PLUGINS=a,b")
+@click.option("--plugins", "allow", metavar="A,B", help="Load only these plugins (built-ins always load). "
+              "Env: MCPHOST_PLUGINS")
+@click.option("--strict-plugins", "strict", is_flag=True, help="Fail on the first plugin that does not load. "
+              "Env: MCPHOST_STRICT_PLUGINS=1")
+@click.pass_context
+def cli(ctx: click.Context, config_path: str | None, block: tuple[str, ...], allow: str | None,
+        strict: bool) -> None:
+    """mcphost: a plugin host for the Model Context Protocol."""
+    ctx.obj = Options(config_path, block, allow, strict)
+
+
+@cli.command()
+@click.option("--stdio", is_flag=True, help="Serve one client on stdin/stdout.")
+@click.option("--host", "bind_host", help="Address to bind (HTTP).")
+@click.option("--port", type=int, help="Port to bind (HTTP).")
+@click.pass_obj
+def serve(options: Options, stdio: bool, bind_host: str | None, port: int | None) -> None:
+    """Serve the installed plugins to MCP clients."""
+    config = options.config()
+    _setup_logging(config.server.log_level)
+    if not stdio:
+        raise click.UsageError("the HTTP transport is not available in this release yet; use --stdio")
+    host = options.host(config)
+    from mcphost.transports.stdio import serve_stdio
+    try:
+        asyncio.run(serve_stdio(host))
+    except KeyboardInterrupt:
+        pass
+
+
+def _table(rows: list[list[str]], headers: list[str]) -> str:
+    widths = [max(len(str(x)) for x in column) for column in zip(headers, *rows, strict=False)]
+    lines = ["  ".join(str(h).ljust(w) for h, w in zip(headers, widths, strict=False))]
+    lines += ["  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=False)) for row in rows]
+    return "\n".join(line.rstrip() for line in lines)
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.option("--all", "show_all", is_flag=True, help="Include built-in plugins.")
+@click.pass_obj
+def plugins(options: Options, as_json: bool, show_all: bool) -> None:
+    """List plugins: name, version, status, hooks and what each provides."""
+    host = options.host()
+    infos = [i for i in host.plugin_infos.values() if show_all or not i.builtin]
+    if as_json:
+        click.echo(json.dumps([info.to_json() for info in infos], indent=2))
+        return
+    rows = [[i.name, i.distribution or "-", i.version or "-", i.status + (f" ({i.error})" if i.error else ""),
+             ", ".join(h.removeprefix("mcphost_") for h in i.hooks) or "-",
+             "; ".join(f"{k}: {', '.join(v)}" for k, v in i.provides.items()) or "-"] for i in infos]
+    click.echo(_table(rows, ["NAME", "DISTRIBUTION", "VERSION", "STATUS", "HOOKS", "PROVIDES"])
+               if rows else "No plugins installed.")
+
+
+@cli.command()
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_obj
+def tools(options: Options, as_json: bool) -> None:
+    """List every tool in the merged catalog, with the plugin that provides it."""
+    host = options.host()
+    entries = [entry.record for entry in host.catalog.tools.values()]
+    if as_json:
+        from mcphost.kernel.handlers import tool_descriptor
+        data = [{**tool_descriptor(t, "2025-11-25"),
+                 "plugin": t.provenance.plugin if t.provenance else None,
+                 "distribution": t.provenance.distribution if t.provenance else None} for t in entries]
+        click.echo(json.dumps(data, indent=2))
+        return
+    rows = [[t.name, t.provenance.plugin if t.provenance else "-", (t.description or "").split("\n")[0][:70]]
+            for t in entries]
+    click.echo(_table(rows, ["TOOL", "PLUGIN", "DESCRIPTION"]) if rows else "No tools.")
+
+
+def _parse_arg(pair: str) -> tuple[str, Any]:
+    if "=" not in pair:
+        raise click.BadParameter(f"{pair!r}: expected KEY=VALUE")
+    key, raw = pair.split("=", 1)
+    try:
+        return key, json.loads(raw)
+    except ValueError:
+        return key, raw
+
+
+@cli.command()
+@click.argument("tool_name")
+@click.option("--arg", "args", multiple=True, metavar="KEY=VALUE",
+              help="An argument; VALUE is parsed as JSON when it can be, else taken as a string.")
+@click.option("--json-args", metavar="JSON", help="All arguments as one JSON object.")
+@click.pass_obj
+def call(options: Options, tool_name: str, args: tuple[str, ...], json_args: str | None) -> None:
+    """Run a tool locally and print its result as JSON."""
+    arguments: dict[str, Any] = json.loads(json_args) if json_args else {}
+    arguments.update(_parse_arg(pair) for pair in args)
+    host = options.host()
+    from mcphost.testing import MemoryClient
+
+    async def run() -> dict[str, Any]:
+        async with MemoryClient(host) as client:
+            return await client.call_tool(tool_name, arguments)
+
+    result = asyncio.run(run())
+    click.echo(json.dumps(result, indent=2))
+    if result.get("isError"):
+        sys.exit(1)
+
+
+@cli.command()
+def version() -> None:
+    """Print the mcphost version."""
+    click.echo(f"mcphost {__version__}")
+
+
+@cli.group()
+def config() -> None:
+    """Show the configuration, where it is read from, and the schemas plugins declare."""
+
+
+@config.command("path")
+@click.pass_obj
+def config_path_cmd(options: Options) -> None:
+    """Print the configuration file path in effect."""
+    path, _ = resolve_path(options.config_path)
+    click.echo(str(path))
+
+
+@config.command("show")
+@click.pass_obj
+def config_show(options: Options) -> None:
+    """Print the effective configuration (file plus environment) as JSON."""
+    import dataclasses
+    cfg = options.config()
+    data = {"server": dataclasses.asdict(cfg.server), "plugins": {k: dict(v) for k, v in cfg.plugins.items()},
+            "block": list(cfg.block), "allow": None if cfg.allow is None else list(cfg.allow),
+            "path": str(cfg.path) if cfg.path else None}
+    click.echo(json.dumps(data, indent=2, default=str))
+
+
+@config.command("schema")
+@click.pass_obj
+def config_schema(options: Options) -> None:
+    """Print the JSON Schema each plugin declares for its [plugins.<name>] section."""
+    host = Host(options.config(), selection=PluginSelection.from_env(block=options.block))
+    click.echo(json.dumps(host.config_schemas(), indent=2))
+
+
+def main() -> None:
+    """Entry point of the ``mcphost`` console script: plugins may add commands first."""
+    pm = make_plugin_manager()
+    try:
+        load_plugins(pm, PluginSelection.from_env())
+        pm.hook.mcphost_register_commands(cli=cli)
+    except Exception as exc:  # a plugin's commands must not make the whole CLI unusable
+        logging.getLogger("mcphost.cli").warning("plugin commands unavailable: %s", exc)
+    cli(prog_name="mcphost")

@@ -1,0 +1,200 @@
+"""Configuration: ``mcphost.toml`` plus environment overrides, checked before the host starts.
+
+The file is looked up in this order: ``--config``, ``$MCPHOST_CONFIG``, then
+``mcphost.toml`` in the platform's user config directory (missing there means defaults).
+``[server]`` holds the host's own settings; ``[plugins]`` the block/allow lists and one
+``[plugins.<name>]`` section per plugin, validated against the JSON Schema the plugin
+declares through ``mcphost_config_schema``. Environment variables ``MCPHOST_<KEY>``
+override ``[server]`` keys (``MCPHOST_PORT=9000``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import platformdirs
+
+from mcphost.errors import ConfigError
+
+ENV_CONFIG = "MCPHOST_CONFIG"
+FILE_NAME = "mcphost.toml"
+
+
+@dataclass(frozen=True)
+class ServerSettings:
+    """The ``[server]`` section. Every field can be overridden by ``MCPHOST_<FIELD>``."""
+
+    name: str = "mcphost"
+    version: str | None = None
+    title: str | None = None
+    instructions: str | None = None
+    host: str = "127.0.0.1"
+    port: int = 8000
+    path: str = "/mcp"
+    workers: int = 1
+    #: Largest request body (HTTP) or line (stdio) accepted, in bytes.
+    max_body_bytes: int = 4 * 1024 * 1024
+    #: Page size of tools/list, resources/list, prompts/list and resources/templates/list.
+    page_size: int = 100
+    #: Seconds a server-to-client request (elicitation, sampling, roots) waits for its answer.
+    client_request_timeout: float = 300.0
+    #: Requests one session may have in flight at once; more are refused with -32000.
+    max_inflight: int = 64
+    #: Seconds without a request before a session expires.
+    session_idle_timeout: float = 1800.0
+    #: Seconds after which a session ends however active it is (0 = no limit).
+    session_max_lifetime: float = 0.0
+    #: Sessions held at once; beyond this, initialize is refused (503 with Retry-After on HTTP).
+    max_sessions: int = 10000
+    #: Level of the host's own log on stderr.
+    log_level: str = "info"
+    allowed_hosts: tuple[str, ...] = ()
+    allowed_origins: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Config:
+    """The whole configuration: server settings, plugin selection and per-plugin sections."""
+
+    server: ServerSettings = field(default_factory=ServerSettings)
+    plugins: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    block: tuple[str, ...] = ()
+    allow: tuple[str, ...] | None = None
+    strict: bool = False
+    path: Path | None = None
+
+    def plugin(self, name: str) -> Mapping[str, Any]:
+        """The ``[plugins.<name>]`` section, empty when absent."""
+        return self.plugins.get(name, {})
+
+
+def default_path() -> Path:
+    return Path(platformdirs.user_config_dir("mcphost")) / FILE_NAME
+
+
+def resolve_path(explicit: str | os.PathLike[str] | None = None,
+                 env: Mapping[str, str] | None = None) -> tuple[Path, bool]:
+    """The config file to read and whether it must exist (it must when named explicitly)."""
+    env = os.environ if env is None else env
+    if explicit:
+        return Path(explicit), True
+    if env.get(ENV_CONFIG):
+        return Path(env[ENV_CONFIG]), True
+    return default_path(), False
+
+
+def _coerce(name: str, kind: Any, value: Any, source: str) -> Any:
+    text = str(kind)
+    try:
+        if "tuple" in text:
+            if isinstance(value, str):
+                value = [part.strip() for part in value.split(",") if part.strip()]
+            if not isinstance(value, list | tuple) or not all(isinstance(v, str) for v in value):
+                raise TypeError
+            return tuple(value)
+        if text.startswith("int") or kind is int:
+            if isinstance(value, bool):
+                raise TypeError
+            return int(value)
+        if text.startswith("float") or kind is float:
+            if isinstance(value, bool):
+                raise TypeError
+            return float(value)
+        if "str" in text:
+            if value is None and "None" in text:
+                return None
+            if not isinstance(value, str):
+                raise TypeError
+            return value
+    except (TypeError, ValueError):
+        raise ConfigError(f"{source}: server.{name} must be {text.replace('tuple[str, ...]', 'a list of strings')}, "
+                          f"not {value!r}") from None
+    return value
+
+
+def load_config(explicit: str | os.PathLike[str] | None = None,
+                env: Mapping[str, str] | None = None) -> Config:
+    """Read and check the configuration; raise :class:`ConfigError` with a precise message."""
+    env = os.environ if env is None else env
+    path, required = resolve_path(explicit, env)
+    data: dict[str, Any] = {}
+    if path.is_file():
+        try:
+            data = tomllib.loads(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+            raise ConfigError(f"{path}: cannot read the configuration: {exc}") from None
+    elif required:
+        raise ConfigError(f"{path}: configuration file not found")
+    return config_from_dict(data, env=env, path=path if path.is_file() else None)
+
+
+def config_from_dict(data: Mapping[str, Any], *, env: Mapping[str, str] | None = None,
+                     path: Path | None = None) -> Config:
+    """Build a Config from parsed TOML data and environment overrides."""
+    env = {} if env is None else env
+    source = str(path) if path else "configuration"
+    unknown = set(data) - {"server", "plugins"}
+    if unknown:
+        raise ConfigError(f"{source}: unknown section(s) {sorted(unknown)}; expected [server] and [plugins]")
+    fields = {f.name: f for f in dataclasses.fields(ServerSettings)}
+    server_data = dict(data.get("server", {}))
+    bad = set(server_data) - set(fields)
+    if bad:
+        raise ConfigError(f"{source}: unknown key(s) in [server]: {sorted(bad)}; known: {sorted(fields)}")
+    for name in fields:
+        value = env.get(f"MCPHOST_{name.upper()}")
+        if value is not None:
+            server_data[name] = value
+            source_of = f"${'MCPHOST_' + name.upper()}"
+            server_data[name] = _coerce(name, fields[name].type, value, source_of)
+    values = {name: _coerce(name, fields[name].type, value, source) for name, value in server_data.items()}
+    server = ServerSettings(**values)
+    _check_server(server, source)
+
+    plugins = dict(data.get("plugins", {}))
+    block = plugins.pop("block", [])
+    allow = plugins.pop("allow", None)
+    strict = plugins.pop("strict", False)
+    if not isinstance(block, list) or (allow is not None and not isinstance(allow, list)):
+        raise ConfigError(f"{source}: plugins.block and plugins.allow must be lists of plugin names")
+    for name, section in plugins.items():
+        if not isinstance(section, dict):
+            raise ConfigError(f"{source}: [plugins.{name}] must be a table, not {type(section).__name__}")
+    return Config(server=server, plugins=plugins, block=tuple(block),
+                  allow=None if allow is None else tuple(allow), strict=bool(strict), path=path)
+
+
+def _check_server(server: ServerSettings, source: str) -> None:
+    if not server.path.startswith("/"):
+        raise ConfigError(f"{source}: server.path must start with '/', not {server.path!r}")
+    if not 0 <= server.port <= 65535:
+        raise ConfigError(f"{source}: server.port must be 0-65535, not {server.port}")
+    for name in ("max_body_bytes", "page_size", "max_inflight", "max_sessions", "workers"):
+        if getattr(server, name) < 1:
+            raise ConfigError(f"{source}: server.{name} must be at least 1")
+    if server.log_level.lower() not in ("debug", "info", "warning", "error", "critical"):
+        raise ConfigError(f"{source}: server.log_level must be debug, info, warning, error or critical")
+
+
+def validate_plugin_sections(config: Config, schemas: Mapping[str, Mapping[str, Any]]) -> None:
+    """Check each ``[plugins.<name>]`` against its plugin's schema; raise ConfigError on the first problem."""
+    source = str(config.path) if config.path else "configuration"
+    for name, schema in schemas.items():
+        section = dict(config.plugin(name))
+        validator_cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+        try:
+            validator_cls.check_schema(schema)
+        except jsonschema.SchemaError as exc:
+            raise ConfigError(f"plugin {name!r} declares an invalid config schema: {exc.message}") from None
+        error = jsonschema.exceptions.best_match(validator_cls(schema).iter_errors(section))
+        if error is not None:
+            where = ".".join(str(p) for p in error.absolute_path)
+            key = f"plugins.{name}" + (f".{where}" if where else "")
+            raise ConfigError(f"{source}: [{key}] {error.message}")

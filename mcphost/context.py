@@ -1,0 +1,169 @@
+"""The ``ctx`` object a handler receives: what it may do while answering one request.
+
+``Context`` is a thin facade. The kernel gives it a *scope* that knows the session, the
+request and how to reach the client in the request's protocol era; the same calls therefore
+work for session-era clients (server-to-client requests over the open stream) and, later,
+stateless ones. Keeping the facade here, below the kernel, lets records and plugins name the
+type without importing the kernel.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+if TYPE_CHECKING:
+    from mcphost.sessions.session import Session
+
+LogLevel = Literal["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"]
+
+
+@dataclass(frozen=True, slots=True)
+class ElicitResult:
+    """The client's answer to an elicitation: ``accept`` (with ``content`` for forms), ``decline`` or ``cancel``."""
+
+    action: Literal["accept", "decline", "cancel"]
+    content: dict[str, Any] | None = None
+
+    @property
+    def accepted(self) -> bool:
+        return self.action == "accept"
+
+
+class Scope(Protocol):
+    """What the kernel provides behind a Context (one per request)."""
+
+    session: Session
+    request_id: Any
+    method: str
+
+    async def progress(self, progress: float, total: float | None, message: str | None) -> None: ...
+    async def log(self, level: LogLevel, data: Any, logger: str | None) -> None: ...
+    async def client_request(self, method: str, params: dict[str, Any], timeout: float | None) -> dict[str, Any]: ...
+    async def elicit(self, params: dict[str, Any], timeout: float | None) -> ElicitResult: ...
+    async def notify_resource_updated(self, uri: str) -> None: ...
+    def defer(self) -> Deferred: ...
+
+
+class Context:
+    """Passed to a handler that declares a parameter annotated ``Context``."""
+
+    __slots__ = ("_scope",)
+
+    def __init__(self, scope: Scope) -> None:
+        self._scope = scope
+
+    @property
+    def session(self) -> Session:
+        """The client's session: id, principal, client info and capabilities, assigns."""
+        return self._scope.session
+
+    @property
+    def request_id(self) -> Any:
+        return self._scope.request_id
+
+    @property
+    def method(self) -> str:
+        return self._scope.method
+
+    async def progress(self, progress: float, total: float | None = None, message: str | None = None) -> None:
+        """Report progress; sent only when the client asked for it with a progress token."""
+        await self._scope.progress(progress, total, message)
+
+    async def log(self, level: LogLevel, data: Any, *, logger: str | None = None) -> None:
+        """Send a log message to the client, subject to the level the client chose."""
+        await self._scope.log(level, data, logger)
+
+    async def debug(self, data: Any, *, logger: str | None = None) -> None:
+        await self._scope.log("debug", data, logger)
+
+    async def info(self, data: Any, *, logger: str | None = None) -> None:
+        await self._scope.log("info", data, logger)
+
+    async def warning(self, data: Any, *, logger: str | None = None) -> None:
+        await self._scope.log("warning", data, logger)
+
+    async def error(self, data: Any, *, logger: str | None = None) -> None:
+        await self._scope.log("error", data, logger)
+
+    async def elicit(self, message: str, schema: dict[str, Any], *, timeout: float | None = None) -> ElicitResult:
+        """Ask the user to fill a form (a flat object schema of primitive fields)."""
+        return await self._scope.elicit({"mode": "form", "message": message, "requestedSchema": schema}, timeout)
+
+    async def elicit_url(self, message: str, url: str, *, elicitation_id: str | None = None,
+                         timeout: float | None = None) -> ElicitResult:
+        """Ask the user to complete a step in the browser; ``accept`` means consent, not completion."""
+        params: dict[str, Any] = {"mode": "url", "message": message, "url": url}
+        if elicitation_id is not None:
+            params["elicitationId"] = elicitation_id
+        return await self._scope.elicit(params, timeout)
+
+    async def sample(self, messages: str | list[dict[str, Any]], *, max_tokens: int = 1000,
+                     system_prompt: str | None = None, temperature: float | None = None,
+                     model_preferences: dict[str, Any] | None = None,
+                     stop_sequences: list[str] | None = None, timeout: float | None = None,
+                     **extra: Any) -> dict[str, Any]:
+        """Ask the client's model for a completion; returns the CreateMessageResult as a dict."""
+        if isinstance(messages, str):
+            messages = [{"role": "user", "content": {"type": "text", "text": messages}}]
+        params: dict[str, Any] = {"messages": messages, "maxTokens": max_tokens}
+        if system_prompt is not None:
+            params["systemPrompt"] = system_prompt
+        if temperature is not None:
+            params["temperature"] = temperature
+        if model_preferences is not None:
+            params["modelPreferences"] = model_preferences
+        if stop_sequences is not None:
+            params["stopSequences"] = stop_sequences
+        params.update(extra)
+        return await self._scope.client_request("sampling/createMessage", params, timeout)
+
+    async def list_roots(self, *, timeout: float | None = None) -> list[dict[str, Any]]:
+        """The client's roots (``file://`` URIs with optional names)."""
+        answer = await self._scope.client_request("roots/list", {}, timeout)
+        roots = answer.get("roots")
+        return roots if isinstance(roots, list) else []
+
+    async def notify_resource_updated(self, uri: str) -> None:
+        """Tell subscribed clients that the resource at ``uri`` changed."""
+        await self._scope.notify_resource_updated(uri)
+
+    def defer(self) -> Deferred:
+        """Answer later: return the Deferred from the handler and resolve it from any task."""
+        return self._scope.defer()
+
+
+class Deferred:
+    """A reply that another task supplies later with :meth:`resolve` or :meth:`reject`.
+
+    The request stays in flight, and cancellable, until then. ``session_id`` and
+    ``request_id`` identify it for :meth:`mcphost.host.Host.respond` from elsewhere.
+    """
+
+    __slots__ = ("_future", "request_id", "session_id")
+
+    def __init__(self, session_id: str, request_id: Any, future: Any) -> None:
+        self.session_id = session_id
+        self.request_id = request_id
+        self._future = future
+
+    def resolve(self, value: Any) -> bool:
+        """Complete the request with ``value`` (converted like a handler's return value)."""
+        if self._future.done():
+            return False
+        self._future.set_result(value)
+        return True
+
+    def reject(self, error: BaseException) -> bool:
+        """Fail the request as if the handler had raised ``error``."""
+        if self._future.done():
+            return False
+        self._future.set_exception(error)
+        return True
+
+    @property
+    def done(self) -> bool:
+        return bool(self._future.done())
+
+    def __await__(self) -> Any:
+        return self._future.__await__()

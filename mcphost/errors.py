@@ -1,0 +1,74 @@
+"""Exceptions that handlers and hooks raise to tell the host what went wrong, and how to say it."""
+
+from __future__ import annotations
+
+from mcphost.protocol.errors import McpError
+
+
+class ToolError(Exception):
+    """A tool failure the model should see: becomes an ``isError`` result carrying this message.
+
+    Any other exception from a tool also becomes an ``isError`` result, but with a generic
+    text: exception messages may hold secrets, so only a ToolError's message reaches the wire.
+    """
+
+
+class Refused(Exception):
+    """Raised by ``mcphost_connect`` or an auth hook to turn a client away.
+
+    ``status`` is the HTTP status (stdio reports it as a JSON-RPC error); ``headers`` are
+    added to the HTTP response (for instance a ``WWW-Authenticate`` challenge).
+    """
+
+    status = 403
+
+    def __init__(self, message: str = "Forbidden", *, headers: dict[str, str] | None = None,
+                 status: int | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.headers = dict(headers or {})
+        if status is not None:
+            self.status = status
+
+
+class Unauthorized(Refused):
+    """401: credentials are missing or invalid. ``challenge`` becomes ``WWW-Authenticate``."""
+
+    status = 401
+
+    def __init__(self, message: str = "Unauthorized", *, challenge: str = "Bearer",
+                 headers: dict[str, str] | None = None) -> None:
+        merged = {"WWW-Authenticate": challenge, **(headers or {})}
+        super().__init__(message, headers=merged)
+
+
+class Forbidden(Refused):
+    """403: the client is known but may not do this."""
+
+    status = 403
+
+
+class PluginError(Exception):
+    """A plugin handed the host something invalid (a bad record, a duplicate name, bad config)."""
+
+
+class ConfigError(Exception):
+    """The configuration cannot be used; the message says which file, section and key."""
+
+
+class ClientRequestError(Exception):
+    """A server-to-client request (elicitation, sampling, roots) failed.
+
+    ``code`` is the JSON-RPC error code the client answered with, or a host code
+    (-32001 for a timeout, -32601 when the client lacks the capability).
+    """
+
+    def __init__(self, code: int, message: str, data: object = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.data = data
+
+
+__all__ = ["ClientRequestError", "ConfigError", "Forbidden", "McpError", "PluginError", "Refused",
+           "ToolError", "Unauthorized"]

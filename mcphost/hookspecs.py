@@ -1,0 +1,156 @@
+"""Every hook a plugin can implement, in one place, grouped by when it fires.
+
+Hooks are synchronous pluggy calls made at startup (and on reload) to collect records and
+callables; nothing here is called through pluggy on the per-request path. Where a hook
+fires per connection (the lifecycle hooks), the host collects the implementations once at
+startup and calls them directly. An implementation may be ``async def``: the host awaits
+its result. Implement a hook with ``@mcphost.hookimpl``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import pluggy
+
+if TYPE_CHECKING:
+    import click
+
+    from mcphost.host import Host
+    from mcphost.records import Middleware, Prompt, Resource, ResourceTemplate, Tool
+    from mcphost.sessions.session import Connection, Principal, Session
+
+PROJECT = "mcphost"
+hookspec = pluggy.HookspecMarker(PROJECT)
+hookimpl = pluggy.HookimplMarker(PROJECT)
+
+
+# -- catalog: collected at startup and on reload ------------------------------------------------
+
+@hookspec
+def mcphost_tools(host: Host) -> list[Tool] | None:
+    """Tools this plugin provides.
+
+    Fires at startup and on reload. ``host`` gives access to settings and this plugin's
+    config (``host.plugin_config(name)``). Return :class:`mcphost.Tool` records (as built by
+    ``@mcphost.tool``). The host validates each, refuses a name another plugin already
+    provides (naming both plugins) and stamps provenance.
+    """
+
+
+@hookspec
+def mcphost_resources(host: Host) -> list[Resource] | None:
+    """Resources at fixed URIs this plugin provides (``@mcphost.resource``). Same rules as tools."""
+
+
+@hookspec
+def mcphost_resource_templates(host: Host) -> list[ResourceTemplate] | None:
+    """Resource templates (RFC 6570) this plugin provides (``@mcphost.resource_template``)."""
+
+
+@hookspec
+def mcphost_prompts(host: Host) -> list[Prompt] | None:
+    """Prompts this plugin provides (``@mcphost.prompt``). Same rules as tools."""
+
+
+# -- session lifecycle ---------------------------------------------------------------------------
+
+@hookspec
+def mcphost_connect(session: Session, request: Connection) -> None:
+    """A client connected: once per stdio process, once per HTTP request.
+
+    ``session`` is the client's session; ``request`` describes the connection (transport,
+    headers, remote address, principal). Raise :class:`mcphost.Unauthorized` (401 with a
+    challenge) or :class:`mcphost.Forbidden` (403) to refuse the client. May set
+    ``session.assigns`` and narrow ``session.allowed_tools`` / ``allowed_prompts`` /
+    ``allowed_templates``; the narrowing applies to listings and calls alike. The return
+    value is ignored. Every implementation runs, in plugin order, until one refuses.
+    """
+
+
+@hookspec
+def mcphost_disconnect(session: Session, reason: str) -> None:
+    """A connection closed: the HTTP response finished, a stream dropped, stdin reached EOF.
+
+    Not the end of the session (see ``mcphost_terminate``). ``reason`` is one of
+    ``"complete"``, ``"dropped"``, ``"eof"``, ``"refused"``. Exceptions are logged and ignored.
+    """
+
+
+@hookspec
+def mcphost_terminate(session: Session, reason: str) -> None:
+    """The session is over and its state is being discarded. Fires once per session.
+
+    ``reason`` is one of ``"deleted"`` (client DELETE), ``"expired"`` (idle timeout),
+    ``"lifetime"`` (maximum age), ``"shutdown"``, ``"eof"`` (stdio client went away).
+    Exceptions are logged and ignored.
+    """
+
+
+# -- auth ------------------------------------------------------------------------------------------
+
+@hookspec
+def mcphost_authenticate(request: Connection) -> Principal | None:
+    """Turn the request's credentials into a :class:`mcphost.Principal`.
+
+    Return ``None`` when this plugin has no opinion; the first principal returned wins.
+    Raise :class:`mcphost.Unauthorized` with a challenge to refuse.
+    """
+
+
+@hookspec
+def mcphost_protected_resource_metadata(host: Host) -> dict[str, Any] | None:
+    """Fields for the RFC 9728 protected resource metadata document; dicts are merged in order."""
+
+
+# -- per-request middleware ------------------------------------------------------------------------
+
+@hookspec
+def mcphost_middleware(host: Host) -> list[Middleware] | None:
+    """Middleware wrapped around every request, collected once at startup.
+
+    Each record's ``fn`` is ``async def fn(request, call_next)`` where ``request`` is a
+    :class:`mcphost.kernel.RequestInfo` and ``await call_next(request)`` runs the rest of the
+    chain and returns the result dict. Plugin order is outermost first.
+    """
+
+
+# -- state backend ---------------------------------------------------------------------------------
+
+@hookspec(firstresult=True)
+def mcphost_backend(host: Host) -> Any:
+    """The state backend (session store, event log, broker). First non-None result wins.
+
+    The built-in in-memory backend is registered ``trylast`` so any installed backend wins.
+    """
+
+
+# -- extension points for the world outside the protocol ------------------------------------------
+
+@hookspec
+def mcphost_routes(app: Any) -> None:
+    """Register extra HTTP routes or blueprints on the Quart ``app`` (health, metrics, metadata)."""
+
+
+@hookspec
+def mcphost_register_commands(cli: click.Group) -> None:
+    """Add subcommands to the ``mcphost`` command line."""
+
+
+@hookspec
+def mcphost_config_schema() -> dict[str, Any] | None:
+    """A JSON Schema for this plugin's ``[plugins.<name>]`` config section.
+
+    The section is validated before the host starts; a violation stops startup with a
+    message naming the plugin, the key and the problem.
+    """
+
+
+@hookspec
+def mcphost_startup(host: Host) -> None:
+    """The host is starting; the catalog is built. May be async (awaited before serving)."""
+
+
+@hookspec
+def mcphost_shutdown(host: Host) -> None:
+    """The host is stopping, after sessions were terminated. May be async."""

@@ -1,0 +1,204 @@
+"""The Host: owns configuration, the plugin manager, the catalog, the kernel and the sessions.
+
+Build one, ``await host.start()``, hand it to a transport, ``await host.stop()``. Hooks are
+called here, at startup, to collect records and callables; the lifecycle hooks that fire
+per connection are collected once and then called directly, without pluggy in the way.
+"""
+
+from __future__ import annotations
+
+import gc
+import inspect
+import logging
+import secrets
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pluggy
+
+from mcphost.catalog import Catalog
+from mcphost.config import Config, validate_plugin_sections
+from mcphost.errors import Refused
+from mcphost.kernel import Kernel
+from mcphost.plugins import PluginInfo, PluginSelection, call_impl, impls, load_plugins, make_plugin_manager
+from mcphost.protocol.versions import at_least
+from mcphost.records import Middleware, Provenance, stamped
+from mcphost.sessions.session import Connection, Principal, Session
+
+log = logging.getLogger("mcphost.host")
+
+
+async def await_maybe(value: Any) -> Any:
+    """Await ``value`` when a hook implementation was ``async def``."""
+    if inspect.isawaitable(value):
+        return await value
+    return value
+
+
+class Host:
+    """One MCP host: plugins, catalog, kernel and live sessions of this process."""
+
+    def __init__(self, config: Config | None = None, *, plugins: Sequence[tuple[str, Any]] = (),
+                 selection: PluginSelection | None = None, entry_points: bool = True) -> None:
+        self.config = config or Config()
+        if selection is None:
+            selection = PluginSelection.from_env(block=self.config.block, allow=self.config.allow,
+                                                 strict=self.config.strict)
+        if not entry_points:
+            selection = PluginSelection(block=selection.block, allow=selection.allow, strict=selection.strict,
+                                        entry_points=False)
+        self.selection = selection
+        self.pm: pluggy.PluginManager = make_plugin_manager()
+        self.plugin_infos: dict[str, PluginInfo] = load_plugins(self.pm, selection, plugins)
+        self.catalog = Catalog()
+        self.sessions: dict[str, Session] = {}
+        self.kernel: Kernel | None = None
+        self.backend: Any = None
+        self._connect: list[pluggy.HookImpl] = []
+        self._disconnect: list[pluggy.HookImpl] = []
+        self._terminate: list[pluggy.HookImpl] = []
+        self._prepared = False
+        self._started = False
+
+    # -- configuration and plugins ----------------------------------------------------------
+
+    def plugin_config(self, name: str) -> Mapping[str, Any]:
+        """The ``[plugins.<name>]`` section of the configuration (empty when absent)."""
+        return self.config.plugin(name)
+
+    def config_schemas(self) -> dict[str, dict[str, Any]]:
+        """The config schema each plugin declares, by plugin name."""
+        schemas: dict[str, dict[str, Any]] = {}
+        for impl in impls(self.pm, "mcphost_config_schema"):
+            schema = call_impl(impl)
+            if schema:
+                schemas[impl.plugin_name] = schema
+        return schemas
+
+    def prepare(self) -> None:
+        """Validate plugin config and collect the catalog and middleware (synchronous; idempotent)."""
+        if self._prepared:
+            return
+        validate_plugin_sections(self.config, self.config_schemas())
+        self.catalog = Catalog.collect(self.pm, self, self.plugin_infos, strict=self.selection.strict)
+        self.kernel = Kernel(self, self._collect_middleware())
+        self._connect = impls(self.pm, "mcphost_connect")
+        self._disconnect = impls(self.pm, "mcphost_disconnect")
+        self._terminate = impls(self.pm, "mcphost_terminate")
+        self.backend = self.pm.hook.mcphost_backend(host=self)
+        self._prepared = True
+
+    def _collect_middleware(self) -> list[Middleware]:
+        collected: list[Middleware] = []
+        for impl in impls(self.pm, "mcphost_middleware"):
+            info = self.plugin_infos.get(impl.plugin_name)
+            provenance = Provenance(impl.plugin_name, info.distribution if info else None,
+                                    info.version if info else None)
+            try:
+                records = call_impl(impl, host=self) or []
+            except Exception:
+                log.exception("plugin %s: mcphost_middleware raised; its middleware is skipped", impl.plugin_name)
+                continue
+            collected.extend(stamped(record, provenance) for record in records)
+        return collected
+
+    async def start(self) -> None:
+        """Prepare, run the startup hooks, then freeze the startup heap out of the GC's way."""
+        if self._started:
+            return
+        self.prepare()
+        for impl in impls(self.pm, "mcphost_startup"):
+            await await_maybe(call_impl(impl, host=self))
+        self._started = True
+        # Everything allocated so far lives as long as the host: keep the collector from rescanning it.
+        gc.collect()
+        gc.freeze()
+
+    async def stop(self) -> None:
+        """Terminate every session (reason ``shutdown``) and run the shutdown hooks."""
+        if not self._started:
+            return
+        for session in list(self.sessions.values()):
+            await self.terminate(session, "shutdown")
+        for impl in impls(self.pm, "mcphost_shutdown"):
+            try:
+                await await_maybe(call_impl(impl, host=self))
+            except Exception:
+                log.exception("plugin %s: mcphost_shutdown raised", impl.plugin_name)
+        self._started = False
+
+    async def reload(self) -> None:
+        """Collect the catalog again and tell sessions which lists changed."""
+        old = self.catalog
+        self._prepared = False
+        self.prepare()
+        assert self.kernel is not None
+        for kind, before, after in (("tools", old.tools, self.catalog.tools),
+                                    ("prompts", old.prompts, self.catalog.prompts),
+                                    ("resources", {**old.resources, **old.templates},
+                                     {**self.catalog.resources, **self.catalog.templates})):
+            if set(before) != set(after) or any(before[k] is not after[k] for k in after if k in before):
+                await self.kernel.notify_list_changed(kind)
+
+    # -- identity -------------------------------------------------------------------------
+
+    def server_info(self, version: str) -> dict[str, Any]:
+        server = self.config.server
+        info: dict[str, Any] = {"name": server.name, "version": server.version or _own_version()}
+        if server.title and at_least(version, "2025-06-18"):
+            info["title"] = server.title
+        return info
+
+    # -- sessions and the lifecycle hooks ---------------------------------------------------
+
+    def new_session(self, principal: Principal | None = None) -> Session:
+        """A fresh session with a random id (256 bits, URL-safe, visible ASCII only)."""
+        session = Session(secrets.token_urlsafe(32), principal=principal)
+        self.sessions[session.id] = session
+        return session
+
+    async def connect(self, session: Session, connection: Connection) -> None:
+        """Run ``mcphost_connect``; raises :class:`Refused` when a plugin turns the client away."""
+        for impl in self._connect:
+            try:
+                await await_maybe(call_impl(impl, session=session, request=connection))
+            except Refused:
+                raise
+            except Exception:
+                # Fail closed: a connect hook that breaks must not let the client in unchecked.
+                log.exception("plugin %s: mcphost_connect raised", impl.plugin_name)
+                raise Refused("Internal error", status=500) from None
+
+    async def disconnect(self, session: Session, reason: str) -> None:
+        await self._notify(self._disconnect, "mcphost_disconnect", session, reason)
+
+    async def terminate(self, session: Session, reason: str) -> None:
+        """End ``session``: cancel its work, forget it, run ``mcphost_terminate`` once."""
+        if session.closed:
+            return
+        session.closed = True
+        self.sessions.pop(session.id, None)
+        for task in list(session.inflight.values()):
+            task.cancel()
+        for future in list(session.pending.values()):
+            if not future.done():
+                future.cancel()
+        await self._notify(self._terminate, "mcphost_terminate", session, reason)
+
+    async def _notify(self, hook: list[pluggy.HookImpl], name: str, session: Session, reason: str) -> None:
+        for impl in hook:
+            try:
+                await await_maybe(call_impl(impl, session=session, reason=reason))
+            except Exception:
+                log.exception("plugin %s: %s raised", impl.plugin_name, name)
+
+    def respond(self, session_id: str, request_id: Any, value: Any = None,
+                error: BaseException | None = None) -> bool:
+        """Complete a request whose handler returned a Deferred; False when none waits."""
+        assert self.kernel is not None
+        return self.kernel.respond(session_id, request_id, value, error)
+
+
+def _own_version() -> str:
+    from mcphost import __version__
+    return __version__

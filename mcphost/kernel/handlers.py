@@ -1,0 +1,388 @@
+"""One async handler per MCP method of the session era, registered in :data:`METHODS`."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from mcphost.content import Completion
+from mcphost.context import Context, Deferred
+from mcphost.errors import ClientRequestError, ToolError
+from mcphost.kernel import results
+from mcphost.kernel.scope import RequestScope
+from mcphost.protocol.errors import (
+    INTERNAL_ERROR,
+    INVALID_REQUEST,
+    RESOURCE_NOT_FOUND,
+    McpError,
+    invalid_params,
+    method_not_found,
+)
+from mcphost.protocol.versions import at_least, negotiate
+from mcphost.records import Prompt, Resource, ResourceTemplate, Tool
+from mcphost.sessions.session import LOG_RANK
+
+if TYPE_CHECKING:
+    from mcphost.kernel.dispatcher import Kernel, RequestInfo
+
+log = logging.getLogger("mcphost.kernel")
+
+Handler = Callable[["Kernel", "RequestInfo"], Awaitable[dict[str, Any]]]
+METHODS: dict[str, Handler] = {}
+BEFORE_INITIALIZE = frozenset({"initialize", "ping"})
+MAX_COMPLETION_VALUES = 100
+
+
+def method(name: str) -> Callable[[Handler], Handler]:
+    def register(fn: Handler) -> Handler:
+        METHODS[name] = fn
+        return fn
+    return register
+
+
+async def call_handler(fn: Callable[..., Any], kwargs: dict[str, Any], *, thread: bool = False) -> Any:
+    """Run a plugin's handler (sync, async or in a thread) and wait for a Deferred it returns."""
+    value = await asyncio.to_thread(fn, **kwargs) if thread else fn(**kwargs)
+    if inspect.isawaitable(value) and not isinstance(value, Deferred):
+        value = await value
+    if isinstance(value, Deferred):
+        value = await value
+    return value
+
+
+def _scope(kernel: Kernel, request: RequestInfo) -> RequestScope:
+    meta = request.params.get("_meta")
+    token = meta.get("progressToken") if isinstance(meta, dict) else None
+    return RequestScope(kernel, request.session, request.id, request.method, token)
+
+
+def _require_capability(kernel: Kernel, request: RequestInfo, capability: str) -> None:
+    if capability not in kernel.host.catalog.capabilities():
+        raise method_not_found(request.method)
+
+
+def _string(params: dict[str, Any], key: str) -> str:
+    value = params.get(key)
+    if not isinstance(value, str):
+        raise invalid_params(f'Invalid params: "{key}" must be a string')
+    return value
+
+
+def _paged(kernel: Kernel, request: RequestInfo, items: list[dict[str, Any]], key: str) -> dict[str, Any]:
+    from mcphost.catalog import page
+    chunk, next_cursor = page(items, request.params.get("cursor"), kernel.settings.page_size)
+    result: dict[str, Any] = {key: chunk}
+    if next_cursor is not None:
+        result["nextCursor"] = next_cursor
+    return result
+
+
+# -- descriptors: what a record looks like on the wire, per revision ----------------------------
+
+def _common(record: Any, version: str, out: dict[str, Any]) -> dict[str, Any]:
+    if record.description:
+        out["description"] = record.description
+    if record.title and at_least(version, "2025-06-18"):
+        out["title"] = record.title
+    if record.icons and at_least(version, "2025-11-25"):
+        out["icons"] = [dict(icon) for icon in record.icons]
+    if record.meta and at_least(version, "2025-06-18"):
+        out["_meta"] = dict(record.meta)
+    return out
+
+
+def tool_descriptor(tool: Tool, version: str) -> dict[str, Any]:
+    out = _common(tool, version, {"name": tool.name, "inputSchema": dict(tool.input_schema)})
+    if tool.output_schema is not None and at_least(version, "2025-06-18"):
+        out["outputSchema"] = dict(tool.output_schema)
+    if tool.annotations:
+        out["annotations"] = dict(tool.annotations)
+    return out
+
+
+def resource_descriptor(resource: Resource, version: str) -> dict[str, Any]:
+    out = _common(resource, version, {"uri": resource.uri, "name": resource.name})
+    if resource.mime_type:
+        out["mimeType"] = resource.mime_type
+    if resource.size is not None:
+        out["size"] = resource.size
+    if resource.annotations:
+        out["annotations"] = dict(resource.annotations)
+    return out
+
+
+def template_descriptor(template: ResourceTemplate, version: str) -> dict[str, Any]:
+    out = _common(template, version, {"uriTemplate": template.uri_template, "name": template.name})
+    if template.mime_type:
+        out["mimeType"] = template.mime_type
+    if template.annotations:
+        out["annotations"] = dict(template.annotations)
+    return out
+
+
+def prompt_descriptor(prompt: Prompt, version: str) -> dict[str, Any]:
+    out = _common(prompt, version, {"name": prompt.name})
+    if prompt.arguments:
+        out["arguments"] = [dict(argument) for argument in prompt.arguments]
+    return out
+
+
+# -- lifecycle ------------------------------------------------------------------------------------
+
+@method("initialize")
+async def initialize(kernel: Kernel, request: RequestInfo) -> dict[str, Any]:
+    session = request.session
+    params = request.params
+    if session.initialized or session.protocol_version is not None:
+        raise McpError(INVALID_REQUEST, "Session already initialized")
+    capabilities = params.get("capabilities", {})
+    client_info = params.get("clientInfo", {})
+    if not isinstance(capabilities, dict) or not isinstance(client_info, dict):
+        raise invalid_params('Invalid params: "capabilities" and "clientInfo" must be objects')
+    version = negotiate(params.get("protocolVersion"))
+    session.protocol_version = version
+    session.client_capabilities = capabilities
+    session.client_info = client_info
+    # Answer requests as soon as initialize is answered; clients race notifications/initialized.
+    session.initialized = True
+    result: dict[str, Any] = {
+        "protocolVersion": version,
+        "capabilities": kernel.host.catalog.capabilities(),
+        "serverInfo": kernel.host.server_info(version),
+    }
+    if kernel.settings.instructions:
+        result["instructions"] = kernel.settings.instructions
+    return result
+
+
+@method("ping")
+async def ping(kernel: Kernel, request: RequestInfo) -> dict[str, Any]:
+    return {}
+
+
+@method("logging/setLevel")
+async def set_level(kernel: Kernel, request: RequestInfo) -> dict[str, Any]:
+    level = request.params.get("level")
+    if level not in LOG_RANK:
+        raise invalid_params(f"Invalid log level {str(level)[:40]!r}; expected one of {', '.join(LOG_RANK)}")
+    request.session.log_level = level
+    return {}
+
+
+# -- tools ----------------------------------------------------------------------------------------
+
+@method("tools/list")
+async def list_tools(kernel: Kernel, request: RequestInfo) -> dict[str, Any]:
+    _require_capability(kernel, request, "tools")
+    session = request.session
+    items = kernel.host.catalog.descriptors("tools", session.protocol_version, tool_descriptor)
+    if session.allowed_tools is not None:
+        items = [item for item in items if item["name"] in session.allowed_tools]
+    return _paged(kernel, request, items, "tools")
+
+
+@method("tools/call")
+async def call_tool(kernel: Kernel, request: RequestInfo) -> dict[str, Any]:
+    _require_capability(kernel, request, "tools")
+    session = request.session
+    name = _string(request.params, "name")
+    entry = kernel.host.catalog.tools.get(name)
+    if entry is None or not session.can_see_tool(name):
+        raise invalid_params(f"Unknown tool: {name[:100]}")
+    arguments = request.params.get("arguments")
+    if arguments is None:
+        arguments = {}
+    elif not isinstance(arguments, dict):
+        raise invalid_params('Invalid params: "arguments" must be an object')
+    errors = sorted(entry.validator.iter_errors(arguments), key=lambda e: list(e.absolute_path))
+    if errors:
+        details = "; ".join(_describe(error) for error in errors[:5])
+        return results.error_result(f"Invalid arguments for tool {name!r}: {details}")
+    record = entry.record
+    kwargs = record.signature.bind(arguments) if record.signature is not None else dict(arguments)
+    if record.signature is not None and record.signature.context_param:
+        kwargs[record.signature.context_param] = Context(_scope(kernel, request))
+    try:
+        value = await call_handler(record.fn, kwargs, thread=record.thread)
+    except McpError:
+        raise
+    except ToolError as exc:
+        return results.error_result(str(exc))
+    except ClientRequestError as exc:
+        return results.error_result(exc.message)
+    except Exception:
+        log.exception("tool %s (plugin %s) raised", name, record.provenance.plugin if record.provenance else "?")
+        return results.error_result(f"Tool {name!r} failed with an internal error")
+    return results.tool_result(entry, value, session.protocol_version)
+
+
+def _describe(error: Any) -> str:
+    where = "/".join(str(part) for part in error.absolute_path)
+    return f"{where}: {error.message}" if where else error.message
+
+
+# -- resources ------------------------------------------------------------------------------------
+
+@method("resources/list")
+async def list_resources(kernel: Kernel, request: RequestInfo) -> dict[str, Any]:
+    _require_capability(kernel, request, "resources")
+    items = kernel.host.catalog.descriptors("resources", request.session.protocol_version, resource_descriptor)
+    return _paged(kernel, request, items, "resources")
+
+
+@method("resources/templates/list")
+async def list_templates(kernel: Kernel, request: RequestInfo) -> dict[str, Any]:
+    _require_capability(kernel, request, "resources")
+    session = request.session
+    items = kernel.host.catalog.descriptors("resourceTemplates", session.protocol_version, template_descriptor)
+    if session.allowed_templates is not None:
+        items = [item for item in items if item["uriTemplate"] in session.allowed_templates]
+    return _paged(kernel, request, items, "resourceTemplates")
+
+
+def _not_found(uri: str) -> McpError:
+    return McpError(RESOURCE_NOT_FOUND, "Resource not found", {"uri": uri})
+
+
+@method("resources/read")
+async def read_resource(kernel: Kernel, request: RequestInfo) -> dict[str, Any]:
+    _require_capability(kernel, request, "resources")
+    uri = _string(request.params, "uri")
+    found = kernel.host.catalog.find_resource(uri)
+    if found is None:
+        raise _not_found(uri)
+    record, variables = found
+    if isinstance(record, ResourceTemplate) and not request.session.can_see_template(record.uri_template):
+        raise _not_found(uri)
+    kwargs: dict[str, Any] = dict(variables)
+    if record.context_param:
+        kwargs[record.context_param] = Context(_scope(kernel, request))
+    try:
+        value = await call_handler(record.fn, kwargs)
+    except McpError:
+        raise
+    except (FileNotFoundError, LookupError):
+        raise _not_found(uri) from None
+    except Exception:
+        log.exception("resource %s (plugin %s) raised", uri, record.provenance.plugin if record.provenance else "?")
+        raise McpError(INTERNAL_ERROR, "Internal error") from None
+    if value is None:
+        raise _not_found(uri)
+    return {"contents": results.resource_contents(uri, record.mime_type, value)}
+
+
+@method("resources/subscribe")
+async def subscribe(kernel: Kernel, request: RequestInfo) -> dict[str, Any]:
+    _require_capability(kernel, request, "resources")
+    request.session.subscriptions.add(_string(request.params, "uri"))
+    return {}
+
+
+@method("resources/unsubscribe")
+async def unsubscribe(kernel: Kernel, request: RequestInfo) -> dict[str, Any]:
+    _require_capability(kernel, request, "resources")
+    request.session.subscriptions.discard(_string(request.params, "uri"))
+    return {}
+
+
+# -- prompts --------------------------------------------------------------------------------------
+
+@method("prompts/list")
+async def list_prompts(kernel: Kernel, request: RequestInfo) -> dict[str, Any]:
+    _require_capability(kernel, request, "prompts")
+    session = request.session
+    items = kernel.host.catalog.descriptors("prompts", session.protocol_version, prompt_descriptor)
+    if session.allowed_prompts is not None:
+        items = [item for item in items if item["name"] in session.allowed_prompts]
+    return _paged(kernel, request, items, "prompts")
+
+
+def _prompt(kernel: Kernel, request: RequestInfo, name: str) -> Prompt:
+    prompt = kernel.host.catalog.prompts.get(name)
+    if prompt is None or not request.session.can_see_prompt(name):
+        raise invalid_params(f"Unknown prompt: {name[:100]}")
+    return prompt
+
+
+@method("prompts/get")
+async def get_prompt(kernel: Kernel, request: RequestInfo) -> dict[str, Any]:
+    _require_capability(kernel, request, "prompts")
+    prompt = _prompt(kernel, request, _string(request.params, "name"))
+    arguments = request.params.get("arguments") or {}
+    if not isinstance(arguments, dict) or not all(isinstance(v, str) for v in arguments.values()):
+        raise invalid_params('Invalid params: "arguments" must map names to strings')
+    declared = {argument["name"]: argument for argument in prompt.arguments}
+    missing = [name for name, argument in declared.items() if argument.get("required") and name not in arguments]
+    if missing:
+        raise invalid_params(f"Missing required argument(s) for prompt {prompt.name!r}: {', '.join(missing)}")
+    kwargs: dict[str, Any] = {name: value for name, value in arguments.items() if name in declared}
+    if prompt.context_param:
+        kwargs[prompt.context_param] = Context(_scope(kernel, request))
+    try:
+        value = await call_handler(prompt.fn, kwargs)
+        return results.prompt_result(prompt.description, value)
+    except McpError:
+        raise
+    except Exception:
+        log.exception("prompt %s (plugin %s) raised", prompt.name,
+                      prompt.provenance.plugin if prompt.provenance else "?")
+        raise McpError(INTERNAL_ERROR, "Internal error") from None
+
+
+# -- completion -----------------------------------------------------------------------------------
+
+@method("completion/complete")
+async def complete(kernel: Kernel, request: RequestInfo) -> dict[str, Any]:
+    _require_capability(kernel, request, "completions")
+    ref = request.params.get("ref")
+    argument = request.params.get("argument")
+    if not isinstance(ref, dict) or not isinstance(argument, dict):
+        raise invalid_params('Invalid params: "ref" and "argument" must be objects')
+    name, value = argument.get("name"), argument.get("value", "")
+    if not isinstance(name, str) or not isinstance(value, str):
+        raise invalid_params('Invalid params: argument "name" and "value" must be strings')
+    context = request.params.get("context") or {}
+    context_args = context.get("arguments") or {} if isinstance(context, dict) else {}
+    if ref.get("type") == "ref/prompt":
+        completer = _prompt(kernel, request, _string(ref, "name")).completions.get(name)
+    elif ref.get("type") == "ref/resource":
+        uri = _string(ref, "uri")
+        entry = kernel.host.catalog.templates.get(uri)
+        if entry is None or not request.session.can_see_template(uri):
+            if uri in kernel.host.catalog.resources:
+                return {"completion": {"values": []}}
+            raise invalid_params(f"Unknown resource template: {uri[:200]}")
+        completer = entry.record.completions.get(name)
+    else:
+        raise invalid_params('Invalid params: ref.type must be "ref/prompt" or "ref/resource"')
+    if completer is None:
+        return {"completion": {"values": []}}
+    try:
+        found = completer(value, dict(context_args))
+        if inspect.isawaitable(found):
+            found = await found
+    except McpError:
+        raise
+    except Exception:
+        log.exception("completion for %s raised", name)
+        raise McpError(INTERNAL_ERROR, "Internal error") from None
+    return {"completion": _completion(found)}
+
+
+def _completion(found: Any) -> dict[str, Any]:
+    if isinstance(found, Completion):
+        values, total, has_more = list(found.values), found.total, found.has_more
+    else:
+        values, total, has_more = [str(v) for v in (found or [])], None, None
+    if len(values) > MAX_COMPLETION_VALUES:
+        total = total if total is not None else len(values)
+        values, has_more = values[:MAX_COMPLETION_VALUES], True
+    completion: dict[str, Any] = {"values": values}
+    if total is not None:
+        completion["total"] = total
+    if has_more is not None:
+        completion["hasMore"] = has_more
+    return completion

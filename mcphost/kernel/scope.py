@@ -1,0 +1,147 @@
+"""The per-request scope behind ``ctx``: progress, logging and server-to-client requests.
+
+This is the session-era implementation: questions to the client (elicitation, sampling,
+roots) are JSON-RPC requests sent through the session's outlet, related to the request
+being served so a transport puts them on that request's stream, and answered by a later
+client message that the kernel routes to the waiting future.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING, Any
+
+import jsonschema
+
+from mcphost.context import Deferred, ElicitResult
+from mcphost.errors import ClientRequestError
+from mcphost.protocol import jsonrpc
+from mcphost.protocol.errors import INVALID_PARAMS, METHOD_NOT_FOUND, REQUEST_TIMEOUT
+from mcphost.protocol.versions import at_least
+from mcphost.sessions.session import LOG_RANK, Session
+
+if TYPE_CHECKING:
+    from mcphost.kernel.dispatcher import Kernel
+
+log = logging.getLogger("mcphost.kernel")
+
+_ELICIT_ACTIONS = frozenset({"accept", "decline", "cancel"})
+
+
+class RequestScope:
+    __slots__ = ("_kernel", "_last_progress", "method", "progress_token", "request_id", "session")
+
+    def __init__(self, kernel: Kernel, session: Session, request_id: Any, method: str,
+                 progress_token: Any) -> None:
+        self._kernel = kernel
+        self.session = session
+        self.request_id = request_id
+        self.method = method
+        self.progress_token = progress_token
+        self._last_progress: float | None = None
+
+    async def _send(self, message: dict[str, Any]) -> None:
+        outlet = self.session.outlet
+        if outlet is not None and not self.session.closed:
+            await outlet(message, self.request_id)
+
+    async def progress(self, progress: float, total: float | None, message: str | None) -> None:
+        if self.progress_token is None:
+            return
+        if self._last_progress is not None and progress <= self._last_progress:
+            # The spec requires progress to increase; a repeat would confuse clients, so drop it.
+            log.warning("progress %s for request %r does not increase; not sent", progress, self.request_id)
+            return
+        self._last_progress = progress
+        params: dict[str, Any] = {"progressToken": self.progress_token, "progress": progress}
+        if total is not None:
+            params["total"] = total
+        if message is not None:
+            params["message"] = message
+        await self._send(jsonrpc.notification("notifications/progress", params))
+
+    async def log(self, level: str, data: Any, logger: str | None) -> None:
+        if level not in LOG_RANK:
+            raise ValueError(f"unknown log level {level!r}")
+        if not self.session.wants_log(level):
+            return
+        params: dict[str, Any] = {"level": level, "data": data}
+        if logger is not None:
+            params["logger"] = logger
+        await self._send(jsonrpc.notification("notifications/message", params))
+
+    def _require(self, method: str, capability: str, minimum: str | None = None) -> None:
+        version = self.session.protocol_version or ""
+        if minimum is not None and not at_least(version, minimum):
+            raise ClientRequestError(METHOD_NOT_FOUND,
+                                     f"{method} is not available in protocol revision {version}")
+        if capability not in self.session.client_capabilities:
+            raise ClientRequestError(METHOD_NOT_FOUND,
+                                     f"The client did not declare the {capability!r} capability "
+                                     f"needed for {method}")
+
+    async def client_request(self, method: str, params: dict[str, Any], timeout: float | None
+                             ) -> dict[str, Any]:
+        capability = {"sampling/createMessage": "sampling", "roots/list": "roots",
+                      "elicitation/create": "elicitation"}.get(method)
+        if capability is not None and method != "elicitation/create":
+            self._require(method, capability)
+        session = self.session
+        loop = asyncio.get_running_loop()
+        outbound_id = session.next_outbound_id()
+        future: asyncio.Future[Any] = loop.create_future()
+        session.pending[outbound_id] = future
+        limit = self._kernel.settings.client_request_timeout if timeout is None else timeout
+        try:
+            await self._send(jsonrpc.request(outbound_id, method, params))
+            try:
+                answer = await asyncio.wait_for(future, limit)
+            except TimeoutError:
+                await self._send(jsonrpc.notification(
+                    "notifications/cancelled", {"requestId": outbound_id, "reason": "timed out"}))
+                raise ClientRequestError(REQUEST_TIMEOUT, f"Request '{method}' timed out") from None
+        finally:
+            session.pending.pop(outbound_id, None)
+        if "error" in answer:
+            error = answer["error"]
+            raise ClientRequestError(int(error.get("code", 0)) if isinstance(error.get("code"), int) else 0,
+                                     str(error.get("message", "client error")), error.get("data"))
+        result = answer.get("result")
+        if not isinstance(result, dict):
+            raise ClientRequestError(INVALID_PARAMS, f"The client answered {method} with a non-object result")
+        return result
+
+    async def elicit(self, params: dict[str, Any], timeout: float | None) -> ElicitResult:
+        self._require("elicitation/create", "elicitation", "2025-06-18")
+        mode = params.get("mode", "form")
+        declared = self.session.client_capabilities.get("elicitation") or {}
+        # An empty elicitation capability means form mode only.
+        modes = {m for m in ("form", "url") if m in declared} or {"form"}
+        if mode not in modes:
+            raise ClientRequestError(METHOD_NOT_FOUND,
+                                     f"The client does not support {mode!r} elicitation")
+        wire = dict(params)
+        if not at_least(self.session.protocol_version or "", "2025-11-25"):
+            wire.pop("mode", None)  # mode (and URL elicitation) arrived in 2025-11-25
+        answer = await self.client_request("elicitation/create", wire, timeout)
+        action = answer.get("action")
+        if action not in _ELICIT_ACTIONS:
+            raise ClientRequestError(INVALID_PARAMS, f"Invalid elicitation action {action!r}")
+        content = answer.get("content")
+        if action != "accept" or mode != "form":
+            return ElicitResult(action, None)
+        if not isinstance(content, dict):
+            raise ClientRequestError(INVALID_PARAMS, "The accepted elicitation carried no content object")
+        validator = self._kernel.validator_for(params["requestedSchema"])
+        error = jsonschema.exceptions.best_match(validator.iter_errors(content))
+        if error is not None:
+            raise ClientRequestError(INVALID_PARAMS,
+                                     f"The elicitation answer does not match the requested schema: {error.message}")
+        return ElicitResult("accept", content)
+
+    async def notify_resource_updated(self, uri: str) -> None:
+        await self._kernel.notify_resource_updated(uri)
+
+    def defer(self) -> Deferred:
+        return self._kernel.defer(self.session, self.request_id)

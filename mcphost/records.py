@@ -1,0 +1,244 @@
+"""Typed records that plugins hand to the host, and the decorators that build them.
+
+A record is frozen: the host validates it, stamps its provenance (which plugin and
+distribution provided it) with ``dataclasses.replace`` and never mutates it afterwards.
+Decorators inspect the handler once, here, so schema mistakes surface at import time.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, TypeVar, overload
+
+from mcphost import signature as sig
+from mcphost.content import ToolResult
+from mcphost.context import Context
+
+Handler = Callable[..., Any]
+#: ``(value, context_arguments) -> list[str] | Completion`` (sync or async).
+Completer = Callable[[str, Mapping[str, str]], Any]
+
+TOOL_NAME = re.compile(r"^[A-Za-z0-9_.\-/]{1,128}$")
+
+
+@dataclass(frozen=True, slots=True)
+class Provenance:
+    """Where a record came from: the plugin's registered name and its distribution."""
+
+    plugin: str
+    distribution: str | None = None
+    version: str | None = None
+
+
+@dataclass(frozen=True)
+class Tool:
+    """A tool: a handler plus the schema and metadata clients see in ``tools/list``."""
+
+    name: str
+    fn: Handler
+    input_schema: Mapping[str, Any]
+    description: str | None = None
+    title: str | None = None
+    output_schema: Mapping[str, Any] | None = None
+    annotations: Mapping[str, Any] | None = None
+    icons: tuple[Mapping[str, Any], ...] = ()
+    meta: Mapping[str, Any] | None = None
+    thread: bool = False
+    signature: sig.Signature | None = field(default=None, repr=False, compare=False)
+    provenance: Provenance | None = None
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.fn(*args, **kwargs)
+
+
+@dataclass(frozen=True)
+class Resource:
+    """A resource at a fixed URI; ``fn`` returns its contents when read."""
+
+    uri: str
+    name: str
+    fn: Handler
+    description: str | None = None
+    title: str | None = None
+    mime_type: str | None = None
+    size: int | None = None
+    annotations: Mapping[str, Any] | None = None
+    icons: tuple[Mapping[str, Any], ...] = ()
+    meta: Mapping[str, Any] | None = None
+    context_param: str | None = None
+    provenance: Provenance | None = None
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.fn(*args, **kwargs)
+
+
+@dataclass(frozen=True)
+class ResourceTemplate:
+    """A family of resources named by an RFC 6570 URI template; ``fn`` gets the template variables."""
+
+    uri_template: str
+    name: str
+    fn: Handler
+    description: str | None = None
+    title: str | None = None
+    mime_type: str | None = None
+    annotations: Mapping[str, Any] | None = None
+    icons: tuple[Mapping[str, Any], ...] = ()
+    meta: Mapping[str, Any] | None = None
+    completions: Mapping[str, Completer] = field(default_factory=dict)
+    context_param: str | None = None
+    provenance: Provenance | None = None
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.fn(*args, **kwargs)
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """A prompt template; ``fn`` takes string arguments and returns messages."""
+
+    name: str
+    fn: Handler
+    arguments: tuple[Mapping[str, Any], ...] = ()
+    description: str | None = None
+    title: str | None = None
+    icons: tuple[Mapping[str, Any], ...] = ()
+    meta: Mapping[str, Any] | None = None
+    completions: Mapping[str, Completer] = field(default_factory=dict)
+    context_param: str | None = None
+    provenance: Provenance | None = None
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.fn(*args, **kwargs)
+
+
+#: ``async def middleware(request, call_next)``; see ``mcphost_middleware``.
+MiddlewareFn = Callable[[Any, Callable[[Any], Awaitable[Any]]], Awaitable[Any]]
+
+
+@dataclass(frozen=True)
+class Middleware:
+    """A callable wrapped around every request; ``name`` appears in logs and listings."""
+
+    name: str
+    fn: MiddlewareFn
+    provenance: Provenance | None = None
+
+
+Record = Tool | Resource | ResourceTemplate | Prompt
+F = TypeVar("F", bound=Handler)
+
+sig.register_content_type(ToolResult)
+
+
+def _description(fn: Handler, given: str | None) -> str | None:
+    return given if given is not None else sig.docstring_summary(fn)
+
+
+@overload
+def tool(fn: Handler, /) -> Tool: ...
+@overload
+def tool(*, name: str | None = ..., title: str | None = ..., description: str | None = ...,
+         input_schema: Mapping[str, Any] | None = ..., output_schema: Mapping[str, Any] | None = ...,
+         annotations: Mapping[str, Any] | None = ..., icons: list[Mapping[str, Any]] | None = ...,
+         meta: Mapping[str, Any] | None = ..., thread: bool = ...) -> Callable[[Handler], Tool]: ...
+
+
+def tool(fn: Handler | None = None, /, *, name: str | None = None, title: str | None = None,
+         description: str | None = None, input_schema: Mapping[str, Any] | None = None,
+         output_schema: Mapping[str, Any] | None = None, annotations: Mapping[str, Any] | None = None,
+         icons: list[Mapping[str, Any]] | None = None, meta: Mapping[str, Any] | None = None,
+         thread: bool = False) -> Any:
+    """Turn a function into a :class:`Tool`.
+
+    The input schema comes from the signature, the description from the docstring and the
+    output schema from the return annotation when it is structured; explicit arguments win.
+    ``thread=True`` runs a blocking synchronous handler in a worker thread.
+    """
+
+    def build(handler: Handler) -> Tool:
+        inspected = sig.inspect_signature(handler, context_type=Context)
+        return Tool(
+            name=name or handler.__name__,
+            fn=handler,
+            input_schema=input_schema if input_schema is not None else inspected.input_schema,
+            description=_description(handler, description),
+            title=title,
+            output_schema=output_schema if output_schema is not None else inspected.output_schema,
+            annotations=annotations,
+            icons=tuple(icons or ()),
+            meta=meta,
+            thread=thread,
+            signature=inspected,
+        )
+
+    return build(fn) if fn is not None else build
+
+
+def resource(uri: str, *, name: str | None = None, title: str | None = None, description: str | None = None,
+             mime_type: str | None = None, size: int | None = None,
+             annotations: Mapping[str, Any] | None = None, icons: list[Mapping[str, Any]] | None = None,
+             meta: Mapping[str, Any] | None = None) -> Callable[[Handler], Resource]:
+    """Turn a function returning text, bytes or contents into a :class:`Resource` at ``uri``."""
+
+    def build(handler: Handler) -> Resource:
+        inspected = sig.inspect_signature(handler, context_type=Context)
+        if inspected.input_schema.get("properties"):
+            raise sig.SignatureError(f"resource {uri!r}: handler {handler.__name__} may take only a Context")
+        return Resource(uri=uri, name=name or handler.__name__, fn=handler,
+                        description=_description(handler, description), title=title, mime_type=mime_type,
+                        size=size, annotations=annotations, icons=tuple(icons or ()), meta=meta,
+                        context_param=inspected.context_param)
+
+    return build
+
+
+def resource_template(uri_template: str, *, name: str | None = None, title: str | None = None,
+                      description: str | None = None, mime_type: str | None = None,
+                      annotations: Mapping[str, Any] | None = None,
+                      icons: list[Mapping[str, Any]] | None = None, meta: Mapping[str, Any] | None = None,
+                      completions: Mapping[str, Completer] | None = None
+                      ) -> Callable[[Handler], ResourceTemplate]:
+    """Turn a function taking the template's variables into a :class:`ResourceTemplate`."""
+
+    def build(handler: Handler) -> ResourceTemplate:
+        inspected = sig.inspect_signature(handler, context_type=Context)
+        return ResourceTemplate(uri_template=uri_template, name=name or handler.__name__, fn=handler,
+                                description=_description(handler, description), title=title,
+                                mime_type=mime_type, annotations=annotations, icons=tuple(icons or ()),
+                                meta=meta, completions=dict(completions or {}),
+                                context_param=inspected.context_param)
+
+    return build
+
+
+def prompt(fn: Handler | None = None, /, *, name: str | None = None, title: str | None = None,
+           description: str | None = None, icons: list[Mapping[str, Any]] | None = None,
+           meta: Mapping[str, Any] | None = None, completions: Mapping[str, Completer] | None = None) -> Any:
+    """Turn a function of string arguments into a :class:`Prompt`."""
+
+    def build(handler: Handler) -> Prompt:
+        inspected = sig.inspect_signature(handler, context_type=Context)
+        return Prompt(name=name or handler.__name__, fn=handler,
+                      arguments=tuple(sig.prompt_arguments(handler, context_type=Context)),
+                      description=_description(handler, description), title=title, icons=tuple(icons or ()),
+                      meta=meta, completions=dict(completions or {}), context_param=inspected.context_param)
+
+    return build(fn) if fn is not None else build
+
+
+def middleware(fn: Callable[..., Any] | None = None, /, *, name: str | None = None) -> Any:
+    """Turn ``async def mw(request, call_next)`` into a :class:`Middleware` record."""
+
+    def build(handler: Callable[..., Any]) -> Middleware:
+        return Middleware(name=name or handler.__name__, fn=handler)
+
+    return build(fn) if fn is not None else build
+
+
+def stamped(record: Any, provenance: Provenance) -> Any:
+    """A copy of ``record`` carrying ``provenance``."""
+    return dataclasses.replace(record, provenance=provenance)

@@ -1,0 +1,228 @@
+"""Test kit for plugin authors (a pytest plugin, registered through the ``pytest11`` entry point).
+
+``MemoryClient`` speaks the same JSON-RPC messages a real MCP client sends, straight into the
+kernel without a transport, and answers elicitation, sampling and roots requests with the
+callbacks you give it. Fixtures:
+
+- ``mcphost_host(*plugins, config=None)`` builds a :class:`~mcphost.host.Host` from plugin
+  objects (modules or instances with ``@mcphost.hookimpl`` functions), without entry points.
+- ``mcphost_client(host, **options)`` returns a MemoryClient for it; use ``async with``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import itertools
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Any
+
+import pytest
+
+from mcphost.config import Config, config_from_dict
+from mcphost.host import Host
+from mcphost.protocol.errors import McpError
+from mcphost.protocol.versions import LATEST_LEGACY
+from mcphost.sessions.session import Connection, Session
+
+Callback = Callable[[dict[str, Any]], Any]
+
+
+class MemoryClient:
+    """An in-process MCP client for one session of ``host``.
+
+    ``sent`` records every message the host sent, paired with the method of the request it
+    answers (``None`` for notifications and server requests), for schema checks.
+    """
+
+    def __init__(self, host: Host, *, protocol_version: str = LATEST_LEGACY,
+                 capabilities: dict[str, Any] | None = None, client_info: dict[str, Any] | None = None,
+                 elicitation: Callback | None = None, sampling: Callback | None = None,
+                 roots: list[dict[str, Any]] | Callback | None = None, initialize: bool = True) -> None:
+        self.host = host
+        self.protocol_version = protocol_version
+        self.client_info = client_info or {"name": "mcphost-memory-client", "version": "0"}
+        caps = dict(capabilities or {})
+        if elicitation is not None:
+            caps.setdefault("elicitation", {"form": {}, "url": {}})
+        if sampling is not None:
+            caps.setdefault("sampling", {})
+        if roots is not None:
+            caps.setdefault("roots", {"listChanged": True})
+        self.capabilities = caps
+        self.handlers: dict[str, Any] = {"elicitation/create": elicitation, "sampling/createMessage": sampling,
+                                         "roots/list": roots}
+        self.auto_initialize = initialize
+        self.session: Session | None = None
+        self.notifications: list[dict[str, Any]] = []
+        self.sent: list[tuple[dict[str, Any], str | None]] = []
+        self.server_requests: list[dict[str, Any]] = []
+        self.initialize_result: dict[str, Any] | None = None
+        self._ids = itertools.count(1)
+        self._methods: dict[Any, str] = {}
+        self._started_host = False
+        self._background: set[asyncio.Task[Any]] = set()
+
+    async def __aenter__(self) -> MemoryClient:
+        if not self.host._started:
+            await self.host.start()
+            self._started_host = True
+        self.session = self.host.new_session()
+        self.session.outlet = self._receive
+        await self.host.connect(self.session, Connection(transport="memory"))
+        if self.auto_initialize:
+            await self.initialize()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        for task in list(self._background):
+            task.cancel()
+        if self.session is not None:
+            await self.host.disconnect(self.session, "eof")
+            await self.host.terminate(self.session, "eof")
+        if self._started_host:
+            await self.host.stop()
+
+    # -- the wire, in memory ------------------------------------------------------------------
+
+    async def _receive(self, message: dict[str, Any], related: Any) -> None:
+        self.sent.append((message, None))
+        if "method" in message and "id" in message:
+            self.server_requests.append(message)
+            task = asyncio.get_running_loop().create_task(self._answer(message))
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
+        else:
+            self.notifications.append(message)
+
+    async def _answer(self, request: dict[str, Any]) -> None:
+        handler = self.handlers.get(request["method"])
+        reply: dict[str, Any] = {"jsonrpc": "2.0", "id": request["id"]}
+        try:
+            if handler is None:
+                raise McpError(-32601, f"Method not found: {request['method']}")
+            if isinstance(handler, list):
+                result: Any = {"roots": handler}
+            else:
+                result = handler(request.get("params") or {})
+                if inspect.isawaitable(result):
+                    result = await result
+            reply["result"] = result
+        except McpError as exc:
+            reply["error"] = exc.to_error()
+        self.send(reply)
+
+    def send(self, message: Any) -> asyncio.Future[Any] | None:
+        """Hand a raw message to the kernel; returns the reply future for requests."""
+        assert self.session is not None and self.host.kernel is not None
+        return self.host.kernel.receive(self.session, message)
+
+    async def raw_request(self, method: str, params: dict[str, Any] | None = None, *,
+                          request_id: Any = None) -> dict[str, Any]:
+        """Send a request and return the whole reply message (result or error)."""
+        request_id = next(self._ids) if request_id is None else request_id
+        message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
+        if params is not None:
+            message["params"] = params
+        future = self.send(message)
+        assert future is not None
+        reply = await future
+        if reply is not None:
+            self.sent.append((reply, method))
+        return reply
+
+    async def request(self, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Send a request; return its result or raise McpError with the server's error."""
+        reply = await self.raw_request(method, params)
+        if reply is None:
+            raise asyncio.CancelledError(f"{method} was cancelled")
+        if "error" in reply:
+            error = reply["error"]
+            raise McpError(error["code"], error["message"], error.get("data"))
+        return reply["result"]
+
+    def notify(self, method: str, params: dict[str, Any] | None = None) -> None:
+        message: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
+        if params is not None:
+            message["params"] = params
+        self.send(message)
+
+    # -- MCP operations -------------------------------------------------------------------------
+
+    async def initialize(self) -> dict[str, Any]:
+        self.initialize_result = await self.request("initialize", {
+            "protocolVersion": self.protocol_version, "capabilities": self.capabilities,
+            "clientInfo": self.client_info})
+        self.notify("notifications/initialized")
+        return self.initialize_result
+
+    async def list_tools(self) -> list[dict[str, Any]]:
+        return await self._all_pages("tools/list", "tools")
+
+    async def _all_pages(self, method: str, key: str) -> list[dict[str, Any]]:
+        items: list[dict[str, Any]] = []
+        cursor = None
+        while True:
+            result = await self.request(method, {"cursor": cursor} if cursor else {})
+            items.extend(result[key])
+            cursor = result.get("nextCursor")
+            if not cursor:
+                return items
+
+    async def call_tool(self, name: str, arguments: dict[str, Any] | None = None, *,
+                        progress_token: Any = None) -> dict[str, Any]:
+        params: dict[str, Any] = {"name": name, "arguments": arguments or {}}
+        if progress_token is not None:
+            params["_meta"] = {"progressToken": progress_token}
+        return await self.request("tools/call", params)
+
+    async def list_resources(self) -> list[dict[str, Any]]:
+        return await self._all_pages("resources/list", "resources")
+
+    async def list_resource_templates(self) -> list[dict[str, Any]]:
+        return await self._all_pages("resources/templates/list", "resourceTemplates")
+
+    async def read_resource(self, uri: str) -> dict[str, Any]:
+        return await self.request("resources/read", {"uri": uri})
+
+    async def list_prompts(self) -> list[dict[str, Any]]:
+        return await self._all_pages("prompts/list", "prompts")
+
+    async def get_prompt(self, name: str, arguments: dict[str, str] | None = None) -> dict[str, Any]:
+        return await self.request("prompts/get", {"name": name, "arguments": arguments or {}})
+
+    async def complete(self, ref: dict[str, Any], name: str, value: str,
+                       context: dict[str, str] | None = None) -> dict[str, Any]:
+        params: dict[str, Any] = {"ref": ref, "argument": {"name": name, "value": value}}
+        if context is not None:
+            params["context"] = {"arguments": context}
+        return (await self.request("completion/complete", params))["completion"]
+
+
+def make_host(*plugins: Any, config: Config | dict[str, Any] | None = None) -> Host:
+    """A Host serving exactly ``plugins`` (plus built-ins), ignoring installed entry points."""
+    if isinstance(config, dict):
+        config = config_from_dict(config)
+    named = [(getattr(p, "__name__", None) or f"{type(p).__name__}-{i}", p) for i, p in enumerate(plugins)]
+    return Host(config, plugins=named, entry_points=False)
+
+
+@pytest.fixture
+def mcphost_host() -> Iterator[Callable[..., Host]]:
+    """Factory fixture: ``mcphost_host(plugin, ..., config={...})`` builds a prepared Host."""
+
+    def factory(*plugins: Any, config: Config | dict[str, Any] | None = None) -> Host:
+        host = make_host(*plugins, config=config)
+        host.prepare()
+        return host
+
+    yield factory
+
+
+@pytest.fixture
+def mcphost_client() -> Callable[..., MemoryClient]:
+    """Factory fixture: ``async with mcphost_client(host, elicitation=...) as client: ...``."""
+    return MemoryClient
+
+
+__all__ = ["Awaitable", "MemoryClient", "make_host", "mcphost_client", "mcphost_host"]

@@ -1,0 +1,1 @@
+"""Transports: thin drivers that move bytes between a client and the kernel."""

@@ -1,0 +1,190 @@
+"""The stdio transport: newline-delimited JSON-RPC on stdin/stdout, logs on stderr.
+
+One process serves one session. Lines are bounded (``server.max_body_bytes``): an
+over-long line is discarded up to its newline and answered with one -32600 error, so the
+stream resynchronizes instead of growing without bound. ``print`` from plugins goes to
+stderr, because stdout carries only MCP messages. On EOF, in-flight requests are cancelled
+and the disconnect and terminate hooks run with reason ``eof``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import sys
+from typing import Any, BinaryIO
+
+from mcphost.errors import Refused
+from mcphost.host import Host
+from mcphost.protocol import jsonrpc
+from mcphost.protocol.errors import INVALID_REQUEST, McpError
+from mcphost.protocol.versions import allows_batches
+from mcphost.sessions.session import Connection, Session
+
+log = logging.getLogger("mcphost.stdio")
+
+CHUNK = 64 * 1024
+REFUSED = -32001
+
+
+class StdioServer:
+    """Serve one session over a pair of byte streams."""
+
+    def __init__(self, host: Host, reader: asyncio.StreamReader, writer: asyncio.StreamWriter | Any) -> None:
+        self.host = host
+        self.reader = reader
+        self.writer = writer
+        self.max_line = host.config.server.max_body_bytes
+        self._write_lock = asyncio.Lock()
+        self._replies: set[asyncio.Future[Any]] = set()
+        self._refusal: Refused | None = None
+
+    async def write(self, message: Any) -> None:
+        data = jsonrpc.encode(message) + b"\n"
+        async with self._write_lock:
+            self.writer.write(data)
+            await self.writer.drain()
+
+    async def serve(self) -> None:
+        host = self.host
+        await host.start()
+        session = host.new_session()
+
+        async def outlet(message: jsonrpc.Message, related: Any) -> None:
+            await self.write(message)
+
+        session.outlet = outlet
+        try:
+            await host.connect(session, Connection(transport="stdio", remote="stdio"))
+        except Refused as refusal:
+            log.warning("client refused by a connect hook: %s", refusal.message)
+            self._refusal = refusal
+        reason = "eof"
+        try:
+            async for line in self._lines():
+                await self._handle_line(session, line)
+        except (ConnectionError, BrokenPipeError):
+            reason = "dropped"
+        finally:
+            for task in list(session.inflight.values()):
+                task.cancel()
+            if self._replies:
+                await asyncio.wait(list(self._replies), timeout=5)
+            await host.disconnect(session, "refused" if self._refusal else reason)
+            await host.terminate(session, "eof")
+            await host.stop()
+
+    async def _lines(self) -> Any:
+        """Yield complete lines; an over-long one yields ``None`` once, after it has been skipped."""
+        buffer = bytearray()
+        discarding = False
+        while True:
+            chunk = await self.reader.read(CHUNK)
+            if not chunk:
+                if buffer.strip() and not discarding:
+                    yield bytes(buffer)
+                return
+            start = 0
+            while True:
+                newline = chunk.find(b"\n", start)
+                if newline < 0:
+                    if not discarding:
+                        buffer += chunk[start:]
+                        if len(buffer) > self.max_line:
+                            buffer.clear()
+                            discarding = True
+                    break
+                if discarding:
+                    discarding = False
+                    yield None
+                else:
+                    buffer += chunk[start:newline]
+                    if len(buffer) > self.max_line:
+                        yield None
+                    elif buffer.strip():
+                        yield bytes(buffer)
+                    buffer.clear()
+                start = newline + 1
+
+    async def _handle_line(self, session: Session, line: bytes | None) -> None:
+        if line is None:
+            await self.write(jsonrpc.error(None, McpError(
+                INVALID_REQUEST, f"Message too large: lines are limited to {self.max_line} bytes")))
+            return
+        try:
+            message = jsonrpc.parse(line)
+        except McpError as exc:
+            await self.write(jsonrpc.error(None, exc))
+            return
+        if self._refusal is not None:
+            if isinstance(message, dict) and jsonrpc.valid_id(message.get("id")) and "method" in message:
+                await self.write(jsonrpc.error(message["id"], McpError(REFUSED, self._refusal.message)))
+            return
+        if isinstance(message, list):
+            await self._handle_batch(session, message)
+            return
+        reply = self.host.kernel.receive(session, message)  # type: ignore[union-attr]
+        if reply is not None:
+            self._track(reply, self._send_reply)
+
+    async def _handle_batch(self, session: Session, batch: list[Any]) -> None:
+        if not allows_batches(session.protocol_version or "") or not batch or any(
+                isinstance(m, dict) and m.get("method") == "initialize" for m in batch):
+            await self.write(jsonrpc.error(None, McpError(
+                INVALID_REQUEST, "Batches are not accepted (only on 2025-03-26 sessions, never with initialize)")))
+            return
+        replies = [r for r in (self.host.kernel.receive(session, m) for m in batch) if r is not None]  # type: ignore[union-attr]
+        if replies:
+            self._track(asyncio.gather(*replies), self._send_batch)
+
+    def _track(self, reply: asyncio.Future[Any], then: Any) -> None:
+        self._replies.add(reply)
+        reply.add_done_callback(lambda f: self._finish(f, then))
+
+    def _finish(self, reply: asyncio.Future[Any], then: Any) -> None:
+        if reply.cancelled():
+            self._replies.discard(reply)
+            return
+        writing = asyncio.ensure_future(then(reply.result()))
+        self._replies.add(writing)
+        writing.add_done_callback(self._replies.discard)
+        self._replies.discard(reply)
+
+    async def _send_reply(self, message: Any) -> None:
+        if message is not None:
+            await self.write(message)
+
+    async def _send_batch(self, messages: list[Any]) -> None:
+        messages = [m for m in messages if m is not None]
+        if messages:
+            await self.write(messages)
+
+
+async def open_stdio(stdin: BinaryIO | None = None, stdout: BinaryIO | None = None
+                     ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """Async streams over the process's stdin and stdout file descriptors."""
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader(limit=CHUNK * 2)
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), stdin or sys.stdin.buffer)
+    if stdout is None:
+        # Keep the real stdout for protocol bytes only, and point descriptor 1 at stderr so
+        # that nothing else a plugin writes (print, C extensions) can corrupt the stream.
+        sys.stdout.flush()
+        protocol_fd = os.dup(1)
+        os.dup2(2, 1)
+        sys.stdout = sys.stderr
+        stdout = os.fdopen(protocol_fd, "wb", buffering=0)
+    out = stdout
+    transport, protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin, out)
+    writer = asyncio.StreamWriter(transport, protocol, None, loop)
+    return reader, writer
+
+
+async def serve_stdio(host: Host) -> None:
+    """Serve ``host`` on this process's stdin/stdout until EOF."""
+    reader, writer = await open_stdio()
+    try:
+        await StdioServer(host, reader, writer).serve()
+    finally:
+        writer.close()

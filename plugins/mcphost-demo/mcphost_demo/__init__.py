@@ -1,0 +1,154 @@
+"""mcphost-demo: one of every kind of thing an mcphost plugin can provide.
+
+Tools ``echo`` and ``progress`` are also what the benchmarks call, so keep their shape.
+Files are served from ``[plugins.demo] root`` (default: the sample files shipped here),
+never from outside it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import mcphost
+from mcphost import Context
+
+SAMPLE_ROOT = Path(__file__).parent / "data"
+LANGUAGES = ["c", "cpp", "elixir", "go", "haskell", "java", "javascript", "python", "ruby", "rust", "typescript"]
+
+
+@mcphost.tool(annotations={"readOnlyHint": True, "idempotentHint": True, "openWorldHint": False})
+def echo(text: str) -> str:
+    """Return the text unchanged."""
+    return text
+
+
+@mcphost.tool(annotations={"readOnlyHint": True, "openWorldHint": False})
+async def progress(steps: int = 5, delay_ms: int = 0, *, ctx: Context) -> str:
+    """Report progress `steps` times, `delay_ms` apart, then say how many steps ran.
+
+    Args:
+        steps: How many progress notifications to send (0-10000).
+        delay_ms: Milliseconds to wait before each step (0-60000).
+    """
+    steps = max(0, min(steps, 10_000))
+    for step in range(1, steps + 1):
+        if delay_ms > 0:
+            await asyncio.sleep(min(delay_ms, 60_000) / 1000)
+        await ctx.progress(step, total=steps, message=f"step {step} of {steps}")
+    return f"completed {steps} steps"
+
+
+@mcphost.tool(annotations={"readOnlyHint": True, "openWorldHint": False})
+async def greet_user(*, ctx: Context) -> str:
+    """Ask the user for their name (elicitation) and greet them."""
+    answer = await ctx.elicit("What is your name?", {
+        "type": "object",
+        "properties": {"name": {"type": "string", "title": "Name", "minLength": 1}},
+        "required": ["name"],
+    })
+    if not answer.accepted or answer.content is None:
+        return f"No greeting: the user chose to {answer.action}."
+    return f"Hello, {answer.content['name']}!"
+
+
+@mcphost.tool(annotations={"readOnlyHint": True})
+async def summarize(text: str, *, ctx: Context) -> str:
+    """Ask the client's model to summarize the text in one sentence (sampling)."""
+    reply = await ctx.sample(f"Summarize in one sentence:\n\n{text}", max_tokens=200)
+    content = reply.get("content") or {}
+    if isinstance(content, list):
+        content = next((c for c in content if c.get("type") == "text"), {})
+    return str(content.get("text", ""))
+
+
+@mcphost.tool(annotations={"readOnlyHint": True, "openWorldHint": False})
+async def list_roots(*, ctx: Context) -> list[str]:
+    """List the client's roots (their URIs)."""
+    return [root.get("uri", "") for root in await ctx.list_roots()]
+
+
+class Demo:
+    """The plugin object: holds the configured file root."""
+
+    def __init__(self) -> None:
+        self.root = SAMPLE_ROOT
+
+    @mcphost.hookimpl
+    def mcphost_config_schema(self) -> dict[str, Any]:
+        return {"type": "object", "additionalProperties": False,
+                "properties": {"root": {"type": "string", "description": "Directory served as demo://files/"}}}
+
+    @mcphost.hookimpl
+    def mcphost_tools(self, host: Any) -> list[mcphost.Tool]:
+        return [echo, progress, greet_user, summarize, list_roots]
+
+    @mcphost.hookimpl
+    def mcphost_resources(self, host: Any) -> list[mcphost.Resource]:
+        configured = host.plugin_config("demo").get("root")
+        self.root = Path(configured).resolve() if configured else SAMPLE_ROOT.resolve()
+
+        @mcphost.resource("demo://readme", name="readme", title="About this server", mime_type="text/markdown")
+        def readme() -> str:
+            """What the demo plugin offers."""
+            return (SAMPLE_ROOT / "README.md").read_text(encoding="utf-8")
+
+        return [readme]
+
+    @mcphost.hookimpl
+    def mcphost_resource_templates(self, host: Any) -> list[mcphost.ResourceTemplate]:
+        @mcphost.resource_template("demo://files/{+path}", name="file", title="A file under the demo root",
+                                   completions={"path": self.complete_path})
+        def read_file(path: str) -> str | bytes:
+            """A file below the configured root; paths outside it are not found."""
+            target = self.resolve(path)
+            data = target.read_bytes()
+            try:
+                return data.decode("utf-8")
+            except UnicodeDecodeError:
+                return data
+
+        return [read_file]
+
+    @mcphost.hookimpl
+    def mcphost_prompts(self, host: Any) -> list[mcphost.Prompt]:
+        return [review_code]
+
+    def resolve(self, path: str) -> Path:
+        """The file ``path`` names under the root; FileNotFoundError for anything else."""
+        if not path or "\x00" in path or path.startswith(("/", "\\")):
+            raise FileNotFoundError(path)
+        root = self.root.resolve()
+        target = (root / path).resolve()
+        if not target.is_relative_to(root) or not target.is_file():
+            raise FileNotFoundError(path)
+        return target
+
+    def complete_path(self, value: str, context: dict[str, str]) -> list[str]:
+        root = self.root.resolve()
+        names = sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file())
+        return [name for name in names if name.startswith(value)]
+
+
+def complete_language(value: str, context: dict[str, str]) -> list[str]:
+    return [language for language in LANGUAGES if language.startswith(value.lower())]
+
+
+@mcphost.prompt(title="Review code", completions={"language": complete_language})
+def review_code(code: str, language: str = "python") -> list[dict[str, Any]]:
+    """Ask for a careful review of a piece of code.
+
+    Args:
+        code: The code to review.
+        language: The programming language of the code.
+    """
+    return [mcphost.message("user", f"Please review this {language} code for bugs and clarity:\n\n{code}")]
+
+
+plugin = Demo()
+mcphost_config_schema = plugin.mcphost_config_schema
+mcphost_tools = plugin.mcphost_tools
+mcphost_resources = plugin.mcphost_resources
+mcphost_resource_templates = plugin.mcphost_resource_templates
+mcphost_prompts = plugin.mcphost_prompts
