@@ -38,8 +38,10 @@ class MemoryClient:
     def __init__(self, host: Host, *, protocol_version: str = LATEST_LEGACY,
                  capabilities: dict[str, Any] | None = None, client_info: dict[str, Any] | None = None,
                  elicitation: Callback | None = None, sampling: Callback | None = None,
-                 roots: list[dict[str, Any]] | Callback | None = None, initialize: bool = True) -> None:
+                 roots: list[dict[str, Any]] | Callback | None = None, initialize: bool = True,
+                 connection: Connection | None = None) -> None:
         self.host = host
+        self.connection = connection or Connection(transport="memory")
         self.protocol_version = protocol_version
         self.client_info = client_info or {"name": "mcphost-memory-client", "version": "0"}
         caps = dict(capabilities or {})
@@ -69,7 +71,13 @@ class MemoryClient:
             self._started_host = True
         self.session = self.host.new_session()
         self.session.outlet = self._receive
-        await self.host.connect(self.session, Connection(transport="memory"))
+        try:
+            await self.host.connect(self.session, self.connection)
+        except BaseException:
+            await self.host.terminate(self.session, "refused")
+            if self._started_host:
+                await self.host.stop()
+            raise
         if self.auto_initialize:
             await self.initialize()
         return self

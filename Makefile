@@ -1,0 +1,25 @@
+# Two entry points for a fresh machine: `make serve` and `make test` (both set up first).
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PLUGINS := $(wildcard plugins/*/pyproject.toml)
+
+.PHONY: setup serve test lint
+
+setup: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml $(PLUGINS)
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[test]' $(foreach p,$(PLUGINS),-e $(dir $(p)))
+	touch $@
+
+serve: setup
+	$(VENV)/bin/mcphost serve --stdio
+
+test: setup
+	scripts/ensure-tools
+	$(PY) -m pytest -q tests $(foreach p,$(PLUGINS),$(dir $(p))tests)
+
+lint: setup
+	$(VENV)/bin/ruff check mcphost plugins tests examples
