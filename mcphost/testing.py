@@ -74,7 +74,7 @@ class MemoryClient:
         try:
             await self.host.connect(self.session, self.connection)
         except BaseException:
-            await self.host.terminate(self.session, "refused")
+            self.host.sessions.pop(self.session.id, None)  # never admitted: no lifecycle hooks
             if self._started_host:
                 await self.host.stop()
             raise

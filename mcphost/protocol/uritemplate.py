@@ -37,7 +37,8 @@ RFC 6570 expansion is not injective, so matching picks one deterministic parse:
   stops the name at the first ``.``).  Adjacent expressions without such a character
   (``{a}{b}{c}``) split **greedy-left**: each takes the longest run it can while leaving
   one character for every later ``{x}``/``{+x}`` expression of the group.
-* ``{?...}`` followed by any ``{&...}`` expressions forms one query block: pairs may come in
+* ``{?...}`` followed by any ``{&...}`` expressions forms one query block, opening with ``?``
+  (or ``&``, which is what it expands to when the ``{?...}`` part is empty): pairs may come in
   any order, keys are compared verbatim to variable names, an unknown key or a repeated
   non-exploded key means no match, empty pairs (``a=1&&b=2``) are skipped, ``k`` alone means
   ``k=``, and variables whose key is absent are omitted from the result.
@@ -65,7 +66,7 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final, TypeAlias
-from urllib.parse import quote, unquote
+from urllib.parse import quote
 
 __all__ = ["MatchResult", "TemplateValue", "UriTemplate", "UriTemplateError"]
 
@@ -113,13 +114,15 @@ _VARSPEC: Final = re.compile(
     r"((?:[A-Za-z0-9_]|%[0-9A-Fa-f]{2})(?:\.?(?:[A-Za-z0-9_]|%[0-9A-Fa-f]{2}))*)"
     r"(?::([1-9][0-9]{0,3})|(\*))?"
 )
-# Characters RFC 6570 section 2.1 forbids in literals, or a "%" that is not a pct-triplet.
-_BAD_LITERAL: Final = re.compile(r"[\x00-\x20\x7f\"'<>\\^`{|}]|%(?![0-9A-Fa-f]{2})")
+# Characters RFC 6570 section 2.1 forbids in literals, a "%" that is not a pct-triplet, or a
+# lone surrogate (which has no UTF-8 encoding).
+_BAD_LITERAL: Final = re.compile(r"[\x00-\x20\x7f\"'<>\\^`{|}\ud800-\udfff]|%(?![0-9A-Fa-f]{2})")
 _PCT_TRIPLET: Final = re.compile(r"(%[0-9A-Fa-f]{2})")
 _BAD_ESCAPE: Final = re.compile(r"%(?![0-9A-Fa-f]{2})")
 _ESCAPED_FF: Final = re.compile(r"%[Ff][Ff]")
 _SURROGATE: Final = re.compile("[\ud800-\udfff]")
-_ESCAPED_BYTE: Final = re.compile("[\udc80-\udcfe]")
+_UNDECODED: Final = re.compile("[\udc80-\udcff]")
+_UNDECODED_BUT_FF: Final = re.compile("[\udc80-\udcfe]")
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,7 +142,7 @@ class _Expression:
 class _Unit:
     """A matchable piece of a group: one expression, or a ``{?..}{&..}`` query block."""
 
-    prefix: str  # operator character a non-empty span starts with ("" for {x} and {+x})
+    prefixes: str  # operator characters a non-empty span may start with ("" for {x} and {+x})
     excluded: str  # characters the value may not contain
     run: re.Pattern[str]  # the longest run of characters the value may contain
     min_len: int
@@ -177,36 +180,43 @@ def _encode(text: str, allow_reserved: bool) -> str:
     return "".join(p if i % 2 else quote(p, safe=_RESERVED_CHARS) for i, p in enumerate(pieces))
 
 
-def _decode(text: str) -> str:
-    """Percent-decode ``text`` as UTF-8, or raise :class:`_NoMatch` if it is malformed."""
-    if "%" not in text:
-        return text
+def _percent_decode(text: str) -> str:
+    """Decode ``%XX`` escapes as UTF-8; bytes that do not decode come out as U+DC80..U+DCFF.
+
+    ``urllib.parse.unquote`` loops in Python once per escape, which an adversarial URI with
+    tens of thousands of escapes turns into real time.  Rewriting ``%XX`` as ``\\xXX`` lets
+    the ``unicode_escape`` codec do the work in C (backslashes are doubled first so nothing
+    else is an escape).  Callers have already rejected lone surrogates in the input.
+    """
     if _BAD_ESCAPE.search(text):
         raise _NoMatch
-    try:
-        return unquote(text, errors="strict")
-    except UnicodeDecodeError:
-        raise _NoMatch from None
+    escaped = text.replace("\\", "\\\\").replace("%", "\\x").encode()
+    return escaped.decode("unicode_escape").encode("latin-1").decode("utf-8", "surrogateescape")
+
+
+def _decode(text: str) -> str:
+    """Percent-decode one value, or raise :class:`_NoMatch` if it is malformed."""
+    if "%" not in text:
+        return text
+    decoded = _percent_decode(text)
+    if _UNDECODED.search(decoded):
+        raise _NoMatch
+    return decoded
 
 
 def _decode_split(body: str, sep: str) -> list[str]:
-    """Split ``body`` on unescaped ``sep`` and percent-decode every item, in bulk.
+    """Split ``body`` on unescaped ``sep`` and percent-decode every item in one pass.
 
-    Decoding item by item costs a Python call per item, which an adversarial URI with tens
-    of thousands of escaped segments turns into real time.  Instead each separator becomes
-    the byte 0xFF, which can never occur in valid UTF-8: the whole body is decoded at once
-    with ``surrogateescape`` and split on the resulting ``\\udcff``; any other escaped
-    byte means some item was not valid UTF-8.
+    Each separator becomes the byte 0xFF, which valid UTF-8 never contains, so after the
+    bulk decode it shows up as U+DCFF and nowhere else (an escaped ``%FF`` is rejected up
+    front); any other U+DC80..U+DCFE means some item was not valid UTF-8.
     """
     if "%" not in body:
         return body.split(sep)
-    if _BAD_ESCAPE.search(body) or _ESCAPED_FF.search(body):
+    if _ESCAPED_FF.search(body):
         raise _NoMatch
-    if _SURROGATE.search(body):
-        # Lone surrogates in the input would be confused with escaped bytes; go slowly.
-        return [_decode(item) for item in body.split(sep)]
-    decoded = unquote(body.replace(sep, "%FF"), errors="surrogateescape")
-    if _ESCAPED_BYTE.search(decoded):
+    decoded = _percent_decode(body.replace(sep, "%FF"))
+    if _UNDECODED_BUT_FF.search(decoded):
         raise _NoMatch
     return decoded.split("\udcff")
 
@@ -279,11 +289,18 @@ def _build_units(exprs: list[_Expression]) -> tuple[_Unit, ...]:
         if op.char == "/" and len(head.varspecs) == 1 and not head.varspecs[0].explode:
             excluded += "/"  # "/" is always encoded inside a single path segment value
         if idx + 1 < len(blocks):
-            excluded += blocks[idx + 1][0].op.first
+            excluded += _openers(blocks[idx + 1])
         min_len = 1 if not op.first and not any(s.explode for s in head.varspecs) else 0
         is_query = op.char in _QUERY_OPS
-        units.append(_Unit(op.first, excluded, _run_pattern(excluded), min_len, tuple(block), is_query))
+        units.append(
+            _Unit(_openers(block), excluded, _run_pattern(excluded), min_len, tuple(block), is_query)
+        )
     return tuple(units)
+
+
+def _openers(block: list[_Expression]) -> str:
+    """Characters a block's expansion can start with: ``{?a}{&b}`` gives ``&b=..`` when a is undefined."""
+    return "".join(dict.fromkeys(e.op.first for e in block))
 
 
 def _make_group(exprs: list[_Expression], literal: str) -> _Group:
@@ -295,7 +312,7 @@ def _make_group(exprs: list[_Expression], literal: str) -> _Group:
     for unit in units:
         chars = set(unit.excluded)
         common = chars if common is None else common & chars
-    common = (common or set()) - {u.prefix for u in units}
+    common = (common or set()) - {c for u in units for c in u.prefixes}
     limit = _run_pattern("".join(common)) if common else None
     return _Group(units, literal, sum(mins), min_rest, limit)
 
@@ -390,8 +407,8 @@ def _match_group(group: _Group, uri: str, pos: int, end: int, out: MatchResult) 
     """Split ``uri[pos:end]`` among the group's units, left to right, without backtracking."""
     for idx, unit in enumerate(group.units):
         reserve = end - group.min_rest[idx]
-        if unit.prefix:
-            if pos < end and uri[pos] == unit.prefix:
+        if unit.prefixes:
+            if pos < end and uri[pos] in unit.prefixes:
                 start = pos + 1
                 stop = max(start, min(unit.run.match(uri, start, end).end(), reserve))
                 _assign(unit, uri[start:stop], out)
@@ -475,6 +492,8 @@ class UriTemplate:
         """Variables extracted from ``uri``, or ``None`` if it does not match (never raises)."""
         if not isinstance(uri, str):
             return None
+        if _SURROGATE.search(uri):
+            return None  # not encodable as UTF-8, so not a URI any client could have meant
         if self.is_literal:
             return {} if uri == self._head else None
         if not uri.startswith(self._head):
