@@ -18,7 +18,8 @@ RFC 6570 expansion is not injective, so matching picks one deterministic parse:
   literal must be a prefix of the URI and the trailing literal a suffix (anchored at both
   ends).  Every literal in between is located at its **first** occurrence after the
   preceding group (first fit; the group can never extend past a character that none of its
-  expressions may contain).
+  expressions may contain).  There is no backtracking, so a URI that only a later
+  occurrence would fit is rejected: ``{+a}/x/{b}`` does not match ``p/x/q/x/r``.
 * Character classes of a value (the part after the operator character):
 
   ======== ==================================================================
@@ -48,16 +49,18 @@ RFC 6570 expansion is not injective, so matching picks one deterministic parse:
   ``&``) assign by name.
 * A single non-exploded variable takes the whole value (so ``{x}`` may contain ``,`` and
   ``{.x}`` may contain ``.``).
-* Exploded variables yield ``list[str]``; an absent unnamed exploded expression (e.g.
-  ``{/path*}`` matching nothing) yields ``[]``.  Exploded maps cannot be recovered (their
-  keys are not variable names) and only match as lists.  Non-exploded lists come back as the
-  raw comma-joined string.
+* Exploded variables yield ``list[str]``; an empty or absent unnamed exploded expression
+  (``{/path*}`` or ``{list*}`` matching nothing) yields ``[]``.  Exploded maps cannot be
+  recovered (their keys are not variable names): with an unnamed operator they come back as a
+  list of ``key=value`` strings, with a named one they do not match.  Non-exploded lists and
+  maps come back as the raw comma-joined string.
 * Values for ``{x}`` and ``{+x}`` (and each item of their exploded lists) must be non-empty.
 * A ``:n`` prefix variable matches only values of at most ``n`` characters (after decoding).
 * Values are percent-decoded as UTF-8; a malformed escape or invalid UTF-8 means no match.
   ``+`` is not treated as a space.
 * A variable that appears more than once must get the same value each time.
 * Literals are compared in their expanded (percent-encoded) form.
+* A URI containing a lone surrogate (which has no UTF-8 form) never matches.
 """
 
 from __future__ import annotations
@@ -292,9 +295,7 @@ def _build_units(exprs: list[_Expression]) -> tuple[_Unit, ...]:
             excluded += _openers(blocks[idx + 1])
         min_len = 1 if not op.first and not any(s.explode for s in head.varspecs) else 0
         is_query = op.char in _QUERY_OPS
-        units.append(
-            _Unit(_openers(block), excluded, _run_pattern(excluded), min_len, tuple(block), is_query)
-        )
+        units.append(_Unit(_openers(block), excluded, _run_pattern(excluded), min_len, tuple(block), is_query))
     return tuple(units)
 
 
