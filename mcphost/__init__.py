@@ -16,7 +16,16 @@ from mcphost.content import (
     text,
 )
 from mcphost.context import Context, Deferred, ElicitResult
-from mcphost.errors import ClientRequestError, ConfigError, Forbidden, McpError, PluginError, Refused, ToolError, Unauthorized
+from mcphost.errors import (
+    ClientRequestError,
+    ConfigError,
+    Forbidden,
+    McpError,
+    PluginError,
+    Refused,
+    ToolError,
+    Unauthorized,
+)
 from mcphost.hookspecs import hookimpl
 from mcphost.records import (
     Middleware,

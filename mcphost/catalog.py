@@ -20,7 +20,7 @@ import jsonschema
 import pluggy
 
 from mcphost.errors import PluginError
-from mcphost.plugins import PluginInfo, call_impl, impls
+from mcphost.plugins import PluginInfo, call_impl, impls, mark_failed
 from mcphost.protocol.errors import invalid_params
 from mcphost.protocol.uritemplate import UriTemplate, UriTemplateError
 from mcphost.records import TOOL_NAME, Prompt, Provenance, Resource, ResourceTemplate, Tool, stamped
@@ -109,13 +109,7 @@ class Catalog:
         return catalog
 
     def _fail(self, infos: Mapping[str, PluginInfo], name: str, exc: Exception, strict: bool) -> None:
-        if strict:
-            raise exc if isinstance(exc, PluginError) else PluginError(f"plugin {name!r}: {exc}") from exc
-        message = str(exc) if isinstance(exc, PluginError) else f"{type(exc).__name__}: {exc}"
-        log.error("plugin %s contributes nothing: %s", name, message)
-        info = infos.get(name)
-        if info is not None:
-            info.status, info.error = "failed", message
+        mark_failed(infos, name, exc, strict, what="catalog collection")
 
     def _admit(self, records: Iterable[tuple[str, Any]], provenance: Provenance) -> None:
         """Validate one plugin's records as a whole, then add them; all or nothing."""
@@ -269,6 +263,8 @@ def decode_cursor(cursor: object) -> int:
             raise ValueError
     except (ValueError, binascii.Error, UnicodeDecodeError):
         raise invalid_params("Invalid cursor") from None
+    if encode_cursor(offset) != cursor:  # "+2", "02", " 2", padding...: not a cursor the host minted
+        raise invalid_params("Invalid cursor")
     return offset
 
 

@@ -12,7 +12,7 @@ import click
 
 from mcphost import __version__
 from mcphost.config import Config, load_config, resolve_path
-from mcphost.errors import ConfigError, PluginError
+from mcphost.errors import ConfigError, McpError, PluginError
 from mcphost.host import Host
 from mcphost.plugins import PluginSelection, load_plugins, make_plugin_manager
 
@@ -130,10 +130,13 @@ def tools(options: Options, as_json: bool) -> None:
     click.echo(_table(rows, ["TOOL", "PLUGIN", "DESCRIPTION"]) if rows else "No tools.")
 
 
-def _parse_arg(pair: str) -> tuple[str, Any]:
+def _parse_arg(pair: str, schema: dict[str, Any]) -> tuple[str, Any]:
+    """KEY=VALUE: VALUE is JSON when it parses, except for string parameters, which take it verbatim."""
     if "=" not in pair:
-        raise click.BadParameter(f"{pair!r}: expected KEY=VALUE")
+        raise click.BadParameter(f"{pair!r}: expected KEY=VALUE", param_hint="--arg")
     key, raw = pair.split("=", 1)
+    if schema.get("properties", {}).get(key, {}).get("type") == "string":
+        return key, raw
     try:
         return key, json.loads(raw)
     except ValueError:
@@ -147,17 +150,27 @@ def _parse_arg(pair: str) -> tuple[str, Any]:
 @click.option("--json-args", metavar="JSON", help="All arguments as one JSON object.")
 @click.pass_obj
 def call(options: Options, tool_name: str, args: tuple[str, ...], json_args: str | None) -> None:
-    """Run a tool locally and print its result as JSON."""
-    arguments: dict[str, Any] = json.loads(json_args) if json_args else {}
-    arguments.update(_parse_arg(pair) for pair in args)
+    """Run a tool locally and print its result as JSON (exit 1 on an error result)."""
+    try:
+        arguments: dict[str, Any] = json.loads(json_args) if json_args else {}
+    except ValueError as exc:
+        raise click.BadParameter(f"not valid JSON: {exc}", param_hint="--json-args") from None
+    if not isinstance(arguments, dict):
+        raise click.BadParameter("must be a JSON object", param_hint="--json-args")
     host = options.host()
+    entry = host.catalog.tools.get(tool_name)
+    schema = dict(entry.record.input_schema) if entry is not None else {}
+    arguments.update(_parse_arg(pair, schema) for pair in args)
     from mcphost.testing import MemoryClient
 
     async def run() -> dict[str, Any]:
         async with MemoryClient(host) as client:
             return await client.call_tool(tool_name, arguments)
 
-    result = asyncio.run(run())
+    try:
+        result = asyncio.run(run())
+    except McpError as exc:
+        raise click.ClickException(f"{tool_name}: {exc.message}") from None
     click.echo(json.dumps(result, indent=2))
     if result.get("isError"):
         sys.exit(1)

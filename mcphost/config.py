@@ -100,7 +100,7 @@ def _coerce(name: str, kind: Any, value: Any, source: str) -> Any:
                 raise TypeError
             return tuple(value)
         if text.startswith("int") or kind is int:
-            if isinstance(value, bool):
+            if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
                 raise TypeError
             return int(value)
         if text.startswith("float") or kind is float:
@@ -143,6 +143,9 @@ def config_from_dict(data: Mapping[str, Any], *, env: Mapping[str, str] | None =
     unknown = set(data) - {"server", "plugins"}
     if unknown:
         raise ConfigError(f"{source}: unknown section(s) {sorted(unknown)}; expected [server] and [plugins]")
+    for section in ("server", "plugins"):
+        if not isinstance(data.get(section, {}), dict):
+            raise ConfigError(f"{source}: [{section}] must be a table, not {type(data[section]).__name__}")
     fields = {f.name: f for f in dataclasses.fields(ServerSettings)}
     server_data = dict(data.get("server", {}))
     bad = set(server_data) - set(fields)
@@ -162,13 +165,19 @@ def config_from_dict(data: Mapping[str, Any], *, env: Mapping[str, str] | None =
     block = plugins.pop("block", [])
     allow = plugins.pop("allow", None)
     strict = plugins.pop("strict", False)
-    if not isinstance(block, list) or (allow is not None and not isinstance(allow, list)):
+    if not _names_list(block) or (allow is not None and not _names_list(allow)):
         raise ConfigError(f"{source}: plugins.block and plugins.allow must be lists of plugin names")
+    if not isinstance(strict, bool):
+        raise ConfigError(f"{source}: plugins.strict must be true or false, not {strict!r}")
     for name, section in plugins.items():
         if not isinstance(section, dict):
             raise ConfigError(f"{source}: [plugins.{name}] must be a table, not {type(section).__name__}")
     return Config(server=server, plugins=plugins, block=tuple(block),
-                  allow=None if allow is None else tuple(allow), strict=bool(strict), path=path)
+                  allow=None if allow is None else tuple(allow), strict=strict, path=path)
+
+
+def _names_list(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(item, str) for item in value)
 
 
 def _check_server(server: ServerSettings, source: str) -> None:

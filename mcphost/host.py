@@ -18,9 +18,17 @@ import pluggy
 
 from mcphost.catalog import Catalog
 from mcphost.config import Config, validate_plugin_sections
-from mcphost.errors import Refused
+from mcphost.errors import PluginError, Refused
 from mcphost.kernel import Kernel
-from mcphost.plugins import PluginInfo, PluginSelection, call_impl, impls, load_plugins, make_plugin_manager
+from mcphost.plugins import (
+    PluginInfo,
+    PluginSelection,
+    call_impl,
+    impls,
+    load_plugins,
+    make_plugin_manager,
+    mark_failed,
+)
 from mcphost.protocol.versions import at_least
 from mcphost.records import Middleware, Provenance, stamped
 from mcphost.sessions.session import Connection, Principal, Session
@@ -76,12 +84,19 @@ class Host:
         return schemas
 
     def prepare(self) -> None:
-        """Validate plugin config and collect the catalog and middleware (synchronous; idempotent)."""
+        """Validate plugin config, collect the catalog and middleware, build the kernel (idempotent).
+
+        A plugin that fails here is unregistered, so none of its other hooks run either.
+        """
         if self._prepared:
             return
         validate_plugin_sections(self.config, self.config_schemas())
         self.catalog = Catalog.collect(self.pm, self, self.plugin_infos, strict=self.selection.strict)
-        self.kernel = Kernel(self, self._collect_middleware())
+        middleware = self._collect_middleware()
+        for name, info in self.plugin_infos.items():
+            if info.status == "failed" and self.pm.get_plugin(name) is not None:
+                self.pm.unregister(name=name)
+        self.kernel = Kernel(self, middleware)
         self._connect = impls(self.pm, "mcphost_connect")
         self._disconnect = impls(self.pm, "mcphost_disconnect")
         self._terminate = impls(self.pm, "mcphost_terminate")
@@ -91,28 +106,39 @@ class Host:
     def _collect_middleware(self) -> list[Middleware]:
         collected: list[Middleware] = []
         for impl in impls(self.pm, "mcphost_middleware"):
-            info = self.plugin_infos.get(impl.plugin_name)
-            provenance = Provenance(impl.plugin_name, info.distribution if info else None,
-                                    info.version if info else None)
-            try:
-                records = call_impl(impl, host=self) or []
-            except Exception:
-                log.exception("plugin %s: mcphost_middleware raised; its middleware is skipped", impl.plugin_name)
+            name = impl.plugin_name
+            info = self.plugin_infos.get(name)
+            if info is not None and info.status == "failed":
                 continue
+            try:
+                records = list(call_impl(impl, host=self) or [])
+                for record in records:
+                    if not isinstance(record, Middleware):
+                        raise PluginError(f"mcphost_middleware returned {type(record).__name__}, expected "
+                                          "Middleware (use @mcphost.middleware)")
+            except Exception as exc:
+                # Fail closed: a plugin whose middleware (policy, rate limits) is broken is not served at all.
+                mark_failed(self.plugin_infos, name, exc, self.selection.strict, what="mcphost_middleware")
+                continue
+            provenance = Provenance(name, info.distribution if info else None, info.version if info else None)
             collected.extend(stamped(record, provenance) for record in records)
-        return collected
+        return [m for m in collected if self.plugin_infos.get(m.provenance.plugin, _ACTIVE).status != "failed"]
 
-    async def start(self) -> None:
-        """Prepare, run the startup hooks, then freeze the startup heap out of the GC's way."""
+    async def start(self, *, freeze_gc: bool = False) -> None:
+        """Prepare and run the startup hooks.
+
+        ``freeze_gc`` (set by ``mcphost serve``) moves everything allocated at startup out of the
+        garbage collector's view: it lives as long as the process, and rescanning it makes pauses.
+        """
         if self._started:
             return
         self.prepare()
         for impl in impls(self.pm, "mcphost_startup"):
             await await_maybe(call_impl(impl, host=self))
         self._started = True
-        # Everything allocated so far lives as long as the host: keep the collector from rescanning it.
-        gc.collect()
-        gc.freeze()
+        if freeze_gc:
+            gc.collect()
+            gc.freeze()
 
     async def stop(self) -> None:
         """Terminate every session (reason ``shutdown``) and run the shutdown hooks."""
@@ -128,16 +154,18 @@ class Host:
         self._started = False
 
     async def reload(self) -> None:
-        """Collect the catalog again and tell sessions which lists changed."""
+        """Collect the catalog again and tell sessions which lists changed.
+
+        Middleware, lifecycle hooks and the backend stay as they were collected at startup.
+        """
         old = self.catalog
-        self._prepared = False
-        self.prepare()
+        self.catalog = Catalog.collect(self.pm, self, self.plugin_infos, strict=self.selection.strict)
         assert self.kernel is not None
         for kind, before, after in (("tools", old.tools, self.catalog.tools),
                                     ("prompts", old.prompts, self.catalog.prompts),
                                     ("resources", {**old.resources, **old.templates},
                                      {**self.catalog.resources, **self.catalog.templates})):
-            if set(before) != set(after) or any(before[k] is not after[k] for k in after if k in before):
+            if set(before) != set(after) or any(_record(before[k]) != _record(after[k]) for k in after if k in before):
                 await self.kernel.notify_list_changed(kind)
 
     # -- identity -------------------------------------------------------------------------
@@ -197,6 +225,13 @@ class Host:
         """Complete a request whose handler returned a Deferred; False when none waits."""
         assert self.kernel is not None
         return self.kernel.respond(session_id, request_id, value, error)
+
+
+def _record(entry: Any) -> Any:
+    return getattr(entry, "record", entry)
+
+
+_ACTIVE = PluginInfo(name="", status="active")
 
 
 def _own_version() -> str:

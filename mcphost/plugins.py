@@ -148,6 +148,19 @@ def load_plugins(pm: pluggy.PluginManager, selection: PluginSelection = PluginSe
     return infos
 
 
+def mark_failed(infos: Mapping[str, PluginInfo], name: str, exc: Exception, strict: bool, *, what: str) -> None:
+    """Record that plugin ``name`` failed at ``what``; in strict mode raise instead."""
+    from mcphost.errors import PluginError
+
+    if strict:
+        raise exc if isinstance(exc, PluginError) else PluginError(f"plugin {name!r}: {exc}") from exc
+    message = str(exc) if isinstance(exc, PluginError) else f"{type(exc).__name__}: {exc}"
+    log.error("plugin %s failed at %s and contributes nothing: %s", name, what, message)
+    info = infos.get(name)
+    if info is not None:
+        info.status, info.error = "failed", message
+
+
 def _own_version() -> str | None:
     try:
         return md.version("mcphost")
@@ -156,9 +169,14 @@ def _own_version() -> str | None:
 
 
 def impls(pm: pluggy.PluginManager, hook_name: str) -> list[pluggy.HookImpl]:
-    """The implementations of a hook in call order (pluggy calls the last registered first)."""
-    caller = getattr(pm.hook, hook_name)
-    return list(reversed(caller.get_hookimpls()))
+    """A hook's implementations in plugin registration order, ``tryfirst`` ones first, ``trylast`` last.
+
+    Installed plugins register in entry-point name order, then built-ins; so for a duplicate
+    tool name the plugin registered first keeps it, and the first plugin's middleware is the
+    outermost. (pluggy's own call order is the reverse: last registered first.)
+    """
+    found = getattr(pm.hook, hook_name).get_hookimpls()
+    return sorted(found, key=lambda impl: 0 if impl.tryfirst else 2 if impl.trylast else 1)
 
 
 def call_impl(impl: pluggy.HookImpl, **kwargs: Any) -> Any:

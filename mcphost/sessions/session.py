@@ -70,9 +70,25 @@ class Session:
     """One client's session. See the module docstring for which fields persist."""
 
     __slots__ = (
-        "allowed_prompts", "allowed_templates", "allowed_tools", "assigns", "client_capabilities",
-        "client_info", "closed", "created_at", "id", "inflight", "initialized", "last_active", "log_level",
-        "outlet", "pending", "principal", "protocol_version", "subscriptions", "_outbound_ids",
+        "_outbound_ids",
+        "allowed_prompts",
+        "allowed_templates",
+        "allowed_tools",
+        "assigns",
+        "client_capabilities",
+        "client_info",
+        "closed",
+        "created_at",
+        "id",
+        "inflight",
+        "initialized",
+        "last_active",
+        "log_level",
+        "outlet",
+        "pending",
+        "principal",
+        "protocol_version",
+        "subscriptions",
     )
 
     def __init__(self, session_id: str, *, principal: Principal | None = None,

@@ -31,8 +31,10 @@ REFUSED = -32001
 class StdioServer:
     """Serve one session over a pair of byte streams."""
 
-    def __init__(self, host: Host, reader: asyncio.StreamReader, writer: asyncio.StreamWriter | Any) -> None:
+    def __init__(self, host: Host, reader: asyncio.StreamReader, writer: asyncio.StreamWriter | Any,
+                 *, freeze_gc: bool = False) -> None:
         self.host = host
+        self.freeze_gc = freeze_gc
         self.reader = reader
         self.writer = writer
         self.max_line = host.config.server.max_body_bytes
@@ -48,7 +50,7 @@ class StdioServer:
 
     async def serve(self) -> None:
         host = self.host
-        await host.start()
+        await host.start(freeze_gc=self.freeze_gc)
         session = host.new_session()
 
         async def outlet(message: jsonrpc.Message, related: Any) -> None:
@@ -185,6 +187,6 @@ async def serve_stdio(host: Host) -> None:
     """Serve ``host`` on this process's stdin/stdout until EOF."""
     reader, writer = await open_stdio()
     try:
-        await StdioServer(host, reader, writer).serve()
+        await StdioServer(host, reader, writer, freeze_gc=True).serve()
     finally:
         writer.close()
