@@ -104,16 +104,20 @@ class Kernel:
         params = message.get("params") or {}
         try:
             result = await self._call(RequestInfo(session, request_id, message["method"], params))
-            return jsonrpc.result(request_id, result)
+            reply = jsonrpc.result(request_id, result)
         except McpError as exc:
-            return jsonrpc.error(request_id, exc)
+            reply = jsonrpc.error(request_id, exc)
         except asyncio.CancelledError:
             if session.inflight.get(request_id) is asyncio.current_task():
                 return None  # cancelled on purpose: the client gets no reply
             raise
         except Exception:
             log.exception("request %s (%r) failed", message.get("method"), request_id)
-            return jsonrpc.error(request_id, McpError(INTERNAL_ERROR, "Internal error"))
+            reply = jsonrpc.error(request_id, McpError(INTERNAL_ERROR, "Internal error"))
+        task = asyncio.current_task()
+        if task is not None and task.cancelling() and session.inflight.get(request_id) is task:
+            return None  # cancelled, but the handler swallowed the cancellation: still no reply
+        return reply
 
     async def _dispatch(self, request: RequestInfo) -> dict[str, Any]:
         handler = handlers.METHODS.get(request.method)
@@ -128,7 +132,9 @@ class Kernel:
         method = message["method"]
         params = message.get("params") or {}
         if method == "notifications/cancelled":
-            task = session.inflight.get(params.get("requestId"))  # unknown ids are ignored
+            request_id = params.get("requestId")
+            # Unknown ids are ignored; so are malformed ones (unhashable, or true/1.0 posing as 1).
+            task = session.inflight.get(request_id) if jsonrpc.valid_id(request_id) else None
             if task is not None:
                 task.cancel()
         elif method == "notifications/initialized":

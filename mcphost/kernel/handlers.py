@@ -166,7 +166,7 @@ async def ping(kernel: Kernel, request: RequestInfo) -> dict[str, Any]:
 @method("logging/setLevel")
 async def set_level(kernel: Kernel, request: RequestInfo) -> dict[str, Any]:
     level = request.params.get("level")
-    if level not in LOG_RANK:
+    if not isinstance(level, str) or level not in LOG_RANK:
         raise invalid_params(f"Invalid log level {str(level)[:40]!r}; expected one of {', '.join(LOG_RANK)}")
     request.session.log_level = level
     return {}
@@ -202,7 +202,10 @@ async def call_tool(kernel: Kernel, request: RequestInfo) -> dict[str, Any]:
         details = "; ".join(_describe(error) for error in errors[:5])
         return results.error_result(f"Invalid arguments for tool {name!r}: {details}")
     record = entry.record
-    kwargs = record.signature.bind(arguments) if record.signature is not None else dict(arguments)
+    try:
+        kwargs = record.signature.bind(arguments) if record.signature is not None else dict(arguments)
+    except ValueError as exc:  # a value the schema let through but the annotation cannot take
+        return results.error_result(f"Invalid arguments for tool {name!r}: {exc}")
     if record.signature is not None and record.signature.context_param:
         kwargs[record.signature.context_param] = Context(_scope(kernel, request))
     try:
@@ -346,6 +349,8 @@ async def complete(kernel: Kernel, request: RequestInfo) -> dict[str, Any]:
         raise invalid_params('Invalid params: argument "name" and "value" must be strings')
     context = request.params.get("context") or {}
     context_args = context.get("arguments") or {} if isinstance(context, dict) else {}
+    if not isinstance(context_args, dict):
+        raise invalid_params('Invalid params: "context.arguments" must be an object')
     if ref.get("type") == "ref/prompt":
         completer = _prompt(kernel, request, _string(ref, "name")).completions.get(name)
     elif ref.get("type") == "ref/resource":

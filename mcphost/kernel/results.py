@@ -70,14 +70,22 @@ def tool_result(entry: ToolEntry, value: Any, version: str) -> dict[str, Any]:
                       error.message)
             return error_result(f"Tool {record.name!r} returned output that does not match its output schema")
     if structured is not None and at_least(version, "2025-06-18"):
-        result["structuredContent"] = structured
+        if isinstance(structured, dict):
+            result["structuredContent"] = structured
+        else:  # the session-era schemas allow only an object here
+            log.warning("tool %s returned non-object structured content; it is not sent", record.name)
     result["content"] = _downgrade(result["content"], version)
     return result
 
 
 def resource_contents(uri: str, mime_type: str | None, value: Any) -> list[dict[str, Any]]:
-    """ReadResourceResult.contents for a resource handler's return value."""
-    items = value if isinstance(value, list) else [value]
+    """ReadResourceResult.contents for a resource handler's return value.
+
+    A non-empty list of text, bytes and contents dicts is several contents; any other list is data
+    and becomes one JSON text, like a dict.
+    """
+    several = isinstance(value, list) and bool(value) and all(_is_contents_item(item) for item in value)
+    items = value if several else [value]
     contents = []
     for item in items:
         if isinstance(item, str):
@@ -94,6 +102,12 @@ def resource_contents(uri: str, mime_type: str | None, value: Any) -> list[dict[
             contents.append({"uri": uri, "mimeType": mime_type or "application/json",
                              "text": _json_text(to_jsonable(item))})
     return contents
+
+
+def _is_contents_item(item: Any) -> bool:
+    if isinstance(item, dict):
+        return "text" in item or "blob" in item
+    return isinstance(item, str | bytes | bytearray)
 
 
 def prompt_result(description: str | None, value: Any) -> dict[str, Any]:

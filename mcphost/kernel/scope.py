@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import uuid
 from typing import TYPE_CHECKING, Any
 
 import jsonschema
@@ -116,17 +117,24 @@ class RequestScope:
         self._require("elicitation/create", "elicitation", "2025-06-18")
         mode = params.get("mode", "form")
         declared = self.session.client_capabilities.get("elicitation") or {}
+        if not isinstance(declared, dict):
+            declared = {}
         # An empty elicitation capability means form mode only.
         modes = {m for m in ("form", "url") if m in declared} or {"form"}
+        with_modes = at_least(self.session.protocol_version or "", "2025-11-25")
+        if not with_modes:
+            modes = {"form"}  # mode (and URL elicitation) arrived in 2025-11-25
         if mode not in modes:
             raise ClientRequestError(METHOD_NOT_FOUND,
                                      f"The client does not support {mode!r} elicitation")
         wire = dict(params)
-        if not at_least(self.session.protocol_version or "", "2025-11-25"):
-            wire.pop("mode", None)  # mode (and URL elicitation) arrived in 2025-11-25
+        if not with_modes:
+            wire.pop("mode", None)
+        elif mode == "url" and not wire.get("elicitationId"):
+            wire["elicitationId"] = uuid.uuid4().hex  # required in URL mode
         answer = await self.client_request("elicitation/create", wire, timeout)
         action = answer.get("action")
-        if action not in _ELICIT_ACTIONS:
+        if not isinstance(action, str) or action not in _ELICIT_ACTIONS:
             raise ClientRequestError(INVALID_PARAMS, f"Invalid elicitation action {action!r}")
         content = answer.get("content")
         if action != "accept" or mode != "form":
