@@ -46,7 +46,8 @@ class MemoryClient:
         self.client_info = client_info or {"name": "mcphost-memory-client", "version": "0"}
         caps = dict(capabilities or {})
         if elicitation is not None:
-            caps.setdefault("elicitation", {"form": {}, "url": {}})
+            # URL mode exists from 2025-11-25; before that the capability is an empty object.
+            caps.setdefault("elicitation", {"form": {}, "url": {}} if protocol_version >= "2025-11-25" else {})
         if sampling is not None:
             caps.setdefault("sampling", {})
         if roots is not None:
@@ -161,6 +162,7 @@ class MemoryClient:
         self.initialize_result = await self.request("initialize", {
             "protocolVersion": self.protocol_version, "capabilities": self.capabilities,
             "clientInfo": self.client_info})
+        self.protocol_version = self.initialize_result["protocolVersion"]
         self.notify("notifications/initialized")
         return self.initialize_result
 

@@ -381,7 +381,8 @@ def _completion(found: Any) -> dict[str, Any]:
     if isinstance(found, Completion):
         values, total, has_more = list(found.values), found.total, found.has_more
     else:
-        values, total, has_more = [str(v) for v in (found or [])], None, None
+        items = [found] if isinstance(found, str) else (found or [])
+        values, total, has_more = [str(v) for v in items], None, None
     if len(values) > MAX_COMPLETION_VALUES:
         total = total if total is not None else len(values)
         values, has_more = values[:MAX_COMPLETION_VALUES], True

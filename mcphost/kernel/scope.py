@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import uuid
 from typing import TYPE_CHECKING, Any
 
@@ -50,8 +51,8 @@ class RequestScope:
     async def progress(self, progress: float, total: float | None, message: str | None) -> None:
         if self.progress_token is None:
             return
-        if self._last_progress is not None and progress <= self._last_progress:
-            # The spec requires progress to increase; a repeat would confuse clients, so drop it.
+        if not math.isfinite(progress) or (self._last_progress is not None and progress <= self._last_progress):
+            # The spec requires progress to increase; a repeat (or NaN) would confuse clients, so drop it.
             log.warning("progress %s for request %r does not increase; not sent", progress, self.request_id)
             return
         self._last_progress = progress
@@ -89,6 +90,8 @@ class RequestScope:
         if capability is not None and method != "elicitation/create":
             self._require(method, capability)
         session = self.session
+        if session.closed or session.outlet is None:
+            raise ClientRequestError(REQUEST_TIMEOUT, f"Cannot send {method}: the client is no longer connected")
         loop = asyncio.get_running_loop()
         outbound_id = session.next_outbound_id()
         future: asyncio.Future[Any] = loop.create_future()
