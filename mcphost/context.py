@@ -43,6 +43,7 @@ class Scope(Protocol):
     async def elicit(self, params: dict[str, Any], timeout: float | None) -> ElicitResult: ...
     async def notify_resource_updated(self, uri: str) -> None: ...
     def defer(self) -> Deferred: ...
+    async def close_stream(self, retry_ms: int | None) -> bool: ...
 
 
 class Context:
@@ -131,6 +132,15 @@ class Context:
     def defer(self) -> Deferred:
         """Answer later: return the Deferred from the handler and resolve it from any task."""
         return self._scope.defer()
+
+    async def close_stream(self, *, retry_ms: int | None = None) -> bool:
+        """Close the connection carrying this request's stream without ending the request.
+
+        On Streamable HTTP (2025-11-25 polling) the client reconnects with ``Last-Event-ID``
+        after ``retry_ms`` and receives what the handler sends meanwhile, including the result.
+        Returns False where the transport cannot do this (stdio, JSON responses).
+        """
+        return await self._scope.close_stream(retry_ms)
 
 
 class Deferred:

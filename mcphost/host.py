@@ -220,6 +220,16 @@ class Host:
             except Exception:
                 log.exception("plugin %s: %s raised", impl.plugin_name, name)
 
+    async def notify_resource_updated(self, uri: str) -> None:
+        """Send ``notifications/resources/updated`` to every session subscribed to ``uri``."""
+        assert self.kernel is not None
+        await self.kernel.notify_resource_updated(uri)
+
+    async def notify_list_changed(self, kind: str) -> None:
+        """Send ``notifications/<kind>/list_changed`` (tools, prompts or resources) to every session."""
+        assert self.kernel is not None
+        await self.kernel.notify_list_changed(kind)
+
     def respond(self, session_id: str, request_id: Any, value: Any = None,
                 error: BaseException | None = None) -> bool:
         """Complete a request whose handler returned a Deferred; False when none waits."""

@@ -156,3 +156,9 @@ class RequestScope:
 
     def defer(self) -> Deferred:
         return self._kernel.defer(self.session, self.request_id)
+
+    async def close_stream(self, retry_ms: int | None) -> bool:
+        close = getattr(self.session.outlet, "close_stream", None)
+        if close is None or self.session.closed:
+            return False
+        return bool(await close(self.request_id, retry_ms))
