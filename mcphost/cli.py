@@ -217,6 +217,10 @@ def config_schema(options: Options) -> None:
 
 def main() -> None:
     """Entry point of the ``mcphost`` console script: plugins may add commands first."""
+    if "serve" in sys.argv[1:] and "--stdio" in sys.argv[1:]:
+        # Before any plugin is imported: whatever they print must not reach the protocol stream.
+        from mcphost.transports.stdio import protect_stdout
+        protect_stdout()
     pm = make_plugin_manager()
     try:
         load_plugins(pm, PluginSelection.from_env())

@@ -137,8 +137,8 @@ class Kernel:
             task = session.inflight.get(request_id) if jsonrpc.valid_id(request_id) else None
             if task is not None:
                 task.cancel()
-        elif method == "notifications/initialized":
-            session.initialized = True
+        elif method == "notifications/initialized" and session.protocol_version is not None:
+            session.initialized = True  # before initialize it means nothing
         # Other notifications (roots/list_changed, progress for our requests) need no action.
 
     def _on_response(self, session: Session, message: Message) -> None:

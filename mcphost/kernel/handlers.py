@@ -197,9 +197,12 @@ async def call_tool(kernel: Kernel, request: RequestInfo) -> dict[str, Any]:
         arguments = {}
     elif not isinstance(arguments, dict):
         raise invalid_params('Invalid params: "arguments" must be an object')
-    errors = sorted(entry.validator.iter_errors(arguments), key=lambda e: list(e.absolute_path))
-    if errors:
+    try:
+        errors = sorted(entry.validator.iter_errors(arguments), key=lambda e: list(e.absolute_path))
         details = "; ".join(_describe(error) for error in errors[:5])
+    except RecursionError:
+        errors, details = [True], "the arguments are nested too deeply"
+    if errors:
         return results.error_result(f"Invalid arguments for tool {name!r}: {details}")
     record = entry.record
     try:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import stat
 import sys
 from typing import Any, BinaryIO
 
@@ -26,12 +27,14 @@ log = logging.getLogger("mcphost.stdio")
 
 CHUNK = 64 * 1024
 REFUSED = -32001
+#: Seconds in-flight requests may still finish after stdin reaches EOF.
+EOF_GRACE = 2.0
 
 
 class StdioServer:
     """Serve one session over a pair of byte streams."""
 
-    def __init__(self, host: Host, reader: asyncio.StreamReader, writer: asyncio.StreamWriter | Any,
+    def __init__(self, host: Host, reader: asyncio.StreamReader | Any, writer: asyncio.StreamWriter | Any,
                  *, freeze_gc: bool = False) -> None:
         self.host = host
         self.freeze_gc = freeze_gc
@@ -69,6 +72,10 @@ class StdioServer:
         except (ConnectionError, BrokenPipeError):
             reason = "dropped"
         finally:
+            # The client closed stdin: answer what is already running if it is quick (a final
+            # request without a trailing newline, say), then cancel the rest.
+            if session.inflight:
+                await asyncio.wait(list(session.inflight.values()), timeout=EOF_GRACE)
             for task in list(session.inflight.values()):
                 task.cancel()
             if self._replies:
@@ -163,21 +170,78 @@ class StdioServer:
             await self.write(messages)
 
 
-async def open_stdio(stdin: BinaryIO | None = None, stdout: BinaryIO | None = None
-                     ) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-    """Async streams over the process's stdin and stdout file descriptors."""
-    loop = asyncio.get_running_loop()
-    reader = asyncio.StreamReader(limit=CHUNK * 2)
-    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), stdin or sys.stdin.buffer)
-    if stdout is None:
-        # Keep the real stdout for protocol bytes only, and point descriptor 1 at stderr so
-        # that nothing else a plugin writes (print, C extensions) can corrupt the stream.
+def _watchable(fd: int) -> bool:
+    """Whether the event loop can wait on ``fd``: pipes, sockets and terminals.
+
+    Regular files and ``/dev/null`` cannot be registered with epoll (connecting them as pipes
+    raises, or never reports EOF), but reading or writing them never blocks for long either.
+    """
+    mode = os.fstat(fd).st_mode
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or os.isatty(fd)
+
+
+class _FileReader:
+    """``read`` for a stdin the loop cannot watch (a regular file, /dev/null), in a worker thread."""
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+
+    async def read(self, n: int = -1) -> bytes:
+        return await asyncio.to_thread(os.read, self._fd, n if n > 0 else CHUNK)
+
+
+class _FileWriter:
+    """``write``/``drain``/``close`` for a stdout the loop cannot watch; such writes do not block."""
+
+    def __init__(self, file: BinaryIO) -> None:
+        self._file = file
+
+    def write(self, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(self._file.fileno(), view):]
+
+    async def drain(self) -> None:
+        return None
+
+    def close(self) -> None:
+        self._file.close()
+
+
+_protocol_fd: int | None = None
+
+
+def protect_stdout() -> int:
+    """Reserve the real stdout for protocol bytes; return its descriptor (idempotent).
+
+    Descriptor 1 is pointed at stderr, so nothing else (print, logging, C extensions, a plugin
+    printing while it is imported) can corrupt the stream. Call it before plugins load.
+    """
+    global _protocol_fd
+    if _protocol_fd is None:
         sys.stdout.flush()
-        protocol_fd = os.dup(1)
+        _protocol_fd = os.dup(1)
         os.dup2(2, 1)
         sys.stdout = sys.stderr
-        stdout = os.fdopen(protocol_fd, "wb", buffering=0)
+    return _protocol_fd
+
+
+async def open_stdio(stdin: BinaryIO | None = None, stdout: BinaryIO | None = None
+                     ) -> tuple[asyncio.StreamReader | Any, asyncio.StreamWriter | Any]:
+    """Async streams over the process's stdin and stdout file descriptors."""
+    loop = asyncio.get_running_loop()
+    source = stdin or sys.stdin.buffer
+    reader: asyncio.StreamReader | _FileReader
+    if _watchable(source.fileno()):
+        reader = asyncio.StreamReader(limit=CHUNK * 2)
+        await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), source)
+    else:
+        reader = _FileReader(source.fileno())
+    if stdout is None:
+        stdout = os.fdopen(protect_stdout(), "wb", buffering=0)
     out = stdout
+    if not _watchable(out.fileno()):
+        return reader, _FileWriter(out)
     transport, protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin, out)
     writer = asyncio.StreamWriter(transport, protocol, None, loop)
     return reader, writer

@@ -86,8 +86,7 @@ class Demo:
 
     @mcphost.hookimpl
     def mcphost_resources(self, host: Any) -> list[mcphost.Resource]:
-        configured = host.plugin_config("demo").get("root")
-        self.root = Path(configured).resolve() if configured else SAMPLE_ROOT.resolve()
+        self.root = configured_root(host)
 
         @mcphost.resource("demo://readme", name="readme", title="About this server", mime_type="text/markdown")
         def readme() -> str:
@@ -98,11 +97,18 @@ class Demo:
 
     @mcphost.hookimpl
     def mcphost_resource_templates(self, host: Any) -> list[mcphost.ResourceTemplate]:
+        # The template keeps the root of *this* host: another Host built in the same process
+        # (tests, embedding) must not retarget it through the shared plugin object.
+        root = self.root = configured_root(host)
+
+        def complete(value: str, context: dict[str, str]) -> list[str]:
+            return self.complete_path(value, context, root)
+
         @mcphost.resource_template("demo://files/{+path}", name="file", title="A file under the demo root",
-                                   completions={"path": self.complete_path})
+                                   completions={"path": complete})
         def read_file(path: str) -> str | bytes:
             """A file below the configured root; paths outside it are not found."""
-            target = self.resolve(path)
+            target = self.resolve(path, root)
             data = target.read_bytes()
             try:
                 return data.decode("utf-8")
@@ -115,20 +121,28 @@ class Demo:
     def mcphost_prompts(self, host: Any) -> list[mcphost.Prompt]:
         return [review_code]
 
-    def resolve(self, path: str) -> Path:
+    def resolve(self, path: str, root: Path | None = None) -> Path:
         """The file ``path`` names under the root; FileNotFoundError for anything else."""
         if not path or "\x00" in path or path.startswith(("/", "\\")):
             raise FileNotFoundError(path)
-        root = self.root.resolve()
+        root = (root or self.root).resolve()
         target = (root / path).resolve()
         if not target.is_relative_to(root) or not target.is_file():
             raise FileNotFoundError(path)
         return target
 
-    def complete_path(self, value: str, context: dict[str, str]) -> list[str]:
-        root = self.root.resolve()
-        names = sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file())
+    def complete_path(self, value: str, context: dict[str, str], root: Path | None = None) -> list[str]:
+        """Paths under the root starting with ``value``: only files a read would serve."""
+        root = (root or self.root).resolve()
+        names = sorted(str(p.relative_to(root)) for p in root.rglob("*")
+                       if p.is_file() and p.resolve().is_relative_to(root))
         return [name for name in names if name.startswith(value)]
+
+
+def configured_root(host: Any) -> Path:
+    """``[plugins.demo] root`` of ``host``, resolved; the bundled sample files when unset."""
+    configured = host.plugin_config("demo").get("root")
+    return Path(configured).resolve() if configured else SAMPLE_ROOT.resolve()
 
 
 def complete_language(value: str, context: dict[str, str]) -> list[str]:
