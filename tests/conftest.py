@@ -1,13 +1,25 @@
-"""Shared fixtures for the tests that run ``mcphost serve --stdio`` as a real subprocess."""
+"""Shared fixtures: an isolated config environment, and real ``mcphost serve --stdio`` subprocesses."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 import pytest
 
 from tests.stdio_support import RawServer, server_env
+
+
+@pytest.fixture
+def isolated_config(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    """No MCPHOST_* variables and a private XDG config home (returned), so no user config leaks in."""
+    for name in list(os.environ):
+        if name.startswith("MCPHOST_"):
+            monkeypatch.delenv(name)
+    home = tmp_path / "xdg"
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home))
+    return home
 
 
 @pytest.fixture

@@ -8,7 +8,6 @@ directory and ``MCPHOST_*`` variables are cleared so no developer configuration 
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
@@ -21,13 +20,8 @@ DEMO_TOOLS = ["echo", "progress", "greet_user", "summarize", "list_roots"]
 
 
 @pytest.fixture(autouse=True)
-def xdg(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
-    for name in list(os.environ):
-        if name.startswith("MCPHOST_"):
-            monkeypatch.delenv(name)
-    home = tmp_path / "xdg"
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(home))
-    return home
+def xdg(isolated_config: Path) -> Path:
+    return isolated_config
 
 
 def run(*args: str, env: dict[str, str] | None = None) -> Result:

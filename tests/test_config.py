@@ -6,7 +6,6 @@ directory and clears ``MCPHOST_*`` variables, so the developer's own configurati
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
@@ -28,13 +27,8 @@ from mcphost.testing import MemoryClient
 
 
 @pytest.fixture(autouse=True)
-def xdg(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
-    for name in list(os.environ):
-        if name.startswith("MCPHOST_"):
-            monkeypatch.delenv(name)
-    home = tmp_path / "xdg"
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(home))
-    return home
+def xdg(isolated_config: Path) -> Path:
+    return isolated_config
 
 
 def write(path: Path, text: str) -> Path:

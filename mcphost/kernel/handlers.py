@@ -8,6 +8,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
+from mcphost.catalog import page
 from mcphost.content import Completion
 from mcphost.context import Context, Deferred
 from mcphost.errors import ClientRequestError, ToolError
@@ -71,10 +72,16 @@ def _string(params: dict[str, Any], key: str) -> str:
     return value
 
 
-def _paged(kernel: Kernel, request: RequestInfo, items: list[dict[str, Any]], key: str) -> dict[str, Any]:
-    from mcphost.catalog import page
+def _listing(kernel: Kernel, request: RequestInfo, capability: str, kind: str,
+             build: Callable[[Any, str], dict[str, Any]], allowed: set[str] | None = None,
+             field: str = "name") -> dict[str, Any]:
+    """One page of the catalog's ``kind`` descriptors, narrowed to the session's allow-list."""
+    _require_capability(kernel, request, capability)
+    items = kernel.host.catalog.descriptors(kind, request.session.protocol_version, build)
+    if allowed is not None:
+        items = [item for item in items if item[field] in allowed]
     chunk, next_cursor = page(items, request.params.get("cursor"), kernel.settings.page_size)
-    result: dict[str, Any] = {key: chunk}
+    result: dict[str, Any] = {kind: chunk}
     if next_cursor is not None:
         result["nextCursor"] = next_cursor
     return result
@@ -176,12 +183,7 @@ async def set_level(kernel: Kernel, request: RequestInfo) -> dict[str, Any]:
 
 @method("tools/list")
 async def list_tools(kernel: Kernel, request: RequestInfo) -> dict[str, Any]:
-    _require_capability(kernel, request, "tools")
-    session = request.session
-    items = kernel.host.catalog.descriptors("tools", session.protocol_version, tool_descriptor)
-    if session.allowed_tools is not None:
-        items = [item for item in items if item["name"] in session.allowed_tools]
-    return _paged(kernel, request, items, "tools")
+    return _listing(kernel, request, "tools", "tools", tool_descriptor, request.session.allowed_tools)
 
 
 @method("tools/call")
@@ -234,19 +236,13 @@ def _describe(error: Any) -> str:
 
 @method("resources/list")
 async def list_resources(kernel: Kernel, request: RequestInfo) -> dict[str, Any]:
-    _require_capability(kernel, request, "resources")
-    items = kernel.host.catalog.descriptors("resources", request.session.protocol_version, resource_descriptor)
-    return _paged(kernel, request, items, "resources")
+    return _listing(kernel, request, "resources", "resources", resource_descriptor)
 
 
 @method("resources/templates/list")
 async def list_templates(kernel: Kernel, request: RequestInfo) -> dict[str, Any]:
-    _require_capability(kernel, request, "resources")
-    session = request.session
-    items = kernel.host.catalog.descriptors("resourceTemplates", session.protocol_version, template_descriptor)
-    if session.allowed_templates is not None:
-        items = [item for item in items if item["uriTemplate"] in session.allowed_templates]
-    return _paged(kernel, request, items, "resourceTemplates")
+    return _listing(kernel, request, "resources", "resourceTemplates", template_descriptor,
+                    request.session.allowed_templates, "uriTemplate")
 
 
 def _not_found(uri: str) -> McpError:
@@ -298,12 +294,7 @@ async def unsubscribe(kernel: Kernel, request: RequestInfo) -> dict[str, Any]:
 
 @method("prompts/list")
 async def list_prompts(kernel: Kernel, request: RequestInfo) -> dict[str, Any]:
-    _require_capability(kernel, request, "prompts")
-    session = request.session
-    items = kernel.host.catalog.descriptors("prompts", session.protocol_version, prompt_descriptor)
-    if session.allowed_prompts is not None:
-        items = [item for item in items if item["name"] in session.allowed_prompts]
-    return _paged(kernel, request, items, "prompts")
+    return _listing(kernel, request, "prompts", "prompts", prompt_descriptor, request.session.allowed_prompts)
 
 
 def _prompt(kernel: Kernel, request: RequestInfo, name: str) -> Prompt:
