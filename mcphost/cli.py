@@ -11,7 +11,7 @@ from typing import Any
 import click
 
 from mcphost import __version__
-from mcphost.config import Config, load_config, resolve_path
+from mcphost.config import Config, config_from_dict, load_config, resolve_path
 from mcphost.errors import ConfigError, McpError, PluginError
 from mcphost.host import Host
 from mcphost.plugins import PluginSelection, load_plugins, make_plugin_manager
@@ -34,9 +34,8 @@ class Options:
 
     def host(self, config: Config | None = None) -> Host:
         config = config or self.config()
-        selection = PluginSelection.from_env(block=(*config.block, *self.block),
-                                             allow=self.allow if self.allow is not None else config.allow,
-                                             strict=self.strict or config.strict)
+        selection = PluginSelection.from_env(block=(*config.block, *self.block), allow=self.allow,
+                                             config_allow=config.allow, strict=self.strict or config.strict)
         try:
             host = Host(config, selection=selection)
             host.prepare()
@@ -68,22 +67,51 @@ def cli(ctx: click.Context, config_path: str | None, block: tuple[str, ...], all
 
 
 @cli.command()
-@click.option("--stdio", is_flag=True, help="Serve one client on stdin/stdout.")
-@click.option("--host", "bind_host", help="Address to bind (HTTP).")
-@click.option("--port", type=int, help="Port to bind (HTTP).")
+@click.option("--stdio", is_flag=True, help="Serve one client on stdin/stdout instead of HTTP.")
+@click.option("--host", "bind_host", metavar="ADDRESS", help="Address to bind (default 127.0.0.1).")
+@click.option("--port", type=int, help="Port to bind (default 8000).")
+@click.option("--path", "mcp_path", metavar="PATH", help="Path of the MCP endpoint (default /mcp).")
+@click.option("--workers", type=int, help="Worker processes (needs a shared backend such as mcphost-redis).")
+@click.option("--allow-remote", is_flag=True,
+              help="Listen on a non-loopback address without auth or allowed_hosts (something in front "
+                   "of mcphost must authenticate).")
 @click.pass_obj
-def serve(options: Options, stdio: bool, bind_host: str | None, port: int | None) -> None:
-    """Serve the installed plugins to MCP clients."""
+def serve(options: Options, stdio: bool, bind_host: str | None, port: int | None, mcp_path: str | None,
+          workers: int | None, allow_remote: bool) -> None:
+    """Serve the installed plugins to MCP clients (Streamable HTTP, or stdio with --stdio)."""
     config = options.config()
+    overrides = {k: v for k, v in (("host", bind_host), ("port", port), ("path", mcp_path),
+                                   ("workers", workers)) if v is not None}
+    if overrides:
+        try:
+            config = config_from_dict({"server": {**_server_dict(config), **overrides},
+                                       "plugins": {**config.plugins, "block": list(config.block),
+                                                   **({"allow": list(config.allow)} if config.allow is not None
+                                                      else {}), "strict": config.strict}},
+                                      path=config.path)
+        except ConfigError as exc:
+            raise click.ClickException(str(exc)) from None
     _setup_logging(config.server.log_level)
-    if not stdio:
-        raise click.UsageError("the HTTP transport is not available in this release yet; use --stdio")
     host = options.host(config)
-    from mcphost.transports.stdio import serve_stdio
+    if stdio:
+        from mcphost.transports.stdio import serve_stdio
+        runner = serve_stdio(host)
+    else:
+        from mcphost.serve import check_bind, serve_http
+        try:
+            check_bind(host, allow_remote=allow_remote)
+        except ConfigError as exc:
+            raise click.ClickException(str(exc)) from None
+        runner = serve_http(host)
     try:
-        asyncio.run(serve_stdio(host))
+        asyncio.run(runner)
     except KeyboardInterrupt:
         pass
+
+
+def _server_dict(config: Config) -> dict[str, Any]:
+    import dataclasses
+    return {k: v for k, v in dataclasses.asdict(config.server).items() if v is not None}
 
 
 def _table(rows: list[list[str]], headers: list[str]) -> str:

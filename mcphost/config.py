@@ -55,8 +55,22 @@ class ServerSettings:
     max_sessions: int = 10000
     #: Level of the host's own log on stderr.
     log_level: str = "info"
+    #: Host headers accepted over HTTP (``host`` or ``host:port``); empty on a loopback bind means
+    #: the loopback names, elsewhere any (then set it, or put auth in front).
     allowed_hosts: tuple[str, ...] = ()
+    #: Origin headers accepted over HTTP (``scheme://host[:port]``); same defaulting as allowed_hosts.
     allowed_origins: tuple[str, ...] = ()
+    #: Answer requests with a single JSON body instead of an SSE stream (no progress, no
+    #: server-to-client requests mid-call, no resumption; slightly faster).
+    json_response: bool = False
+    #: Seconds between SSE keep-alive comments on an idle stream.
+    sse_keepalive: float = 15.0
+    #: Milliseconds a client should wait before reconnecting (the SSE ``retry`` field).
+    sse_retry_ms: int = 1000
+    #: Events kept per stream for resumption with Last-Event-ID (older ones are trimmed).
+    stream_max_events: int = 1000
+    #: Seconds in-flight requests get to finish on shutdown before they are cancelled.
+    graceful_timeout: float = 30.0
 
 
 @dataclass(frozen=True)
@@ -99,6 +113,12 @@ def _coerce(name: str, kind: Any, value: Any, source: str) -> Any:
             if not isinstance(value, list | tuple) or not all(isinstance(v, str) for v in value):
                 raise TypeError
             return tuple(value)
+        if text.startswith("bool") or kind is bool:
+            if isinstance(value, str) and value.lower() in ("1", "true", "yes", "on", "0", "false", "no", "off"):
+                return value.lower() in ("1", "true", "yes", "on")
+            if not isinstance(value, bool):
+                raise TypeError
+            return value
         if text.startswith("int") or kind is int:
             if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
                 raise TypeError
@@ -185,7 +205,7 @@ def _check_server(server: ServerSettings, source: str) -> None:
         raise ConfigError(f"{source}: server.path must start with '/', not {server.path!r}")
     if not 0 <= server.port <= 65535:
         raise ConfigError(f"{source}: server.port must be 0-65535, not {server.port}")
-    for name in ("max_body_bytes", "page_size", "max_inflight", "max_sessions", "workers"):
+    for name in ("max_body_bytes", "page_size", "max_inflight", "max_sessions", "workers", "stream_max_events"):
         if getattr(server, name) < 1:
             raise ConfigError(f"{source}: server.{name} must be at least 1")
     if server.log_level.lower() not in ("debug", "info", "warning", "error", "critical"):

@@ -36,6 +36,7 @@ class Scope(Protocol):
     session: Session
     request_id: Any
     method: str
+    host: Any
 
     async def progress(self, progress: float, total: float | None, message: str | None) -> None: ...
     async def log(self, level: LogLevel, data: Any, logger: str | None) -> None: ...
@@ -58,6 +59,11 @@ class Context:
     def session(self) -> Session:
         """The client's session: id, principal, client info and capabilities, assigns."""
         return self._scope.session
+
+    @property
+    def host(self) -> Any:
+        """The :class:`~mcphost.host.Host` serving this request (settings, plugin config, notifications)."""
+        return self._scope.host
 
     @property
     def request_id(self) -> Any:

@@ -50,7 +50,7 @@ class Host:
                  selection: PluginSelection | None = None, entry_points: bool = True) -> None:
         self.config = config or Config()
         if selection is None:
-            selection = PluginSelection.from_env(block=self.config.block, allow=self.config.allow,
+            selection = PluginSelection.from_env(block=self.config.block, config_allow=self.config.allow,
                                                  strict=self.config.strict)
         if not entry_points:
             selection = PluginSelection(block=selection.block, allow=selection.allow, strict=selection.strict,
@@ -62,6 +62,7 @@ class Host:
         self.sessions: dict[str, Session] = {}
         self.kernel: Kernel | None = None
         self.backend: Any = None
+        self._authenticate: list[pluggy.HookImpl] = []
         self._connect: list[pluggy.HookImpl] = []
         self._disconnect: list[pluggy.HookImpl] = []
         self._terminate: list[pluggy.HookImpl] = []
@@ -97,6 +98,7 @@ class Host:
             if info.status == "failed" and self.pm.get_plugin(name) is not None:
                 self.pm.unregister(name=name)
         self.kernel = Kernel(self, middleware)
+        self._authenticate = impls(self.pm, "mcphost_authenticate")
         self._connect = impls(self.pm, "mcphost_connect")
         self._disconnect = impls(self.pm, "mcphost_disconnect")
         self._terminate = impls(self.pm, "mcphost_terminate")
@@ -133,6 +135,7 @@ class Host:
         if self._started:
             return
         self.prepare()
+        await await_maybe(getattr(self.backend, "start", _nothing)())
         for impl in impls(self.pm, "mcphost_startup"):
             await await_maybe(call_impl(impl, host=self))
         self._started = True
@@ -151,6 +154,7 @@ class Host:
                 await await_maybe(call_impl(impl, host=self))
             except Exception:
                 log.exception("plugin %s: mcphost_shutdown raised", impl.plugin_name)
+        await await_maybe(getattr(self.backend, "close", _nothing)())
         self._started = False
 
     async def reload(self) -> None:
@@ -184,6 +188,30 @@ class Host:
         session = Session(secrets.token_urlsafe(32), principal=principal)
         self.sessions[session.id] = session
         return session
+
+    @property
+    def has_auth(self) -> bool:
+        """Whether any plugin authenticates requests."""
+        return bool(self._authenticate)
+
+    async def authenticate(self, connection: Connection) -> Principal | None:
+        """Run ``mcphost_authenticate``: the first principal wins; Refused propagates.
+
+        A hook that breaks (an identity provider that cannot be reached, say) refuses with 503
+        and no challenge, so clients do not start re-authenticating in a storm.
+        """
+        for impl in self._authenticate:
+            try:
+                principal = await await_maybe(call_impl(impl, request=connection))
+            except Refused:
+                raise
+            except Exception:
+                log.exception("plugin %s: mcphost_authenticate raised", impl.plugin_name)
+                raise Refused("Authentication is unavailable; retry later", status=503,
+                              headers={"retry-after": "5"}) from None
+            if principal is not None:
+                return principal
+        return None
 
     async def connect(self, session: Session, connection: Connection) -> None:
         """Run ``mcphost_connect``; raises :class:`Refused` when a plugin turns the client away."""
@@ -235,6 +263,10 @@ class Host:
         """Complete a request whose handler returned a Deferred; False when none waits."""
         assert self.kernel is not None
         return self.kernel.respond(session_id, request_id, value, error)
+
+
+def _nothing() -> None:
+    return None
 
 
 def _record(entry: Any) -> Any:

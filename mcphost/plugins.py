@@ -66,12 +66,18 @@ class PluginSelection:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, *, block: Iterable[str] = (),
-                 allow: Iterable[str] | None = None, strict: bool = False) -> PluginSelection:
+                 allow: Iterable[str] | None = None, config_allow: Iterable[str] | None = None,
+                 strict: bool = False) -> PluginSelection:
+        """Block lists add up; the allow list comes from ``allow`` (a flag), else the environment,
+        else ``config_allow`` (the config file)."""
         env = os.environ if env is None else env
         blocked = set(_names(env.get(ENV_BLOCK, ""))) | set(block)
-        allowed = set(_names(env.get(ENV_ALLOW, ""))) if env.get(ENV_ALLOW) else None
         if allow is not None:
-            allowed = (allowed or set()) | set(allow)
+            allowed: set[str] | None = set(allow)
+        elif env.get(ENV_ALLOW):
+            allowed = set(_names(env[ENV_ALLOW]))
+        else:
+            allowed = None if config_allow is None else set(config_allow)
         strict = strict or env.get(ENV_STRICT, "").lower() in ("1", "true", "yes")
         return cls(block=frozenset(blocked), allow=None if allowed is None else frozenset(allowed),
                    strict=strict)

@@ -210,10 +210,15 @@ class MemoryClient:
 
 
 def make_host(*plugins: Any, config: Config | dict[str, Any] | None = None) -> Host:
-    """A Host serving exactly ``plugins`` (plus built-ins), ignoring installed entry points."""
+    """A Host serving exactly ``plugins`` (plus built-ins), ignoring installed entry points.
+
+    A plugin is an object or a ``(name, object)`` pair; the name is what ``[plugins.<name>]``
+    config sections and block lists refer to (default: the module name or class name).
+    """
     if isinstance(config, dict):
         config = config_from_dict(config)
-    named = [(getattr(p, "__name__", None) or f"{type(p).__name__}-{i}", p) for i, p in enumerate(plugins)]
+    named = [p if isinstance(p, tuple) else (getattr(p, "__name__", None) or f"{type(p).__name__}-{i}", p)
+             for i, p in enumerate(plugins)]
     return Host(config, plugins=named, entry_points=False)
 
 

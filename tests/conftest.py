@@ -19,6 +19,8 @@ def isolated_config(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
             monkeypatch.delenv(name)
     home = tmp_path / "xdg"
     monkeypatch.setenv("XDG_CONFIG_HOME", str(home))
+    # Only the demo plugin, whatever else is installed (the conformance fixtures, say).
+    monkeypatch.setenv("MCPHOST_PLUGINS", "demo")
     return home
 
 

@@ -79,6 +79,8 @@ def server_env(tmp_path: Path, *, probe: bool = False, extra: Mapping[str, str] 
     if not config.exists():
         config.write_text("", encoding="utf-8")
     env["MCPHOST_CONFIG"] = str(config)
+    # Serve the demo (and the probe) only, whatever else is installed in this environment.
+    env["MCPHOST_PLUGINS"] = "demo,probe"
     if probe:
         paths = [str(install_probe(tmp_path)), str(REPO_ROOT)]
         if env.get("PYTHONPATH"):

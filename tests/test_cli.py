@@ -197,10 +197,16 @@ def test_config_schema_respects_disable_plugin() -> None:
 # -- serve, selection, errors ------------------------------------------------------------------------------
 
 
-def test_serve_without_stdio_is_a_usage_error_mentioning_stdio() -> None:
-    result = run("serve")
-    assert_clean_error(result, exit_code=2)
-    assert "--stdio" in result.output
+def test_serve_refuses_a_public_bind_without_auth_or_allowed_hosts() -> None:
+    result = run("serve", "--host", "0.0.0.0", "--port", "0")
+    assert_clean_error(result)
+    assert "refusing to listen on 0.0.0.0" in result.output and "--allow-remote" in result.output
+
+
+def test_serve_refuses_several_workers_on_the_in_memory_backend() -> None:
+    result = run("serve", "--workers", "2", "--port", "0")
+    assert_clean_error(result)
+    assert "2 workers need a shared state backend" in result.output
 
 
 @pytest.mark.parametrize("name", ["demo", "mcphost-demo"])
@@ -252,4 +258,5 @@ def test_invalid_plugin_section_is_a_clean_error(tmp_path: Path) -> None:
 def test_allow_list_flag_that_names_no_installed_plugin_leaves_only_builtins() -> None:
     assert ok("--plugins", "someone-else", "tools").stdout == "No tools.\n"
     plugins = json.loads(ok("--plugins", "demo", "plugins", "--json").stdout)
-    assert [(p["name"], p["status"]) for p in plugins] == [("demo", "active")]
+    assert [p["name"] for p in plugins if p["status"] == "active"] == ["demo"]
+    assert {p["status"] for p in plugins if p["name"] != "demo"} <= {"disabled"}

@@ -1,34 +1,148 @@
-"""The built-in state backend: session state kept in this process's memory.
+"""The built-in state backend: sessions, event log and broker in this process's memory.
 
-Registered ``trylast``, so an installed backend plugin (for instance mcphost-redis) wins.
+Registered ``trylast``, so an installed backend plugin (for instance mcphost-redis) wins. It
+serves one process: with several workers, sessions would not be shared, so ``mcphost serve``
+refuses more than one worker with this backend.
 """
 
 from __future__ import annotations
 
+import asyncio
+from collections import deque
+from collections.abc import Callable
 from typing import Any
 
 from mcphost.hookspecs import hookimpl
+from mcphost.sessions.backend import Event, StreamRead, UnknownEvent
+
+
+class MemorySessionStore:
+    def __init__(self) -> None:
+        self._states: dict[str, dict[str, Any]] = {}
+
+    async def load(self, session_id: str) -> dict[str, Any] | None:
+        return self._states.get(session_id)
+
+    async def save(self, state: dict[str, Any]) -> None:
+        self._states[state["id"]] = state
+
+    async def delete(self, session_id: str) -> None:
+        self._states.pop(session_id, None)
+
+    async def count(self) -> int:
+        return len(self._states)
+
+
+class _Stream:
+    __slots__ = ("changed", "done", "events", "first")
+
+    def __init__(self, limit: int) -> None:
+        self.events: deque[Event] = deque(maxlen=limit)
+        self.first = 1  # seq of the oldest event still held
+        self.done = False
+        self.changed = asyncio.Event()
+
+
+class MemoryEventLog:
+    """Streams as bounded deques; ``read`` waits on an asyncio.Event per stream."""
+
+    def __init__(self, max_events: int = 1000) -> None:
+        self.max_events = max_events
+        self._streams: dict[str, dict[str, _Stream]] = {}
+
+    def _get(self, session_id: str, stream_id: str) -> _Stream:
+        try:
+            return self._streams[session_id][stream_id]
+        except KeyError:
+            raise UnknownEvent(f"{stream_id}") from None
+
+    async def open(self, session_id: str, stream_id: str) -> None:
+        self._streams.setdefault(session_id, {}).setdefault(stream_id, _Stream(self.max_events))
+
+    async def append(self, session_id: str, stream_id: str, message: dict[str, Any] | None, *,
+                     final: bool = False) -> int:
+        stream = self._get(session_id, stream_id)
+        seq = stream.first + len(stream.events)
+        if len(stream.events) == stream.events.maxlen:
+            stream.first += 1  # the deque drops the oldest
+        stream.events.append(Event(seq, message))
+        stream.done = stream.done or final
+        stream.changed.set()
+        return seq
+
+    async def finish(self, session_id: str, stream_id: str) -> None:
+        stream = self._get(session_id, stream_id)
+        stream.done = True
+        stream.changed.set()
+
+    async def read(self, session_id: str, stream_id: str, after: int, timeout: float) -> StreamRead:
+        stream = self._get(session_id, stream_id)
+        last = stream.first + len(stream.events) - 1
+        if after < stream.first - 1 or after > last:
+            raise UnknownEvent(f"{stream_id}.{after}")
+        if after == last and not stream.done:
+            stream.changed.clear()
+            try:
+                await asyncio.wait_for(stream.changed.wait(), timeout)
+            except TimeoutError:
+                return StreamRead([], False)
+        start = after - stream.first + 1
+        events = list(stream.events)[start:] if start else list(stream.events)
+        return StreamRead(events, stream.done)
+
+    async def exists(self, session_id: str, stream_id: str) -> bool:
+        return stream_id in self._streams.get(session_id, {})
+
+    async def drop(self, session_id: str) -> None:
+        streams = self._streams.pop(session_id, {})
+        for stream in streams.values():
+            stream.done = True
+            stream.changed.set()
+
+
+class MemoryBroker:
+    """Delivers to local subscribers only (there is one process)."""
+
+    def __init__(self) -> None:
+        self._subscribers: dict[str, list[Callable[[dict[str, Any]], Any]]] = {}
+
+    async def publish(self, channel: str, message: dict[str, Any]) -> None:
+        for callback in list(self._subscribers.get(channel, ())):
+            result = callback(message)
+            if asyncio.iscoroutine(result):
+                await result
+
+    def subscribe(self, channel: str, callback: Callable[[dict[str, Any]], Any]) -> Callable[[], None]:
+        self._subscribers.setdefault(channel, []).append(callback)
+
+        def unsubscribe() -> None:
+            callbacks = self._subscribers.get(channel, [])
+            if callback in callbacks:
+                callbacks.remove(callback)
+            if not callbacks:
+                self._subscribers.pop(channel, None)
+
+        return unsubscribe
 
 
 class MemoryBackend:
-    """Session state as JSON-able dicts in a local mapping (one process, nothing survives a restart)."""
+    """One process's state: nothing survives a restart, nothing is shared with other workers."""
 
     name = "memory"
     shared = False
 
-    def __init__(self) -> None:
-        self._sessions: dict[str, dict[str, Any]] = {}
+    def __init__(self, max_events: int = 1000) -> None:
+        self.sessions = MemorySessionStore()
+        self.events = MemoryEventLog(max_events)
+        self.broker = MemoryBroker()
 
-    async def load_session(self, session_id: str) -> dict[str, Any] | None:
-        return self._sessions.get(session_id)
+    async def start(self) -> None:
+        return None
 
-    async def save_session(self, state: dict[str, Any]) -> None:
-        self._sessions[state["id"]] = state
-
-    async def delete_session(self, session_id: str) -> None:
-        self._sessions.pop(session_id, None)
+    async def close(self) -> None:
+        return None
 
 
 @hookimpl(trylast=True)
 def mcphost_backend(host: Any) -> MemoryBackend:
-    return MemoryBackend()
+    return MemoryBackend(max_events=host.config.server.stream_max_events)

@@ -43,6 +43,10 @@ class RequestScope:
         self.progress_token = progress_token
         self._last_progress: float | None = None
 
+    @property
+    def host(self) -> Any:
+        return self._kernel.host
+
     async def _send(self, message: dict[str, Any]) -> None:
         outlet = self.session.outlet
         if outlet is not None and not self.session.closed:

@@ -1,0 +1,80 @@
+"""The ASGI application: Quart for every route, a lean handler for the MCP endpoint.
+
+Quart owns lifespan (host startup and shutdown), plugin routes (``mcphost_routes``) and
+anything else; requests to the MCP path skip Quart's per-request machinery and go straight
+to :class:`~mcphost.transports.http.HttpTransport`. Request bodies above the configured limit
+are refused with 413 on every route before they are read.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from quart import Quart
+
+from mcphost.host import Host
+from mcphost.transports.http import HttpTransport, Receive, Scope, Send
+
+
+class McpApp:
+    """ASGI entry point: dispatch the MCP path to the transport, the rest to Quart."""
+
+    def __init__(self, host: Host, *, freeze_gc: bool = False) -> None:
+        self.host = host
+        host.prepare()
+        self.path = host.config.server.path
+        self.max_body = host.config.server.max_body_bytes
+        self.transport = HttpTransport(host)
+        self.quart = Quart("mcphost")
+        self.quart.config["MAX_CONTENT_LENGTH"] = self.max_body
+        self.quart.config["PROVIDE_AUTOMATIC_OPTIONS"] = True
+
+        @self.quart.before_serving
+        async def startup() -> None:
+            await host.start(freeze_gc=freeze_gc)
+            await self.transport.start()
+
+        @self.quart.after_serving
+        async def shutdown() -> None:
+            await self.transport.stop()
+            await host.stop()
+
+        host.pm.hook.mcphost_routes(app=self.quart)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            if scope["path"] == self.path or scope["path"] == self.path + "/":
+                await self.transport(scope, receive, send)
+                return
+            length = _content_length(scope)
+            if length is not None and length > self.max_body:
+                await _too_large(send, self.max_body)
+                return
+        await self.quart(scope, receive, send)
+
+
+def create_app(host: Host, *, freeze_gc: bool = False) -> McpApp:
+    """The ASGI app serving ``host``."""
+    return McpApp(host, freeze_gc=freeze_gc)
+
+
+def _content_length(scope: Scope) -> int | None:
+    for name, value in scope["headers"]:
+        if name == b"content-length":
+            try:
+                return int(value)
+            except ValueError:
+                return None
+    return None
+
+
+async def _too_large(send: Send, limit: int) -> None:
+    body = orjson.dumps({"error": f"Request body larger than {limit} bytes"})
+    headers: list[tuple[bytes, bytes]] = [(b"content-type", b"application/json"),
+                                          (b"content-length", str(len(body)).encode())]
+    await send({"type": "http.response.start", "status": 413, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+__all__: list[Any] = ["McpApp", "create_app"]

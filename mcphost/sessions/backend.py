@@ -1,0 +1,72 @@
+"""The state backend's interfaces: session store, event log and broker.
+
+The kernel and transports use only these; the built-in in-memory backend implements them for
+one process, a shared backend (Redis) for many. Everything stored is JSON-able, so a
+store shared between processes can hold it.
+
+Event log: each session has streams (one per POST that answers with SSE, plus the standalone
+GET stream); each stream is an append-only sequence of events numbered from 1. An event is
+stored before it is written to any socket (write-ahead), so a client that reconnects with
+``Last-Event-ID`` gets exactly what it missed. ``read`` blocks until there is something after
+a position, like Redis ``XREAD BLOCK``, which is how live SSE writers follow a stream.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """One stored SSE event. ``message`` is None for the priming event (empty data)."""
+
+    seq: int
+    message: dict[str, Any] | None
+
+
+@dataclass(frozen=True, slots=True)
+class StreamRead:
+    """What ``EventLog.read`` returns: events after the position, and whether the stream ended."""
+
+    events: list[Event]
+    done: bool
+
+
+class UnknownEvent(LookupError):
+    """The stream or position is unknown, or was trimmed away (retention)."""
+
+
+class SessionStore(Protocol):
+    async def load(self, session_id: str) -> dict[str, Any] | None: ...
+    async def save(self, state: dict[str, Any]) -> None: ...
+    async def delete(self, session_id: str) -> None: ...
+    async def count(self) -> int: ...
+
+
+class EventLog(Protocol):
+    async def open(self, session_id: str, stream_id: str) -> None: ...
+    async def append(self, session_id: str, stream_id: str, message: dict[str, Any] | None, *,
+                     final: bool = False) -> int: ...
+    async def finish(self, session_id: str, stream_id: str) -> None: ...
+    async def read(self, session_id: str, stream_id: str, after: int, timeout: float) -> StreamRead: ...
+    async def exists(self, session_id: str, stream_id: str) -> bool: ...
+    async def drop(self, session_id: str) -> None: ...
+
+
+class Broker(Protocol):
+    """Routes a message to whichever process waits for it (a reply, a cancellation, a notification)."""
+
+    async def publish(self, channel: str, message: dict[str, Any]) -> None: ...
+    def subscribe(self, channel: str, callback: Any) -> Any: ...
+
+
+class Backend(Protocol):
+    name: str
+    shared: bool
+    sessions: SessionStore
+    events: EventLog
+    broker: Broker
+
+    async def start(self) -> None: ...
+    async def close(self) -> None: ...

@@ -1,0 +1,532 @@
+"""Streamable HTTP for the session era, as a lean ASGI handler for the MCP endpoint.
+
+It only moves bytes and maps outcomes to HTTP: the kernel decides every protocol rule.
+
+- POST carries one message (or, on 2025-03-26 sessions, a batch). Notifications and responses
+  get 202. A request gets an SSE stream (or one JSON body with ``server.json_response``).
+- Every SSE event is appended to the backend's event log *before* it is written to the
+  socket, and live writers follow the log. A request runs in a task owned by the session, not
+  by the HTTP exchange: a client that drops the connection loses nothing, and resumes with
+  ``GET`` + ``Last-Event-ID`` (event ids are ``<stream>.<seq>``).
+- GET opens the session's one standalone stream (409 for a second), which carries what is not
+  related to a request (resource updates, list changes); its events wait for the next GET.
+- DELETE ends the session. Unknown, ended or foreign sessions get the same 404.
+- Origin and Host are checked before anything else; bodies are bounded before they are read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+from urllib.parse import urlsplit
+
+from mcphost.errors import Refused
+from mcphost.host import Host
+from mcphost.protocol import jsonrpc
+from mcphost.protocol.errors import INVALID_REQUEST, PARSE_ERROR, McpError
+from mcphost.protocol.versions import LEGACY_VERSIONS, allows_batches
+from mcphost.sessions.backend import UnknownEvent
+from mcphost.sessions.session import Connection, Session
+
+log = logging.getLogger("mcphost.http")
+
+Scope = dict[str, Any]
+Receive = Callable[[], Awaitable[dict[str, Any]]]
+Send = Callable[[dict[str, Any]], Awaitable[None]]
+
+STANDALONE = "0"
+LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1", "[::1]"})
+BODY_TIMEOUT = 30.0
+
+_JSON = (b"content-type", b"application/json")
+_SSE_HEADERS = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache"),
+                (b"x-accel-buffering", b"no")]
+
+
+class HttpError(Exception):
+    """An outcome decided before the kernel is involved: status, JSON-RPC error, extra headers."""
+
+    def __init__(self, status: int, message: str, *, code: int = INVALID_REQUEST, request_id: Any = None,
+                 headers: dict[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.body = jsonrpc.error(request_id, McpError(code, message))
+        self.headers = headers or {}
+
+
+def is_loopback(host: str) -> bool:
+    host = host.strip("[]")
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+class HttpSessionState:
+    """What the HTTP transport keeps per live session in this process (never serialized)."""
+
+    __slots__ = ("closers", "next_stream", "request_streams", "standalone_live", "standalone_sent")
+
+    def __init__(self) -> None:
+        self.request_streams: dict[Any, str] = {}
+        self.next_stream = 1
+        self.standalone_live = False
+        self.standalone_sent = 0
+        # stream id -> event set to make its live writer let go of the connection
+        self.closers: dict[str, tuple[asyncio.Event, list[int | None]]] = {}
+
+
+class Outlet:
+    """The session's outlet: server messages go to the event log of the stream they belong to."""
+
+    __slots__ = ("_events", "_session_id", "state")
+
+    def __init__(self, transport: HttpTransport, session: Session, state: HttpSessionState) -> None:
+        self._events = transport.events
+        self._session_id = session.id
+        self.state = state
+
+    async def __call__(self, message: dict[str, Any], related: Any) -> None:
+        stream = self.state.request_streams.get(related, STANDALONE) if related is not None else STANDALONE
+        await self._events.append(self._session_id, stream, message)
+
+    async def close_stream(self, request_id: Any, retry_ms: int | None) -> bool:
+        stream = self.state.request_streams.get(request_id)
+        if stream is None:
+            return False
+        closer = self.state.closers.get(stream)
+        if closer is not None:
+            closer[1][0] = retry_ms
+            closer[0].set()
+        return True
+
+
+class HttpTransport:
+    """The ASGI application for the MCP endpoint of one host."""
+
+    def __init__(self, host: Host) -> None:
+        self.host = host
+        settings = host.config.server
+        self.settings = settings
+        self.max_body = settings.max_body_bytes
+        self.keepalive = settings.sse_keepalive
+        self.retry_ms = settings.sse_retry_ms
+        self.loopback = is_loopback(settings.host)
+        self.allowed_hosts = {h.lower() for h in settings.allowed_hosts}
+        self.allowed_origins = {o.lower().rstrip("/") for o in settings.allowed_origins}
+        self.closing = asyncio.Event()
+        self._background: set[asyncio.Task[Any]] = set()
+        self._reaper: asyncio.Task[None] | None = None
+
+    @property
+    def events(self) -> Any:
+        return self.host.backend.events
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        self._reaper = asyncio.get_running_loop().create_task(self._reap())
+
+    async def stop(self) -> None:
+        """Let SSE clients go (with a retry hint), give requests time to finish, then end sessions."""
+        self.closing.set()
+        if self._reaper is not None:
+            self._reaper.cancel()
+        inflight = [t for s in self.host.sessions.values() for t in s.inflight.values()]
+        if inflight:
+            await asyncio.wait(inflight, timeout=self.settings.graceful_timeout)
+        if self._background:
+            await asyncio.wait(list(self._background), timeout=5)
+        for session in list(self.host.sessions.values()):
+            await self._end(session, "shutdown")
+
+    async def _reap(self) -> None:
+        """End sessions that were idle too long or lived too long."""
+        settings = self.settings
+        period = max(0.05, min(30.0, settings.session_idle_timeout / 4))
+        while True:
+            await asyncio.sleep(period)
+            now = time.time()
+            for session in list(self.host.sessions.values()):
+                state = _state(session)
+                busy = session.inflight or (state is not None and (state.standalone_live or state.closers))
+                if settings.session_max_lifetime and now - session.created_at > settings.session_max_lifetime:
+                    await self._end(session, "lifetime")
+                elif not busy and now - session.last_active > settings.session_idle_timeout:
+                    await self._end(session, "expired")
+
+    async def _end(self, session: Session, reason: str) -> None:
+        await self.host.terminate(session, reason)
+        await self.events.drop(session.id)
+        await self.host.backend.sessions.delete(session.id)
+
+    # -- ASGI entry ---------------------------------------------------------------------------
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        try:
+            self._check_host_and_origin(headers)
+            method = scope["method"]
+            if method == "POST":
+                await self._post(scope, headers, receive, send)
+            elif method == "GET":
+                await self._get(scope, headers, receive, send)
+            elif method == "DELETE":
+                await self._delete(scope, headers, send)
+            else:
+                raise HttpError(405, "Method not allowed", headers={"allow": "GET, POST, DELETE"})
+        except HttpError as exc:
+            await _respond(send, exc.status, jsonrpc.encode(exc.body), exc.headers)
+        except Refused as exc:
+            body = jsonrpc.encode(jsonrpc.error(None, McpError(INVALID_REQUEST, exc.message)))
+            await _respond(send, exc.status, body, exc.headers)
+
+    # -- checks -------------------------------------------------------------------------------
+
+    def _check_host_and_origin(self, headers: dict[str, str]) -> None:
+        origin = headers.get("origin")
+        if origin is not None and not self._origin_allowed(origin, headers.get("host", "")):
+            raise HttpError(403, "Forbidden: invalid Origin header")
+        host = headers.get("host", "").lower()
+        if self.allowed_hosts:
+            if host not in self.allowed_hosts and _hostname(host) not in self.allowed_hosts:
+                raise HttpError(421, "Misdirected request: invalid Host header")
+        elif self.loopback and _hostname(host) not in LOOPBACK_NAMES:
+            raise HttpError(421, "Misdirected request: invalid Host header")
+
+    def _origin_allowed(self, origin: str, host: str) -> bool:
+        origin = origin.strip().lower().rstrip("/")
+        try:
+            parts = urlsplit(origin)
+            hostname = parts.hostname
+        except ValueError:
+            return False
+        if parts.scheme not in ("http", "https") or not hostname or parts.path or parts.query:
+            return False
+        if self.allowed_origins:
+            return origin in self.allowed_origins
+        if self.loopback:
+            return hostname in LOOPBACK_NAMES or hostname == "::1"
+        return parts.netloc == host.lower()  # same origin
+
+    async def _read_body(self, headers: dict[str, str], receive: Receive) -> bytes:
+        length = headers.get("content-length")
+        if length is not None:
+            if not length.isdigit():
+                raise HttpError(400, "Invalid Content-Length")
+            if int(length) > self.max_body:
+                raise HttpError(413, f"Request body larger than {self.max_body} bytes")
+        body = bytearray()
+
+        async def read() -> None:
+            while True:
+                message = await receive()
+                if message["type"] == "http.disconnect":
+                    raise HttpError(400, "Client disconnected")
+                body.extend(message.get("body", b""))
+                if len(body) > self.max_body:
+                    raise HttpError(413, f"Request body larger than {self.max_body} bytes")
+                if not message.get("more_body"):
+                    return
+
+        try:
+            await asyncio.wait_for(read(), BODY_TIMEOUT)
+        except TimeoutError:
+            raise HttpError(408, "Timed out reading the request body") from None
+        return bytes(body)
+
+    def _session(self, headers: dict[str, str], connection: Connection) -> Session:
+        session_id = headers.get("mcp-session-id")
+        if not session_id:
+            raise HttpError(400, "Bad request: Mcp-Session-Id header is required")
+        session = self.host.sessions.get(session_id)
+        # A foreign principal gets exactly the unknown-session answer: no existence oracle.
+        if session is None or session.closed or _key(session.principal) != _key(connection.principal):
+            raise HttpError(404, "Session not found")
+        return session
+
+    async def _connection(self, scope: Scope, headers: dict[str, str]) -> Connection:
+        client = scope.get("client")
+        connection = Connection(transport="http", headers=headers,
+                                remote=f"{client[0]}:{client[1]}" if client else None,
+                                method=scope["method"], path=scope["path"])
+        principal = await self.host.authenticate(connection)
+        if principal is not None:
+            connection = Connection(transport="http", headers=headers, remote=connection.remote,
+                                    method=connection.method, path=connection.path, principal=principal)
+        return connection
+
+    # -- POST ---------------------------------------------------------------------------------
+
+    async def _post(self, scope: Scope, headers: dict[str, str], receive: Receive, send: Send) -> None:
+        accept = headers.get("accept", "")
+        wants_json = "application/json" in accept or "*/*" in accept
+        wants_sse = "text/event-stream" in accept or "*/*" in accept
+        if not (wants_json and wants_sse):
+            raise HttpError(406, "Not acceptable: Accept must list application/json and text/event-stream")
+        if headers.get("content-type", "").split(";")[0].strip().lower() != "application/json":
+            raise HttpError(415, "Unsupported media type: Content-Type must be application/json")
+        body = await self._read_body(headers, receive)
+        version = headers.get("mcp-protocol-version")
+        if version is not None and version not in LEGACY_VERSIONS:
+            raise HttpError(400, f"Bad request: Unsupported protocol version: {version[:40]} "
+                                 f"(supported: {', '.join(LEGACY_VERSIONS)})")
+        try:
+            payload = jsonrpc.parse(body)
+        except McpError as exc:
+            raise HttpError(400, exc.message, code=PARSE_ERROR) from None
+        connection = await self._connection(scope, headers)
+        messages = payload if isinstance(payload, list) else [payload]
+        is_initialize = any(isinstance(m, dict) and m.get("method") == "initialize" for m in messages)
+        if is_initialize:
+            if isinstance(payload, list):
+                raise HttpError(400, "Invalid request: initialize must not be part of a batch")
+            if headers.get("mcp-session-id"):
+                raise HttpError(400, "Invalid request: this session is already initialized",
+                                request_id=jsonrpc.readable_id(payload))
+            session = await self._create_session(connection)
+        else:
+            session = self._session(headers, connection)
+            if isinstance(payload, list) and (not payload or not allows_batches(session.protocol_version or "")):
+                raise HttpError(400, "Invalid request: batches are accepted only on 2025-03-26 sessions")
+        try:
+            await self.host.connect(session, connection)
+        except Refused:
+            if is_initialize:
+                self.host.sessions.pop(session.id, None)
+            raise
+        state = _state(session)
+        assert state is not None
+        requests = [m for m in messages if isinstance(m, dict) and "method" in m and "id" in m]
+        for message in requests:
+            if jsonrpc.valid_id(message["id"]) and message["id"] in session.inflight:
+                raise HttpError(409, f"Request id {message['id']!r} is already in flight on this session",
+                                request_id=message["id"])
+        extra = {"mcp-session-id": session.id} if is_initialize else {}
+        if not requests:
+            replies = [r for r in (self.host.kernel.receive(session, m) for m in messages) if r is not None]
+            if replies:  # invalid messages get their error replies
+                done = [await r for r in replies]
+                await _respond(send, 400, jsonrpc.encode(done if isinstance(payload, list) else done[0]), extra)
+            else:
+                await _respond(send, 202, b"", extra)
+            await self.host.disconnect(session, "complete")
+            return
+        if self.settings.json_response:
+            await self._reply_json(session, messages, isinstance(payload, list), send, extra)
+            return
+        stream = str(state.next_stream)
+        state.next_stream += 1
+        await self.events.open(session.id, stream)
+        await self.events.append(session.id, stream, None)  # the priming event, stored first
+        for message in requests:
+            state.request_streams[message["id"]] = stream
+        replies = [self.host.kernel.receive(session, m) for m in messages]
+        finisher = asyncio.get_running_loop().create_task(
+            self._finish_stream(session, state, stream, [r for r in replies if r is not None],
+                                [m["id"] for m in requests]))
+        self._background.add(finisher)
+        finisher.add_done_callback(self._background.discard)
+        await self._pump(session, stream, 0, receive, send, extra)
+
+    async def _create_session(self, connection: Connection) -> Session:
+        if len(self.host.sessions) >= self.settings.max_sessions:
+            raise HttpError(503, "Too many sessions; retry later", code=-32000, headers={"retry-after": "5"})
+        session = self.host.new_session(connection.principal)
+        state = HttpSessionState()
+        session.outlet = Outlet(self, session, state)
+        await self.events.open(session.id, STANDALONE)
+        return session
+
+    async def _finish_stream(self, session: Session, state: HttpSessionState, stream: str,
+                             replies: list[asyncio.Future[Any]], request_ids: list[Any]) -> None:
+        """Append each reply as it completes; then mark the stream done. Owned by the session."""
+        try:
+            for reply in asyncio.as_completed(replies):
+                try:
+                    message = await reply
+                except asyncio.CancelledError:
+                    continue  # cancelled: no reply, the stream just ends
+                if message is not None:
+                    await self.events.append(session.id, stream, message)
+            await self.events.finish(session.id, stream)
+        except UnknownEvent:
+            pass  # the session ended meanwhile and its streams were dropped
+        finally:
+            for request_id in request_ids:
+                if state.request_streams.get(request_id) == stream:
+                    del state.request_streams[request_id]
+
+    async def _reply_json(self, session: Session, messages: list[Any], batch: bool, send: Send,
+                          extra: dict[str, str]) -> None:
+        replies = [r for r in (self.host.kernel.receive(session, m) for m in messages) if r is not None]
+        results = [m for m in [await r for r in replies] if m is not None]
+        await self.host.disconnect(session, "complete")
+        if not results:
+            await _respond(send, 202, b"", extra)
+            return
+        await _respond(send, 200, jsonrpc.encode(results if batch else results[0]), extra)
+
+    # -- GET ----------------------------------------------------------------------------------
+
+    async def _get(self, scope: Scope, headers: dict[str, str], receive: Receive, send: Send) -> None:
+        if "text/event-stream" not in headers.get("accept", "") and "*/*" not in headers.get("accept", ""):
+            raise HttpError(406, "Not acceptable: Accept must list text/event-stream")
+        version = headers.get("mcp-protocol-version")
+        if version is not None and version not in LEGACY_VERSIONS:
+            raise HttpError(400, f"Bad request: Unsupported protocol version: {version[:40]}")
+        connection = await self._connection(scope, headers)
+        session = self._session(headers, connection)
+        await self.host.connect(session, connection)
+        state = _state(session)
+        assert state is not None
+        last_event = headers.get("last-event-id")
+        if last_event is not None:
+            stream, _, seq = last_event.strip().partition(".")
+            if not seq.isdigit() or not await self.events.exists(session.id, stream):
+                raise HttpError(400, "Unknown or expired Last-Event-ID")
+            after = int(seq)
+        else:
+            stream, after = STANDALONE, -1
+        if stream == STANDALONE:
+            if state.standalone_live:
+                raise HttpError(409, "Conflict: only one standalone SSE stream is allowed per session")
+            if after < 0:
+                after = state.standalone_sent  # what earlier GETs did not get is delivered now
+        try:
+            # Check the position before sending headers, so an expired id is a clear 400.
+            await self.events.read(session.id, stream, after, 0)
+        except UnknownEvent:
+            raise HttpError(400, "Unknown or expired Last-Event-ID") from None
+        # Priming: an id pointing at the current position, so even an idle stream can be resumed.
+        await self._pump(session, stream, after, receive, send, {}, priming=_frame(stream, after, None, self.retry_ms))
+
+    # -- DELETE -------------------------------------------------------------------------------
+
+    async def _delete(self, scope: Scope, headers: dict[str, str], send: Send) -> None:
+        connection = await self._connection(scope, headers)
+        session = self._session(headers, connection)
+        await self.host.connect(session, connection)
+        await self._end(session, "deleted")
+        await _respond(send, 204, b"", {})
+
+    # -- SSE writer ---------------------------------------------------------------------------
+
+    async def _pump(self, session: Session, stream: str, after: int, receive: Receive, send: Send,
+                    extra: dict[str, str], priming: bytes = b"") -> None:
+        """Follow ``stream`` from ``after`` and write it as SSE until it ends or the client leaves."""
+        state = _state(session)
+        assert state is not None
+        standalone = stream == STANDALONE
+        if standalone:
+            state.standalone_live = True
+        closer: tuple[asyncio.Event, list[int | None]] = (asyncio.Event(), [None])
+        state.closers[stream] = closer
+        headers = list(_SSE_HEADERS)
+        headers.extend((k.encode(), v.encode()) for k, v in extra.items())
+        reason = "complete"
+        # Three ways to stop following the stream, besides its end: the client leaves, the
+        # handler asks to close the connection (polling), the server shuts down.
+        stoppers = {asyncio.ensure_future(_wait_disconnect(receive)), asyncio.ensure_future(closer[0].wait()),
+                    asyncio.ensure_future(self.closing.wait())}
+        disconnected = next(iter(stoppers))
+        read_task: asyncio.Future[Any] | None = None
+        try:
+            await send({"type": "http.response.start", "status": 200, "headers": headers})
+            if priming:
+                await _write(send, priming)
+            while True:
+                read_task = asyncio.ensure_future(self.events.read(session.id, stream, after, self.keepalive))
+                done, _ = await asyncio.wait({read_task, *stoppers}, return_when=asyncio.FIRST_COMPLETED)
+                if read_task not in done:
+                    read_task.cancel()
+                    reason = "dropped"
+                    if disconnected not in done:
+                        retry = closer[1][0] if closer[0].is_set() and closer[1][0] is not None else self.retry_ms
+                        await _write(send, f"retry: {retry}\n\n".encode())
+                    return
+                try:
+                    result = read_task.result()
+                except UnknownEvent:
+                    return  # the session ended: close the stream
+                if not result.events and not result.done:
+                    await _write(send, b": keep-alive\n\n")
+                    continue
+                chunk = bytearray()
+                for event in result.events:
+                    chunk += _frame(stream, event.seq, event.message, self.retry_ms)
+                    after = event.seq
+                if chunk:
+                    await _write(send, bytes(chunk))
+                    if standalone:
+                        state.standalone_sent = after
+                if result.done and not await self._more(session, stream, after):
+                    return
+        except (OSError, asyncio.CancelledError):
+            reason = "dropped"
+            raise
+        finally:
+            for future in (*stoppers, read_task):
+                if future is not None:
+                    future.cancel()
+            if state.closers.get(stream) is closer:
+                del state.closers[stream]
+            if standalone:
+                state.standalone_live = False
+            try:
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
+            except Exception:  # the client is gone; nothing more to say
+                pass
+            await self.host.disconnect(session, reason)
+
+    async def _more(self, session: Session, stream: str, after: int) -> bool:
+        try:
+            return bool((await self.events.read(session.id, stream, after, 0)).events)
+        except UnknownEvent:
+            return False
+
+
+async def _wait_disconnect(receive: Receive) -> None:
+    while (await receive())["type"] != "http.disconnect":
+        pass
+
+
+def _frame(stream: str, seq: int, message: dict[str, Any] | None, retry_ms: int) -> bytes:
+    if message is None:
+        # The priming event: an id the client can resume from, no data.
+        return f"id: {stream}.{seq}\nretry: {retry_ms}\ndata: \n\n".encode()
+    return b"id: " + f"{stream}.{seq}".encode() + b"\nevent: message\ndata: " + jsonrpc.encode(message) + b"\n\n"
+
+
+async def _write(send: Send, data: bytes) -> None:
+    await send({"type": "http.response.body", "body": data, "more_body": True})
+
+
+async def _respond(send: Send, status: int, body: bytes, headers: dict[str, str]) -> None:
+    raw = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in headers.items()]
+    if body:
+        raw.append(_JSON)
+    raw.append((b"content-length", str(len(body)).encode()))
+    await send({"type": "http.response.start", "status": status, "headers": raw})
+    await send({"type": "http.response.body", "body": body})
+
+
+def _state(session: Session) -> HttpSessionState | None:
+    outlet = session.outlet
+    return outlet.state if isinstance(outlet, Outlet) else None
+
+
+def _hostname(host: str) -> str:
+    if host.startswith("["):
+        return host[: host.find("]") + 1] if "]" in host else host
+    return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+
+
+def _key(principal: Any) -> Any:
+    return None if principal is None else principal.key
