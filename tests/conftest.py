@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.http_support import HttpServer
 from tests.stdio_support import RawServer, server_env
 
 
@@ -22,6 +23,22 @@ def isolated_config(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     # Only the demo plugin, whatever else is installed (the conformance fixtures, say).
     monkeypatch.setenv("MCPHOST_PLUGINS", "demo")
     return home
+
+
+@pytest.fixture
+def http_server(tmp_path: Path) -> Iterator[Callable[..., HttpServer]]:
+    """Factory: ``http_server(plugins="demo", env=None, args=None, config="")`` starts ``mcphost serve``
+    on a free loopback port; every server started is stopped by its pid at teardown."""
+    started: list[HttpServer] = []
+
+    def start(**options: object) -> HttpServer:
+        server = HttpServer(tmp_path, **options)  # type: ignore[arg-type]
+        started.append(server)
+        return server
+
+    yield start
+    for server in started:
+        server.stop()
 
 
 @pytest.fixture

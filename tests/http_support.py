@@ -1,0 +1,133 @@
+"""Run a real ``mcphost serve`` (HTTP) as a subprocess on a free loopback port, for tests.
+
+``HttpServer`` starts the console script with an isolated environment (no user config, only
+the plugins asked for), waits until the port accepts connections, and stops the process by
+its pid (SIGTERM, then SIGKILL) at the end. ``post``/``get``/``delete`` are small raw-HTTP
+helpers over httpx for tests that need exact control of headers and bodies.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+MCPHOST = Path(sys.executable).parent / "mcphost"
+ACCEPT_BOTH = "application/json, text/event-stream"
+INIT_PARAMS = {"protocolVersion": "2025-11-25", "capabilities": {},
+               "clientInfo": {"name": "mcphost-tests", "version": "0"}}
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class HttpServer:
+    """One ``mcphost serve`` process. ``url`` is the MCP endpoint."""
+
+    def __init__(self, tmp_path: Path, *, plugins: str = "demo", env: Mapping[str, str] | None = None,
+                 args: list[str] | None = None, config: str = "") -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}/mcp"
+        config_file = tmp_path / f"mcphost-{self.port}.toml"
+        config_file.write_text(config, encoding="utf-8")
+        self.log_path = tmp_path / f"server-{self.port}.log"
+        full_env = {k: v for k, v in os.environ.items() if not k.startswith("MCPHOST_")}
+        full_env.update({"MCPHOST_CONFIG": str(config_file), "MCPHOST_PLUGINS": plugins})
+        full_env.update(env or {})
+        self._log = open(self.log_path, "wb")  # noqa: SIM115 - closed in stop()
+        self.process = subprocess.Popen([str(MCPHOST), "serve", "--port", str(self.port), *(args or [])],
+                                        env=full_env, stdout=self._log, stderr=subprocess.STDOUT)
+        self._wait_ready()
+
+    def _wait_ready(self, timeout: float = 20.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"mcphost serve exited with {self.process.returncode}:\n{self.log()}")
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
+                    return
+            except OSError:
+                time.sleep(0.05)
+        self.stop()
+        raise RuntimeError(f"mcphost serve did not start within {timeout}s:\n{self.log()}")
+
+    def log(self) -> str:
+        self._log.flush()
+        return self.log_path.read_text(encoding="utf-8", errors="replace")
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 15.0) -> int | None:
+        """Stop the process by its pid; return its exit code."""
+        if self.process.poll() is None:
+            self.process.send_signal(sig)
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(5)
+        self._log.close()
+        return self.process.returncode
+
+    # -- raw HTTP helpers ---------------------------------------------------------------------
+
+    def headers(self, session_id: str | None = None, **extra: str) -> dict[str, str]:
+        headers = {"content-type": "application/json", "accept": ACCEPT_BOTH}
+        if session_id:
+            headers["mcp-session-id"] = session_id
+        headers.update({k.replace("_", "-"): v for k, v in extra.items()})
+        return headers
+
+    def initialize(self, client: httpx.Client, params: dict[str, Any] | None = None) -> str:
+        """Initialize a session over raw HTTP; return its id (initialized notification sent too)."""
+        response = client.post(self.url, headers=self.headers(), json={
+            "jsonrpc": "2.0", "id": 1, "method": "initialize", "params": params or INIT_PARAMS})
+        response.raise_for_status()
+        session_id = response.headers["mcp-session-id"]
+        client.post(self.url, headers=self.headers(session_id),
+                    json={"jsonrpc": "2.0", "method": "notifications/initialized"})
+        return session_id
+
+
+def sse_messages(text: str) -> list[dict[str, Any]]:
+    """The JSON-RPC messages in an SSE body (events with data), in order."""
+    import json
+    messages = []
+    for block in text.split("\n\n"):
+        data = [line[5:].lstrip() for line in block.split("\n") if line.startswith("data:")]
+        if data and any(data):
+            messages.append(json.loads("\n".join(data)))
+    return messages
+
+
+def sse_events(text: str) -> list[dict[str, str]]:
+    """Every SSE event as a dict of its fields (id, event, data, retry), comments skipped."""
+    events = []
+    for block in text.split("\n\n"):
+        fields: dict[str, str] = {}
+        for line in block.split("\n"):
+            if not line or line.startswith(":"):
+                continue
+            name, _, value = line.partition(":")
+            fields[name] = value[1:] if value.startswith(" ") else value
+        if fields:
+            events.append(fields)
+    return events
+
+
+def serve(tmp_path: Path, **options: Any) -> Iterator[HttpServer]:
+    server = HttpServer(tmp_path, **options)
+    try:
+        yield server
+    finally:
+        server.stop()
