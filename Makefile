@@ -15,7 +15,7 @@ $(VENV)/.installed: pyproject.toml $(PLUGINS)
 	touch $@
 
 serve: setup
-	$(VENV)/bin/mcphost serve --stdio
+	$(VENV)/bin/mcphost serve
 
 test: setup
 	scripts/ensure-tools
