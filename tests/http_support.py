@@ -45,7 +45,7 @@ class HttpServer:
         full_env = {k: v for k, v in os.environ.items() if not k.startswith("MCPHOST_")}
         full_env.update({"MCPHOST_CONFIG": str(config_file), "MCPHOST_PLUGINS": plugins})
         full_env.update(env or {})
-        self._log = open(self.log_path, "wb")  # noqa: SIM115 - closed in stop()
+        self._log = open(self.log_path, "wb")  # closed in stop()
         self.process = subprocess.Popen([str(MCPHOST), "serve", "--port", str(self.port), *(args or [])],
                                         env=full_env, stdout=self._log, stderr=subprocess.STDOUT)
         self._wait_ready()

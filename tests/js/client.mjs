@@ -19,7 +19,11 @@
 //
 // Steps (run in order; any step may carry "id" (echoed back), "timeout_ms"
 // (per-request timeout), "progress": true (request progress, callbacks go to
-// "progress"), "cancel_after_ms" (abort -> SDK sends notifications/cancelled)):
+// "progress"), "cancel_after_ms" (abort -> SDK sends notifications/cancelled),
+// "drop_after_events" (--http only: n >= 1; the harness cuts the SSE response of
+// the request this step POSTs after n events that carry data - the priming event
+// does not count - by cancelling the body, which closes the connection; the SDK
+// then resumes by itself with GET + Last-Event-ID; see "drops" and "http" below)):
 //   {"op":"listTools"|"listResources"|"listResourceTemplates"|"listPrompts", "cursor"?}
 //   {"op":"callTool","name","arguments"?,"_meta"?}
 //   {"op":"readResource"|"subscribeResource"|"unsubscribeResource","uri"}
@@ -39,7 +43,13 @@
 //    sessionId (http only), steps: [{op, id?, result} | {op, id?, error:{code,message,data?},
 //    cancelled?}], notifications: [{method, params?}] (every server notification, raw),
 //    progress: [{step, op, progress, total?, message?}], serverRequests: [{method, params?}],
-//    errors: [transport/protocol errors], closedByServer, timedOut}
+//    errors: [transport/protocol errors], closedByServer, timedOut,
+//    http (--http only): [{method, rpc?, sessionId?, lastEventId?, status?, fetchError?}]
+//        every HTTP exchange in order: rpc = the JSON-RPC method POSTed ("response"
+//        for a reply to a server request), sessionId/lastEventId = the Mcp-Session-Id
+//        / Last-Event-ID request headers; the final terminateSession DELETE is listed,
+//    drops (--http only): [{step, events, lastEventId}] one per drop_after_events cut,
+//        lastEventId = the id of the last event delivered before the cut}
 // Error "message" is the server's JSON-RPC message (the SDK's "MCP error N: " prefix
 // is stripped); client-side failures have code null (or -32001 for timeouts/cancels).
 // All logging goes to stderr. Exit codes: 0 connected (step errors are reported in
@@ -213,6 +223,60 @@ function isRequest(m) {
     return m && typeof m === 'object' && typeof m.method === 'string' && 'id' in m;
 }
 
+// The SSE body `body`, ended after the `limit`-th event that carries data: what came
+// before is delivered, then the stream closes (as if the server had closed it) and the
+// real body is cancelled, which makes fetch close the connection. A graceful close,
+// not an error: an errored stream would discard chunks its readers had not taken yet.
+function cutAfterEvents(body, limit, onCut) {
+    const reader = body.getReader();
+    const decoder = new TextDecoder();
+    const encoder = new TextEncoder();
+    let buffer = '';
+    let seen = 0;
+    let lastId = null;
+    let cut = false;
+    return new ReadableStream({
+        // Loops until it can enqueue something: a pull that enqueues nothing is not called again.
+        async pull(controller) {
+            while (!cut) {
+                const { value, done } = await reader.read();
+                if (done) {
+                    buffer += decoder.decode();
+                    if (buffer) controller.enqueue(encoder.encode(buffer));
+                    controller.close();
+                    return;
+                }
+                buffer += decoder.decode(value, { stream: true });
+                let deliver = '';
+                let end;
+                while ((end = buffer.indexOf('\n\n')) >= 0) {
+                    const block = buffer.slice(0, end + 2);
+                    buffer = buffer.slice(end + 2);
+                    deliver += block;
+                    const lines = block.split('\n');
+                    for (const line of lines) if (line.startsWith('id:')) lastId = line.slice(3).trim();
+                    if (lines.some(line => line.startsWith('data:') && line.slice(5).trim() !== '')) seen += 1;
+                    if (seen >= limit) {
+                        cut = true;
+                        break;
+                    }
+                }
+                if (deliver) controller.enqueue(encoder.encode(deliver));
+                if (cut) {
+                    onCut(lastId);
+                    controller.close();
+                    await reader.cancel('dropped by the test harness').catch(() => {});
+                    return;
+                }
+                if (deliver) return;
+            }
+        },
+        cancel(reason) {
+            return reader.cancel(reason);
+        }
+    }, { highWaterMark: 0 });
+}
+
 async function main() {
     const opts = parseArgs(process.argv.slice(2));
     const script = loadScript(opts.scriptText);
@@ -237,6 +301,10 @@ async function main() {
         closedByServer: false,
         timedOut: false
     };
+    if (opts.mode === 'http') {
+        out.http = [];
+        out.drops = [];
+    }
 
     // ---- output / exit handling -------------------------------------------------
     let finished = false;
@@ -247,6 +315,50 @@ async function main() {
         if (printJson) process.stdout.write(JSON.stringify(out) + '\n', done);
         else done();
     };
+
+    // ---- HTTP tracing and drop_after_events (--http only) ---------------------------
+    // Armed by a step with "drop_after_events"; consumed by the next POST of a request.
+    let pendingDrop = null;
+    async function tracingFetch(url, init = {}) {
+        const method = String(init.method ?? 'GET').toUpperCase();
+        const headers = new Headers(init.headers ?? {});
+        const entry = { method };
+        let rpc = null;
+        if (typeof init.body === 'string') {
+            try {
+                rpc = JSON.parse(init.body);
+            } catch {
+                rpc = null;
+            }
+        }
+        if (rpc && typeof rpc === 'object' && !Array.isArray(rpc)) {
+            entry.rpc = typeof rpc.method === 'string' ? rpc.method : 'response';
+        }
+        if (headers.get('mcp-session-id')) entry.sessionId = headers.get('mcp-session-id');
+        if (headers.get('last-event-id')) entry.lastEventId = headers.get('last-event-id');
+        out.http.push(entry);
+        let response;
+        try {
+            response = await fetch(url, init);
+        } catch (e) {
+            entry.fetchError = errorInfo(e).message;
+            throw e;
+        }
+        entry.status = response.status;
+        const drop = pendingDrop;
+        const isSse = (response.headers.get('content-type') ?? '').toLowerCase().startsWith('text/event-stream');
+        if (drop && method === 'POST' && entry.rpc && entry.rpc !== 'response' && 'id' in rpc && isSse &&
+            response.body) {
+            pendingDrop = null;
+            const body = cutAfterEvents(response.body, drop.events, lastEventId => {
+                out.drops.push({ step: drop.step, events: drop.events, lastEventId });
+                log(`dropped the SSE response of step ${drop.step} after ${drop.events} events (last id ${lastEventId})`);
+            });
+            return new Response(body, { status: response.status, statusText: response.statusText,
+                headers: response.headers });
+        }
+        return response;
+    }
 
     // ---- client -------------------------------------------------------------------
     const capabilities = {};
@@ -301,7 +413,10 @@ async function main() {
         } catch (e) {
             usage(`bad --http URL: ${e.message}`);
         }
-        transport = new StreamableHTTPClientTransport(url, { requestInit: { headers: opts.headers } });
+        transport = new StreamableHTTPClientTransport(url, {
+            requestInit: { headers: opts.headers },
+            fetch: tracingFetch
+        });
     }
 
     // Tap every incoming message before the Protocol layer sees it. Protocol.connect
@@ -570,12 +685,17 @@ async function main() {
         const entry = { op: step.op };
         if (step.id !== undefined) entry.id = step.id;
         if (abort.signal.aborted) break;
+        if (typeof step.drop_after_events === 'number') {
+            if (opts.mode !== 'http') usage('drop_after_events needs --http');
+            pendingDrop = { step: i, events: Math.max(1, Math.floor(step.drop_after_events)) };
+        }
         try {
             entry.result = (await runStep(step, i, entry)) ?? null;
         } catch (e) {
             entry.error = errorInfo(e);
         } finally {
             while (stepTimers.length) clearTimeout(stepTimers.pop());
+            pendingDrop = null;
         }
         out.steps.push(entry);
     }

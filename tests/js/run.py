@@ -15,7 +15,10 @@ Usage from a test::
 
     out = run_ts_client("http://127.0.0.1:8000/mcp", [...])  # Streamable HTTP
 
-See client.mjs for the step vocabulary and the output document.
+See client.mjs for the step vocabulary and the output document. Over HTTP the document also
+lists every HTTP exchange (``http``) and, for steps with ``"drop_after_events": n``, the SSE
+responses the harness cut after n data events to make the SDK resume with Last-Event-ID
+(``drops``).
 """
 
 from __future__ import annotations
