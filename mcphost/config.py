@@ -71,6 +71,13 @@ class ServerSettings:
     stream_max_events: int = 1000
     #: Seconds in-flight requests get to finish on shutdown before they are cancelled.
     graceful_timeout: float = 30.0
+    #: Keys that seal 2026-07-28 requestState (HMAC): the first signs, all verify (rotation).
+    #: Empty: a random key per process (then sealed states do not survive a restart or cross workers).
+    state_keys: tuple[str, ...] = ()
+    #: Seconds a sealed requestState stays valid.
+    state_ttl: float = 600.0
+    #: ttlMs put on cacheable 2026-07-28 results (discover, lists, resources/read).
+    cache_ttl_ms: int = 0
 
 
 @dataclass(frozen=True)
@@ -208,6 +215,10 @@ def _check_server(server: ServerSettings, source: str) -> None:
     for name in ("max_body_bytes", "page_size", "max_inflight", "max_sessions", "workers", "stream_max_events"):
         if getattr(server, name) < 1:
             raise ConfigError(f"{source}: server.{name} must be at least 1")
+    if any(len(key.encode()) < 16 for key in server.state_keys):
+        raise ConfigError(f"{source}: server.state_keys must each be at least 16 bytes (use 32 random bytes)")
+    if server.state_ttl <= 0 or server.cache_ttl_ms < 0:
+        raise ConfigError(f"{source}: server.state_ttl must be positive and server.cache_ttl_ms not negative")
     if server.log_level.lower() not in ("debug", "info", "warning", "error", "critical"):
         raise ConfigError(f"{source}: server.log_level must be debug, info, warning, error or critical")
 

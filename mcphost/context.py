@@ -40,8 +40,9 @@ class Scope(Protocol):
 
     async def progress(self, progress: float, total: float | None, message: str | None) -> None: ...
     async def log(self, level: LogLevel, data: Any, logger: str | None) -> None: ...
-    async def client_request(self, method: str, params: dict[str, Any], timeout: float | None) -> dict[str, Any]: ...
-    async def elicit(self, params: dict[str, Any], timeout: float | None) -> ElicitResult: ...
+    async def client_request(self, method: str, params: dict[str, Any], timeout: float | None,
+                             key: str | None = None) -> dict[str, Any]: ...
+    async def elicit(self, params: dict[str, Any], timeout: float | None, key: str | None = None) -> ElicitResult: ...
     async def notify_resource_updated(self, uri: str) -> None: ...
     def defer(self) -> Deferred: ...
     async def close_stream(self, retry_ms: int | None) -> bool: ...
@@ -93,23 +94,30 @@ class Context:
     async def error(self, data: Any, *, logger: str | None = None) -> None:
         await self._scope.log("error", data, logger)
 
-    async def elicit(self, message: str, schema: dict[str, Any], *, timeout: float | None = None) -> ElicitResult:
-        """Ask the user to fill a form (a flat object schema of primitive fields)."""
-        return await self._scope.elicit({"mode": "form", "message": message, "requestedSchema": schema}, timeout)
+    async def elicit(self, message: str, schema: dict[str, Any], *, timeout: float | None = None,
+                     key: str | None = None) -> ElicitResult:
+        """Ask the user to fill a form (a flat object schema of primitive fields).
+
+        ``key`` names the question for stateless (2026-07-28) clients, which answer it in a retry
+        of the request (the handler runs again; each question gets its answer by key). Without
+        one, questions are numbered in the order the handler asks them.
+        """
+        return await self._scope.elicit({"mode": "form", "message": message, "requestedSchema": schema}, timeout,
+                                        key)
 
     async def elicit_url(self, message: str, url: str, *, elicitation_id: str | None = None,
-                         timeout: float | None = None) -> ElicitResult:
+                         timeout: float | None = None, key: str | None = None) -> ElicitResult:
         """Ask the user to complete a step in the browser; ``accept`` means consent, not completion."""
         params: dict[str, Any] = {"mode": "url", "message": message, "url": url}
         if elicitation_id is not None:
             params["elicitationId"] = elicitation_id
-        return await self._scope.elicit(params, timeout)
+        return await self._scope.elicit(params, timeout, key)
 
     async def sample(self, messages: str | list[dict[str, Any]], *, max_tokens: int = 1000,
                      system_prompt: str | None = None, temperature: float | None = None,
                      model_preferences: dict[str, Any] | None = None,
                      stop_sequences: list[str] | None = None, timeout: float | None = None,
-                     **extra: Any) -> dict[str, Any]:
+                     key: str | None = None, **extra: Any) -> dict[str, Any]:
         """Ask the client's model for a completion; returns the CreateMessageResult as a dict."""
         if isinstance(messages, str):
             messages = [{"role": "user", "content": {"type": "text", "text": messages}}]
@@ -123,11 +131,11 @@ class Context:
         if stop_sequences is not None:
             params["stopSequences"] = stop_sequences
         params.update(extra)
-        return await self._scope.client_request("sampling/createMessage", params, timeout)
+        return await self._scope.client_request("sampling/createMessage", params, timeout, key)
 
-    async def list_roots(self, *, timeout: float | None = None) -> list[dict[str, Any]]:
+    async def list_roots(self, *, timeout: float | None = None, key: str | None = None) -> list[dict[str, Any]]:
         """The client's roots (``file://`` URIs with optional names)."""
-        answer = await self._scope.client_request("roots/list", {}, timeout)
+        answer = await self._scope.client_request("roots/list", {}, timeout, key)
         roots = answer.get("roots")
         return roots if isinstance(roots, list) else []
 

@@ -147,6 +147,8 @@ class Host:
         """Terminate every session (reason ``shutdown``) and run the shutdown hooks."""
         if not self._started:
             return
+        if self.kernel is not None:
+            self.kernel.closing.set()  # open listen streams end with their final result
         for session in list(self.sessions.values()):
             await self.terminate(session, "shutdown")
         for impl in impls(self.pm, "mcphost_shutdown"):
@@ -171,6 +173,10 @@ class Host:
                                      {**self.catalog.resources, **self.catalog.templates})):
             if set(before) != set(after) or any(_record(before[k]) != _record(after[k]) for k in after if k in before):
                 await self.kernel.notify_list_changed(kind)
+
+    def extensions(self) -> dict[str, Any]:
+        """Protocol extensions this host serves (2026-07-28 ``capabilities.extensions``)."""
+        return {}
 
     # -- identity -------------------------------------------------------------------------
 

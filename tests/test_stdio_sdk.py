@@ -206,18 +206,19 @@ async def test_python_sdk_client_drives_every_demo_feature_and_the_wire_is_schem
     assert {json.dumps(p["progressToken"]) for p in progress} == tokens
 
 
-async def test_python_sdk_client_in_auto_mode_falls_back_to_initialize(tmp_path):
+async def test_python_sdk_client_in_auto_mode_speaks_2026_07_28(tmp_path):
     recording = Recording(tmp_path, "auto")
     async with ClientSide().client(recording, mode="auto") as client:
-        assert client.protocol_version == LATEST
+        assert client.protocol_version == "2026-07-28"
         assert client.server_info is not None and client.server_info.name == "mcphost"
         assert _text(await client.call_tool("echo", {"text": "auto"})) == "auto"
         assert DEMO_TOOLS <= {tool.name for tool in (await client.list_tools()).tools}
+        # The same ctx.elicit, answered through an input-required round instead of a server request.
+        assert _text(await client.call_tool("greet_user", {})) == "Hello, Ada!"
     sent = [m for m in recording.client_messages() if "method" in m]
-    assert [m["method"] for m in sent[:3]] == ["server/discover", "initialize", "notifications/initialized"]
-    answers = {m["id"]: m for m in recording.server_messages() if "id" in m}
-    assert answers[sent[0]["id"]]["error"]["code"] == -32601  # this host does not speak 2026-07-28 yet
-    assert recording.validate(LATEST) >= 4
+    assert sent[0]["method"] == "server/discover"
+    assert "initialize" not in [m["method"] for m in sent]
+    assert recording.validate("2026-07-28") >= 4
 
 
 @pytest.mark.parametrize("revision", ["2025-03-26", "2025-06-18"])

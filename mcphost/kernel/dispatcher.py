@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import itertools
 import logging
+import secrets
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
@@ -20,9 +22,12 @@ import orjson
 
 from mcphost.context import Deferred
 from mcphost.kernel import handlers
+from mcphost.kernel.modern import MRTR_METHODS, InputRequired, Round
 from mcphost.protocol import jsonrpc
 from mcphost.protocol.errors import INTERNAL_ERROR, INVALID_REQUEST, SERVER_BUSY, McpError, method_not_found
 from mcphost.protocol.jsonrpc import Kind, Message, RequestId
+from mcphost.protocol.modern import ModernRequest
+from mcphost.protocol.sealed import StateSealer, params_digest
 from mcphost.records import Middleware
 from mcphost.sessions.session import Session
 
@@ -36,16 +41,22 @@ CallNext = Callable[["RequestInfo"], Awaitable[dict[str, Any]]]
 
 
 class RequestInfo:
-    """One request as middleware sees it. ``name`` is the tool/prompt name or resource URI."""
+    """One request as middleware sees it. ``name`` is the tool/prompt name or resource URI.
 
-    __slots__ = ("era", "id", "method", "name", "params", "session")
+    ``era`` is ``"legacy"`` (session era) or ``"modern"`` (2026-07-28); ``round`` holds the
+    input-required state of a modern request.
+    """
 
-    def __init__(self, session: Session, request_id: RequestId, method: str, params: dict[str, Any]) -> None:
+    __slots__ = ("era", "id", "method", "name", "params", "round", "session")
+
+    def __init__(self, session: Session, request_id: RequestId, method: str, params: dict[str, Any],
+                 round: Round | None = None) -> None:
         self.session = session
         self.id = request_id
         self.method = method
         self.params = params
-        self.era = "legacy"
+        self.era = session.era
+        self.round = round
         name = params.get("name", params.get("uri"))
         self.name = name if isinstance(name, str) else None
 
@@ -60,6 +71,12 @@ class Kernel:
         self.host = host
         self.settings = host.config.server
         self._deferred: dict[tuple[str, RequestId], Deferred] = {}
+        #: Open subscriptions/listen streams (2026-07-28) in this process.
+        self.listeners: set[Listener] = set()
+        #: Set when the host shuts down: listen streams end with their final result.
+        self.closing = asyncio.Event()
+        self.sealer = StateSealer(_state_keys(self.settings.state_keys), ttl=self.settings.state_ttl)
+        self._modern_ids = itertools.count(1)
         call: CallNext = self._dispatch
         for record in reversed(middleware or []):
             call = functools.partial(_guarded_middleware, record, call)
@@ -99,6 +116,94 @@ class Kernel:
         task.add_done_callback(functools.partial(_forget, session, request_id))
         return task
 
+    def modern_session(self, request: ModernRequest, principal: Any, outlet: Any) -> Session:
+        """The short-lived session of one 2026-07-28 request (never stored, never listed)."""
+        session = Session(f"m{next(self._modern_ids)}", principal=principal, protocol_version=request.version)
+        session.era = "modern"
+        session.client_capabilities = request.client_capabilities
+        session.client_info = request.client_info or {}
+        session.log_level = request.log_level
+        session.initialized = True
+        session.outlet = outlet
+        return session
+
+    def receive_modern(self, session: Session, message: Message) -> Reply | None:
+        """Take one validated 2026-07-28 message; like :meth:`receive`, requests get a reply future."""
+        try:
+            kind = jsonrpc.classify(message)
+        except McpError as exc:
+            return _done(jsonrpc.error(jsonrpc.readable_id(message), exc))
+        if kind is Kind.NOTIFICATION:
+            self._on_notification(session, message)
+            return None
+        if kind is not Kind.REQUEST:
+            return _done(jsonrpc.error(None, McpError(INVALID_REQUEST, "A client may not send responses here")))
+        if message["method"] not in handlers.MODERN_METHODS:
+            return _done(jsonrpc.error(message["id"], method_not_found(message["method"])))
+        task = asyncio.get_running_loop().create_task(self._run_modern(session, message))
+        session.inflight[message["id"]] = task
+        task.add_done_callback(functools.partial(_forget, session, message["id"]))
+        return task
+
+    async def _run_modern(self, session: Session, message: Message) -> Message | None:
+        request_id, method = message["id"], message["method"]
+        params = message.get("params") or {}
+        round = None
+        try:
+            if method in MRTR_METHODS:
+                round = self._open_round(session, method, params)
+            result = await self._call(RequestInfo(session, request_id, method, params, round))
+            result = self._stamp(session, method, params, result)
+            return jsonrpc.result(request_id, result)
+        except InputRequired:
+            assert round is not None
+            return jsonrpc.result(request_id, self._input_required(session, method, params, round))
+        except McpError as exc:
+            return jsonrpc.error(request_id, exc)
+        except asyncio.CancelledError:
+            if session.inflight.get(request_id) is asyncio.current_task():
+                return None
+            raise
+        except Exception:
+            log.exception("request %s (%r) failed", method, request_id)
+            return jsonrpc.error(request_id, McpError(INTERNAL_ERROR, "Internal error"))
+
+    def _open_round(self, session: Session, method: str, params: dict[str, Any]) -> Round:
+        """Answers for this run: those sealed by earlier rounds plus this request's inputResponses."""
+        answers: dict[str, Any] = {}
+        state = params.get("requestState")
+        if state is not None:
+            sealed = self.sealer.open(state, principal=_principal_key(session), method=method,
+                                      params_digest=params_digest(method, params))
+            answers.update(sealed.answers)
+        responses = params.get("inputResponses")
+        if isinstance(responses, dict):
+            answers.update(responses)
+        return Round(answers)
+
+    def _input_required(self, session: Session, method: str, params: dict[str, Any], round: Round
+                        ) -> dict[str, Any]:
+        # Seal only the answers this run actually used, so unknown extra keys are dropped.
+        used = {key: value for key, value in round.answers.items() if key not in round.asked}
+        state = self.sealer.seal(answers=used, principal=_principal_key(session), method=method,
+                                 params_digest=params_digest(method, params))
+        return {"resultType": "input_required", "inputRequests": round.asked, "requestState": state,
+                "_meta": {SERVER_INFO: self.host.server_info(session.protocol_version or "")}}
+
+    def _stamp(self, session: Session, method: str, params: dict[str, Any], result: dict[str, Any]
+               ) -> dict[str, Any]:
+        """What every 2026-07-28 result carries: resultType, serverInfo and, where listed, cache hints."""
+        result = dict(result)
+        result.setdefault("resultType", "complete")
+        meta = dict(result.get("_meta") or {})
+        meta[SERVER_INFO] = self.host.server_info(session.protocol_version or "")
+        result["_meta"] = meta
+        if method in CACHEABLE and result["resultType"] == "complete":
+            retried = params.get("requestState") is not None or params.get("inputResponses") is not None
+            result["ttlMs"] = 0 if retried else self.settings.cache_ttl_ms
+            result["cacheScope"] = "private" if retried or _personal(session) else "public"
+        return result
+
     async def _run(self, session: Session, message: Message) -> Message | None:
         request_id = message["id"]
         params = message.get("params") or {}
@@ -121,7 +226,7 @@ class Kernel:
 
     async def _dispatch(self, request: RequestInfo) -> dict[str, Any]:
         handler = handlers.METHODS.get(request.method)
-        if handler is None:
+        if handler is None or (request.era == "legacy" and request.method in handlers.MODERN_ONLY):
             raise method_not_found(request.method)
         session = request.session
         if not session.initialized and request.method not in handlers.BEFORE_INITIALIZE:
@@ -179,6 +284,9 @@ class Kernel:
         for session in list(self.host.sessions.values()):
             if uri in session.subscriptions and session.outlet is not None and not session.closed:
                 await _deliver(session, message)
+        for listener in list(self.listeners):
+            if uri in listener.uris:
+                await listener.send("notifications/resources/updated", {"uri": uri})
 
     async def notify_list_changed(self, kind: str) -> None:
         """Tell every initialized session that a list changed (kind: tools, prompts, resources)."""
@@ -186,6 +294,49 @@ class Kernel:
         for session in list(self.host.sessions.values()):
             if session.initialized and session.outlet is not None and not session.closed:
                 await _deliver(session, message)
+
+
+class Listener:
+    """One open subscriptions/listen stream: what it asked for, and how to reach it."""
+
+    __slots__ = ("kinds", "request_id", "session", "uris")
+
+    def __init__(self, session: Session, request_id: RequestId, kinds: set[str], uris: set[str]) -> None:
+        self.session = session
+        self.request_id = request_id
+        self.kinds = kinds
+        self.uris = uris
+
+    async def send(self, method: str, params: dict[str, Any]) -> None:
+        """Deliver a notification tagged with this subscription's id; a dead stream is dropped quietly."""
+        params = {**params, "_meta": {SUBSCRIPTION_ID: self.request_id}}
+        try:
+            await self.session.outlet(jsonrpc.notification(method, params), self.request_id)  # type: ignore[misc]
+        except Exception:
+            log.debug("listen stream %r is gone", self.request_id, exc_info=True)
+
+
+SERVER_INFO = "io.modelcontextprotocol/serverInfo"
+SUBSCRIPTION_ID = "io.modelcontextprotocol/subscriptionId"
+CACHEABLE = frozenset({"server/discover", "tools/list", "prompts/list", "resources/list", "resources/templates/list",
+                       "resources/read"})
+
+
+def _principal_key(session: Session) -> str | None:
+    return None if session.principal is None else repr(session.principal.key)
+
+
+def _personal(session: Session) -> bool:
+    """Whether answers may differ per caller (then caches must keep them private)."""
+    return session.principal is not None or any(
+        allowed is not None for allowed in (session.allowed_tools, session.allowed_prompts, session.allowed_templates))
+
+
+def _state_keys(configured: tuple[str, ...]) -> list[bytes]:
+    if configured:
+        return [key.encode() for key in configured]
+    # One process, no configured key: a random one (sealed states do not survive a restart).
+    return [secrets.token_bytes(32)]
 
 
 async def _deliver(session: Session, message: Message) -> None:

@@ -13,16 +13,19 @@ from mcphost.content import Completion
 from mcphost.context import Context, Deferred
 from mcphost.errors import ClientRequestError, ToolError
 from mcphost.kernel import results
+from mcphost.kernel.modern import ModernScope
 from mcphost.kernel.scope import RequestScope
 from mcphost.protocol.errors import (
     INTERNAL_ERROR,
+    INVALID_PARAMS,
     INVALID_REQUEST,
+    MISSING_CLIENT_CAPABILITY,
     RESOURCE_NOT_FOUND,
     McpError,
     invalid_params,
     method_not_found,
 )
-from mcphost.protocol.versions import at_least, negotiate
+from mcphost.protocol.versions import SUPPORTED_VERSIONS, at_least, negotiate
 from mcphost.records import Prompt, Resource, ResourceTemplate, Tool
 from mcphost.sessions.session import LOG_RANK
 
@@ -34,6 +37,12 @@ log = logging.getLogger("mcphost.kernel")
 Handler = Callable[["Kernel", "RequestInfo"], Awaitable[dict[str, Any]]]
 METHODS: dict[str, Handler] = {}
 BEFORE_INITIALIZE = frozenset({"initialize", "ping"})
+#: What a 2026-07-28 request may call; the rest (initialize, ping, setLevel, subscribe...) is gone there.
+MODERN_METHODS = frozenset({"server/discover", "tools/list", "tools/call", "resources/list",
+                            "resources/templates/list", "resources/read", "prompts/list", "prompts/get",
+                            "completion/complete", "subscriptions/listen"})
+#: Methods that exist only in 2026-07-28; a session-era client gets -32601 for them.
+MODERN_ONLY = frozenset({"server/discover", "subscriptions/listen"})
 MAX_COMPLETION_VALUES = 100
 
 
@@ -57,7 +66,16 @@ async def call_handler(fn: Callable[..., Any], kwargs: dict[str, Any], *, thread
 def _scope(kernel: Kernel, request: RequestInfo) -> RequestScope:
     meta = request.params.get("_meta")
     token = meta.get("progressToken") if isinstance(meta, dict) else None
+    if request.round is not None:
+        return ModernScope(kernel, request.session, request.id, request.method, token, round=request.round)
     return RequestScope(kernel, request.session, request.id, request.method, token)
+
+
+def _missing_capability(request: RequestInfo, exc: ClientRequestError) -> McpError | None:
+    """In 2026-07-28 a question the client's capabilities forbid fails the request with -32021."""
+    if request.era == "modern" and exc.code == MISSING_CLIENT_CAPABILITY:
+        return McpError(MISSING_CLIENT_CAPABILITY, exc.message, exc.data)
+    return None
 
 
 def _require_capability(kernel: Kernel, request: RequestInfo, capability: str) -> None:
@@ -220,6 +238,9 @@ async def call_tool(kernel: Kernel, request: RequestInfo) -> dict[str, Any]:
     except ToolError as exc:
         return results.error_result(str(exc))
     except ClientRequestError as exc:
+        error = _missing_capability(request, exc)
+        if error is not None:
+            raise error from None
         return results.error_result(exc.message)
     except Exception:
         log.exception("tool %s (plugin %s) raised", name, record.provenance.plugin if record.provenance else "?")
@@ -245,8 +266,10 @@ async def list_templates(kernel: Kernel, request: RequestInfo) -> dict[str, Any]
                     request.session.allowed_templates, "uriTemplate")
 
 
-def _not_found(uri: str) -> McpError:
-    return McpError(RESOURCE_NOT_FOUND, "Resource not found", {"uri": uri})
+def _not_found(request: RequestInfo, uri: str) -> McpError:
+    # -32002 is the session era's code; 2026-07-28 answers -32602.
+    return McpError(RESOURCE_NOT_FOUND if request.era == "legacy" else INVALID_PARAMS, "Resource not found",
+                    {"uri": uri})
 
 
 @method("resources/read")
@@ -255,10 +278,10 @@ async def read_resource(kernel: Kernel, request: RequestInfo) -> dict[str, Any]:
     uri = _string(request.params, "uri")
     found = kernel.host.catalog.find_resource(uri)
     if found is None:
-        raise _not_found(uri)
+        raise _not_found(request, uri)
     record, variables = found
     if isinstance(record, ResourceTemplate) and not request.session.can_see_template(record.uri_template):
-        raise _not_found(uri)
+        raise _not_found(request, uri)
     kwargs: dict[str, Any] = dict(variables)
     if record.context_param:
         kwargs[record.context_param] = Context(_scope(kernel, request))
@@ -266,13 +289,15 @@ async def read_resource(kernel: Kernel, request: RequestInfo) -> dict[str, Any]:
         value = await call_handler(record.fn, kwargs)
     except McpError:
         raise
+    except ClientRequestError as exc:
+        raise _missing_capability(request, exc) or McpError(INTERNAL_ERROR, exc.message) from None
     except (FileNotFoundError, LookupError):
-        raise _not_found(uri) from None
+        raise _not_found(request, uri) from None
     except Exception:
         log.exception("resource %s (plugin %s) raised", uri, record.provenance.plugin if record.provenance else "?")
         raise McpError(INTERNAL_ERROR, "Internal error") from None
     if value is None:
-        raise _not_found(uri)
+        raise _not_found(request, uri)
     return {"contents": results.resource_contents(uri, record.mime_type, value)}
 
 
@@ -323,6 +348,8 @@ async def get_prompt(kernel: Kernel, request: RequestInfo) -> dict[str, Any]:
         return results.prompt_result(prompt.description, value)
     except McpError:
         raise
+    except ClientRequestError as exc:
+        raise _missing_capability(request, exc) or McpError(INTERNAL_ERROR, exc.message) from None
     except Exception:
         log.exception("prompt %s (plugin %s) raised", prompt.name,
                       prompt.provenance.plugin if prompt.provenance else "?")
@@ -386,3 +413,51 @@ def _completion(found: Any) -> dict[str, Any]:
     if has_more is not None:
         completion["hasMore"] = has_more
     return completion
+
+
+# -- 2026-07-28 only ------------------------------------------------------------------------------
+
+@method("server/discover")
+async def discover(kernel: Kernel, request: RequestInfo) -> dict[str, Any]:
+    capabilities = {**kernel.host.catalog.capabilities(), "extensions": kernel.host.extensions()}
+    result: dict[str, Any] = {"supportedVersions": list(SUPPORTED_VERSIONS), "capabilities": capabilities}
+    if kernel.settings.instructions:
+        result["instructions"] = kernel.settings.instructions
+    return result
+
+
+_LIST_KINDS = {"toolsListChanged": ("tools", "tools"), "promptsListChanged": ("prompts", "prompts"),
+               "resourcesListChanged": ("resources", "resources")}
+
+
+@method("subscriptions/listen")
+async def listen(kernel: Kernel, request: RequestInfo) -> dict[str, Any]:
+    """Acknowledge what will be honoured, then deliver matching notifications until the stream ends."""
+    from mcphost.kernel.dispatcher import SUBSCRIPTION_ID, Listener
+
+    wanted = request.params.get("notifications")
+    if not isinstance(wanted, dict):
+        raise invalid_params('Invalid params: "notifications" must be an object')
+    capabilities = kernel.host.catalog.capabilities()
+    honoured: dict[str, Any] = {}
+    kinds: set[str] = set()
+    for flag, (kind, capability) in _LIST_KINDS.items():
+        if wanted.get(flag) is True and capabilities.get(capability, {}).get("listChanged"):
+            honoured[flag] = True
+            kinds.add(kind)
+    uris: set[str] = set()
+    subscriptions = wanted.get("resourceSubscriptions")
+    if isinstance(subscriptions, list) and capabilities.get("resources", {}).get("subscribe"):
+        uris = {uri for uri in subscriptions if isinstance(uri, str)}
+        honoured["resourceSubscriptions"] = sorted(uris)
+    meta = {SUBSCRIPTION_ID: request.id}
+    listener = Listener(request.session, request.id, kinds, uris)
+    kernel.listeners.add(listener)
+    try:
+        await request.session.outlet(  # type: ignore[misc]
+            {"jsonrpc": "2.0", "method": "notifications/subscriptions/acknowledged",
+             "params": {"_meta": meta, "notifications": honoured}}, request.id)
+        await kernel.closing.wait()  # the client closing the stream cancels this instead
+    finally:
+        kernel.listeners.discard(listener)
+    return {"_meta": meta}

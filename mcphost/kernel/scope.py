@@ -87,8 +87,8 @@ class RequestScope:
                                      f"The client did not declare the {capability!r} capability "
                                      f"needed for {method}")
 
-    async def client_request(self, method: str, params: dict[str, Any], timeout: float | None
-                             ) -> dict[str, Any]:
+    async def client_request(self, method: str, params: dict[str, Any], timeout: float | None,
+                             key: str | None = None) -> dict[str, Any]:
         capability = {"sampling/createMessage": "sampling", "roots/list": "roots",
                       "elicitation/create": "elicitation"}.get(method)
         if capability is not None and method != "elicitation/create":
@@ -120,7 +120,13 @@ class RequestScope:
             raise ClientRequestError(INVALID_PARAMS, f"The client answered {method} with a non-object result")
         return result
 
-    async def elicit(self, params: dict[str, Any], timeout: float | None) -> ElicitResult:
+    async def elicit(self, params: dict[str, Any], timeout: float | None, key: str | None = None) -> ElicitResult:
+        wire = self._elicit_wire(params)
+        answer = await self.client_request("elicitation/create", wire, timeout, key)
+        return self._elicit_result(params, answer)
+
+    def _elicit_wire(self, params: dict[str, Any]) -> dict[str, Any]:
+        """Check that the client may be asked this, and shape the request for its revision."""
         self._require("elicitation/create", "elicitation", "2025-06-18")
         mode = params.get("mode", "form")
         declared = self.session.client_capabilities.get("elicitation") or {}
@@ -139,13 +145,16 @@ class RequestScope:
             wire.pop("mode", None)
         elif mode == "url" and not wire.get("elicitationId"):
             wire["elicitationId"] = uuid.uuid4().hex  # required in URL mode
-        answer = await self.client_request("elicitation/create", wire, timeout)
+        return wire
+
+    def _elicit_result(self, params: dict[str, Any], answer: dict[str, Any]) -> ElicitResult:
+        """The client's answer, checked: a known action, and form content matching the schema."""
         action = answer.get("action")
         if not isinstance(action, str) or action not in _ELICIT_ACTIONS:
             raise ClientRequestError(INVALID_PARAMS, f"Invalid elicitation action {action!r}")
         content = answer.get("content")
-        if action != "accept" or mode != "form":
-            return ElicitResult(action, None)
+        if action != "accept" or params.get("mode", "form") != "form":
+            return ElicitResult(action, None)  # type: ignore[arg-type]
         if not isinstance(content, dict):
             raise ClientRequestError(INVALID_PARAMS, "The accepted elicitation carried no content object")
         validator = self._kernel.validator_for(params["requestedSchema"])

@@ -9,6 +9,12 @@ LEGACY_VERSIONS: Final = ("2025-11-25", "2025-06-18", "2025-03-26")
 LATEST_LEGACY: Final = LEGACY_VERSIONS[0]
 #: The version a request is assumed to speak when nothing says otherwise (HTTP without the header).
 DEFAULT_NEGOTIATED: Final = "2025-03-26"
+#: Stateless revisions (per-request ``_meta``, no handshake), newest first.
+MODERN_VERSIONS: Final = ("2026-07-28",)
+#: Every revision the host serves, newest first. The one list used both for
+#: ``server/discover`` ``supportedVersions`` and for -32022 ``data.supported``
+#: (conformance requires the second to be a subset of the first; keep them identical).
+SUPPORTED_VERSIONS: Final = MODERN_VERSIONS + LEGACY_VERSIONS
 
 
 def negotiate(requested: object) -> str:
@@ -26,3 +32,8 @@ def at_least(version: str, minimum: str) -> bool:
 def allows_batches(version: str) -> bool:
     """Only 2025-03-26 lets a client send JSON-RPC batches."""
     return version == "2025-03-26"
+
+
+def is_modern(version: object) -> bool:
+    """Whether ``version`` is a stateless (2026-07-28 style) revision the host speaks."""
+    return isinstance(version, str) and version in MODERN_VERSIONS

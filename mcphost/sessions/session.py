@@ -79,6 +79,7 @@ class Session:
         "client_info",
         "closed",
         "created_at",
+        "era",
         "id",
         "inflight",
         "initialized",
@@ -107,6 +108,8 @@ class Session:
         self.subscriptions: set[str] = set()
         self.initialized = False
         self.closed = False
+        # "modern" sessions live for one 2026-07-28 request; they are never stored.
+        self.era = "legacy"
         self.created_at = self.last_active = time.time()
         self.inflight: dict[RequestId, asyncio.Task[Any]] = {}
         self.pending: dict[RequestId, asyncio.Future[Any]] = {}
@@ -125,7 +128,9 @@ class Session:
         return self.allowed_templates is None or uri_template in self.allowed_templates
 
     def wants_log(self, level: str) -> bool:
-        return self.log_level is None or LOG_RANK[level] >= LOG_RANK[self.log_level]
+        if self.log_level is None:
+            return self.era == "legacy"  # a 2026-07-28 request gets logs only when it asks for them
+        return LOG_RANK[level] >= LOG_RANK[self.log_level]
 
     def next_outbound_id(self) -> int:
         return next(self._outbound_ids)

@@ -19,7 +19,9 @@ from typing import Any, BinaryIO
 from mcphost.errors import Refused
 from mcphost.host import Host
 from mcphost.protocol import jsonrpc
+from mcphost.protocol.era import era_of
 from mcphost.protocol.errors import INVALID_REQUEST, McpError
+from mcphost.protocol.modern import validate_modern
 from mcphost.protocol.versions import allows_batches
 from mcphost.sessions.session import Connection, Session
 
@@ -44,6 +46,7 @@ class StdioServer:
         self._write_lock = asyncio.Lock()
         self._replies: set[asyncio.Future[Any]] = set()
         self._refusal: Refused | None = None
+        self._modern: dict[Any, Session] = {}
 
     async def write(self, message: Any) -> None:
         data = jsonrpc.encode(message) + b"\n"
@@ -76,7 +79,7 @@ class StdioServer:
             # request without a trailing newline, say), then cancel the rest.
             if session.inflight:
                 await asyncio.wait(list(session.inflight.values()), timeout=EOF_GRACE)
-            for task in list(session.inflight.values()):
+            for task in [*session.inflight.values(), *(t for m in self._modern.values() for t in m.inflight.values())]:
                 task.cancel()
             if self._replies:
                 await asyncio.wait(list(self._replies), timeout=5)
@@ -133,9 +136,67 @@ class StdioServer:
         if isinstance(message, list):
             await self._handle_batch(session, message)
             return
+        if isinstance(message, dict) and session.protocol_version is None:
+            if self._cancel_modern(message):
+                return
+            params = message.get("params")
+            meta = params.get("_meta") if isinstance(params, dict) else None
+            if era_of(method=message.get("method"), meta=meta, header_version=None, session_id=None) == "modern":
+                await self._handle_modern(message)
+                return
         reply = self.host.kernel.receive(session, message)  # type: ignore[union-attr]
         if reply is not None:
             self._track(reply, self._send_reply)
+
+    async def _handle_modern(self, message: dict[str, Any]) -> None:
+        """A 2026-07-28 request: its own short-lived session; replies and notifications share stdout."""
+        kernel = self.host.kernel
+        assert kernel is not None
+        try:
+            request = validate_modern(message, None)
+        except McpError as exc:
+            if "id" in message:
+                await self.write(jsonrpc.error(jsonrpc.readable_id(message), exc))
+            return
+
+        async def outlet(out: jsonrpc.Message, related: Any) -> None:
+            await self.write(out)
+
+        session = kernel.modern_session(request, None, outlet)
+        try:
+            await self.host.connect(session, Connection(transport="stdio", remote="stdio"))
+        except Refused as refusal:
+            if "id" in message:
+                await self.write(jsonrpc.error(message["id"], McpError(REFUSED, refusal.message)))
+            return
+        reply = kernel.receive_modern(session, message)
+        if reply is None:
+            await self.host.terminate(session, "complete")
+            return
+        request_id = message.get("id")
+        self._modern[request_id] = session
+
+        async def send_and_end(out: Any) -> None:
+            if self._modern.get(request_id) is session:
+                del self._modern[request_id]
+            await self._send_reply(out)
+            await self.host.terminate(session, "complete")
+
+        self._track(reply, send_and_end)
+
+    def _cancel_modern(self, message: dict[str, Any]) -> bool:
+        """notifications/cancelled for a running 2026-07-28 request (stdio's way to cancel)."""
+        if message.get("method") != "notifications/cancelled":
+            return False
+        params = message.get("params")
+        request_id = params.get("requestId") if isinstance(params, dict) else None
+        session = self._modern.get(request_id) if jsonrpc.valid_id(request_id) else None
+        if session is None:
+            return False
+        task = session.inflight.get(request_id)
+        if task is not None:
+            task.cancel()
+        return True
 
     async def _handle_batch(self, session: Session, batch: list[Any]) -> None:
         if not allows_batches(session.protocol_version or "") or not batch or any(

@@ -1,0 +1,99 @@
+"""The 2026-07-28 (stateless) side of the kernel: input-required rounds and per-request sessions.
+
+A modern request carries everything about its client in ``_meta``; the kernel builds a
+short-lived :class:`Session` for it and runs the same handlers as the session era. What
+differs is how a handler's questions reach the client: there are no server-to-client
+requests. ``ctx.elicit`` / ``sample`` / ``list_roots`` look for an answer among the request's
+``inputResponses`` (and the answers sealed into ``requestState`` by earlier rounds); when one
+is missing the question is recorded and :class:`InputRequired` ends the handler. The request
+then answers with an ``InputRequiredResult`` listing every question asked so far in this run,
+and a ``requestState`` sealing the answers gathered, so the retry runs the handler again and
+each question gets its answer by key. Handlers must be safe to re-run up to their last question.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mcphost.context import ElicitResult
+from mcphost.errors import ClientRequestError
+from mcphost.kernel.scope import RequestScope
+from mcphost.protocol.errors import MISSING_CLIENT_CAPABILITY
+
+#: Methods whose result may be an InputRequiredResult.
+MRTR_METHODS = frozenset({"tools/call", "prompts/get", "resources/read"})
+_KINDS = {"elicitation/create": "elicitation", "sampling/createMessage": "sampling", "roots/list": "roots"}
+_CAPABILITY = {"elicitation/create": "elicitation", "sampling/createMessage": "sampling", "roots/list": "roots"}
+
+
+class InputRequired(BaseException):
+    """Raised inside a handler when an answer is missing; the request ends with InputRequiredResult.
+
+    A BaseException, like CancelledError, so that a handler's ``except Exception`` around
+    ``ctx.elicit`` cannot swallow it.
+    """
+
+
+class Round:
+    """One run of a handler: the answers available and the questions still open."""
+
+    __slots__ = ("answers", "asked", "counters")
+
+    def __init__(self, answers: dict[str, Any]) -> None:
+        self.answers = answers
+        self.asked: dict[str, dict[str, Any]] = {}
+        self.counters: dict[str, int] = {}
+
+    def key(self, method: str, given: str | None) -> str:
+        if given is not None:
+            return given
+        kind = _KINDS[method]
+        self.counters[kind] = number = self.counters.get(kind, 0) + 1
+        return f"{kind}-{number}"
+
+    def ask(self, key: str, method: str, params: dict[str, Any]) -> InputRequired:
+        self.asked[key] = {"method": method, "params": params}
+        return InputRequired(key)
+
+
+class ModernScope(RequestScope):
+    """The scope behind ``ctx`` for a 2026-07-28 request."""
+
+    __slots__ = ("round",)
+
+    def __init__(self, *args: Any, round: Round) -> None:
+        super().__init__(*args)
+        self.round = round
+
+    def _require(self, method: str, capability: str, minimum: str | None = None) -> None:
+        if capability not in self.session.client_capabilities:
+            raise ClientRequestError(
+                MISSING_CLIENT_CAPABILITY,
+                f"This request needs the client capability {capability!r} for {method}",
+                {"requiredCapabilities": {capability: {}}})
+
+    async def client_request(self, method: str, params: dict[str, Any], timeout: float | None,
+                             key: str | None = None) -> dict[str, Any]:
+        capability = _CAPABILITY.get(method)
+        if capability is not None and method != "elicitation/create":
+            self._require(method, capability)
+        name = self.round.key(method, key)
+        answer = self.round.answers.get(name)
+        if isinstance(answer, dict) and (method != "roots/list" or isinstance(answer.get("roots"), list)):
+            return answer
+        raise self.round.ask(name, method, params)
+
+    async def elicit(self, params: dict[str, Any], timeout: float | None, key: str | None = None) -> ElicitResult:
+        wire = self._elicit_wire(params)
+        wire.pop("elicitationId", None)  # gone in 2026-07-28: the retry itself completes the flow
+        name = self.round.key("elicitation/create", key)
+        answer = self.round.answers.get(name)
+        if isinstance(answer, dict):
+            try:
+                return self._elicit_result(params, answer)
+            except ClientRequestError:
+                pass  # a malformed answer is asked again rather than failing the call
+        raise self.round.ask(name, "elicitation/create", wire)
+
+    async def close_stream(self, retry_ms: int | None) -> bool:
+        return False  # nothing to resume in this revision
