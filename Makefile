@@ -22,4 +22,4 @@ test: setup
 	$(PY) -m pytest -q tests $(foreach p,$(PLUGINS),$(dir $(p))tests)
 
 lint: setup
-	$(VENV)/bin/ruff check mcphost plugins tests examples
+	$(VENV)/bin/ruff check mcphost plugins tests examples benchmarks
