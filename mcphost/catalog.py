@@ -22,6 +22,7 @@ import pluggy
 from mcphost.errors import PluginError
 from mcphost.plugins import PluginInfo, call_impl, impls, mark_failed
 from mcphost.protocol.errors import invalid_params
+from mcphost.protocol.modern import check_x_mcp_headers, x_mcp_headers
 from mcphost.protocol.uritemplate import UriTemplate, UriTemplateError
 from mcphost.records import TOOL_NAME, Prompt, Provenance, Resource, ResourceTemplate, Tool, stamped
 
@@ -48,6 +49,8 @@ class ToolEntry:
     validator: Any
     output_validator: Any | None
     descriptors: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: ``Mcp-Param-<X>`` headers (lower-cased X) a 2026-07-28 client sends, by argument name.
+    header_params: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(eq=False)
@@ -157,7 +160,10 @@ class Catalog:
                 raise PluginError(f"{where}: invalid JSON Schema: {exc.message}") from None
             if record.output_schema is not None and record.output_schema.get("type") != "object":
                 raise PluginError(f"{where}: outputSchema must have type 'object'")
-            return ToolEntry(record, validator, output)
+            problems = check_x_mcp_headers(dict(record.input_schema))
+            if problems:
+                raise PluginError(f"{where}: x-mcp-header: {'; '.join(problems)}")
+            return ToolEntry(record, validator, output, header_params=x_mcp_headers(dict(record.input_schema)))
         if kind == "resourceTemplates":
             try:
                 return TemplateEntry(record, UriTemplate(record.uri_template))
@@ -189,6 +195,11 @@ class Catalog:
             caps["completions"] = {}
         self._capabilities = caps
         return caps
+
+    def tool_header_params(self, name: str) -> dict[str, str] | None:
+        """The ``x-mcp-header`` map of tool ``name`` (None for an unknown tool)."""
+        entry = self.tools.get(name)
+        return None if entry is None else entry.header_params
 
     def find_resource(self, uri: str) -> tuple[Any, dict[str, Any]] | None:
         """The static resource at ``uri``, or the first template matching it with its variables."""
