@@ -24,7 +24,14 @@ from mcphost.context import Deferred
 from mcphost.kernel import handlers
 from mcphost.kernel.modern import MRTR_METHODS, InputRequired, Round
 from mcphost.protocol import jsonrpc
-from mcphost.protocol.errors import INTERNAL_ERROR, INVALID_REQUEST, SERVER_BUSY, McpError, method_not_found
+from mcphost.protocol.errors import (
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    SERVER_BUSY,
+    McpError,
+    method_not_found,
+)
 from mcphost.protocol.jsonrpc import Kind, Message, RequestId
 from mcphost.protocol.modern import ModernRequest
 from mcphost.protocol.sealed import StateSealer, params_digest
@@ -153,11 +160,17 @@ class Kernel:
             if method in MRTR_METHODS:
                 round = self._open_round(session, method, params)
             result = await self._call(RequestInfo(session, request_id, method, params, round))
+            if round is not None and round.asked:
+                raise InputRequired  # the handler swallowed the signal; its questions still stand
             result = self._stamp(session, method, params, result)
             return jsonrpc.result(request_id, result)
         except InputRequired:
             assert round is not None
-            return jsonrpc.result(request_id, self._input_required(session, method, params, round))
+            try:
+                return jsonrpc.result(request_id, self._input_required(session, method, params, round))
+            except ValueError:  # the answers gathered are too large to seal
+                return jsonrpc.error(request_id, McpError(
+                    INVALID_PARAMS, "The answers given are too large to carry in requestState"))
         except McpError as exc:
             return jsonrpc.error(request_id, exc)
         except asyncio.CancelledError:
@@ -184,7 +197,7 @@ class Kernel:
     def _input_required(self, session: Session, method: str, params: dict[str, Any], round: Round
                         ) -> dict[str, Any]:
         # Seal only the answers this run actually used, so unknown extra keys are dropped.
-        used = {key: value for key, value in round.answers.items() if key not in round.asked}
+        used = {key: round.answers[key] for key in round.used}
         state = self.sealer.seal(answers=used, principal=_principal_key(session), method=method,
                                  params_digest=params_digest(method, params))
         return {"resultType": "input_required", "inputRequests": round.asked, "requestState": state,
@@ -294,6 +307,9 @@ class Kernel:
         for session in list(self.host.sessions.values()):
             if session.initialized and session.outlet is not None and not session.closed:
                 await _deliver(session, message)
+        for listener in list(self.listeners):
+            if kind in listener.kinds:
+                await listener.send(f"notifications/{kind}/list_changed", {})
 
 
 class Listener:

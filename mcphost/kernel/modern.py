@@ -37,12 +37,15 @@ class InputRequired(BaseException):
 class Round:
     """One run of a handler: the answers available and the questions still open."""
 
-    __slots__ = ("answers", "asked", "counters")
+    __slots__ = ("answers", "asked", "counters", "used")
 
     def __init__(self, answers: dict[str, Any]) -> None:
         self.answers = answers
         self.asked: dict[str, dict[str, Any]] = {}
         self.counters: dict[str, int] = {}
+        self.used: set[str] = set()  # keys whose answers the handler took
+
+
 
     def key(self, method: str, given: str | None) -> str:
         if given is not None:
@@ -54,6 +57,18 @@ class Round:
     def ask(self, key: str, method: str, params: dict[str, Any]) -> InputRequired:
         self.asked[key] = {"method": method, "params": params}
         return InputRequired(key)
+
+
+def _well_formed(method: str, answer: Any) -> bool:
+    """Whether an answer has the shape of the result it stands for (else the question is asked again)."""
+    if not isinstance(answer, dict):
+        return False
+    if method == "roots/list":
+        roots = answer.get("roots")
+        return isinstance(roots, list) and all(isinstance(r, dict) and isinstance(r.get("uri"), str) for r in roots)
+    if method == "sampling/createMessage":
+        return isinstance(answer.get("content"), dict | list) and isinstance(answer.get("role"), str)
+    return True
 
 
 class ModernScope(RequestScope):
@@ -79,18 +94,28 @@ class ModernScope(RequestScope):
             self._require(method, capability)
         name = self.round.key(method, key)
         answer = self.round.answers.get(name)
-        if isinstance(answer, dict) and (method != "roots/list" or isinstance(answer.get("roots"), list)):
+        if _well_formed(method, answer):
+            self.round.used.add(name)
             return answer
-        raise self.round.ask(name, method, params)
+        raise self.round.ask(name, method, params)  # missing or malformed: ask (again)
 
     async def elicit(self, params: dict[str, Any], timeout: float | None, key: str | None = None) -> ElicitResult:
-        wire = self._elicit_wire(params)
+        try:
+            wire = self._elicit_wire(params)
+        except ClientRequestError as exc:
+            if exc.code != MISSING_CLIENT_CAPABILITY:  # a mode the client did not declare
+                mode = params.get("mode", "form")
+                raise ClientRequestError(MISSING_CLIENT_CAPABILITY, exc.message,
+                                         {"requiredCapabilities": {"elicitation": {mode: {}}}}) from None
+            raise
         wire.pop("elicitationId", None)  # gone in 2026-07-28: the retry itself completes the flow
         name = self.round.key("elicitation/create", key)
         answer = self.round.answers.get(name)
         if isinstance(answer, dict):
             try:
-                return self._elicit_result(params, answer)
+                result = self._elicit_result(params, answer)
+                self.round.used.add(name)
+                return result
             except ClientRequestError:
                 pass  # a malformed answer is asked again rather than failing the call
         raise self.round.ask(name, "elicitation/create", wire)

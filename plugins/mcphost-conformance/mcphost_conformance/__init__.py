@@ -2,8 +2,9 @@
 
 The suite (``@modelcontextprotocol/conformance``, ``conformance server --url ...``) calls tools,
 reads resources and gets prompts with fixed names and checks the exact shapes that come back.
-This plugin provides them for the dated (session-era) protocol revisions; see
-``/work/shared/spec/CONFORMANCE.md`` for the scenario-by-scenario list.
+This plugin provides them for the dated (session-era) protocol revisions and for 2026-07-28
+(the stateless diagnostics and ``input_required`` fixtures live in :mod:`mcphost_conformance.stateless`);
+see ``/work/shared/spec/CONFORMANCE.md`` for the scenario-by-scenario list.
 
 The plugin is a class: the ``conformance`` entry point names :class:`ConformancePlugin`, which
 mcphost instantiates once per Host. Per-host state (the watched resource and the background task
@@ -24,6 +25,8 @@ import mcphost
 from mcphost import Context
 from mcphost.content import AudioContent, EmbeddedResourceContent, ImageContent, TextContent
 from mcphost_conformance.media import PNG, WAV
+from mcphost_conformance.stateless import STATELESS_PROMPTS, STATELESS_TOOLS
+from mcphost_conformance.stateless import reply_text as _reply_text
 
 __all__ = [
     "PLUGIN_NAME",
@@ -158,16 +161,6 @@ def make_reconnection_tool(retry_ms: int) -> mcphost.Tool:
 
 # -- tools: server-to-client requests -------------------------------------------------------------
 
-def _reply_text(reply: Mapping[str, Any]) -> str:
-    content = reply.get("content")
-    blocks = content if isinstance(content, list) else [content]
-    texts = [b["text"] for b in blocks if isinstance(b, dict) and b.get("type") == "text" and "text" in b]
-    if texts:
-        return "".join(texts)
-    kinds = ", ".join(str(b.get("type")) for b in blocks if isinstance(b, dict))
-    return f"<no text: {kinds or 'no content'}>"
-
-
 @mcphost.tool(name="test_sampling", annotations={"readOnlyHint": True})
 async def sampling(prompt: str, *, ctx: Context) -> str:
     """Ask the client's model (sampling/createMessage, maxTokens 100) and return its answer.
@@ -290,6 +283,7 @@ TOOLS: tuple[mcphost.Tool, ...] = (
     simple_text, image_content, audio_content, embedded_resource, multiple_content_types,
     tool_with_progress, error_handling, tool_with_logging, sampling, elicitation,
     elicitation_sep1034_defaults, elicitation_sep1330_enums, json_schema_2020_12_tool,
+    *STATELESS_TOOLS,
 )
 
 
@@ -369,7 +363,7 @@ def prompt_with_image() -> list[dict[str, Any]]:
 
 
 PROMPTS: tuple[mcphost.Prompt, ...] = (
-    simple_prompt, prompt_with_arguments, prompt_with_embedded_resource, prompt_with_image,
+    simple_prompt, prompt_with_arguments, prompt_with_embedded_resource, prompt_with_image, *STATELESS_PROMPTS,
 )
 
 

@@ -43,9 +43,15 @@ TOOL_NAMES = {
     "test_multiple_content_types", "test_tool_with_progress", "test_error_handling", "test_tool_with_logging",
     "test_sampling", "test_elicitation", "test_elicitation_sep1034_defaults", "test_elicitation_sep1330_enums",
     "test_reconnection", "json_schema_2020_12_tool",
+    # 2026-07-28 fixtures, listed in every revision (they work in the session era too)
+    "test_missing_capability", "test_streaming_elicitation", "test_logging_tool", "test_trigger_tool_change",
+    "test_trigger_prompt_change", "test_input_required_result_elicitation", "test_input_required_result_sampling",
+    "test_input_required_result_list_roots", "test_input_required_result_request_state",
+    "test_input_required_result_multiple_inputs", "test_input_required_result_multi_round",
+    "test_input_required_result_tampered_state", "test_input_required_result_capabilities",
 }
 PROMPT_NAMES = ["test_simple_prompt", "test_prompt_with_arguments", "test_prompt_with_embedded_resource",
-                "test_prompt_with_image"]
+                "test_prompt_with_image", "test_input_required_result_prompt"]
 
 #: Written out here, not imported: the suite compares the listed schema with exactly this.
 JSON_SCHEMA_2020_12 = {
