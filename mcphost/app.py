@@ -14,7 +14,7 @@ import orjson
 from quart import Quart
 
 from mcphost.host import Host
-from mcphost.transports.http import HttpTransport, Receive, Scope, Send
+from mcphost.transports.http import HttpTransport, Receive, Scope, Send, respond_unread
 
 
 class McpApp:
@@ -44,12 +44,14 @@ class McpApp:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
-            if scope["path"] == self.path or scope["path"] == self.path + "/":
-                await self.transport(scope, receive, send)
-                return
+            # The declared size is checked first, on every route and method (the MCP endpoint's
+            # own checks - Accept, Content-Type - would otherwise answer first for some requests).
             length = _content_length(scope)
             if length is not None and length > self.max_body:
-                await _too_large(send, self.max_body)
+                await _too_large(receive, send, self.max_body)
+                return
+            if scope["path"] == self.path or scope["path"] == self.path + "/":
+                await self.transport(scope, receive, send)
                 return
         await self.quart(scope, receive, send)
 
@@ -69,12 +71,10 @@ def _content_length(scope: Scope) -> int | None:
     return None
 
 
-async def _too_large(send: Send, limit: int) -> None:
+async def _too_large(receive: Receive, send: Send, limit: int) -> None:
     body = orjson.dumps({"error": f"Request body larger than {limit} bytes"})
-    headers: list[tuple[bytes, bytes]] = [(b"content-type", b"application/json"),
-                                          (b"content-length", str(len(body)).encode())]
-    await send({"type": "http.response.start", "status": 413, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
+    # The body is never read, so the connection cannot carry another request: say so.
+    await respond_unread(receive, send, 413, body, {"connection": "close"}, True)
 
 
 __all__: list[Any] = ["McpApp", "create_app"]

@@ -3,15 +3,21 @@
 It only moves bytes and maps outcomes to HTTP: the kernel decides every protocol rule.
 
 - POST carries one message (or, on 2025-03-26 sessions, a batch). Notifications and responses
-  get 202. A request gets an SSE stream (or one JSON body with ``server.json_response``).
+  get 202, a single message that is not JSON-RPC 400. A request gets an SSE stream (or one JSON
+  body with ``server.json_response``).
 - Every SSE event is appended to the backend's event log *before* it is written to the
   socket, and live writers follow the log. A request runs in a task owned by the session, not
   by the HTTP exchange: a client that drops the connection loses nothing, and resumes with
-  ``GET`` + ``Last-Event-ID`` (event ids are ``<stream>.<seq>``).
+  ``GET`` + ``Last-Event-ID`` (event ids are ``<stream>.<seq>``). A writer that falls further
+  behind than the log retains (its client stopped reading) ends its stream; a resume gets 400.
 - GET opens the session's one standalone stream (409 for a second), which carries what is not
   related to a request (resource updates, list changes); its events wait for the next GET.
 - DELETE ends the session. Unknown, ended or foreign sessions get the same 404.
 - Origin and Host are checked before anything else; bodies are bounded before they are read.
+  A request answered before its body was read gets ``Connection: close`` (the rest of the body
+  is discarded meanwhile, so the server never waits on it).
+- Every request that ran the connect hooks runs the disconnect hooks once: ``complete``,
+  ``dropped`` (the client left an SSE stream) or ``refused``.
 """
 
 from __future__ import annotations
@@ -71,13 +77,15 @@ def is_loopback(host: str) -> bool:
 class HttpSessionState:
     """What the HTTP transport keeps per live session in this process (never serialized)."""
 
-    __slots__ = ("closers", "next_stream", "request_streams", "standalone_live", "standalone_sent")
+    __slots__ = ("closers", "next_stream", "request_streams", "standalone_last", "standalone_live",
+                 "standalone_sent")
 
     def __init__(self) -> None:
         self.request_streams: dict[Any, str] = {}
         self.next_stream = 1
         self.standalone_live = False
-        self.standalone_sent = 0
+        self.standalone_sent = 0  # seq of the last standalone event a GET wrote
+        self.standalone_last = 0  # seq of the last standalone event appended
         # stream id -> event set to make its live writer let go of the connection
         self.closers: dict[str, tuple[asyncio.Event, list[int | None]]] = {}
 
@@ -94,7 +102,12 @@ class Outlet:
 
     async def __call__(self, message: dict[str, Any], related: Any) -> None:
         stream = self.state.request_streams.get(related, STANDALONE) if related is not None else STANDALONE
-        await self._events.append(self._session_id, stream, message)
+        seq = await self._events.append(self._session_id, stream, message)
+        if stream == STANDALONE:
+            self.state.standalone_last = max(self.state.standalone_last, seq)
+        # Let the stream's writer run: a handler that emits without awaiting anything else would
+        # otherwise fill the log past its retention before the writer read a single event.
+        await asyncio.sleep(0)
 
     async def close_stream(self, request_id: Any, retry_ms: int | None) -> bool:
         stream = self.state.request_streams.get(request_id)
@@ -149,17 +162,23 @@ class HttpTransport:
     async def _reap(self) -> None:
         """End sessions that were idle too long or lived too long."""
         settings = self.settings
-        period = max(0.05, min(30.0, settings.session_idle_timeout / 4))
+        limits = [settings.session_idle_timeout]
+        if settings.session_max_lifetime:
+            limits.append(settings.session_max_lifetime)
+        period = max(0.05, min(30.0, *(limit / 4 for limit in limits)))
         while True:
             await asyncio.sleep(period)
             now = time.time()
             for session in list(self.host.sessions.values()):
                 state = _state(session)
                 busy = session.inflight or (state is not None and (state.standalone_live or state.closers))
-                if settings.session_max_lifetime and now - session.created_at > settings.session_max_lifetime:
-                    await self._end(session, "lifetime")
-                elif not busy and now - session.last_active > settings.session_idle_timeout:
-                    await self._end(session, "expired")
+                try:
+                    if settings.session_max_lifetime and now - session.created_at > settings.session_max_lifetime:
+                        await self._end(session, "lifetime")
+                    elif not busy and now - session.last_active > settings.session_idle_timeout:
+                        await self._end(session, "expired")
+                except Exception:  # a backend hiccup must not stop the reaper for good
+                    log.exception("could not end session %s…", session.id[:8])
 
     async def _end(self, session: Session, reason: str) -> None:
         await self.host.terminate(session, reason)
@@ -170,22 +189,34 @@ class HttpTransport:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        # A request refused before its body was read: the server drops the connection once the
+        # answer is out (the rest of the body would be read as the next request), so say so.
+        unread = "transfer-encoding" in headers or headers.get("content-length", "0") not in ("", "0")
+
+        async def tracked_receive() -> dict[str, Any]:
+            nonlocal unread
+            message = await receive()
+            if message["type"] != "http.request" or not message.get("more_body"):
+                unread = False
+            return message
+
         try:
             self._check_host_and_origin(headers)
             method = scope["method"]
             if method == "POST":
-                await self._post(scope, headers, receive, send)
+                await self._post(scope, headers, tracked_receive, send)
             elif method == "GET":
-                await self._get(scope, headers, receive, send)
+                await self._get(scope, headers, tracked_receive, send)
             elif method == "DELETE":
-                await self._delete(scope, headers, send)
+                await self._delete(scope, headers, tracked_receive, send)
             else:
                 raise HttpError(405, "Method not allowed", headers={"allow": "GET, POST, DELETE"})
         except HttpError as exc:
-            await _respond(send, exc.status, jsonrpc.encode(exc.body), exc.headers)
+            await respond_unread(receive, send, exc.status, jsonrpc.encode(exc.body), _closing(exc.headers, unread),
+                                 unread)
         except Refused as exc:
             body = jsonrpc.encode(jsonrpc.error(None, McpError(INVALID_REQUEST, exc.message)))
-            await _respond(send, exc.status, body, exc.headers)
+            await respond_unread(receive, send, exc.status, body, _closing(exc.headers, unread), unread)
 
     # -- checks -------------------------------------------------------------------------------
 
@@ -205,9 +236,15 @@ class HttpTransport:
         try:
             parts = urlsplit(origin)
             hostname = parts.hostname
+            port = parts.port  # ValueError when out of range
         except ValueError:
             return False
-        if parts.scheme not in ("http", "https") or not hostname or parts.path or parts.query:
+        if parts.scheme not in ("http", "https") or not hostname or parts.path or parts.query or parts.fragment:
+            return False
+        # A browser's Origin is exactly scheme://host[:port]: anything around the host (user info,
+        # text after an IPv6 literal, an odd port spelling) is no Origin a browser sends; deny it.
+        shown = f"[{hostname}]" if ":" in hostname else hostname
+        if parts.netloc != (shown if port is None else f"{shown}:{port}"):
             return False
         if self.allowed_origins:
             return origin in self.allowed_origins
@@ -282,10 +319,20 @@ class HttpTransport:
         except McpError as exc:
             raise HttpError(400, exc.message, code=PARSE_ERROR) from None
         connection = await self._connection(scope, headers)
-        messages = payload if isinstance(payload, list) else [payload]
-        is_initialize = any(isinstance(m, dict) and m.get("method") == "initialize" for m in messages)
+        batch = isinstance(payload, list)
+        messages = payload if batch else [payload]
+        kinds = [_kind(m) for m in messages]
+        if not batch and kinds[0] is None:
+            # One message that is not JSON-RPC at all: nothing to run, no session to touch.
+            try:
+                jsonrpc.classify(payload)
+            except McpError as exc:
+                raise HttpError(400, exc.message, request_id=jsonrpc.readable_id(payload)) from None
+        # Only well-formed requests run (and get a stream); the kernel answers the rest with errors.
+        requests = [m for m, kind in zip(messages, kinds, strict=True) if kind is jsonrpc.Kind.REQUEST]
+        is_initialize = any(m["method"] == "initialize" for m in requests)
         if is_initialize:
-            if isinstance(payload, list):
+            if batch:
                 raise HttpError(400, "Invalid request: initialize must not be part of a batch")
             if headers.get("mcp-session-id"):
                 raise HttpError(400, "Invalid request: this session is already initialized",
@@ -293,47 +340,71 @@ class HttpTransport:
             session = await self._create_session(connection)
         else:
             session = self._session(headers, connection)
-            if isinstance(payload, list) and (not payload or not allows_batches(session.protocol_version or "")):
+            if batch and (not payload or not allows_batches(session.protocol_version or "")):
                 raise HttpError(400, "Invalid request: batches are accepted only on 2025-03-26 sessions")
+        await self._connect(session, connection, discard=is_initialize)
+        pumping = False
+        try:
+            state = _state(session)
+            assert state is not None
+            for message in requests:
+                # A request id is taken from the moment its stream is assigned until its reply is stored.
+                if message["id"] in session.inflight or message["id"] in state.request_streams:
+                    raise HttpError(409, f"Request id {message['id']!r} is already in flight on this session",
+                                    request_id=message["id"])
+            extra = {"mcp-session-id": session.id} if is_initialize else {}
+            if not requests:
+                replies = [r for r in (self.host.kernel.receive(session, m) for m in messages) if r is not None]
+                if replies:  # invalid messages get their error replies
+                    done = [await r for r in replies]
+                    await _respond(send, 400, jsonrpc.encode(done if batch else done[0]), extra)
+                else:
+                    await _respond(send, 202, b"", extra)
+                return
+            if self.settings.json_response:
+                await self._reply_json(session, messages, batch, send, extra)
+                return
+            stream = str(state.next_stream)
+            state.next_stream += 1
+            # Reserve the ids before the first await, so a concurrent POST reusing one gets 409.
+            for message in requests:
+                state.request_streams[message["id"]] = stream
+            try:
+                await self.events.open(session.id, stream)
+                await self.events.append(session.id, stream, None)  # the priming event, stored first
+            except BaseException:
+                for message in requests:
+                    if state.request_streams.get(message["id"]) == stream:
+                        del state.request_streams[message["id"]]
+                raise
+            replies = [self.host.kernel.receive(session, m) for m in messages]
+            finisher = asyncio.get_running_loop().create_task(
+                self._finish_stream(session, state, stream, [r for r in replies if r is not None],
+                                    [m["id"] for m in requests]))
+            self._background.add(finisher)
+            finisher.add_done_callback(self._background.discard)
+            pumping = True
+            await self._pump(session, stream, 0, receive, send, extra)
+        finally:
+            if not pumping:  # the pump reports its own disconnect
+                await self.host.disconnect(session, "complete")
+
+    async def _connect(self, session: Session, connection: Connection, *, discard: bool = False) -> None:
+        """Run the connect hooks; a refusal is reported to the disconnect hooks too (and a session
+        minted by this very request is forgotten without a trace)."""
         try:
             await self.host.connect(session, connection)
         except Refused:
-            if is_initialize:
+            if discard:
+                session.closed = True
                 self.host.sessions.pop(session.id, None)
+                await self.events.drop(session.id)
+            await self.host.disconnect(session, "refused")
             raise
-        state = _state(session)
-        assert state is not None
-        requests = [m for m in messages if isinstance(m, dict) and "method" in m and "id" in m]
-        for message in requests:
-            if jsonrpc.valid_id(message["id"]) and message["id"] in session.inflight:
-                raise HttpError(409, f"Request id {message['id']!r} is already in flight on this session",
-                                request_id=message["id"])
-        extra = {"mcp-session-id": session.id} if is_initialize else {}
-        if not requests:
-            replies = [r for r in (self.host.kernel.receive(session, m) for m in messages) if r is not None]
-            if replies:  # invalid messages get their error replies
-                done = [await r for r in replies]
-                await _respond(send, 400, jsonrpc.encode(done if isinstance(payload, list) else done[0]), extra)
-            else:
-                await _respond(send, 202, b"", extra)
+        if session.closed:  # ended (DELETE, expiry) while an async connect hook ran
             await self.host.disconnect(session, "complete")
-            return
-        if self.settings.json_response:
-            await self._reply_json(session, messages, isinstance(payload, list), send, extra)
-            return
-        stream = str(state.next_stream)
-        state.next_stream += 1
-        await self.events.open(session.id, stream)
-        await self.events.append(session.id, stream, None)  # the priming event, stored first
-        for message in requests:
-            state.request_streams[message["id"]] = stream
-        replies = [self.host.kernel.receive(session, m) for m in messages]
-        finisher = asyncio.get_running_loop().create_task(
-            self._finish_stream(session, state, stream, [r for r in replies if r is not None],
-                                [m["id"] for m in requests]))
-        self._background.add(finisher)
-        finisher.add_done_callback(self._background.discard)
-        await self._pump(session, stream, 0, receive, send, extra)
+            raise HttpError(404, "Session not found")
+        session.last_active = time.time()  # any request counts as activity, a GET too
 
     async def _create_session(self, connection: Connection) -> Session:
         if len(self.host.sessions) >= self.settings.max_sessions:
@@ -367,7 +438,6 @@ class HttpTransport:
                           extra: dict[str, str]) -> None:
         replies = [r for r in (self.host.kernel.receive(session, m) for m in messages) if r is not None]
         results = [m for m in [await r for r in replies] if m is not None]
-        await self.host.disconnect(session, "complete")
         if not results:
             await _respond(send, 202, b"", extra)
             return
@@ -383,38 +453,57 @@ class HttpTransport:
             raise HttpError(400, f"Bad request: Unsupported protocol version: {version[:40]}")
         connection = await self._connection(scope, headers)
         session = self._session(headers, connection)
-        await self.host.connect(session, connection)
-        state = _state(session)
-        assert state is not None
-        last_event = headers.get("last-event-id")
-        if last_event is not None:
-            stream, _, seq = last_event.strip().partition(".")
-            if not seq.isdigit() or not await self.events.exists(session.id, stream):
-                raise HttpError(400, "Unknown or expired Last-Event-ID")
-            after = int(seq)
-        else:
-            stream, after = STANDALONE, -1
-        if stream == STANDALONE:
-            if state.standalone_live:
+        await self._connect(session, connection)
+        pumping = False
+        try:
+            state = _state(session)
+            assert state is not None
+            last_event = headers.get("last-event-id")
+            if last_event is not None:
+                stream, after = _parse_event_id(last_event)
+                if stream is None or not await self.events.exists(session.id, stream):
+                    raise HttpError(400, "Unknown or expired Last-Event-ID")
+            else:
+                stream, after = STANDALONE, -1
+            if stream == STANDALONE and state.standalone_live:
                 raise HttpError(409, "Conflict: only one standalone SSE stream is allowed per session")
             if after < 0:
-                after = state.standalone_sent  # what earlier GETs did not get is delivered now
-        try:
-            # Check the position before sending headers, so an expired id is a clear 400.
-            await self.events.read(session.id, stream, after, 0)
-        except UnknownEvent:
-            raise HttpError(400, "Unknown or expired Last-Event-ID") from None
-        # Priming: an id pointing at the current position, so even an idle stream can be resumed.
-        await self._pump(session, stream, after, receive, send, {}, priming=_frame(stream, after, None, self.retry_ms))
+                # No Last-Event-ID: what earlier GETs did not get is delivered now, as far as it is
+                # still retained (the client did not ask for a replay, so a trimmed start is no error).
+                after = await self._standalone_start(session, state)
+            try:
+                # Check the position before sending headers, so an expired id is a clear 400.
+                await self.events.read(session.id, stream, after, 0)
+            except UnknownEvent:
+                raise HttpError(400, "Unknown or expired Last-Event-ID") from None
+            # Priming: an id pointing at the current position, so even an idle stream can be resumed.
+            pumping = True
+            await self._pump(session, stream, after, receive, send, {},
+                             priming=_frame(stream, after, None, self.retry_ms))
+        finally:
+            if not pumping:
+                await self.host.disconnect(session, "complete")
+
+    async def _standalone_start(self, session: Session, state: HttpSessionState) -> int:
+        oldest_kept = state.standalone_last - self.settings.stream_max_events
+        for after in (state.standalone_sent, max(state.standalone_sent, oldest_kept), state.standalone_last):
+            try:
+                await self.events.read(session.id, STANDALONE, after, 0)
+            except UnknownEvent:
+                continue
+            return after
+        return state.standalone_sent
 
     # -- DELETE -------------------------------------------------------------------------------
 
-    async def _delete(self, scope: Scope, headers: dict[str, str], send: Send) -> None:
+    async def _delete(self, scope: Scope, headers: dict[str, str], receive: Receive, send: Send) -> None:
         connection = await self._connection(scope, headers)
         session = self._session(headers, connection)
-        await self.host.connect(session, connection)
+        await self._connect(session, connection)
+        await self.host.disconnect(session, "complete")
         await self._end(session, "deleted")
-        await _respond(send, 204, b"", {})
+        body = "transfer-encoding" in headers or headers.get("content-length", "0") not in ("", "0")
+        await respond_unread(receive, send, 204, b"", _closing({}, body), body)  # a body is never read
 
     # -- SSE writer ---------------------------------------------------------------------------
 
@@ -433,9 +522,8 @@ class HttpTransport:
         reason = "complete"
         # Three ways to stop following the stream, besides its end: the client leaves, the
         # handler asks to close the connection (polling), the server shuts down.
-        stoppers = {asyncio.ensure_future(_wait_disconnect(receive)), asyncio.ensure_future(closer[0].wait()),
-                    asyncio.ensure_future(self.closing.wait())}
-        disconnected = next(iter(stoppers))
+        disconnected = asyncio.ensure_future(_wait_disconnect(receive))
+        stoppers = {disconnected, asyncio.ensure_future(closer[0].wait()), asyncio.ensure_future(self.closing.wait())}
         read_task: asyncio.Future[Any] | None = None
         try:
             await send({"type": "http.response.start", "status": 200, "headers": headers})
@@ -454,7 +542,12 @@ class HttpTransport:
                 try:
                     result = read_task.result()
                 except UnknownEvent:
-                    return  # the session ended: close the stream
+                    # The session ended, or this writer fell more than the retention behind (a
+                    # client that stopped reading): end the stream; a resume then gets 400.
+                    if await self.events.exists(session.id, stream):
+                        log.warning("SSE stream %s of session %s… fell behind the event log's retention; "
+                                    "closing it", stream, session.id[:8])
+                    return
                 if not result.events and not result.done:
                     await _write(send, b": keep-alive\n\n")
                     continue
@@ -472,6 +565,9 @@ class HttpTransport:
             reason = "dropped"
             raise
         finally:
+            # Idle time counts from the end of a stream, not from the request that opened it: a
+            # session is not reaped the moment its long call or listening stream is over.
+            session.last_active = time.time()
             for future in (*stoppers, read_task):
                 if future is not None:
                     future.cancel()
@@ -492,6 +588,21 @@ class HttpTransport:
             return False
 
 
+def _kind(message: Any) -> jsonrpc.Kind | None:
+    try:
+        return jsonrpc.classify(message)
+    except McpError:
+        return None
+
+
+def _parse_event_id(value: str) -> tuple[str | None, int]:
+    """``<stream>.<seq>`` as (stream, seq); (None, -1) when it cannot be one of ours."""
+    stream, _, seq = value.strip().partition(".")
+    if not stream or not seq.isascii() or not seq.isdigit() or len(seq) > 18:
+        return None, -1
+    return stream, int(seq)
+
+
 async def _wait_disconnect(receive: Receive) -> None:
     while (await receive())["type"] != "http.disconnect":
         pass
@@ -508,6 +619,31 @@ async def _write(send: Send, data: bytes) -> None:
     await send({"type": "http.response.body", "body": data, "more_body": True})
 
 
+async def respond_unread(receive: Receive, send: Send, status: int, body: bytes, headers: dict[str, str],
+                         unread: bool) -> None:
+    """Answer a request whose body may still be arriving, discarding it meanwhile.
+
+    Hypercorn hands body chunks to the app through a small queue, and finishing a response
+    waits for room in it: with nobody reading, a client sending many small chunks would leave
+    the response (and the server's shutdown) hanging for good.
+    """
+    if not unread:
+        await _respond(send, status, body, headers)
+        return
+    drain = asyncio.ensure_future(_discard_body(receive))
+    try:
+        await _respond(send, status, body, headers)
+    finally:
+        drain.cancel()
+
+
+async def _discard_body(receive: Receive) -> None:
+    while True:
+        message = await receive()
+        if message["type"] != "http.request" or not message.get("more_body"):
+            return
+
+
 async def _respond(send: Send, status: int, body: bytes, headers: dict[str, str]) -> None:
     raw = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in headers.items()]
     if body:
@@ -515,6 +651,10 @@ async def _respond(send: Send, status: int, body: bytes, headers: dict[str, str]
     raw.append((b"content-length", str(len(body)).encode()))
     await send({"type": "http.response.start", "status": status, "headers": raw})
     await send({"type": "http.response.body", "body": body})
+
+
+def _closing(headers: dict[str, str], close: bool) -> dict[str, str]:
+    return {**headers, "connection": "close"} if close else headers
 
 
 def _state(session: Session) -> HttpSessionState | None:

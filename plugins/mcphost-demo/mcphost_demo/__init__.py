@@ -126,9 +126,12 @@ class Demo:
         if not path or "\x00" in path or path.startswith(("/", "\\")):
             raise FileNotFoundError(path)
         root = (root or self.root).resolve()
-        target = (root / path).resolve()
-        if not target.is_relative_to(root) or not target.is_file():
-            raise FileNotFoundError(path)
+        try:
+            target = (root / path).resolve()
+            if not target.is_relative_to(root) or not target.is_file():
+                raise FileNotFoundError(path)
+        except OSError:  # a name too long, a loop of links...: nothing a client may read
+            raise FileNotFoundError(path[:200]) from None
         return target
 
     def complete_path(self, value: str, context: dict[str, str], root: Path | None = None) -> list[str]:
