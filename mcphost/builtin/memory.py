@@ -8,7 +8,6 @@ refuses more than one worker with this backend.
 from __future__ import annotations
 
 import asyncio
-from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -34,17 +33,28 @@ class MemorySessionStore:
 
 
 class _Stream:
-    __slots__ = ("changed", "done", "events", "first")
+    """One stream's events; small until used (most streams hold two events and are read once)."""
 
-    def __init__(self, limit: int) -> None:
-        self.events: deque[Event] = deque(maxlen=limit)
+    __slots__ = ("_changed", "done", "events", "first")
+
+    def __init__(self) -> None:
+        self.events: list[Event] = []
         self.first = 1  # seq of the oldest event still held
         self.done = False
-        self.changed = asyncio.Event()
+        self._changed: asyncio.Event | None = None  # created when a reader has to wait
+
+    def changed(self) -> asyncio.Event:
+        if self._changed is None:
+            self._changed = asyncio.Event()
+        return self._changed
+
+    def notify(self) -> None:
+        if self._changed is not None:
+            self._changed.set()
 
 
 class MemoryEventLog:
-    """Streams as bounded deques; ``read`` waits on an asyncio.Event per stream."""
+    """Streams as bounded lists; ``read`` waits on an asyncio.Event per stream."""
 
     def __init__(self, max_events: int = 1000) -> None:
         self.max_events = max_events
@@ -57,23 +67,24 @@ class MemoryEventLog:
             raise UnknownEvent(f"{stream_id}") from None
 
     async def open(self, session_id: str, stream_id: str) -> None:
-        self._streams.setdefault(session_id, {}).setdefault(stream_id, _Stream(self.max_events))
+        self._streams.setdefault(session_id, {}).setdefault(stream_id, _Stream())
 
     async def append(self, session_id: str, stream_id: str, message: dict[str, Any] | None, *,
                      final: bool = False) -> int:
         stream = self._get(session_id, stream_id)
         seq = stream.first + len(stream.events)
-        if len(stream.events) == stream.events.maxlen:
-            stream.first += 1  # the deque drops the oldest
+        if len(stream.events) >= self.max_events:
+            del stream.events[0]  # retention: the oldest goes
+            stream.first += 1
         stream.events.append(Event(seq, message))
         stream.done = stream.done or final
-        stream.changed.set()
+        stream.notify()
         return seq
 
     async def finish(self, session_id: str, stream_id: str) -> None:
         stream = self._get(session_id, stream_id)
         stream.done = True
-        stream.changed.set()
+        stream.notify()
 
     async def read(self, session_id: str, stream_id: str, after: int, timeout: float) -> StreamRead:
         stream = self._get(session_id, stream_id)
@@ -81,23 +92,29 @@ class MemoryEventLog:
         if after < stream.first - 1 or after > last:
             raise UnknownEvent(f"{stream_id}.{after}")
         if after == last and not stream.done:
-            stream.changed.clear()
+            changed = stream.changed()
+            changed.clear()
             try:
-                await asyncio.wait_for(stream.changed.wait(), timeout)
+                async with asyncio.timeout(timeout):
+                    await changed.wait()
             except TimeoutError:
                 return StreamRead([], False)
-        start = after - stream.first + 1
-        events = list(stream.events)[start:] if start else list(stream.events)
-        return StreamRead(events, stream.done)
+        return StreamRead(stream.events[after - stream.first + 1:], stream.done)
 
     async def exists(self, session_id: str, stream_id: str) -> bool:
         return stream_id in self._streams.get(session_id, {})
+
+    async def discard(self, session_id: str, stream_id: str) -> None:
+        stream = self._streams.get(session_id, {}).pop(stream_id, None)
+        if stream is not None:
+            stream.done = True
+            stream.notify()
 
     async def drop(self, session_id: str) -> None:
         streams = self._streams.pop(session_id, {})
         for stream in streams.values():
             stream.done = True
-            stream.changed.set()
+            stream.notify()
 
 
 class MemoryBroker:

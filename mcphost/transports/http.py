@@ -26,6 +26,7 @@ import asyncio
 import ipaddress
 import logging
 import time
+from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import urlsplit
@@ -45,6 +46,8 @@ Receive = Callable[[], Awaitable[dict[str, Any]]]
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 
 STANDALONE = "0"
+#: Fully written request streams kept per session for a client whose connection broke at the end.
+KEEP_WRITTEN_STREAMS = 4
 LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1", "[::1]"})
 BODY_TIMEOUT = 30.0
 
@@ -78,7 +81,7 @@ class HttpSessionState:
     """What the HTTP transport keeps per live session in this process (never serialized)."""
 
     __slots__ = ("closers", "next_stream", "request_streams", "standalone_last", "standalone_live",
-                 "standalone_sent")
+                 "standalone_sent", "written")
 
     def __init__(self) -> None:
         self.request_streams: dict[Any, str] = {}
@@ -88,6 +91,7 @@ class HttpSessionState:
         self.standalone_last = 0  # seq of the last standalone event appended
         # stream id -> event set to make its live writer let go of the connection
         self.closers: dict[str, tuple[asyncio.Event, list[int | None]]] = {}
+        self.written: deque[str] = deque()  # fully written request streams, oldest first
 
 
 class Outlet:
@@ -273,7 +277,8 @@ class HttpTransport:
                     return
 
         try:
-            await asyncio.wait_for(read(), BODY_TIMEOUT)
+            async with asyncio.timeout(BODY_TIMEOUT):
+                await read()
         except TimeoutError:
             raise HttpError(408, "Timed out reading the request body") from None
         return bytes(body)
@@ -419,7 +424,8 @@ class HttpTransport:
                              replies: list[asyncio.Future[Any]], request_ids: list[Any]) -> None:
         """Append each reply as it completes; then mark the stream done. Owned by the session."""
         try:
-            for reply in asyncio.as_completed(replies):
+            # The usual case is one request: await it directly, without as_completed's machinery.
+            for reply in replies if len(replies) == 1 else asyncio.as_completed(replies):
                 try:
                     message = await reply
                 except asyncio.CancelledError:
@@ -560,6 +566,8 @@ class HttpTransport:
                     if standalone:
                         state.standalone_sent = after
                 if result.done and not await self._more(session, stream, after):
+                    if not standalone:
+                        await self._retire(session.id, state, stream)
                     return
         except (OSError, asyncio.CancelledError):
             reason = "dropped"
@@ -580,6 +588,13 @@ class HttpTransport:
             except Exception:  # the client is gone; nothing more to say
                 pass
             await self.host.disconnect(session, reason)
+
+    async def _retire(self, session_id: str, state: HttpSessionState, stream: str) -> None:
+        """A stream was written in full. Written is not received (the bytes may sit in a socket
+        buffer of a connection about to break), so the last few stay resumable; older ones go."""
+        state.written.append(stream)
+        while len(state.written) > KEEP_WRITTEN_STREAMS:
+            await self.events.discard(session_id, state.written.popleft())
 
     async def _more(self, session: Session, stream: str, after: int) -> bool:
         try:

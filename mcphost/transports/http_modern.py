@@ -1,0 +1,140 @@
+"""Streamable HTTP for 2026-07-28: one POST, one request, one short-lived session.
+
+No session id is minted or read, nothing is stored and nothing is resumable. A request's
+notifications (progress, logs it asked for) travel on its own response: the reply is plain
+JSON when the handler finishes without saying anything first, otherwise an SSE stream. The
+client closing that response cancels the handler (the spec's cancellation for this revision).
+``subscriptions/listen`` always streams, until the client leaves or the server shuts down.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from mcphost.errors import Refused
+from mcphost.protocol import jsonrpc
+from mcphost.protocol.errors import (
+    HEADER_MISMATCH,
+    INVALID_REQUEST,
+    METHOD_NOT_FOUND,
+    MISSING_CLIENT_CAPABILITY,
+    UNSUPPORTED_PROTOCOL_VERSION,
+    McpError,
+)
+from mcphost.protocol.modern import ModernError, validate_modern
+
+if TYPE_CHECKING:
+    from mcphost.transports.http import HttpTransport
+
+Send = Callable[[dict[str, Any]], Awaitable[None]]
+Receive = Callable[[], Awaitable[dict[str, Any]]]
+
+#: JSON-RPC error codes that are answered with an HTTP error status in this revision.
+STATUS_OF = {METHOD_NOT_FOUND: 404, HEADER_MISMATCH: 400, MISSING_CLIENT_CAPABILITY: 400,
+             UNSUPPORTED_PROTOCOL_VERSION: 400}
+_SSE = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache"), (b"x-accel-buffering", b"no")]
+_CLOSED = object()
+
+
+def status_for(reply: dict[str, Any] | None) -> int:
+    error = reply.get("error") if reply else None
+    return STATUS_OF.get(error.get("code"), 200) if isinstance(error, dict) else 200
+
+
+async def post_modern(transport: HttpTransport, scope: dict[str, Any], headers: dict[str, str], payload: Any,
+                      receive: Receive, send: Send, respond: Callable[..., Awaitable[None]]) -> None:
+    """Answer one 2026-07-28 POST whose body is already parsed."""
+    host = transport.host
+    kernel = host.kernel
+    assert kernel is not None
+    if not isinstance(payload, dict):
+        raise ModernError(INVALID_REQUEST, "Invalid request: send exactly one JSON-RPC message per POST")
+    if "method" not in payload:
+        raise ModernError(INVALID_REQUEST, "Invalid request: clients may not post responses in this revision")
+    request = validate_modern(payload, headers, tool_header_params=host.catalog.tool_header_params)
+    connection = await transport.connection_for(scope, headers)
+    queue: asyncio.Queue[Any] = asyncio.Queue(maxsize=transport.settings.stream_max_events)
+
+    async def outlet(message: dict[str, Any], related: Any) -> None:
+        await queue.put(message)
+
+    session = kernel.modern_session(request, connection.principal, outlet)
+    try:
+        await host.connect(session, connection)
+    except Refused:
+        raise
+    reason = "complete"
+    try:
+        reply = kernel.receive_modern(session, payload)
+        if reply is None:
+            await respond(send, 202, b"", {})
+            return
+        reason = await _answer(transport, payload, reply, queue, receive, send, respond)
+    finally:
+        await host.disconnect(session, reason)
+        await host.terminate(session, "complete")
+
+
+async def _answer(transport: HttpTransport, payload: dict[str, Any], reply: asyncio.Future[Any],
+                  queue: asyncio.Queue[Any], receive: Receive, send: Send,
+                  respond: Callable[..., Awaitable[None]]) -> str:
+    """JSON if the reply comes before any notification; otherwise SSE. Returns the disconnect reason."""
+    streaming = payload.get("method") == "subscriptions/listen"
+    disconnected = asyncio.ensure_future(_wait_disconnect(receive))
+    first: asyncio.Future[Any] | None = None
+    try:
+        if not streaming:
+            first = asyncio.ensure_future(queue.get())
+            done, _ = await asyncio.wait({reply, first, disconnected}, return_when=asyncio.FIRST_COMPLETED)
+            if disconnected in done:
+                reply.cancel()
+                return "dropped"
+            if reply in done and first not in done:
+                first.cancel()
+                message = reply.result()
+                await respond(send, status_for(message), jsonrpc.encode(message) if message else b"", {})
+                return "complete"
+        await send({"type": "http.response.start", "status": 200, "headers": list(_SSE)})
+        pending = first
+        while True:
+            getter = pending or asyncio.ensure_future(queue.get())
+            pending = None
+            done, _ = await asyncio.wait({getter, reply, disconnected}, timeout=transport.keepalive,
+                                         return_when=asyncio.FIRST_COMPLETED)
+            if disconnected in done:
+                getter.cancel()
+                reply.cancel()  # closing the stream is how this revision cancels
+                return "dropped"
+            if getter in done:
+                await _event(send, getter.result())
+                continue
+            getter.cancel()
+            if reply in done:
+                while not queue.empty():
+                    await _event(send, queue.get_nowait())
+                message = reply.result()
+                if message is not None:
+                    await _event(send, message)
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
+                return "complete"
+            await send({"type": "http.response.body", "body": b": keep-alive\n\n", "more_body": True})
+    finally:
+        disconnected.cancel()
+        if first is not None and not first.done():
+            first.cancel()
+
+
+async def _event(send: Send, message: dict[str, Any]) -> None:
+    body = b"event: message\ndata: " + jsonrpc.encode(message) + b"\n\n"
+    await send({"type": "http.response.body", "body": body, "more_body": True})
+
+
+async def _wait_disconnect(receive: Receive) -> None:
+    while (await receive())["type"] != "http.disconnect":
+        pass
+
+
+def error_body(exc: McpError, request_id: Any) -> bytes:
+    return jsonrpc.encode(jsonrpc.error(request_id, exc))
