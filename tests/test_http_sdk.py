@@ -280,32 +280,38 @@ async def test_python_sdk_over_http_resumes_when_the_server_closes_the_call_stre
     assert recorder.validate() >= 4
 
 
-async def test_python_sdk_over_http_in_auto_mode_falls_back_to_initialize(http_server):
+async def test_python_sdk_over_http_in_auto_mode_speaks_2026_07_28(http_server):
     server = http_server(plugins="demo")
     side = ClientSide()
     async with side.client(server.url, mode="auto") as client:
-        assert client.protocol_version == LATEST
+        assert client.protocol_version == "2026-07-28"
         assert client.server_info is not None and client.server_info.name == "mcphost"
         assert _text(await client.call_tool("echo", {"text": "auto"})) == "auto"
         assert DEMO_TOOLS <= {tool.name for tool in (await client.list_tools()).tools}
+        # The same ctx.elicit answered through an input-required round instead of a server request.
         assert _text(await client.call_tool("greet_user", {})) == "Hello, Ada!"
+        seen: list[float] = []
+
+        async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+            seen.append(progress)
+
+        assert _text(await client.call_tool("progress", {"steps": 3}, progress_callback=on_progress)) \
+            == "completed 3 steps"
+        assert seen == [1, 2, 3]
 
 
 async def test_python_sdk_over_http_auto_mode_wire(http_server):
-    """What auto mode does on the wire: a 2026-07-28 server/discover probe, refused, then initialize."""
+    """What auto mode does on the wire: server/discover answered, then stateless requests, no session."""
     server = http_server(plugins="demo")
     recorder, side = RecordingTransport(), ClientSide()
     http, client = recorded_client(server.url, recorder, side, mode="auto")
     async with http, client:
-        assert client.protocol_version == LATEST
+        assert client.protocol_version == "2026-07-28"
         assert _text(await client.call_tool("echo", {"text": "wire"})) == "wire"
     posts = [e for e in recorder.exchanges if e.method == "POST"]
-    assert [e.rpc["method"] for e in posts[:3]] == ["server/discover", "initialize", "notifications/initialized"]
-    probe = posts[0]
-    assert probe.status == 400, (probe.status, bytes(probe.body))
-    [error] = probe.server_messages()
-    assert "error" in error
-    assert recorder.validate() >= 3
+    assert posts[0].rpc["method"] == "server/discover" and posts[0].status == 200
+    assert "initialize" not in [e.rpc.get("method") for e in posts if e.rpc]
+    assert recorder.validate("2026-07-28") >= 2
 
 
 # -- raw HTTP: resumption and session end ----------------------------------------------------------------

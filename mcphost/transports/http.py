@@ -34,10 +34,14 @@ from urllib.parse import urlsplit
 from mcphost.errors import Refused
 from mcphost.host import Host
 from mcphost.protocol import jsonrpc
+from mcphost.protocol.era import era_of, request_meta
 from mcphost.protocol.errors import INVALID_REQUEST, PARSE_ERROR, McpError
-from mcphost.protocol.versions import LEGACY_VERSIONS, allows_batches
+from mcphost.protocol.modern import ModernError
+from mcphost.protocol.versions import LEGACY_VERSIONS, allows_batches, is_modern
 from mcphost.sessions.backend import UnknownEvent
 from mcphost.sessions.session import Connection, Session
+from mcphost.transports.http_modern import post_modern
+from mcphost.transports.http_modern import wait_disconnect as _wait_disconnect
 
 log = logging.getLogger("mcphost.http")
 
@@ -207,6 +211,9 @@ class HttpTransport:
         try:
             self._check_host_and_origin(headers)
             method = scope["method"]
+            if method != "POST" and not headers.get("mcp-session-id") and is_modern(
+                    headers.get("mcp-protocol-version", "")):
+                raise HttpError(405, "Method not allowed: 2026-07-28 uses POST only", headers={"allow": "POST"})
             if method == "POST":
                 await self._post(scope, headers, tracked_receive, send)
             elif method == "GET":
@@ -315,14 +322,20 @@ class HttpTransport:
         if headers.get("content-type", "").split(";")[0].strip().lower() != "application/json":
             raise HttpError(415, "Unsupported media type: Content-Type must be application/json")
         body = await self._read_body(headers, receive)
-        version = headers.get("mcp-protocol-version")
-        if version is not None and version not in LEGACY_VERSIONS:
-            raise HttpError(400, f"Bad request: Unsupported protocol version: {version[:40]} "
-                                 f"(supported: {', '.join(LEGACY_VERSIONS)})")
         try:
             payload = jsonrpc.parse(body)
         except McpError as exc:
             raise HttpError(400, exc.message, code=PARSE_ERROR) from None
+        version = headers.get("mcp-protocol-version")
+        if isinstance(payload, dict) and _era(payload, headers) == "modern":
+            try:
+                await post_modern(self, scope, headers, payload, receive, send, _respond)
+            except ModernError as exc:
+                await _respond(send, exc.status, jsonrpc.encode(jsonrpc.error(jsonrpc.readable_id(payload), exc)), {})
+            return
+        if version is not None and version not in LEGACY_VERSIONS:
+            raise HttpError(400, f"Bad request: Unsupported protocol version: {version[:40]} "
+                                 f"(supported: {', '.join(LEGACY_VERSIONS)})")
         connection = await self._connection(scope, headers)
         batch = isinstance(payload, list)
         messages = payload if batch else [payload]
@@ -618,11 +631,6 @@ def _parse_event_id(value: str) -> tuple[str | None, int]:
     return stream, int(seq)
 
 
-async def _wait_disconnect(receive: Receive) -> None:
-    while (await receive())["type"] != "http.disconnect":
-        pass
-
-
 def _frame(stream: str, seq: int, message: dict[str, Any] | None, retry_ms: int) -> bytes:
     if message is None:
         # The priming event: an id the client can resume from, no data.
@@ -666,6 +674,12 @@ async def _respond(send: Send, status: int, body: bytes, headers: dict[str, str]
     raw.append((b"content-length", str(len(body)).encode()))
     await send({"type": "http.response.start", "status": status, "headers": raw})
     await send({"type": "http.response.body", "body": body})
+
+
+def _era(message: dict[str, Any], headers: dict[str, str]) -> str:
+    params = message.get("params")
+    return era_of(method=message.get("method"), meta=request_meta(params),
+                  header_version=headers.get("mcp-protocol-version"), session_id=headers.get("mcp-session-id"))
 
 
 def _closing(headers: dict[str, str], close: bool) -> dict[str, str]:

@@ -21,7 +21,6 @@ from mcphost.protocol.errors import (
     METHOD_NOT_FOUND,
     MISSING_CLIENT_CAPABILITY,
     UNSUPPORTED_PROTOCOL_VERSION,
-    McpError,
 )
 from mcphost.protocol.modern import ModernError, validate_modern
 
@@ -54,7 +53,7 @@ async def post_modern(transport: HttpTransport, scope: dict[str, Any], headers: 
     if "method" not in payload:
         raise ModernError(INVALID_REQUEST, "Invalid request: clients may not post responses in this revision")
     request = validate_modern(payload, headers, tool_header_params=host.catalog.tool_header_params)
-    connection = await transport.connection_for(scope, headers)
+    connection = await transport._connection(scope, headers)
     queue: asyncio.Queue[Any] = asyncio.Queue(maxsize=transport.settings.stream_max_events)
 
     async def outlet(message: dict[str, Any], related: Any) -> None:
@@ -82,7 +81,7 @@ async def _answer(transport: HttpTransport, payload: dict[str, Any], reply: asyn
                   respond: Callable[..., Awaitable[None]]) -> str:
     """JSON if the reply comes before any notification; otherwise SSE. Returns the disconnect reason."""
     streaming = payload.get("method") == "subscriptions/listen"
-    disconnected = asyncio.ensure_future(_wait_disconnect(receive))
+    disconnected = asyncio.ensure_future(wait_disconnect(receive))
     first: asyncio.Future[Any] | None = None
     try:
         if not streaming:
@@ -131,10 +130,7 @@ async def _event(send: Send, message: dict[str, Any]) -> None:
     await send({"type": "http.response.body", "body": body, "more_body": True})
 
 
-async def _wait_disconnect(receive: Receive) -> None:
+async def wait_disconnect(receive: Receive) -> None:
+    """Return when the client closes the connection."""
     while (await receive())["type"] != "http.disconnect":
         pass
-
-
-def error_body(exc: McpError, request_id: Any) -> bytes:
-    return jsonrpc.encode(jsonrpc.error(request_id, exc))
