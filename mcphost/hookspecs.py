@@ -82,8 +82,10 @@ def mcphost_terminate(session: Session, reason: str) -> None:
     """The session is over and its state is being discarded. Fires once per session.
 
     ``reason`` is one of ``"deleted"`` (client DELETE), ``"expired"`` (idle timeout),
-    ``"lifetime"`` (maximum age), ``"shutdown"``, ``"eof"`` (stdio client went away).
-    Exceptions are logged and ignored.
+    ``"lifetime"`` (maximum age), ``"shutdown"``, ``"eof"`` (stdio client went away), or
+    ``"complete"``: in the 2026-07-28 revision every request is its own short-lived session,
+    so connect, disconnect and terminate all fire for each request (``session.era`` is
+    ``"modern"`` then). Exceptions are logged and ignored.
     """
 
 
