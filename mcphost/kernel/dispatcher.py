@@ -86,7 +86,7 @@ class Kernel:
         self._modern_ids = itertools.count(1)
         call: CallNext = self._dispatch
         for record in reversed(middleware or []):
-            call = functools.partial(_guarded_middleware, record, call)
+            call = functools.partial(_through_middleware, record, call)
         self._call = call
 
     # -- entry points for transports ------------------------------------------------------
@@ -147,39 +147,26 @@ class Kernel:
             return _done(jsonrpc.error(None, McpError(INVALID_REQUEST, "A client may not send responses here")))
         if message["method"] not in handlers.MODERN_METHODS:
             return _done(jsonrpc.error(message["id"], method_not_found(message["method"])))
-        task = asyncio.get_running_loop().create_task(self._run_modern(session, message))
+        task = asyncio.get_running_loop().create_task(self._run(session, message))
         session.inflight[message["id"]] = task
         task.add_done_callback(functools.partial(_forget, session, message["id"]))
         return task
 
-    async def _run_modern(self, session: Session, message: Message) -> Message | None:
-        request_id, method = message["id"], message["method"]
-        params = message.get("params") or {}
-        round = None
+    async def _answer_modern(self, session: Session, request_id: RequestId, method: str,
+                             params: dict[str, Any]) -> dict[str, Any]:
+        """Run a 2026-07-28 request: a complete (stamped) result, or an InputRequiredResult."""
+        round = self._open_round(session, method, params) if method in MRTR_METHODS else None
         try:
-            if method in MRTR_METHODS:
-                round = self._open_round(session, method, params)
             result = await self._call(RequestInfo(session, request_id, method, params, round))
             if round is not None and round.asked:
                 raise InputRequired  # the handler swallowed the signal; its questions still stand
-            result = self._stamp(session, method, params, result)
-            return jsonrpc.result(request_id, result)
         except InputRequired:
             assert round is not None
             try:
-                return jsonrpc.result(request_id, self._input_required(session, method, params, round))
+                return self._input_required(session, method, params, round)
             except ValueError:  # the answers gathered are too large to seal
-                return jsonrpc.error(request_id, McpError(
-                    INVALID_PARAMS, "The answers given are too large to carry in requestState"))
-        except McpError as exc:
-            return jsonrpc.error(request_id, exc)
-        except asyncio.CancelledError:
-            if session.inflight.get(request_id) is asyncio.current_task():
-                return None
-            raise
-        except Exception:
-            log.exception("request %s (%r) failed", method, request_id)
-            return jsonrpc.error(request_id, McpError(INTERNAL_ERROR, "Internal error"))
+                raise McpError(INVALID_PARAMS, "The answers given are too large to carry in requestState") from None
+        return self._stamp(session, method, params, result)
 
     def _open_round(self, session: Session, method: str, params: dict[str, Any]) -> Round:
         """Answers for this run: those sealed by earlier rounds plus this request's inputResponses."""
@@ -218,10 +205,14 @@ class Kernel:
         return result
 
     async def _run(self, session: Session, message: Message) -> Message | None:
-        request_id = message["id"]
+        """Run one request of either era in its task; the reply, or None when it was cancelled."""
+        request_id, method = message["id"], message["method"]
         params = message.get("params") or {}
         try:
-            result = await self._call(RequestInfo(session, request_id, message["method"], params))
+            if session.era == "modern":
+                result = await self._answer_modern(session, request_id, method, params)
+            else:
+                result = await self._call(RequestInfo(session, request_id, method, params))
             reply = jsonrpc.result(request_id, result)
         except McpError as exc:
             reply = jsonrpc.error(request_id, exc)
@@ -230,7 +221,7 @@ class Kernel:
                 return None  # cancelled on purpose: the client gets no reply
             raise
         except Exception:
-            log.exception("request %s (%r) failed", message.get("method"), request_id)
+            log.exception("request %s (%r) failed", method, request_id)
             reply = jsonrpc.error(request_id, McpError(INTERNAL_ERROR, "Internal error"))
         task = asyncio.current_task()
         if task is not None and task.cancelling() and session.inflight.get(request_id) is task:
@@ -362,7 +353,7 @@ async def _deliver(session: Session, message: Message) -> None:
         log.warning("could not deliver %s to session %s", message.get("method"), session.id[:8], exc_info=True)
 
 
-async def _guarded_middleware(record: Middleware, call_next: CallNext, request: RequestInfo) -> dict[str, Any]:
+async def _through_middleware(record: Middleware, call_next: CallNext, request: RequestInfo) -> dict[str, Any]:
     return await record.fn(request, call_next)
 
 
