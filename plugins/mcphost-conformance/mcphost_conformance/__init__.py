@@ -278,11 +278,32 @@ def json_schema_2020_12_tool(name: str | None = None, address: dict[str, Any] | 
     return f"Received: {json.dumps(given, sort_keys=True)}"
 
 
+# -- tools: SEP-2243 custom headers (2026-07-28 Streamable HTTP) ----------------------------------------
+
+CUSTOM_HEADER_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "value": {"type": "string", "description": "Any text; mirrored in the Mcp-Param-Value header",
+                  "x-mcp-header": "Value"},
+        "count": {"type": "integer", "description": "An optional number; mirrored in Mcp-Param-Count",
+                  "x-mcp-header": "Count"},
+    },
+    "required": ["value"],
+}
+
+
+@mcphost.tool(name="test_custom_header", input_schema=CUSTOM_HEADER_SCHEMA, annotations=READ_ONLY,
+              description="Echo a value that an HTTP client mirrors into Mcp-Param-* headers (x-mcp-header, "
+                          "SEP-2243); the server rejects a request whose header and argument differ.")
+def custom_header(value: str, count: int | None = None) -> str:
+    return f"Received: value={value!r}" + ("" if count is None else f", count={count}")
+
+
 #: The tools every host gets as they are (``test_reconnection`` is built per host from config).
 TOOLS: tuple[mcphost.Tool, ...] = (
     simple_text, image_content, audio_content, embedded_resource, multiple_content_types,
     tool_with_progress, error_handling, tool_with_logging, sampling, elicitation,
-    elicitation_sep1034_defaults, elicitation_sep1330_enums, json_schema_2020_12_tool,
+    elicitation_sep1034_defaults, elicitation_sep1330_enums, json_schema_2020_12_tool, custom_header,
     *STATELESS_TOOLS,
 )
 

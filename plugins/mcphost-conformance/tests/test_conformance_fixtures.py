@@ -42,7 +42,7 @@ TOOL_NAMES = {
     "test_simple_text", "test_image_content", "test_audio_content", "test_embedded_resource",
     "test_multiple_content_types", "test_tool_with_progress", "test_error_handling", "test_tool_with_logging",
     "test_sampling", "test_elicitation", "test_elicitation_sep1034_defaults", "test_elicitation_sep1330_enums",
-    "test_reconnection", "json_schema_2020_12_tool",
+    "test_reconnection", "json_schema_2020_12_tool", "test_custom_header",
     # 2026-07-28 fixtures, listed in every revision (they work in the session era too)
     "test_missing_capability", "test_streaming_elicitation", "test_logging_tool", "test_trigger_tool_change",
     "test_trigger_prompt_change", "test_input_required_result_elicitation", "test_input_required_result_sampling",
@@ -635,3 +635,59 @@ def test_the_config_section_is_validated(section, message):
     with pytest.raises(ConfigError) as caught:
         _installed_host(section)
     assert message in str(caught.value)
+
+
+# -- SEP-2243 custom headers -------------------------------------------------------------------------
+
+async def test_custom_header_tool_declares_a_string_x_mcp_header_and_echoes_its_argument(host, connect):
+    """http-custom-header-server-validation needs a tool with a string ``x-mcp-header`` property.
+
+    The suite takes the first tool having one and sends ``Mcp-Param-{X}``; the listed schema must
+    pass mcphost's own annotation checks, and the header map must name the argument.
+    """
+    from mcphost.protocol.modern import (
+        ModernError,
+        check_x_mcp_headers,
+        encode_header_value,
+        validate_modern,
+        x_mcp_headers,
+    )
+
+    async with connect(host) as client:
+        tools = {tool["name"]: tool for tool in await client.list_tools()}
+        echoed = await client.call_tool("test_custom_header", {"value": "Hello", "count": 42})
+        plain = await client.call_tool("test_custom_header", {"value": "x"})
+    schema = tools["test_custom_header"]["inputSchema"]
+    assert tools["test_custom_header"]["description"].strip()
+    assert schema["properties"]["value"] == {
+        "type": "string", "description": "Any text; mirrored in the Mcp-Param-Value header", "x-mcp-header": "Value"}
+    assert schema["required"] == ["value"]
+    assert check_x_mcp_headers(schema) == []
+    assert x_mcp_headers(schema) == {"value": "value", "count": "count"}
+    # The suite picks the first listed tool with an x-mcp-header property: this one is the only one.
+    marked = [name for name, tool in tools.items()
+              if any("x-mcp-header" in prop for prop in tool["inputSchema"].get("properties", {}).values())]
+    assert marked == ["test_custom_header"]
+    assert _text(echoed) == "Received: value='Hello', count=42"
+    assert _text(plain) == "Received: value='x'"
+
+    def request(arguments: dict[str, Any]) -> dict[str, Any]:
+        return {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+            "name": "test_custom_header", "arguments": arguments,
+            "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                      "io.modelcontextprotocol/clientCapabilities": {}}}}
+
+    base = {"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "test_custom_header"}
+    mapping = x_mcp_headers(schema)
+    lookup = {"test_custom_header": mapping}.get
+    accepted = [("Hello", "=?base64?SGVsbG8=?="), ("Hello", "Hello"), ("caf\u00e9", encode_header_value("caf\u00e9")),
+                ("SGVsbG8=", "SGVsbG8="), ("=?base64?SGVsbG8=", "=?base64?SGVsbG8=")]
+    for value, header in accepted:
+        validate_modern(request({"value": value}), {**base, "Mcp-Param-Value": header}, tool_header_params=lookup)
+    rejected = [({"value": "Hello"}, "=?base64?SGVsbG8?="), ({"value": "Hello"}, "=?base64?SGVs!!!bG8=?="),
+                ({"value": "Hello"}, "World"), ({"value": "test-value"}, None)]
+    for arguments, header in rejected:
+        headers = dict(base) if header is None else {**base, "Mcp-Param-Value": header}
+        with pytest.raises(ModernError) as caught:
+            validate_modern(request(arguments), headers, tool_header_params=lookup)
+        assert caught.value.code == -32020, (arguments, header)
