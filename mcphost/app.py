@@ -8,8 +8,6 @@ are refused with 413 on every route before they are read.
 
 from __future__ import annotations
 
-from typing import Any
-
 import orjson
 from quart import Quart
 
@@ -77,4 +75,4 @@ async def _too_large(receive: Receive, send: Send, limit: int) -> None:
     await respond_unread(receive, send, 413, body, {"connection": "close"}, True)
 
 
-__all__: list[Any] = ["McpApp", "create_app"]
+__all__ = ["McpApp", "create_app"]

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import itertools
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -240,4 +240,4 @@ def mcphost_client() -> Callable[..., MemoryClient]:
     return MemoryClient
 
 
-__all__ = ["Awaitable", "MemoryClient", "make_host", "mcphost_client", "mcphost_host"]
+__all__ = ["MemoryClient", "make_host", "mcphost_client", "mcphost_host"]
