@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from tests.fixtures.distributions import make_distribution
 from tests.wire import WireValidator
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -56,13 +57,8 @@ def install_probe(root: Path) -> Path:
     repository as ``tests.stdio_plugins.probe``).
     """
     site = root / "probe-site"
-    dist_info = site / "mcphost_stdio_probe-0.0.1.dist-info"
-    if not dist_info.is_dir():
-        dist_info.mkdir(parents=True)
-        (dist_info / "METADATA").write_text(
-            "Metadata-Version: 2.1\nName: mcphost-stdio-probe\nVersion: 0.0.1\n", encoding="utf-8")
-        (dist_info / "entry_points.txt").write_text(
-            "[mcphost]\nprobe = tests.stdio_plugins.probe\n", encoding="utf-8")
+    if not site.is_dir():
+        make_distribution(site, "mcphost-stdio-probe", "0.0.1", {"probe": "tests.stdio_plugins.probe"}, {})
     return site
 
 

@@ -24,6 +24,7 @@ from typing import Any
 
 import httpx
 
+from tests.fixtures.distributions import make_distribution
 from tests.http_support import sse_events
 from tests.wire import WireValidator
 
@@ -42,14 +43,9 @@ def install(root: Path) -> Path:
     Returns the directory to put on PYTHONPATH (the modules are imported from the repository).
     """
     site = root / "http-probe-site"
-    dist_info = site / "mcphost_http_probe-0.0.1.dist-info"
-    if not dist_info.is_dir():
-        dist_info.mkdir(parents=True)
-        (dist_info / "METADATA").write_text(
-            "Metadata-Version: 2.1\nName: mcphost-http-probe\nVersion: 0.0.1\n", encoding="utf-8")
-        (dist_info / "entry_points.txt").write_text(
-            "[mcphost]\nhttpprobe = tests.http_plugins.probe\nhttpauth = tests.http_plugins.auth\n",
-            encoding="utf-8")
+    if not site.is_dir():
+        make_distribution(site, "mcphost-http-probe", "0.0.1", {"httpprobe": "tests.http_plugins.probe",
+                                                                 "httpauth": "tests.http_plugins.auth"}, {})
     return site
 
 
