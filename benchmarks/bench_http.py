@@ -8,15 +8,19 @@ Starts, one after another, each on a free loopback port:
   mcphost-sse   ``mcphost serve``, one worker, only the demo plugin, session mode with SSE replies
                 (the default, the headline figure);
   mcphost-json  the same with ``MCPHOST_JSON_RESPONSE=true`` (one JSON body per reply);
+  mcphost-modern  the same server settings as mcphost-sse, stateless 2026-07-28 requests: no
+                session, per-request ``_meta`` and the ``Mcp-Method``/``Mcp-Name`` headers, a plain
+                JSON reply (the echo tool sends no notifications);
   raw-quart     benchmarks/raw_quart_app.py, the baseline: one Quart route that parses the JSON-RPC
                 body and answers the echo result, on Hypercorn with the same settings.
 
-For mcphost, one session per wrk connection is initialized first (initialize +
-notifications/initialized); the wrk script (tools_call.lua) spreads them over its threads. Every
-session and the baseline are checked with one real request before anything is timed, and once
-more after, so a broken server cannot produce a fast number. Then wrk runs a short warm-up and the
-timed run with ``--latency``; its ``done()`` prints machine-readable totals (errors, status >= 400,
-and with ``--check-bodies`` every response's status and body).
+For mcphost's session targets, one session per wrk connection is initialized first (initialize +
+notifications/initialized); the wrk script (tools_call.lua) spreads them over its threads; the
+modern target opens none. Every session, the modern target and the baseline are checked with one
+real request before anything is timed, and once more after, so a broken server cannot produce a
+fast number. Then wrk runs a short warm-up and the timed run with ``--latency``; its ``done()``
+prints machine-readable totals (errors, status >= 400, and with ``--check-bodies`` every
+response's status and body).
 
 The load generator runs on the same machine and shares its cores: on a 2-core box wrk's CPU time is
 taken from the server's. The report shows both, and the server's CPU time per request, which
@@ -44,12 +48,16 @@ from benchlib import Server, running
 
 HERE = Path(__file__).resolve().parent
 LUA = HERE / "tools_call.lua"
-TARGETS = ("mcphost-sse", "mcphost-json", "raw-quart")
+TARGETS = ("mcphost-sse", "mcphost-json", "mcphost-modern", "raw-quart")
+MODERN = "mcphost-modern"
 MAX_DURATION = 15
+#: ARCHITECTURE.md's comparison point for the modern target: official ``mcp`` 2.3.0, stateless 2026
+#: mode on uvicorn, on a 2-core machine (a figure from elsewhere, not measured by this script).
+SDK_STATELESS_RPS = 2781
 
 
 def make_server(target: str, logdir: Path, stdlib_json: bool) -> Server:
-    if target == "mcphost-sse":
+    if target in ("mcphost-sse", MODERN):
         return benchlib.mcphost_server(target, logdir)
     if target == "mcphost-json":
         return benchlib.mcphost_server(target, logdir, extra_env={"MCPHOST_JSON_RESPONSE": "true"})
@@ -61,7 +69,16 @@ def make_server(target: str, logdir: Path, stdlib_json: bool) -> Server:
 
 
 def prepare(target: str, server: Server, connections: int) -> list[str]:
-    """Open the sessions wrk will use and check each with one real call; returns the session ids."""
+    """Open the sessions wrk will use and check each with one real call; returns the session ids.
+
+    The modern target has no sessions: one stateless call is checked and the list is empty.
+    """
+    if target == MODERN:
+        with httpx.Client(timeout=10) as client:
+            response = client.post(server.url, content=benchlib.modern_echo_call("check-0"),
+                                   headers=benchlib.modern_headers())
+            benchlib.check_modern_echo(response, "check-0")
+        return []
     expected_type = {"mcphost-sse": "text/event-stream", "mcphost-json": "application/json",
                      "raw-quart": "application/json"}[target]
     with httpx.Client(timeout=10) as client:
@@ -77,17 +94,26 @@ def prepare(target: str, server: Server, connections: int) -> list[str]:
     return sessions
 
 
-def check_after(target: str, server: Server, session_id: str) -> None:
+def check_after(target: str, server: Server, session_id: str | None) -> None:
     with httpx.Client(timeout=10) as client:
+        if target == MODERN:
+            response = client.post(server.url, content=benchlib.modern_echo_call("after"),
+                                   headers=benchlib.modern_headers())
+            benchlib.check_modern_echo(response, "after")
+            return
         response = client.post(server.url, content=benchlib.echo_call("after"), headers=benchlib.headers(session_id))
         benchlib.check_echo(response, "after")
 
 
 def run_wrk(wrk: str, url: str, sessions: list[str], duration: float, connections: int, threads: int,
             check: bool) -> tuple[dict[str, Any], str, float]:
-    """One wrk run; returns the done() totals, wrk's text output and wrk's CPU seconds."""
+    """One wrk run; returns the done() totals, wrk's text output and wrk's CPU seconds.
+
+    No sessions: the stateless 2026-07-28 requests (tools_call.lua's "modern" mode).
+    """
+    mode = "session" if sessions else "modern"
     argv = [wrk, "-t", str(threads), "-c", str(connections), "-d", f"{duration:g}s", "--timeout", "5s",
-            "--latency", "-s", str(LUA), url, "--", "1" if check else "0", str(threads), *sessions]
+            "--latency", "-s", str(LUA), url, "--", "1" if check else "0", str(threads), mode, *sessions]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     out = subprocess.run(argv, capture_output=True, text=True, timeout=duration + 30)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -129,7 +155,7 @@ def measure(target: str, args: argparse.Namespace, wrk: str, logdir: Path) -> di
             _, err = profiler.communicate(timeout=60)
             if profiler.returncode != 0:
                 print(f"py-spy failed: {err.decode(errors='replace').strip()}", file=sys.stderr)
-        check_after(target, server, sessions[0])
+        check_after(target, server, sessions[0] if sessions else None)
     seconds = totals["duration_us"] / 1e6
     requests = totals["requests"]
     errors = sum(totals[k] for k in ("connect_errors", "read_errors", "write_errors", "timeouts"))
@@ -164,22 +190,25 @@ def measure(target: str, args: argparse.Namespace, wrk: str, logdir: Path) -> di
 def print_table(results: list[dict[str, Any]], args: argparse.Namespace, facts: dict[str, Any]) -> None:
     print(f"\n{benchlib.describe_source(facts['mcphost_source'])}")
     print(f"wrk -t{args.threads} -c{args.connections} -d{args.duration:g}s, echo tools/call, one server at a time")
-    head = f"{'target':<13} {'req/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'errors':>7} {'>=400':>6} {'bad':>5}" \
+    head = f"{'target':<14} {'req/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'errors':>7} {'>=400':>6} {'bad':>5}" \
            f" {'srv µs/req':>10} {'srv CPU':>8} {'wrk CPU':>8} {'other':>6} {'RSS +MiB':>9}"
     print(head)
     print("-" * len(head))
     for r in results:
         bad = str(r["bad_responses"]) if r["checked_responses"] else "-"
-        print(f"{r['target']:<13} {r['rps']:>9.1f} {r['p50_ms']:>8.2f} {r['p99_ms']:>8.2f} {r['socket_errors']:>7}"
+        print(f"{r['target']:<14} {r['rps']:>9.1f} {r['p50_ms']:>8.2f} {r['p99_ms']:>8.2f} {r['socket_errors']:>7}"
               f" {r['status_errors']:>6} {bad:>5} {r['server_cpu_us_per_request']:>10} {r['server_cpu_share']:>8}"
               f" {r['wrk_cpu_share']:>8} {r['other_cpu_share']:>6} {r['server_rss_growth_bytes'] / 2**20:>9.1f}")
     by = {r["target"]: r for r in results}
     raw = by.get("raw-quart")
     if raw and raw["rps"]:
-        for name in ("mcphost-sse", "mcphost-json"):
+        for name in ("mcphost-sse", "mcphost-json", MODERN):
             if name in by:
                 ratio = by[name]["rps"] / raw["rps"]
                 target = "  (target >= 0.85)" if name == "mcphost-sse" else ""
+                if name == MODERN:
+                    target = f"  ({by[name]['rps'] / SDK_STATELESS_RPS:.2f}x the official SDK's stateless " \
+                             f"2026 mode, {SDK_STATELESS_RPS} req/s in ARCHITECTURE.md; target 1.5x)"
                 print(f"ratio {name} / raw-quart: {ratio:.3f}{target}")
     print("srv/wrk/other CPU: cores busy on average in the server, in wrk, and in everything else "
           f"(of {os.cpu_count()})")
@@ -224,7 +253,8 @@ def main() -> int:
         try:
             for target in targets:
                 if not args.json:
-                    print(f"{target}: starting, opening sessions, checking, warming up, running "
+                    opening = "" if target in (MODERN, "raw-quart") else "opening sessions, "
+                    print(f"{target}: starting, {opening}checking, warming up, running "
                           f"{args.duration:g} s ...", flush=True)
                 results.append(measure(target, args, wrk, logdir))
         except KeyboardInterrupt:
@@ -244,7 +274,7 @@ def main() -> int:
     by = {r["target"]: r for r in results}
     if "raw-quart" in by and by["raw-quart"]["rps"]:
         report["ratios"] = {f"{name}/raw-quart": round(by[name]["rps"] / by["raw-quart"]["rps"], 3)
-                            for name in ("mcphost-sse", "mcphost-json") if name in by}
+                            for name in ("mcphost-sse", "mcphost-json", MODERN) if name in by}
     if args.json:
         print(json.dumps(report, indent=2))
     else:

@@ -266,6 +266,43 @@ def check_echo(response: httpx.Response, request_id: Any, text: str = "hello",
         raise AssertionError(f"tools/call: expected result {expected!r}, got {messages_of(response)!r:.300}")
 
 
+# -- MCP over HTTP, 2026-07-28 (stateless: no session, per-request _meta) ---------------------------
+
+MODERN_VERSION = "2026-07-28"
+MODERN_META = {"io.modelcontextprotocol/protocolVersion": MODERN_VERSION,
+               "io.modelcontextprotocol/clientCapabilities": {}}
+
+
+def modern_headers(method: str = "tools/call", name: str | None = "echo") -> dict[str, str]:
+    out = {"content-type": "application/json", "accept": ACCEPT, "mcp-protocol-version": MODERN_VERSION,
+           "mcp-method": method}
+    if name is not None:
+        out["mcp-name"] = name
+    return out
+
+
+def modern_echo_call(request_id: Any, text: str = "hello") -> bytes:
+    return orjson.dumps({"jsonrpc": "2.0", "id": request_id, "method": "tools/call",
+                         "params": {"name": "echo", "arguments": {"text": text}, "_meta": MODERN_META}})
+
+
+def check_modern_echo(response: httpx.Response, request_id: Any, text: str = "hello") -> None:
+    """Raise unless ``response`` is one plain JSON body with the echo result, ``resultType`` "complete"."""
+    if response.status_code != 200:
+        raise AssertionError(f"tools/call (2026-07-28): HTTP {response.status_code}: {response.text[:300]}")
+    kind = response.headers.get("content-type", "").split(";")[0].strip()
+    if kind != "application/json":
+        raise AssertionError(f"tools/call (2026-07-28): content-type {kind!r}, expected 'application/json'")
+    if response.headers.get("mcp-session-id"):
+        raise AssertionError("tools/call (2026-07-28): the stateless reply carries an Mcp-Session-Id")
+    reply = orjson.loads(response.content)
+    result = reply.get("result") if isinstance(reply, dict) and reply.get("id") == request_id else None
+    if not isinstance(result, dict) or result.get("resultType") != "complete" \
+            or result.get("content") != [{"type": "text", "text": text}]:
+        raise AssertionError("tools/call (2026-07-28): expected the echo with resultType 'complete', "
+                             f"got {reply!r:.300}")
+
+
 # -- facts about the run ----------------------------------------------------------------------------
 
 def _version(dist: str) -> str | None:

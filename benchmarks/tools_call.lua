@@ -1,11 +1,15 @@
 -- wrk script for bench_http.py: POST an MCP tools/call (echo {"text":"hello"}) over and over.
 --
--- Arguments (after `--`): <check> <threads> <session-id>...
+-- Arguments (after `--`): <check> <threads> <mode> <session-id>...
 --   check       "1" to inspect every response (status 2xx and the echoed text in the body);
 --               "0" leaves response() unset so wrk skips parsing headers and bodies.
 --   threads     wrk's -t (init() is not told it otherwise).
---   session-id  one per connection; thread t takes the ids whose position % threads == t and
---               rotates through them, one request after another.
+--   mode        "session": 2025-11-25 requests on the given sessions;
+--               "modern": stateless 2026-07-28 requests (MCP-Protocol-Version, Mcp-Method and
+--               Mcp-Name headers, per-request _meta in the body, no session id); the check also
+--               wants "resultType":"complete" in the body. No session ids follow.
+--   session-id  (mode "session") one per connection; thread t takes the ids whose
+--               position % threads == t and rotates through them, one request after another.
 -- Request ids are unique across the whole run (counter * threads + thread index), so a session
 -- never sees the same id twice in flight. done() prints one machine-readable line:
 --   WRK_RESULT {...json...}
@@ -20,6 +24,7 @@ end
 local headers_of = {}
 local count = 0
 local nthreads = 1
+local modern = false
 bad = 0        -- responses that were not 200 with the echo in the body (check mode)
 non2xx = 0     -- responses with a status outside 200-299 (check mode)
 checked = 0
@@ -31,14 +36,26 @@ local function check_response(status, headers, body)
     bad = bad + 1
   elseif body == nil or not string.find(body, '"text":"hello"', 1, true) then
     bad = bad + 1
+  elseif modern and not string.find(body, '"resultType":"complete"', 1, true) then
+    bad = bad + 1
   end
 end
 
 function init(args)
   local check = args[1] == "1"
   nthreads = tonumber(args[2])
+  modern = args[3] == "modern"
+  if modern then
+    headers_of[1] = {
+      ["Content-Type"] = "application/json",
+      ["Accept"] = "application/json, text/event-stream",
+      ["MCP-Protocol-Version"] = "2026-07-28",
+      ["Mcp-Method"] = "tools/call",
+      ["Mcp-Name"] = "echo",
+    }
+  end
   local sessions = {}
-  for i = 3, #args do sessions[#sessions + 1] = args[i] end
+  for i = 4, #args do sessions[#sessions + 1] = args[i] end
   for i, sid in ipairs(sessions) do
     if (i - 1) % nthreads == tid or #sessions < nthreads then
       headers_of[#headers_of + 1] = {
@@ -55,8 +72,16 @@ end
 function request()
   count = count + 1
   local id = count * nthreads + tid
-  local body = '{"jsonrpc":"2.0","id":' .. id ..
-    ',"method":"tools/call","params":{"name":"echo","arguments":{"text":"hello"}}}'
+  local body
+  if modern then
+    body = '{"jsonrpc":"2.0","id":' .. id ..
+      ',"method":"tools/call","params":{"name":"echo","arguments":{"text":"hello"},' ..
+      '"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28",' ..
+      '"io.modelcontextprotocol/clientCapabilities":{}}}}'
+  else
+    body = '{"jsonrpc":"2.0","id":' .. id ..
+      ',"method":"tools/call","params":{"name":"echo","arguments":{"text":"hello"}}}'
+  end
   return wrk.format("POST", nil, headers_of[(count % #headers_of) + 1], body)
 end
 
