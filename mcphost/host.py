@@ -68,6 +68,7 @@ class Host:
         self._terminate: list[pluggy.HookImpl] = []
         self._prepared = False
         self._started = False
+        self._server_info: dict[str, dict[str, Any]] = {}
 
     # -- configuration and plugins ----------------------------------------------------------
 
@@ -181,10 +182,14 @@ class Host:
     # -- identity -------------------------------------------------------------------------
 
     def server_info(self, version: str) -> dict[str, Any]:
-        server = self.config.server
-        info: dict[str, Any] = {"name": server.name, "version": server.version or _own_version()}
-        if server.title and at_least(version, "2025-06-18"):
-            info["title"] = server.title
+        """The serverInfo for ``version`` (built once per revision; callers must not mutate it)."""
+        info = self._server_info.get(version)
+        if info is None:
+            server = self.config.server
+            info = {"name": server.name, "version": server.version or _own_version()}
+            if server.title and at_least(version, "2025-06-18"):
+                info["title"] = server.title
+            self._server_info[version] = info
         return info
 
     # -- sessions and the lifecycle hooks ---------------------------------------------------
