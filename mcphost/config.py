@@ -65,6 +65,9 @@ class ServerSettings:
     json_response: bool = False
     #: Seconds between SSE keep-alive comments on an idle stream.
     sse_keepalive: float = 15.0
+    #: Seconds an SSE write may wait on a client that reads nothing before the stream is closed
+    #: (its events stay in the log, so the client can resume).
+    sse_write_timeout: float = 30.0
     #: Milliseconds a client should wait before reconnecting (the SSE ``retry`` field).
     sse_retry_ms: int = 1000
     #: Events kept per stream for resumption with Last-Event-ID (older ones are trimmed).

@@ -240,6 +240,31 @@ async def test_b11_a_client_that_never_reads_costs_bounded_memory(small: HttpSer
         assert echoed[-1]["result"]["content"][0]["text"] == "still fine"
 
 
+async def test_b11_a_stalled_reader_is_let_go_after_the_write_timeout_and_can_resume(http_server: Any) -> None:
+    # One reply larger than every socket buffer between the two ends, so the write has to wait.
+    server = http_server(plugins="demo", env={"MCPHOST_SSE_WRITE_TIMEOUT": "1",
+                                              "MCPHOST_MAX_BODY_BYTES": str(32 * 1024 * 1024)})
+    async with httpx.AsyncClient(timeout=10) as client:
+        session_id = await initialize(client, server)
+        sock = socket.socket()
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        sock.connect(("127.0.0.1", server.port))
+        try:
+            body = json.dumps(call(1, "echo", {"text": "x" * (12 * 1024 * 1024)})).encode()
+            sock.sendall(request_head("POST", server.port, headers={
+                **server.headers(session_id), "content-length": str(len(body))}) + body)
+            assert sock.recv(200).startswith(b"HTTP/1.1 200")  # then never another byte
+            deadline = time.monotonic() + 15
+            while "stalled" not in server.log() and time.monotonic() < deadline:
+                await asyncio.sleep(0.2)
+            assert "stalled: the client read nothing for 1.0s; closing it" in server.log()
+        finally:
+            sock.close()
+        # The session keeps serving, and the call's end is still there for a client that resumes.
+        echoed = await post_call(client, server, session_id, call(2, "echo", {"text": "after the stall"}))
+        assert echoed[-1]["result"]["content"][0]["text"] == "after the stall"
+
+
 async def test_b12_an_idle_stream_gets_keep_alive_comments(server: HttpServer, client: httpx.AsyncClient) -> None:
     session_id = await initialize(client, server)
     async with client.stream("GET", server.url, headers=get_headers(server, session_id)) as get:

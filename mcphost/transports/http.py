@@ -60,6 +60,10 @@ _SSE_HEADERS = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no
                 (b"x-accel-buffering", b"no")]
 
 
+class _Stalled(Exception):
+    """An SSE write did not complete within the write timeout."""
+
+
 class HttpError(Exception):
     """An outcome decided before the kernel is involved: status, JSON-RPC error, extra headers."""
 
@@ -138,6 +142,7 @@ class HttpTransport:
         self.max_body = settings.max_body_bytes
         self.keepalive = settings.sse_keepalive
         self.retry_ms = settings.sse_retry_ms
+        self.write_timeout = settings.sse_write_timeout
         self.loopback = is_loopback(settings.host)
         self.allowed_hosts = {h.lower() for h in settings.allowed_hosts}
         self.allowed_origins = {o.lower().rstrip("/") for o in settings.allowed_origins}
@@ -547,7 +552,7 @@ class HttpTransport:
         try:
             await send({"type": "http.response.start", "status": 200, "headers": headers})
             if priming:
-                await _write(send, priming)
+                await self._write(send, priming)
             while True:
                 read_task = asyncio.ensure_future(self.events.read(session.id, stream, after, self.keepalive))
                 done, _ = await asyncio.wait({read_task, *stoppers}, return_when=asyncio.FIRST_COMPLETED)
@@ -556,7 +561,7 @@ class HttpTransport:
                     reason = "dropped"
                     if disconnected not in done:
                         retry = closer[1][0] if closer[0].is_set() and closer[1][0] is not None else self.retry_ms
-                        await _write(send, f"retry: {retry}\n\n".encode())
+                        await self._write(send, f"retry: {retry}\n\n".encode())
                     return
                 try:
                     result = read_task.result()
@@ -568,20 +573,24 @@ class HttpTransport:
                                     "closing it", stream, session.id[:8])
                     return
                 if not result.events and not result.done:
-                    await _write(send, b": keep-alive\n\n")
+                    await self._write(send, b": keep-alive\n\n")
                     continue
                 chunk = bytearray()
                 for event in result.events:
                     chunk += _frame(stream, event.seq, event.message, self.retry_ms)
                     after = event.seq
                 if chunk:
-                    await _write(send, bytes(chunk))
+                    await self._write(send, bytes(chunk))
                     if standalone:
                         state.standalone_sent = after
                 if result.done and not await self._more(session, stream, after):
                     if not standalone:
                         await self._retire(session.id, state, stream)
                     return
+        except _Stalled:
+            reason = "dropped"  # the events stay in the log: the client can resume elsewhere
+            log.info("SSE stream %s of session %s… stalled: the client read nothing for %ss; closing it",
+                     stream, session.id[:8], self.write_timeout)
         except (OSError, asyncio.CancelledError):
             reason = "dropped"
             raise
@@ -597,10 +606,19 @@ class HttpTransport:
             if standalone:
                 state.standalone_live = False
             try:
-                await send({"type": "http.response.body", "body": b"", "more_body": False})
-            except Exception:  # the client is gone; nothing more to say
+                async with asyncio.timeout(1 if reason == "dropped" else self.write_timeout):
+                    await send({"type": "http.response.body", "body": b"", "more_body": False})
+            except Exception:  # the client is gone (or stalled); nothing more to say
                 pass
             await self.host.disconnect(session, reason)
+
+    async def _write(self, send: Send, data: bytes) -> None:
+        """One SSE write; a client that reads nothing for ``sse_write_timeout`` seconds is let go."""
+        try:
+            async with asyncio.timeout(self.write_timeout):
+                await send({"type": "http.response.body", "body": data, "more_body": True})
+        except TimeoutError:
+            raise _Stalled from None
 
     async def _retire(self, session_id: str, state: HttpSessionState, stream: str) -> None:
         """A stream was written in full. Written is not received (the bytes may sit in a socket
@@ -636,10 +654,6 @@ def _frame(stream: str, seq: int, message: dict[str, Any] | None, retry_ms: int)
         # The priming event: an id the client can resume from, no data.
         return f"id: {stream}.{seq}\nretry: {retry_ms}\ndata: \n\n".encode()
     return b"id: " + f"{stream}.{seq}".encode() + b"\nevent: message\ndata: " + jsonrpc.encode(message) + b"\n\n"
-
-
-async def _write(send: Send, data: bytes) -> None:
-    await send({"type": "http.response.body", "body": data, "more_body": True})
 
 
 async def respond_unread(receive: Receive, send: Send, status: int, body: bytes, headers: dict[str, str],
