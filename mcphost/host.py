@@ -125,7 +125,7 @@ class Host:
                 continue
             provenance = Provenance(name, info.distribution if info else None, info.version if info else None)
             collected.extend(stamped(record, provenance) for record in records)
-        return [m for m in collected if self.plugin_infos.get(m.provenance.plugin, _ACTIVE).status != "failed"]
+        return collected
 
     async def start(self, *, freeze_gc: bool = False) -> None:
         """Prepare and run the startup hooks.
@@ -282,9 +282,6 @@ def _nothing() -> None:
 
 def _record(entry: Any) -> Any:
     return getattr(entry, "record", entry)
-
-
-_ACTIVE = PluginInfo(name="", status="active")
 
 
 def _own_version() -> str:

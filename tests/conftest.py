@@ -9,7 +9,18 @@ from pathlib import Path
 import pytest
 
 from tests.http_support import HttpServer
+from tests.js.run import ensure_ts_client
 from tests.stdio_support import RawServer, server_env
+
+
+@pytest.fixture(scope="module")
+def ts_client() -> None:
+    """The TypeScript SDK client harness, installed on first use; in CI its absence is a failure."""
+    status = ensure_ts_client()
+    if not status:
+        if os.environ.get("CI"):
+            pytest.fail(f"the TypeScript MCP client is required in CI but unavailable: {status.reason}")
+        pytest.skip(f"TypeScript MCP client unavailable: {status.reason}")
 
 
 @pytest.fixture

@@ -9,14 +9,12 @@ must be available.
 from __future__ import annotations
 
 import json
-import os
 from typing import Any
 
 import httpx
-import pytest
 
 from tests.http_support import HttpServer
-from tests.js.run import ensure_ts_client, run_ts_client
+from tests.js.run import run_ts_client
 
 LATEST = "2025-11-25"
 WATCHED = "test://watched-resource"
@@ -24,15 +22,6 @@ FAST_WATCH = "[plugins.conformance]\nwatched_interval_seconds = 0.2\n"
 # TS SDK race (modelcontextprotocol/typescript-sdk#2580, see tests/test_stdio_ts.py): the last
 # progress notification read in the same chunk as the response is reported as an unknown token.
 LATE_PROGRESS = "Received a progress notification for an unknown token"
-
-
-@pytest.fixture(scope="module")
-def ts_client() -> None:
-    status = ensure_ts_client()
-    if not status:
-        if os.environ.get("CI"):
-            pytest.fail(f"the TypeScript MCP client is required in CI but unavailable: {status.reason}")
-        pytest.skip(f"TypeScript MCP client unavailable: {status.reason}")
 
 
 def _run(server: HttpServer, script: list[dict[str, Any]], **options: Any) -> dict[str, Any]:

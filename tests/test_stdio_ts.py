@@ -8,27 +8,17 @@ tests are skipped locally and fail in CI (``CI`` set), where the TS client must 
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.js.run import ensure_ts_client, run_ts_client
+from tests.js.run import run_ts_client
 from tests.stdio_support import LEGACY_REVISIONS, read_jsonl, server_env, tee_argv, validate_capture
 
 FILES_TEMPLATE = "demo://files/{+path}"
 ROOTS = [{"uri": "file:///ts/project", "name": "project"}]
 LATE_PROGRESS = "Received a progress notification for an unknown token"
-
-
-@pytest.fixture(scope="module")
-def ts_client() -> None:
-    status = ensure_ts_client()
-    if not status:
-        if os.environ.get("CI"):
-            pytest.fail(f"the TypeScript MCP client is required in CI but unavailable: {status.reason}")
-        pytest.skip(f"TypeScript MCP client unavailable: {status.reason}")
 
 
 def _run(tmp_path: Path, name: str, script: list[dict[str, Any]], **options: Any

@@ -22,7 +22,7 @@ from mcphost.protocol.errors import MISSING_CLIENT_CAPABILITY
 
 #: Methods whose result may be an InputRequiredResult.
 MRTR_METHODS = frozenset({"tools/call", "prompts/get", "resources/read"})
-_KINDS = {"elicitation/create": "elicitation", "sampling/createMessage": "sampling", "roots/list": "roots"}
+#: The client capability each question needs; also the prefix of its default key.
 _CAPABILITY = {"elicitation/create": "elicitation", "sampling/createMessage": "sampling", "roots/list": "roots"}
 
 
@@ -50,7 +50,7 @@ class Round:
     def key(self, method: str, given: str | None) -> str:
         if given is not None:
             return given
-        kind = _KINDS[method]
+        kind = _CAPABILITY[method]
         self.counters[kind] = number = self.counters.get(kind, 0) + 1
         return f"{kind}-{number}"
 

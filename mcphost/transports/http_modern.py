@@ -13,7 +13,6 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from mcphost.errors import Refused
 from mcphost.protocol import jsonrpc
 from mcphost.protocol.errors import (
     HEADER_MISMATCH,
@@ -60,10 +59,7 @@ async def post_modern(transport: HttpTransport, scope: dict[str, Any], headers: 
         await queue.put(message)
 
     session = kernel.modern_session(request, connection.principal, outlet)
-    try:
-        await host.connect(session, connection)
-    except Refused:
-        raise
+    await host.connect(session, connection)  # a refusal propagates to the transport's handler
     reason = "complete"
     try:
         reply = kernel.receive_modern(session, payload)
