@@ -8,6 +8,7 @@ refuses more than one worker with this backend.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -117,6 +118,43 @@ class MemoryEventLog:
             stream.notify()
 
 
+class MemoryTaskStore:
+    """Task records with an expiry; expired ones are dropped when looked at or on the next write."""
+
+    def __init__(self) -> None:
+        self._records: dict[str, tuple[dict[str, Any], float | None]] = {}
+        self._writes = 0
+
+    def _purge(self, now: float) -> None:
+        self._writes += 1
+        if self._writes % 256:
+            return  # sweep now and then, not on every write
+        expired = [key for key, (_, until) in self._records.items() if until is not None and until <= now]
+        for key in expired:
+            del self._records[key]
+
+    async def create(self, task_id: str, record: dict[str, Any], ttl: float | None) -> None:
+        await self.save(task_id, record, ttl)
+
+    async def load(self, task_id: str) -> dict[str, Any] | None:
+        entry = self._records.get(task_id)
+        if entry is None:
+            return None
+        record, until = entry
+        if until is not None and until <= time.monotonic():
+            del self._records[task_id]
+            return None
+        return record
+
+    async def save(self, task_id: str, record: dict[str, Any], ttl: float | None) -> None:
+        now = time.monotonic()
+        self._purge(now)
+        self._records[task_id] = (record, None if ttl is None else now + ttl)
+
+    async def delete(self, task_id: str) -> None:
+        self._records.pop(task_id, None)
+
+
 class MemoryBroker:
     """Delivers to local subscribers only (there is one process)."""
 
@@ -152,6 +190,7 @@ class MemoryBackend:
         self.sessions = MemorySessionStore()
         self.events = MemoryEventLog(max_events)
         self.broker = MemoryBroker()
+        self.tasks = MemoryTaskStore()
 
     async def start(self) -> None:
         return None

@@ -55,6 +55,19 @@ class EventLog(Protocol):
     async def drop(self, session_id: str) -> None: ...
 
 
+class TaskStore(Protocol):
+    """Tasks (the 2026-07-28 tasks extension): one JSON record per task id, kept ``ttl`` seconds.
+
+    ``create`` returns only once the record is durable: a ``tasks/get`` on any process must
+    find it. ``ttl`` None keeps the record until deleted.
+    """
+
+    async def create(self, task_id: str, record: dict[str, Any], ttl: float | None) -> None: ...
+    async def load(self, task_id: str) -> dict[str, Any] | None: ...
+    async def save(self, task_id: str, record: dict[str, Any], ttl: float | None) -> None: ...
+    async def delete(self, task_id: str) -> None: ...
+
+
 class Broker(Protocol):
     """Routes a message to whichever process waits for it (a reply, a cancellation, a notification)."""
 
@@ -68,6 +81,7 @@ class Backend(Protocol):
     sessions: SessionStore
     events: EventLog
     broker: Broker
+    tasks: TaskStore
 
     async def start(self) -> None: ...
     async def close(self) -> None: ...
