@@ -81,6 +81,14 @@ class ServerSettings:
     state_ttl: float = 600.0
     #: ttlMs put on cacheable 2026-07-28 results (discover, lists, resources/read).
     cache_ttl_ms: int = 0
+    #: Seconds a call of a task-capable tool runs before it becomes a task (2026-07-28 tasks extension).
+    task_after: float = 0.2
+    #: Seconds a task's record (status, then result) is kept from its creation (its ttlMs).
+    task_ttl: float = 3600.0
+    #: How often clients should poll tasks/get (pollIntervalMs).
+    task_poll_interval_ms: int = 500
+    #: Tasks this process runs at once; beyond this, calls that would become tasks get -32000.
+    max_tasks: int = 1000
 
 
 @dataclass(frozen=True)
@@ -215,13 +223,16 @@ def _check_server(server: ServerSettings, source: str) -> None:
         raise ConfigError(f"{source}: server.path must start with '/', not {server.path!r}")
     if not 0 <= server.port <= 65535:
         raise ConfigError(f"{source}: server.port must be 0-65535, not {server.port}")
-    for name in ("max_body_bytes", "page_size", "max_inflight", "max_sessions", "workers", "stream_max_events"):
+    for name in ("max_body_bytes", "page_size", "max_inflight", "max_sessions", "workers", "stream_max_events",
+                 "max_tasks", "task_poll_interval_ms"):
         if getattr(server, name) < 1:
             raise ConfigError(f"{source}: server.{name} must be at least 1")
     if any(len(key.encode()) < 16 for key in server.state_keys):
         raise ConfigError(f"{source}: server.state_keys must each be at least 16 bytes (use 32 random bytes)")
     if server.state_ttl <= 0 or server.cache_ttl_ms < 0:
         raise ConfigError(f"{source}: server.state_ttl must be positive and server.cache_ttl_ms not negative")
+    if server.task_ttl <= 0 or server.task_after < 0:
+        raise ConfigError(f"{source}: server.task_ttl must be positive and server.task_after not negative")
     if server.log_level.lower() not in ("debug", "info", "warning", "error", "critical"):
         raise ConfigError(f"{source}: server.log_level must be debug, info, warning, error or critical")
 

@@ -46,6 +46,7 @@ class Scope(Protocol):
     async def notify_resource_updated(self, uri: str) -> None: ...
     def defer(self) -> Deferred: ...
     async def close_stream(self, retry_ms: int | None) -> bool: ...
+    async def start_task(self) -> bool: ...
 
 
 class Context:
@@ -155,6 +156,18 @@ class Context:
         Returns False where the transport cannot do this (stdio, JSON responses).
         """
         return await self._scope.close_stream(retry_ms)
+
+    async def start_task(self) -> bool:
+        """Go on as a task: the client gets a CreateTaskResult now and polls for the outcome.
+
+        Only for tools declared with ``task="optional"`` or ``"required"``, called by a
+        2026-07-28 client that declared the tasks extension; elsewhere this returns False and
+        the call simply continues. Questions asked before this are input-required rounds the
+        client answers by retrying the call; questions asked after it park the task in
+        ``input_required`` until the client sends ``tasks/update``. The host also starts the
+        task by itself when the handler runs longer than ``[server] task_after`` seconds.
+        """
+        return await self._scope.start_task()
 
 
 class Deferred:

@@ -20,6 +20,7 @@ from mcphost.catalog import Catalog
 from mcphost.config import Config, validate_plugin_sections
 from mcphost.errors import PluginError, Refused
 from mcphost.kernel import Kernel
+from mcphost.kernel.tasks import EXTENSION as TASKS_EXTENSION
 from mcphost.plugins import (
     PluginInfo,
     PluginSelection,
@@ -62,6 +63,7 @@ class Host:
         self.sessions: dict[str, Session] = {}
         self.kernel: Kernel | None = None
         self.backend: Any = None
+        self._extensions: tuple[Any, dict[str, Any]] | None = None
         self._authenticate: list[pluggy.HookImpl] = []
         self._connect: list[pluggy.HookImpl] = []
         self._disconnect: list[pluggy.HookImpl] = []
@@ -150,6 +152,7 @@ class Host:
             return
         if self.kernel is not None:
             self.kernel.closing.set()  # open listen streams end with their final result
+            await self.kernel.tasks.stop()  # tasks nobody will finish are marked failed
         for session in list(self.sessions.values()):
             await self.terminate(session, "shutdown")
         for impl in impls(self.pm, "mcphost_shutdown"):
@@ -177,7 +180,11 @@ class Host:
 
     def extensions(self) -> dict[str, Any]:
         """Protocol extensions this host serves (2026-07-28 ``capabilities.extensions``)."""
-        return {}
+        tools = self.catalog.tools
+        if self._extensions is None or self._extensions[0] is not tools:  # computed once per catalog
+            tasks = any(entry.record.task != "forbidden" for entry in tools.values())
+            self._extensions = (tools, {TASKS_EXTENSION: {}} if tasks else {})
+        return self._extensions[1]
 
     # -- identity -------------------------------------------------------------------------
 

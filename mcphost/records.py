@@ -21,6 +21,8 @@ Handler = Callable[..., Any]
 #: ``(value, context_arguments) -> list[str] | Completion`` (sync or async).
 Completer = Callable[[str, Mapping[str, str]], Any]
 
+#: What a tool may declare about running as a task.
+TASK_SUPPORT = ("forbidden", "optional", "required")
 TOOL_NAME = re.compile(r"^[A-Za-z0-9_.\-/]{1,128}$")
 
 
@@ -47,8 +49,14 @@ class Tool:
     icons: tuple[Mapping[str, Any], ...] = ()
     meta: Mapping[str, Any] | None = None
     thread: bool = False
+    #: Whether a call may run as a task (2026-07-28 tasks extension): forbidden, optional or required.
+    task: str = "forbidden"
     signature: sig.Signature | None = field(default=None, repr=False, compare=False)
     provenance: Provenance | None = None
+
+    def __post_init__(self) -> None:
+        if self.task not in TASK_SUPPORT:
+            raise ValueError(f"tool {self.name!r}: task must be one of {', '.join(TASK_SUPPORT)}, not {self.task!r}")
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.fn(*args, **kwargs)
@@ -144,19 +152,22 @@ def tool(fn: Handler, /) -> Tool: ...
 def tool(*, name: str | None = ..., title: str | None = ..., description: str | None = ...,
          input_schema: Mapping[str, Any] | None = ..., output_schema: Mapping[str, Any] | None = ...,
          annotations: Mapping[str, Any] | None = ..., icons: list[Mapping[str, Any]] | None = ...,
-         meta: Mapping[str, Any] | None = ..., thread: bool = ...) -> Callable[[Handler], Tool]: ...
+         meta: Mapping[str, Any] | None = ..., thread: bool = ..., task: str = ...
+         ) -> Callable[[Handler], Tool]: ...
 
 
 def tool(fn: Handler | None = None, /, *, name: str | None = None, title: str | None = None,
          description: str | None = None, input_schema: Mapping[str, Any] | None = None,
          output_schema: Mapping[str, Any] | None = None, annotations: Mapping[str, Any] | None = None,
          icons: list[Mapping[str, Any]] | None = None, meta: Mapping[str, Any] | None = None,
-         thread: bool = False) -> Any:
+         thread: bool = False, task: str = "forbidden") -> Any:
     """Turn a function into a :class:`Tool`.
 
     The input schema comes from the signature, the description from the docstring and the
     output schema from the return annotation when it is structured; explicit arguments win.
-    ``thread=True`` runs a blocking synchronous handler in a worker thread.
+    ``thread=True`` runs a blocking synchronous handler in a worker thread. ``task`` says
+    whether a 2026-07-28 call may outlive its request as a task: ``"forbidden"`` (the
+    default), ``"optional"`` or ``"required"`` (see ``Context.start_task``).
     """
 
     def build(handler: Handler) -> Tool:
@@ -172,6 +183,7 @@ def tool(fn: Handler | None = None, /, *, name: str | None = None, title: str | 
             icons=tuple(icons or ()),
             meta=meta,
             thread=thread,
+            task=task,
             signature=inspected,
         )
 

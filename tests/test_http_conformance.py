@@ -137,9 +137,9 @@ def test_conformance_alpha_suite_all_2025_11_25(conformance_server, record_prope
 
 
 # -- 2026-07-28 (stateless) ------------------------------------------------------------------------
-# Locked in until the tasks extension lands: every scenario but the tasks-* ones passes, including
-# http-header-validation and http-custom-header-server-validation (mcphost-conformance's
-# test_custom_header tool carries the x-mcp-header annotation that scenario needs).
+# Every scenario passes, the tasks extension's included, and so do http-header-validation and
+# http-custom-header-server-validation (mcphost-conformance's test_custom_header tool carries the
+# x-mcp-header annotation that scenario needs).
 
 ALPHA_SUITE_ALL_SCENARIOS = 65
 
@@ -155,32 +155,12 @@ def test_conformance_alpha_requirements_2026_07_28(conformance_server, record_pr
     assert summary.get("server-stateless") is True, summary
 
 
-def test_conformance_alpha_suite_all_only_tasks_fail(conformance_server, record_property):
-    """``--suite all`` (2026-07-28 default): the only failures are the tasks-* scenarios (not implemented).
-
-    conformance.sh exits 1 when any scenario fails, so this runs it directly and parses its lines.
-    """
-    url = f"http://localhost:{conformance_server.port}/mcp"
-    env = {**os.environ, "CONFORMANCE_CACHE": _cache_dir(), "CONFORMANCE_TIMEOUT": str(RUN_TIMEOUT),
-           "NO_COLOR": "1"}
-    command = ["bash", str(CONFORMANCE_SH), url, ALPHA, "--", "--suite", "all"]
-    proc = subprocess.run(command, capture_output=True, text=True, env=env, timeout=SUBPROCESS_TIMEOUT)
-    match = re.search(r"log: (\S+?\.log)", proc.stderr)
-    log = _tail(match.group(1) if match else None, 10_000)
-    detail = (f"exit {proc.returncode}\nstdout:\n{proc.stdout}stderr:\n{proc.stderr[-2000:]}\n"
-              f"--- server log ---\n{conformance_server.log()[-3000:]}")
-    assert proc.returncode in (0, 1), detail  # 2 = setup/run error
-    lines = proc.stdout.splitlines()
-    passed = next((line for line in lines if line.startswith("PASS ")), "")
-    fail_line = next((line for line in lines if line.startswith("FAIL:")), "FAIL:")
-    failures = fail_line.removeprefix("FAIL:").split()
-    assert all(name.startswith("tasks-") for name in failures), detail
-    m = re.fullmatch(r"PASS (\d+)/(\d+)", passed.split(" (", 1)[0])
-    assert m, detail
-    assert int(m.group(2)) == ALPHA_SUITE_ALL_SCENARIOS, detail
-    assert int(m.group(1)) == ALPHA_SUITE_ALL_SCENARIOS - len(failures), detail
+def test_conformance_alpha_suite_all(conformance_server, record_property):
+    """``--suite all`` (2026-07-28 default): all 65 scenarios pass, the ten tasks-* ones included."""
+    lines, log = _run(conformance_server, record_property, ALPHA, "--", "--suite", "all")
+    _expect(lines, log, f"PASS {ALPHA_SUITE_ALL_SCENARIOS}/{ALPHA_SUITE_ALL_SCENARIOS}")
     summary = _summary(log)
-    assert len(summary) == ALPHA_SUITE_ALL_SCENARIOS, summary
-    assert {name for name, ok in summary.items() if not ok} == set(failures), summary
+    assert len(summary) == ALPHA_SUITE_ALL_SCENARIOS and all(summary.values()), summary
+    tasks = [name for name in summary if name.startswith("tasks-")]
+    assert len(tasks) == 10, tasks
     assert summary.get("http-custom-header-server-validation") is True, summary
-    assert summary.get("http-header-validation") is True, summary

@@ -400,7 +400,9 @@ def test_a14_a_100kb_uri_against_a_template_is_matched_in_linear_time(server: Ht
     started = time.monotonic()
     response = post(client, server, session, rpc(1, "resources/read", {"uri": uri}))
     elapsed = time.monotonic() - started
-    assert elapsed < 0.5, elapsed
+    # Linear matching takes milliseconds; a quadratic matcher needs minutes on 100 KB. The wide
+    # bound keeps the test meaningful on a loaded 2-core CI machine.
+    assert elapsed < 3.0, elapsed
     reply = answer(response, 1, "resources/read")
     assert reply["error"]["code"] in (-32002, -32602)
     assert len(response.content) < 300_000  # the URI is echoed at most once

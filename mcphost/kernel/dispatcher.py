@@ -23,6 +23,7 @@ import orjson
 from mcphost.context import Deferred
 from mcphost.kernel import handlers
 from mcphost.kernel.modern import MRTR_METHODS, InputRequired, Round
+from mcphost.kernel.tasks import TaskManager, detailed_view
 from mcphost.protocol import jsonrpc
 from mcphost.protocol.errors import (
     INTERNAL_ERROR,
@@ -84,6 +85,7 @@ class Kernel:
         self.closing = asyncio.Event()
         self.sealer = StateSealer(_state_keys(self.settings.state_keys), ttl=self.settings.state_ttl)
         self._modern_ids = itertools.count(1)
+        self.tasks = TaskManager(self)
         call: CallNext = self._dispatch
         for record in reversed(middleware or []):
             call = functools.partial(_through_middleware, record, call)
@@ -292,6 +294,13 @@ class Kernel:
             if uri in listener.uris:
                 await listener.send("notifications/resources/updated", {"uri": uri})
 
+    async def notify_task(self, record: dict[str, Any]) -> None:
+        """Tell listen streams that asked for this task (``notifications.taskIds``) its new state."""
+        task_id = record["taskId"]
+        for listener in list(self.listeners):
+            if task_id in listener.task_ids:
+                await listener.send("notifications/tasks", detailed_view(record))
+
     async def notify_list_changed(self, kind: str) -> None:
         """Tell every initialized session that a list changed (kind: tools, prompts, resources)."""
         message = jsonrpc.notification(f"notifications/{kind}/list_changed")
@@ -306,13 +315,15 @@ class Kernel:
 class Listener:
     """One open subscriptions/listen stream: what it asked for, and how to reach it."""
 
-    __slots__ = ("kinds", "request_id", "session", "uris")
+    __slots__ = ("kinds", "request_id", "session", "task_ids", "uris")
 
-    def __init__(self, session: Session, request_id: RequestId, kinds: set[str], uris: set[str]) -> None:
+    def __init__(self, session: Session, request_id: RequestId, kinds: set[str], uris: set[str],
+                 task_ids: set[str] | None = None) -> None:
         self.session = session
         self.request_id = request_id
         self.kinds = kinds
         self.uris = uris
+        self.task_ids = task_ids or set()
 
     async def send(self, method: str, params: dict[str, Any]) -> None:
         """Deliver a notification tagged with this subscription's id; a dead stream is dropped quietly."""

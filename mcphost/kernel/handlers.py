@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 import logging
 from collections.abc import Awaitable, Callable
@@ -15,6 +16,7 @@ from mcphost.errors import ClientRequestError, ToolError
 from mcphost.kernel import results
 from mcphost.kernel.modern import ModernScope
 from mcphost.kernel.scope import RequestScope
+from mcphost.kernel.tasks import TaskScope, declares_tasks, missing_extension
 from mcphost.protocol.errors import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
@@ -40,9 +42,10 @@ BEFORE_INITIALIZE = frozenset({"initialize", "ping"})
 #: What a 2026-07-28 request may call; the rest (initialize, ping, setLevel, subscribe...) is gone there.
 MODERN_METHODS = frozenset({"server/discover", "tools/list", "tools/call", "resources/list",
                             "resources/templates/list", "resources/read", "prompts/list", "prompts/get",
-                            "completion/complete", "subscriptions/listen"})
+                            "completion/complete", "subscriptions/listen", "tasks/get", "tasks/update",
+                            "tasks/cancel"})
 #: Methods that exist only in 2026-07-28; a session-era client gets -32601 for them.
-MODERN_ONLY = frozenset({"server/discover", "subscriptions/listen"})
+MODERN_ONLY = frozenset({"server/discover", "subscriptions/listen", "tasks/get", "tasks/update", "tasks/cancel"})
 MAX_COMPLETION_VALUES = 100
 
 
@@ -63,9 +66,13 @@ async def call_handler(fn: Callable[..., Any], kwargs: dict[str, Any], *, thread
     return value
 
 
-def _scope(kernel: Kernel, request: RequestInfo) -> RequestScope:
+def _progress_token(request: RequestInfo) -> Any:
     meta = request.params.get("_meta")
-    token = meta.get("progressToken") if isinstance(meta, dict) else None
+    return meta.get("progressToken") if isinstance(meta, dict) else None
+
+
+def _scope(kernel: Kernel, request: RequestInfo) -> RequestScope:
+    token = _progress_token(request)
     if request.round is not None:
         return ModernScope(kernel, request.session, request.id, request.method, token, round=request.round)
     return RequestScope(kernel, request.session, request.id, request.method, token)
@@ -229,8 +236,19 @@ async def call_tool(kernel: Kernel, request: RequestInfo) -> dict[str, Any]:
         kwargs = record.signature.bind(arguments) if record.signature is not None else dict(arguments)
     except ValueError as exc:  # a value the schema let through but the annotation cannot take
         return results.error_result(f"Invalid arguments for tool {name!r}: {exc}")
+    run = kernel.tasks.begin(session, name, record.task)
     if record.signature is not None and record.signature.context_param:
-        kwargs[record.signature.context_param] = Context(_scope(kernel, request))
+        scope = _scope(kernel, request) if run is None else TaskScope(
+            kernel, session, request.id, request.method, _progress_token(request), round=request.round, run=run)
+        kwargs[record.signature.context_param] = Context(scope)
+    if run is not None:
+        return await run.execute(functools.partial(_invoke_tool, request, entry, kwargs))
+    return await _invoke_tool(request, entry, kwargs)
+
+
+async def _invoke_tool(request: RequestInfo, entry: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """Run the tool; its failures become isError results, protocol errors propagate."""
+    record = entry.record
     try:
         value = await call_handler(record.fn, kwargs, thread=record.thread)
     except McpError:
@@ -243,9 +261,10 @@ async def call_tool(kernel: Kernel, request: RequestInfo) -> dict[str, Any]:
             raise error from None
         return results.error_result(exc.message)
     except Exception:
-        log.exception("tool %s (plugin %s) raised", name, record.provenance.plugin if record.provenance else "?")
-        return results.error_result(f"Tool {name!r} failed with an internal error")
-    return results.tool_result(entry, value, session.protocol_version)
+        log.exception("tool %s (plugin %s) raised", record.name,
+                      record.provenance.plugin if record.provenance else "?")
+        return results.error_result(f"Tool {record.name!r} failed with an internal error")
+    return results.tool_result(entry, value, request.session.protocol_version)
 
 
 def _describe(error: Any) -> str:
@@ -426,6 +445,21 @@ async def discover(kernel: Kernel, request: RequestInfo) -> dict[str, Any]:
     return result
 
 
+@method("tasks/get")
+async def get_task(kernel: Kernel, request: RequestInfo) -> dict[str, Any]:
+    return await kernel.tasks.get(request.session, request.params)
+
+
+@method("tasks/update")
+async def update_task(kernel: Kernel, request: RequestInfo) -> dict[str, Any]:
+    return await kernel.tasks.update(request.session, request.params)
+
+
+@method("tasks/cancel")
+async def cancel_task(kernel: Kernel, request: RequestInfo) -> dict[str, Any]:
+    return await kernel.tasks.cancel(request.session, request.params)
+
+
 _LIST_KINDS = {"toolsListChanged": ("tools", "tools"), "promptsListChanged": ("prompts", "prompts"),
                "resourcesListChanged": ("resources", "resources")}
 
@@ -450,8 +484,22 @@ async def listen(kernel: Kernel, request: RequestInfo) -> dict[str, Any]:
     if isinstance(subscriptions, list) and capabilities.get("resources", {}).get("subscribe"):
         uris = {uri for uri in subscriptions if isinstance(uri, str)}
         honoured["resourceSubscriptions"] = sorted(uris)
+    task_ids: set[str] = set()
+    asked_tasks = wanted.get("taskIds")
+    if asked_tasks is not None:
+        if not declares_tasks(request.session):
+            raise missing_extension("Task notifications")
+        if not isinstance(asked_tasks, list):
+            raise invalid_params('Invalid params: "notifications.taskIds" must be a list of task ids')
+        for task_id in asked_tasks:  # only the caller's own, existing tasks
+            try:
+                await kernel.tasks.load(request.session, {"taskId": task_id})
+            except McpError:
+                continue
+            task_ids.add(task_id)
+        honoured["taskIds"] = sorted(task_ids)
     meta = {SUBSCRIPTION_ID: request.id}
-    listener = Listener(request.session, request.id, kinds, uris)
+    listener = Listener(request.session, request.id, kinds, uris, task_ids)
     kernel.listeners.add(listener)
     try:
         await request.session.outlet(  # type: ignore[misc]

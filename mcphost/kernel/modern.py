@@ -45,8 +45,6 @@ class Round:
         self.counters: dict[str, int] = {}
         self.used: set[str] = set()  # keys whose answers the handler took
 
-
-
     def key(self, method: str, given: str | None) -> str:
         if given is not None:
             return given
@@ -93,11 +91,12 @@ class ModernScope(RequestScope):
         if capability is not None and method != "elicitation/create":
             self._require(method, capability)
         name = self.round.key(method, key)
-        answer = self.round.answers.get(name)
-        if _well_formed(method, answer):
-            self.round.used.add(name)
-            return answer
-        raise self.round.ask(name, method, params)  # missing or malformed: ask (again)
+        while True:
+            answer = self.round.answers.get(name)
+            if _well_formed(method, answer):
+                self.round.used.add(name)
+                return answer
+            name = await self._missing(name, method, params)  # missing or malformed: ask (again)
 
     async def elicit(self, params: dict[str, Any], timeout: float | None, key: str | None = None) -> ElicitResult:
         try:
@@ -110,15 +109,23 @@ class ModernScope(RequestScope):
             raise
         wire.pop("elicitationId", None)  # gone in 2026-07-28: the retry itself completes the flow
         name = self.round.key("elicitation/create", key)
-        answer = self.round.answers.get(name)
-        if isinstance(answer, dict):
-            try:
-                result = self._elicit_result(params, answer)
-                self.round.used.add(name)
-                return result
-            except ClientRequestError:
-                pass  # a malformed answer is asked again rather than failing the call
-        raise self.round.ask(name, "elicitation/create", wire)
+        while True:
+            answer = self.round.answers.get(name)
+            if isinstance(answer, dict):
+                try:
+                    result = self._elicit_result(params, answer)
+                    self.round.used.add(name)
+                    return result
+                except ClientRequestError:
+                    pass  # a malformed answer is asked again rather than failing the call
+            name = await self._missing(name, "elicitation/create", wire)
+
+    async def _missing(self, key: str, method: str, params: dict[str, Any]) -> str:
+        """No usable answer under ``key``: end this run with the question (tasks wait for it instead).
+
+        Returns the key under which an answer has since arrived.
+        """
+        raise self.round.ask(key, method, params)
 
     async def close_stream(self, retry_ms: int | None) -> bool:
         return False  # nothing to resume in this revision

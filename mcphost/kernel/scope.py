@@ -170,6 +170,9 @@ class RequestScope:
     def defer(self) -> Deferred:
         return self._kernel.defer(self.session, self.request_id)
 
+    async def start_task(self) -> bool:
+        return False  # only a 2026-07-28 call of a task-capable tool can become a task
+
     async def close_stream(self, retry_ms: int | None) -> bool:
         close = getattr(self.session.outlet, "close_stream", None)
         if close is None or self.session.closed:

@@ -76,21 +76,19 @@ async def _answer(transport: HttpTransport, payload: dict[str, Any], reply: asyn
                   queue: asyncio.Queue[Any], receive: Receive, send: Send,
                   respond: Callable[..., Awaitable[None]]) -> str:
     """JSON if the reply comes before any notification; otherwise SSE. Returns the disconnect reason."""
-    streaming = payload.get("method") == "subscriptions/listen"
     disconnected = asyncio.ensure_future(wait_disconnect(receive))
-    first: asyncio.Future[Any] | None = None
+    first: asyncio.Future[Any] | None = asyncio.ensure_future(queue.get())
     try:
-        if not streaming:
-            first = asyncio.ensure_future(queue.get())
-            done, _ = await asyncio.wait({reply, first, disconnected}, return_when=asyncio.FIRST_COMPLETED)
-            if disconnected in done:
-                reply.cancel()
-                return "dropped"
-            if reply in done and first not in done:
-                first.cancel()
-                message = reply.result()
-                await respond(send, status_for(message), jsonrpc.encode(message) if message else b"", {})
-                return "complete"
+        # A listen stream's first message is its acknowledgement, so a refused listen is plain JSON too.
+        done, _ = await asyncio.wait({reply, first, disconnected}, return_when=asyncio.FIRST_COMPLETED)
+        if disconnected in done:
+            reply.cancel()
+            return "dropped"
+        if reply in done and first not in done:
+            first.cancel()
+            message = reply.result()
+            await respond(send, status_for(message), jsonrpc.encode(message) if message else b"", {})
+            return "complete"
         await send({"type": "http.response.start", "status": 200, "headers": list(_SSE)})
         pending = first
         while True:

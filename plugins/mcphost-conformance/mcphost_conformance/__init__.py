@@ -27,6 +27,7 @@ from mcphost.content import AudioContent, EmbeddedResourceContent, ImageContent,
 from mcphost_conformance.media import PNG, WAV
 from mcphost_conformance.stateless import STATELESS_PROMPTS, STATELESS_TOOLS
 from mcphost_conformance.stateless import reply_text as _reply_text
+from mcphost_conformance.tasks import TASK_TOOLS
 
 __all__ = [
     "PLUGIN_NAME",
@@ -305,6 +306,7 @@ TOOLS: tuple[mcphost.Tool, ...] = (
     tool_with_progress, error_handling, tool_with_logging, sampling, elicitation,
     elicitation_sep1034_defaults, elicitation_sep1330_enums, json_schema_2020_12_tool, custom_header,
     *STATELESS_TOOLS,
+    *TASK_TOOLS,
 )
 
 

@@ -49,6 +49,9 @@ TOOL_NAMES = {
     "test_input_required_result_list_roots", "test_input_required_result_request_state",
     "test_input_required_result_multiple_inputs", "test_input_required_result_multi_round",
     "test_input_required_result_tampered_state", "test_input_required_result_capabilities",
+    # tasks-extension fixtures (plain synchronous calls in the session era)
+    "greet", "slow_compute", "failing_job", "protocol_error_job", "confirm_delete", "multi_input",
+    "test_tool_with_task",
 }
 PROMPT_NAMES = ["test_simple_prompt", "test_prompt_with_arguments", "test_prompt_with_embedded_resource",
                 "test_prompt_with_image", "test_input_required_result_prompt"]

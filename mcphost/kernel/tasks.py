@@ -1,0 +1,401 @@
+"""The tasks extension of 2026-07-28 (``io.modelcontextprotocol/tasks``): tool calls that outlive their request.
+
+A tool declares ``task="optional"`` or ``task="required"``. When a client that declared the
+extension calls it, the handler starts like any other call: questions it asks first are
+ordinary input-required rounds, answered synchronously. The call *becomes a task* at the first
+of: the handler calling ``ctx.start_task()``, the handler still running after ``task_after``
+seconds, or (for ``required`` tools) the handler finishing. From then on the request answers
+with a ``CreateTaskResult`` (only after the task record is durable in the backend's task store)
+and the handler goes on in the background: its questions park the task in ``input_required``
+until ``tasks/update`` brings answers, ``tasks/cancel`` cancels it, and its outcome is kept for
+``tasks/get`` until the task's ttl runs out.
+
+Answers and cancellations reach the process running the task through the backend's broker
+(channel ``task:<id>``), so with a shared backend any worker can take a ``tasks/*`` request.
+Task records are bound to the principal that created them; a foreign or unknown id gets the
+same -32602.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+import time
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from mcphost.kernel.modern import ModernScope
+from mcphost.protocol.errors import (
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    MISSING_CLIENT_CAPABILITY,
+    SERVER_BUSY,
+    McpError,
+)
+from mcphost.sessions.session import Session
+
+if TYPE_CHECKING:
+    from mcphost.kernel.dispatcher import Kernel
+
+log = logging.getLogger("mcphost.tasks")
+
+EXTENSION = "io.modelcontextprotocol/tasks"
+TERMINAL = frozenset({"completed", "failed", "cancelled"})
+#: Fields of a stored record that go on the wire (the rest is bookkeeping: owner, expiry).
+_TASK_FIELDS = ("taskId", "status", "statusMessage", "createdAt", "lastUpdatedAt", "ttlMs", "pollIntervalMs")
+
+
+def declares_tasks(session: Session) -> bool:
+    """Whether this request's client declared the tasks extension."""
+    extensions = session.client_capabilities.get("extensions")
+    return isinstance(extensions, dict) and EXTENSION in extensions
+
+
+def missing_extension(what: str) -> McpError:
+    return McpError(MISSING_CLIENT_CAPABILITY, f"{what} needs the client extension {EXTENSION!r}",
+                    {"requiredCapabilities": {"extensions": {EXTENSION: {}}}})
+
+
+def owner_of(session: Session) -> str | None:
+    return None if session.principal is None else repr(session.principal.key)
+
+
+def channel(task_id: str) -> str:
+    return f"task:{task_id}"
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def task_view(record: dict[str, Any]) -> dict[str, Any]:
+    """The Task fields of a record (what CreateTaskResult and notifications carry)."""
+    return {name: record[name] for name in _TASK_FIELDS if name in record}
+
+
+def detailed_view(record: dict[str, Any]) -> dict[str, Any]:
+    """A DetailedTask: the Task plus outstanding questions, the result or the error, by status."""
+    view = task_view(record)
+    status = record["status"]
+    if status == "input_required":
+        view["inputRequests"] = dict(record.get("inputRequests") or {})
+    elif status == "completed":
+        view["result"] = record["result"]
+    elif status == "failed":
+        view["error"] = record["error"]
+    return view
+
+
+class TaskRun:
+    """One call of a task-capable tool: synchronous until it escalates, then a task."""
+
+    def __init__(self, manager: TaskManager, session: Session, tool: str, required: bool) -> None:
+        self.manager = manager
+        self.session = session
+        self.tool = tool
+        self.required = required
+        self.state = "sync"  # sync -> escalating -> task
+        self.record: dict[str, Any] = {}
+        self.created: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.handler: asyncio.Task[Any] | None = None
+        self.waiters: dict[str, asyncio.Future[Any]] = {}
+        self.retries = 0
+        self.stopping: str | None = None  # why the host cancelled the handler (shutdown)
+        self._unsubscribe: Callable[[], Any] | None = None
+
+    @property
+    def task_id(self) -> str | None:
+        return self.record.get("taskId")
+
+    # -- the request's side ---------------------------------------------------------------
+
+    async def execute(self, invoke: Callable[[], Awaitable[dict[str, Any]]]) -> dict[str, Any]:
+        """The request's answer: the tool result if it finished in time, else a CreateTaskResult."""
+        self.handler = asyncio.get_running_loop().create_task(self._body(invoke))
+        try:
+            await asyncio.wait((self.handler, self.created), timeout=self.manager.after,
+                               return_when=asyncio.FIRST_COMPLETED)
+            if self.state == "sync" and not self.handler.done():
+                await self.escalate()  # ran past task_after: the rest runs as a task
+            elif self.state == "escalating":
+                await asyncio.shield(self.created)
+        except BaseException:
+            if self.state == "sync":
+                self.handler.cancel()  # the client left, or the task could not be created
+            raise
+        if self.state == "task":
+            return {"resultType": "task", **task_view(self.record)}
+        result = self.handler.result()  # the handler finished synchronously (or raised)
+        if self.required:  # the tool must answer as a task: one that is already complete
+            await self.escalate(status="completed", result=result)
+            return {"resultType": "task", **task_view(self.record)}
+        return result
+
+    async def escalate(self, status: str = "working", result: dict[str, Any] | None = None) -> bool:
+        """Turn the call into a task: create the durable record first. True once it is a task."""
+        if self.state != "sync":
+            await asyncio.shield(self.created)
+            return True
+        self.state = "escalating"
+        manager = self.manager
+        try:
+            if len(manager.running) >= manager.settings.max_tasks:
+                raise McpError(SERVER_BUSY, "Too many tasks are running; retry later")
+            now = _now()
+            record: dict[str, Any] = {
+                "taskId": secrets.token_urlsafe(24), "status": status, "createdAt": now, "lastUpdatedAt": now,
+                "ttlMs": int(manager.settings.task_ttl * 1000),
+                "pollIntervalMs": manager.settings.task_poll_interval_ms,
+                "owner": owner_of(self.session), "tool": self.tool,
+                "expires": time.time() + manager.settings.task_ttl,
+            }
+            if result is not None:
+                record["result"] = result
+            await manager.store.create(record["taskId"], dict(record), manager.settings.task_ttl)
+        except BaseException as exc:
+            # Back to a synchronous call; whoever waited for this attempt hears why it failed.
+            self.state = "sync"
+            failed, self.created = self.created, asyncio.get_running_loop().create_future()
+            failed.set_exception(exc if isinstance(exc, McpError) else
+                                 McpError(INTERNAL_ERROR, "The task could not be created"))
+            failed.exception()  # marked as retrieved: nobody may be waiting
+            raise
+        self.record = record
+        self.state = "task"
+        if status not in TERMINAL:
+            manager.running[record["taskId"]] = self
+            self._unsubscribe = manager.broker.subscribe(channel(record["taskId"]), self.on_message)
+        self.created.set_result(None)
+        return True
+
+    # -- the handler's side ---------------------------------------------------------------
+
+    async def _body(self, invoke: Callable[[], Awaitable[dict[str, Any]]]) -> dict[str, Any]:
+        try:
+            result = await invoke()
+        except asyncio.CancelledError:
+            if self.state == "sync":
+                raise
+            _uncancel()
+            await self._settle_after_error(asyncio.CancelledError())
+            return {}
+        except BaseException as exc:
+            if self.state == "sync":
+                raise  # a synchronous call: the request reports it as usual
+            await self._settle_after_error(exc)
+            return {}
+        if self.state != "sync":
+            await asyncio.shield(self.created)
+            await self._finish(status="completed", result=result)
+        return result
+
+    async def _settle_after_error(self, exc: BaseException) -> None:
+        await asyncio.shield(self.created)
+        if isinstance(exc, asyncio.CancelledError):
+            if self.stopping is not None:
+                await self._finish(status="failed", error={"code": INTERNAL_ERROR, "message": self.stopping})
+            else:
+                await self._finish(status="cancelled", statusMessage="Cancelled at the client's request")
+        elif isinstance(exc, McpError):
+            await self._finish(status="failed", error=exc.to_error())
+        else:
+            log.error("task %s (tool %s) failed", self.task_id, self.tool, exc_info=exc)
+            await self._finish(status="failed", error={"code": INTERNAL_ERROR, "message": "Internal error"})
+
+    async def _finish(self, **fields: Any) -> None:
+        for waiter in self.waiters.values():
+            waiter.cancel()
+        self.record.pop("inputRequests", None)
+        await self._update(**fields)
+        task_id = self.record["taskId"]
+        self.manager.running.pop(task_id, None)
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+            self._unsubscribe = None
+
+    async def _update(self, **fields: Any) -> None:
+        """Change the record, store it (a fresh copy, keeping the original expiry) and tell listeners."""
+        record = dict(self.record)
+        record.update(fields)
+        record["lastUpdatedAt"] = _now()
+        if "statusMessage" not in fields and fields.get("status") in TERMINAL:
+            record.pop("statusMessage", None)
+        self.record = record
+        try:
+            await self.manager.save(record)
+        except Exception:
+            log.exception("task %s: could not store its new state", record["taskId"])
+        await self.manager.kernel.notify_task(record)
+
+    async def ask(self, key: str, method: str, params: dict[str, Any]) -> Any:
+        """Park the task in input_required until ``tasks/update`` answers ``key``."""
+        await asyncio.shield(self.created)  # the task may still be being created
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self.waiters[key] = future
+        requests = dict(self.record.get("inputRequests") or {})
+        requests[key] = {"method": method, "params": params}
+        try:
+            await self._update(status="input_required", inputRequests=requests)
+            return await future
+        finally:
+            self.waiters.pop(key, None)
+
+    async def on_message(self, message: dict[str, Any]) -> None:
+        """A tasks/update or tasks/cancel routed here by the broker."""
+        if message.get("type") == "cancel":
+            if self.handler is not None and not self.handler.done():
+                self.handler.cancel()
+            return
+        answers = message.get("inputResponses")
+        if not isinstance(answers, dict) or self.record.get("status") in TERMINAL:
+            return
+        requests = dict(self.record.get("inputRequests") or {})
+        taken = [key for key in answers if key in requests and key in self.waiters]
+        if not taken:
+            return
+        for key in taken:
+            del requests[key]
+        fields: dict[str, Any] = {"inputRequests": requests}
+        if not requests:
+            fields["status"] = "working"
+        await self._update(**fields)
+        for key in taken:
+            waiter = self.waiters.get(key)
+            if waiter is not None and not waiter.done():
+                waiter.set_result(answers[key])
+
+    def next_key(self, key: str) -> str:
+        """A fresh key for asking again: keys are never reused over a task's lifetime."""
+        self.retries += 1
+        return f"{key}.{self.retries}"
+
+
+class TaskScope(ModernScope):
+    """The scope behind ``ctx`` for a call that may become a task."""
+
+    __slots__ = ("run",)
+
+    def __init__(self, *args: Any, round: Any, run: TaskRun) -> None:
+        super().__init__(*args, round=round)
+        self.run = run
+
+    async def start_task(self) -> bool:
+        return await self.run.escalate()
+
+    async def progress(self, progress: float, total: float | None, message: str | None) -> None:
+        if self.run.state == "sync":
+            await super().progress(progress, total, message)
+        # A task has no response stream; the extension does not carry progress for tasks.
+
+    async def log(self, level: str, data: Any, logger: str | None) -> None:
+        if self.run.state == "sync":
+            await super().log(level, data, logger)
+
+    async def _missing(self, key: str, method: str, params: dict[str, Any]) -> str:
+        if self.run.state == "sync":
+            return await super()._missing(key, method, params)
+        if key in self.round.answers:  # answered, but unusable: ask again under a new key
+            key = self.run.next_key(key)
+        self.round.answers[key] = await self.run.ask(key, method, params)
+        return key
+
+
+def _uncancel() -> None:
+    task = asyncio.current_task()
+    if task is not None:
+        while task.cancelling():
+            task.uncancel()
+
+
+class TaskManager:
+    """The tasks this process runs, and the tasks/* methods over the backend's task store."""
+
+    def __init__(self, kernel: Kernel) -> None:
+        self.kernel = kernel
+        self.settings = kernel.settings
+        self.after = kernel.settings.task_after
+        self.running: dict[str, TaskRun] = {}
+
+    @property
+    def store(self) -> Any:
+        return self.kernel.host.backend.tasks
+
+    @property
+    def broker(self) -> Any:
+        return self.kernel.host.backend.broker
+
+    def begin(self, session: Session, tool: str, support: str) -> TaskRun | None:
+        """A TaskRun when this call may become a task, None for an ordinary call (-32021 if it cannot be one)."""
+        if support == "forbidden" or session.era != "modern":
+            return None
+        if not declares_tasks(session):
+            if support == "required":
+                raise missing_extension(f"Tool {tool!r} runs only as a task; it")
+            return None
+        return TaskRun(self, session, tool, required=support == "required")
+
+    async def save(self, record: dict[str, Any]) -> None:
+        remaining = max(record["expires"] - time.time(), 0.001)
+        await self.store.save(record["taskId"], record, remaining)
+
+    async def load(self, session: Session, params: dict[str, Any]) -> dict[str, Any]:
+        """The caller's task named in ``params``; unknown, expired and foreign ids look the same."""
+        if not declares_tasks(session):
+            raise missing_extension("The tasks/* methods")
+        task_id = params.get("taskId")
+        if not isinstance(task_id, str):
+            raise McpError(INVALID_PARAMS, 'Invalid params: "taskId" must be a string')
+        record = await self.store.load(task_id) if len(task_id) <= 200 else None
+        if record is None or record.get("owner") != owner_of(session):
+            raise McpError(INVALID_PARAMS, "Unknown task", {"taskId": task_id[:200]})
+        return record
+
+    async def get(self, session: Session, params: dict[str, Any]) -> dict[str, Any]:
+        return detailed_view(await self.load(session, params))
+
+    async def update(self, session: Session, params: dict[str, Any]) -> dict[str, Any]:
+        record = await self.load(session, params)
+        answers = params.get("inputResponses")
+        if not isinstance(answers, dict):
+            raise McpError(INVALID_PARAMS, 'Invalid params: "inputResponses" must be an object')
+        outstanding = record.get("inputRequests") or {}
+        taken = {key: value for key, value in answers.items() if key in outstanding}
+        if taken and record["status"] not in TERMINAL:
+            # Reflect the answers in the record at once, so a tasks/get right after this ack
+            # sees them taken; then wake the handler wherever it runs.
+            left = {key: value for key, value in outstanding.items() if key not in taken}
+            record = {**record, "inputRequests": left, "lastUpdatedAt": _now()}
+            if not left:
+                record["status"] = "working"
+            message = {"type": "update", "inputResponses": taken}
+            run = self.running.get(record["taskId"])
+            if run is not None:
+                await run.on_message(message)
+            else:  # another process runs it
+                await self.save(record)
+                await self.broker.publish(channel(record["taskId"]), message)
+        return {}  # unknown or already-answered keys are ignored
+
+    async def cancel(self, session: Session, params: dict[str, Any]) -> dict[str, Any]:
+        record = await self.load(session, params)
+        if record["status"] not in TERMINAL:
+            run = self.running.get(record["taskId"])
+            if run is not None:
+                await run.on_message({"type": "cancel"})
+            else:
+                await self.broker.publish(channel(record["taskId"]), {"type": "cancel"})
+        return {}  # an acknowledgement; the status settles to cancelled (tasks/get tells)
+
+    async def stop(self, reason: str = "The server stopped before the task finished") -> None:
+        """Fail every task this process runs (shutdown), so no client waits on a task nobody runs."""
+        runs = [run for run in self.running.values() if run.handler is not None and not run.handler.done()]
+        for run in runs:
+            run.stopping = reason
+            run.handler.cancel()  # type: ignore[union-attr]
+        if runs:
+            await asyncio.gather(*(run.handler for run in runs), return_exceptions=True)  # type: ignore[misc]
+
+
+__all__ = ["EXTENSION", "TaskManager", "TaskRun", "TaskScope", "declares_tasks"]
