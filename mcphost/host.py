@@ -139,6 +139,8 @@ class Host:
             return
         self.prepare()
         await await_maybe(getattr(self.backend, "start", _nothing)())
+        assert self.kernel is not None
+        self.kernel.attach(self.backend.broker)
         for impl in impls(self.pm, "mcphost_startup"):
             await await_maybe(call_impl(impl, host=self))
         self._started = True
@@ -160,6 +162,8 @@ class Host:
                 await await_maybe(call_impl(impl, host=self))
             except Exception:
                 log.exception("plugin %s: mcphost_shutdown raised", impl.plugin_name)
+        if self.kernel is not None:
+            self.kernel.detach()
         await await_maybe(getattr(self.backend, "close", _nothing)())
         self._started = False
 

@@ -77,7 +77,13 @@ class Resource:
     icons: tuple[Mapping[str, Any], ...] = ()
     meta: Mapping[str, Any] | None = None
     context_param: str | None = None
+    #: 2026-07-28 cache hints for resources/read (None: the ``[server] cache_ttl_ms`` default, public).
+    cache_ttl_ms: int | None = None
+    cache_scope: str | None = None
     provenance: Provenance | None = None
+
+    def __post_init__(self) -> None:
+        _check_cache_hints(self.uri, self.cache_ttl_ms, self.cache_scope)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.fn(*args, **kwargs)
@@ -98,10 +104,22 @@ class ResourceTemplate:
     meta: Mapping[str, Any] | None = None
     completions: Mapping[str, Completer] = field(default_factory=dict)
     context_param: str | None = None
+    cache_ttl_ms: int | None = None
+    cache_scope: str | None = None
     provenance: Provenance | None = None
+
+    def __post_init__(self) -> None:
+        _check_cache_hints(self.uri_template, self.cache_ttl_ms, self.cache_scope)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.fn(*args, **kwargs)
+
+
+def _check_cache_hints(what: str, ttl_ms: int | None, scope: str | None) -> None:
+    if ttl_ms is not None and (not isinstance(ttl_ms, int) or isinstance(ttl_ms, bool) or ttl_ms < 0):
+        raise ValueError(f"resource {what!r}: cache_ttl_ms must be a non-negative integer")
+    if scope not in (None, "public", "private"):
+        raise ValueError(f"resource {what!r}: cache_scope must be 'public' or 'private', not {scope!r}")
 
 
 @dataclass(frozen=True)
@@ -193,8 +211,13 @@ def tool(fn: Handler | None = None, /, *, name: str | None = None, title: str | 
 def resource(uri: str, *, name: str | None = None, title: str | None = None, description: str | None = None,
              mime_type: str | None = None, size: int | None = None,
              annotations: Mapping[str, Any] | None = None, icons: list[Mapping[str, Any]] | None = None,
-             meta: Mapping[str, Any] | None = None) -> Callable[[Handler], Resource]:
-    """Turn a function returning text, bytes or contents into a :class:`Resource` at ``uri``."""
+             meta: Mapping[str, Any] | None = None, cache_ttl_ms: int | None = None,
+             cache_scope: str | None = None) -> Callable[[Handler], Resource]:
+    """Turn a function returning text, bytes or contents into a :class:`Resource` at ``uri``.
+
+    ``cache_ttl_ms`` / ``cache_scope`` set the 2026-07-28 cache hints of its ``resources/read``
+    results (``"private"`` when the contents depend on the caller).
+    """
 
     def build(handler: Handler) -> Resource:
         inspected = sig.inspect_signature(handler, context_type=Context)
@@ -203,7 +226,8 @@ def resource(uri: str, *, name: str | None = None, title: str | None = None, des
         return Resource(uri=uri, name=name or handler.__name__, fn=handler,
                         description=_description(handler, description), title=title, mime_type=mime_type,
                         size=size, annotations=annotations, icons=tuple(icons or ()), meta=meta,
-                        context_param=inspected.context_param)
+                        context_param=inspected.context_param, cache_ttl_ms=cache_ttl_ms,
+                        cache_scope=cache_scope)
 
     return build
 
@@ -212,9 +236,9 @@ def resource_template(uri_template: str, *, name: str | None = None, title: str 
                       description: str | None = None, mime_type: str | None = None,
                       annotations: Mapping[str, Any] | None = None,
                       icons: list[Mapping[str, Any]] | None = None, meta: Mapping[str, Any] | None = None,
-                      completions: Mapping[str, Completer] | None = None
-                      ) -> Callable[[Handler], ResourceTemplate]:
-    """Turn a function taking the template's variables into a :class:`ResourceTemplate`."""
+                      completions: Mapping[str, Completer] | None = None, cache_ttl_ms: int | None = None,
+                      cache_scope: str | None = None) -> Callable[[Handler], ResourceTemplate]:
+    """Turn a function taking the template's variables into a :class:`ResourceTemplate` (cache hints: see resource)."""
 
     def build(handler: Handler) -> ResourceTemplate:
         inspected = sig.inspect_signature(handler, context_type=Context)
@@ -222,7 +246,8 @@ def resource_template(uri_template: str, *, name: str | None = None, title: str 
                                 description=_description(handler, description), title=title,
                                 mime_type=mime_type, annotations=annotations, icons=tuple(icons or ()),
                                 meta=meta, completions=dict(completions or {}),
-                                context_param=inspected.context_param)
+                                context_param=inspected.context_param, cache_ttl_ms=cache_ttl_ms,
+                                cache_scope=cache_scope)
 
     return build
 

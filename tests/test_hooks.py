@@ -846,7 +846,7 @@ class EveryHook:
     def __init__(self) -> None:
         self.__name__ = "every"
         self.events: list[str] = []
-        self.backend = object()
+        self.backend = MemoryBackend()  # its own instance, not the built-in default
 
     @mcphost.hookimpl
     def mcphost_tools(self, host: Any) -> list[mcphost.Tool]:

@@ -86,6 +86,8 @@ class Kernel:
         self.sealer = StateSealer(_state_keys(self.settings.state_keys), ttl=self.settings.state_ttl)
         self._modern_ids = itertools.count(1)
         self.tasks = TaskManager(self)
+        self._broker: Any = None
+        self._detach: Any = None
         call: CallNext = self._dispatch
         for record in reversed(middleware or []):
             call = functools.partial(_through_middleware, record, call)
@@ -202,8 +204,9 @@ class Kernel:
         result["_meta"] = meta
         if method in CACHEABLE and result["resultType"] == "complete":
             retried = params.get("requestState") is not None or params.get("inputResponses") is not None
-            result["ttlMs"] = 0 if retried else self.settings.cache_ttl_ms
-            result["cacheScope"] = "private" if retried or _personal(session) else "public"
+            private = retried or _personal(session) or result.get("cacheScope") == "private"
+            result["ttlMs"] = 0 if retried else result.get("ttlMs", self.settings.cache_ttl_ms)
+            result["cacheScope"] = "private" if private else "public"
         return result
 
     async def _run(self, session: Session, message: Message) -> Message | None:
@@ -285,31 +288,60 @@ class Kernel:
             return False
         return deferred.reject(error) if error is not None else deferred.resolve(value)
 
+    # -- notifications for every session and listen stream, through the broker ------------------
+
+    def attach(self, broker: Any) -> None:
+        """Deliver what any process publishes on :data:`BROADCAST` to this process's clients."""
+        self._broker = broker
+        self._detach = broker.subscribe(BROADCAST, self._on_broadcast)
+
+    def detach(self) -> None:
+        if callable(self._detach):
+            self._detach()
+        self._broker = self._detach = None
+
+    async def _publish(self, message: dict[str, Any]) -> None:
+        if self._broker is None:  # not started (tests driving the kernel directly): this process only
+            await self._on_broadcast(message)
+        else:
+            await self._broker.publish(BROADCAST, message)
+
     async def notify_resource_updated(self, uri: str) -> None:
-        message = jsonrpc.notification("notifications/resources/updated", {"uri": uri})
-        for session in list(self.host.sessions.values()):
-            if uri in session.subscriptions and session.outlet is not None and not session.closed:
-                await _deliver(session, message)
-        for listener in list(self.listeners):
-            if uri in listener.uris:
-                await listener.send("notifications/resources/updated", {"uri": uri})
+        await self._publish({"type": "resource_updated", "uri": uri})
+
+    async def notify_list_changed(self, kind: str) -> None:
+        """Tell every initialized session and listen stream that a list changed (tools, prompts, resources)."""
+        await self._publish({"type": "list_changed", "kind": kind})
 
     async def notify_task(self, record: dict[str, Any]) -> None:
         """Tell listen streams that asked for this task (``notifications.taskIds``) its new state."""
-        task_id = record["taskId"]
-        for listener in list(self.listeners):
-            if task_id in listener.task_ids:
-                await listener.send("notifications/tasks", detailed_view(record))
+        await self._publish({"type": "task", "task": detailed_view(record)})
 
-    async def notify_list_changed(self, kind: str) -> None:
-        """Tell every initialized session that a list changed (kind: tools, prompts, resources)."""
-        message = jsonrpc.notification(f"notifications/{kind}/list_changed")
-        for session in list(self.host.sessions.values()):
-            if session.initialized and session.outlet is not None and not session.closed:
-                await _deliver(session, message)
-        for listener in list(self.listeners):
-            if kind in listener.kinds:
-                await listener.send(f"notifications/{kind}/list_changed", {})
+    async def _on_broadcast(self, event: dict[str, Any]) -> None:
+        kind = event.get("type")
+        if kind == "resource_updated":
+            uri = event["uri"]
+            message = jsonrpc.notification("notifications/resources/updated", {"uri": uri})
+            for session in list(self.host.sessions.values()):
+                if uri in session.subscriptions and session.outlet is not None and not session.closed:
+                    await _deliver(session, message)
+            for listener in list(self.listeners):
+                if uri in listener.uris:
+                    await listener.send("notifications/resources/updated", {"uri": uri})
+        elif kind == "list_changed":
+            method = f"notifications/{event['kind']}/list_changed"
+            message = jsonrpc.notification(method)
+            for session in list(self.host.sessions.values()):
+                if session.initialized and session.outlet is not None and not session.closed:
+                    await _deliver(session, message)
+            for listener in list(self.listeners):
+                if event["kind"] in listener.kinds:
+                    await listener.send(method, {})
+        elif kind == "task":
+            task = event["task"]
+            for listener in list(self.listeners):
+                if task["taskId"] in listener.task_ids:
+                    await listener.send("notifications/tasks", task)
 
 
 class Listener:
@@ -336,6 +368,8 @@ class Listener:
 
 SERVER_INFO = "io.modelcontextprotocol/serverInfo"
 SUBSCRIPTION_ID = "io.modelcontextprotocol/subscriptionId"
+#: The broker channel carrying list changes, resource updates and task statuses to every process.
+BROADCAST = "notify"
 CACHEABLE = frozenset({"server/discover", "tools/list", "prompts/list", "resources/list", "resources/templates/list",
                        "resources/read"})
 

@@ -317,7 +317,13 @@ async def read_resource(kernel: Kernel, request: RequestInfo) -> dict[str, Any]:
         raise McpError(INTERNAL_ERROR, "Internal error") from None
     if value is None:
         raise _not_found(request, uri)
-    return {"contents": results.resource_contents(uri, record.mime_type, value)}
+    result: dict[str, Any] = {"contents": results.resource_contents(uri, record.mime_type, value)}
+    if request.era == "modern":  # the record's own cache hints; the kernel's stamp fills in the rest
+        if record.cache_ttl_ms is not None:
+            result["ttlMs"] = record.cache_ttl_ms
+        if record.cache_scope is not None:
+            result["cacheScope"] = record.cache_scope
+    return result
 
 
 @method("resources/subscribe")
