@@ -21,6 +21,7 @@ from mcphost.config import Config, validate_plugin_sections
 from mcphost.errors import PluginError, Refused
 from mcphost.kernel import Kernel
 from mcphost.plugins import (
+    PluginFailures,
     PluginInfo,
     PluginSelection,
     call_impl,
@@ -66,6 +67,9 @@ class Host:
         self._connect: list[pluggy.HookImpl] = []
         self._disconnect: list[pluggy.HookImpl] = []
         self._terminate: list[pluggy.HookImpl] = []
+        self._exception: list[pluggy.HookImpl] = []
+        #: Observer hooks (disconnect, terminate, exception) that raised, logged in full once per plugin.
+        self.failures = PluginFailures(log)
         self._prepared = False
         self._started = False
         self._server_info: dict[str, dict[str, Any]] = {}
@@ -103,6 +107,7 @@ class Host:
         self._connect = impls(self.pm, "mcphost_connect")
         self._disconnect = impls(self.pm, "mcphost_disconnect")
         self._terminate = impls(self.pm, "mcphost_terminate")
+        self._exception = impls(self.pm, "mcphost_exception")
         self.backend = self.pm.hook.mcphost_backend(host=self)
         self._prepared = True
 
@@ -178,6 +183,11 @@ class Host:
     def extensions(self) -> dict[str, Any]:
         """Protocol extensions this host serves (2026-07-28 ``capabilities.extensions``)."""
         return {}
+
+    @property
+    def started(self) -> bool:
+        """Whether :meth:`start` has run and :meth:`stop` has not."""
+        return self._started
 
     # -- identity -------------------------------------------------------------------------
 
@@ -256,8 +266,20 @@ class Host:
         for impl in hook:
             try:
                 await await_maybe(call_impl(impl, session=session, reason=reason))
-            except Exception:
-                log.exception("plugin %s: %s raised", impl.plugin_name, name)
+            except Exception as exc:
+                self.failures.report(impl.plugin_name, name, exc)
+
+    async def report_exception(self, request: Any, exception: BaseException) -> None:
+        """Run ``mcphost_exception`` for an unexpected exception met while serving ``request``.
+
+        Called from the request's own task (its context variables, such as the current trace
+        span, are in effect); observers that raise are logged once and ignored.
+        """
+        for impl in self._exception:
+            try:
+                await await_maybe(call_impl(impl, request=request, exception=exception))
+            except Exception as exc:
+                self.failures.report(impl.plugin_name, "mcphost_exception", exc)
 
     async def notify_resource_updated(self, uri: str) -> None:
         """Send ``notifications/resources/updated`` to every session subscribed to ``uri``."""

@@ -124,7 +124,7 @@ class MemoryClient:
     def send(self, message: Any) -> asyncio.Future[Any] | None:
         """Hand a raw message to the kernel; returns the reply future for requests."""
         assert self.session is not None and self.host.kernel is not None
-        return self.host.kernel.receive(self.session, message)
+        return self.host.kernel.receive(self.session, message, self.connection)
 
     async def raw_request(self, method: str, params: dict[str, Any] | None = None, *,
                           request_id: Any = None) -> dict[str, Any]:

@@ -242,8 +242,9 @@ async def call_tool(kernel: Kernel, request: RequestInfo) -> dict[str, Any]:
         if error is not None:
             raise error from None
         return results.error_result(exc.message)
-    except Exception:
+    except Exception as exc:
         log.exception("tool %s (plugin %s) raised", name, record.provenance.plugin if record.provenance else "?")
+        await kernel.host.report_exception(request, exc)
         return results.error_result(f"Tool {name!r} failed with an internal error")
     return results.tool_result(entry, value, session.protocol_version)
 
@@ -293,8 +294,9 @@ async def read_resource(kernel: Kernel, request: RequestInfo) -> dict[str, Any]:
         raise _missing_capability(request, exc) or McpError(INTERNAL_ERROR, exc.message) from None
     except (FileNotFoundError, LookupError):
         raise _not_found(request, uri) from None
-    except Exception:
+    except Exception as exc:
         log.exception("resource %s (plugin %s) raised", uri, record.provenance.plugin if record.provenance else "?")
+        await kernel.host.report_exception(request, exc)
         raise McpError(INTERNAL_ERROR, "Internal error") from None
     if value is None:
         raise _not_found(request, uri)
@@ -350,9 +352,10 @@ async def get_prompt(kernel: Kernel, request: RequestInfo) -> dict[str, Any]:
         raise
     except ClientRequestError as exc:
         raise _missing_capability(request, exc) or McpError(INTERNAL_ERROR, exc.message) from None
-    except Exception:
+    except Exception as exc:
         log.exception("prompt %s (plugin %s) raised", prompt.name,
                       prompt.provenance.plugin if prompt.provenance else "?")
+        await kernel.host.report_exception(request, exc)
         raise McpError(INTERNAL_ERROR, "Internal error") from None
 
 
@@ -392,8 +395,9 @@ async def complete(kernel: Kernel, request: RequestInfo) -> dict[str, Any]:
             found = await found
     except McpError:
         raise
-    except Exception:
+    except Exception as exc:
         log.exception("completion for %s raised", name)
+        await kernel.host.report_exception(request, exc)
         raise McpError(INTERNAL_ERROR, "Internal error") from None
     return {"completion": _completion(found)}
 
