@@ -7,6 +7,7 @@ per connection are collected once and then called directly, without pluggy in th
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import inspect
 import logging
@@ -35,6 +36,9 @@ from mcphost.records import Middleware, Provenance, stamped
 from mcphost.sessions.session import Connection, Principal, Session
 
 log = logging.getLogger("mcphost.host")
+
+#: Seconds a readiness probe waits for the backend's ``health()`` before calling it unhealthy.
+HEALTH_TIMEOUT = 2.0
 
 
 async def await_maybe(value: Any) -> Any:
@@ -72,6 +76,7 @@ class Host:
         self.failures = PluginFailures(log)
         self._prepared = False
         self._started = False
+        self._backend_was_healthy = True
         self._server_info: dict[str, dict[str, Any]] = {}
 
     # -- configuration and plugins ----------------------------------------------------------
@@ -188,6 +193,32 @@ class Host:
     def started(self) -> bool:
         """Whether :meth:`start` has run and :meth:`stop` has not."""
         return self._started
+
+    async def backend_healthy(self) -> bool:
+        """Ask the backend's optional ``health()``; a backend without one is healthy.
+
+        An exception, a false answer or no answer within :data:`HEALTH_TIMEOUT` is unhealthy.
+        Changes are logged (not every probe: load balancers ask every few seconds).
+        """
+        check = getattr(self.backend, "health", None)
+        if check is None:
+            return True
+        why = "health() answered False"
+        try:
+            async with asyncio.timeout(HEALTH_TIMEOUT):
+                healthy = bool(await await_maybe(check()))
+        except TimeoutError:
+            healthy, why = False, f"no answer within {HEALTH_TIMEOUT}s"
+        except Exception as exc:
+            healthy, why = False, repr(exc)
+        if healthy != self._backend_was_healthy:
+            self._backend_was_healthy = healthy
+            name = getattr(self.backend, "name", "?")
+            if healthy:
+                log.warning("backend %s is healthy again", name)
+            else:
+                log.warning("backend %s is unhealthy: %s", name, why)
+        return healthy
 
     # -- identity -------------------------------------------------------------------------
 
