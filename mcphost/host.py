@@ -135,6 +135,8 @@ class Host:
                 continue
             provenance = Provenance(name, info.distribution if info else None, info.version if info else None)
             collected.extend(stamped(record, provenance) for record in records)
+            if info is not None and records:
+                info.provides["middleware"] = [record.name for record in records]
         return collected
 
     async def start(self, *, freeze_gc: bool = False) -> None:

@@ -1115,7 +1115,8 @@ async def test_one_plugin_implementing_every_hook() -> None:
     assert host.backend is plugin.backend
     assert info.status == "active"
     assert info.provides == {"prompts": ["hello_prompt"], "resourceTemplates": ["test://items/{item_id}"],
-                             "resources": ["every://motd"], "tools": ["shout", "whoami", "fail"]}
+                             "resources": ["every://motd"], "tools": ["shout", "whoami", "fail"],
+                             "middleware": ["count"]}
     assert plugin.events == [
         "startup", "connect", "request initialize", "request tools/list", "request tools/call",
         "request tools/call", "exception fail RuntimeError", "request resources/read", "request resources/read", "request prompts/list",
