@@ -1119,7 +1119,8 @@ async def test_one_plugin_implementing_every_hook() -> None:
                              "middleware": ["count"]}
     assert plugin.events == [
         "startup", "connect", "request initialize", "request tools/list", "request tools/call",
-        "request tools/call", "exception fail RuntimeError", "request resources/read", "request resources/read", "request prompts/list",
+        "request tools/call", "exception fail RuntimeError", "request resources/read", "request resources/read",
+        "request prompts/list",
         "disconnect eof", "terminate eof", "shutdown"]
 
     assert host.pm.hook.mcphost_authenticate(request=Connection("http", headers={"x-user": "every"})) == [

@@ -251,25 +251,27 @@ class OtelPlugin:
                 error_type: str | None, status_code: str | None, description: str | None, counting: bool) -> None:
         elapsed = time.perf_counter() - started
         session = request.session
+        late: dict[str, Any] = {}  # known only now; the span has the rest since its start
         version = request.protocol_version
         if version:
-            attributes["mcp.protocol.version"] = version
+            late["mcp.protocol.version"] = version
         owner = request.owner
         if owner is not None:
-            attributes[PLUGIN_NAME] = owner.plugin
+            late[PLUGIN_NAME] = owner.plugin
             if owner.version:
-                attributes[PLUGIN_VERSION] = owner.version
+                late[PLUGIN_VERSION] = owner.version
         if error_type is not None:
-            attributes["error.type"] = error_type
+            late["error.type"] = error_type
         if status_code is not None:
-            attributes["rpc.response.status_code"] = status_code
+            late["rpc.response.status_code"] = status_code
         if span is not None:
-            span.set_attributes(attributes)
+            span.set_attributes(late)
             if error_type is not None:
                 span.set_status(Status(StatusCode.ERROR, description))
             span.end()
             otel_context.detach(token)
         if self.operation_duration is not None:
+            attributes.update(late)
             self.operation_duration.record(elapsed, attributes)
         if counting and session.initialized and self.active_sessions is not None:
             self.active_sessions.add(1, {"mcp.protocol.version": session.protocol_version or ""})
@@ -298,8 +300,10 @@ def _span_attributes(request: Any, attributes: dict[str, Any]) -> dict[str, Any]
 
 
 def _carrier(source: Any) -> dict[str, str] | None:
-    if not isinstance(source, Mapping):
+    if not isinstance(source, dict) and not isinstance(source, Mapping):
         return None
+    if "traceparent" not in source:
+        return None  # the usual case: nothing to extract
     carrier = {key: value for key in PROPAGATION_KEYS if isinstance(value := source.get(key), str)}
     return carrier if "traceparent" in carrier else None
 

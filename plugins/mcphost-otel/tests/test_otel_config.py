@@ -6,6 +6,7 @@ import logging
 from typing import Any
 
 import pytest
+from mcphost_otel import OtelPlugin, providers
 from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcSpanExporter
 from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter as HttpMetricExporter
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpSpanExporter
@@ -19,7 +20,6 @@ import mcphost
 from mcphost.errors import ConfigError
 from mcphost.sessions.session import Connection
 from mcphost.testing import MemoryClient, make_host
-from mcphost_otel import OtelPlugin, providers
 
 
 @mcphost.tool

@@ -17,6 +17,7 @@ from typing import Any
 
 import httpx
 import pytest
+from mcphost_otel import ACTIVE_SESSIONS, OPERATION_DURATION, SESSION_DURATION, OtelPlugin
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import TracerProvider
@@ -28,7 +29,6 @@ import mcphost
 from mcphost.host import Host
 from mcphost.plugins import PluginSelection
 from mcphost.testing import LiveServer, serve_http
-from mcphost_otel import ACTIVE_SESSIONS, OPERATION_DURATION, SESSION_DURATION, OtelPlugin
 
 CLIENT_TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 CLIENT_SPAN = "00f067aa0ba902b7"

@@ -89,7 +89,7 @@ class Collector(BaseHTTPRequestHandler):
 
     received: dict[str, list[bytes]]
 
-    def do_POST(self) -> None:  # noqa: N802 (the stdlib's naming)
+    def do_POST(self) -> None:
         body = self.rfile.read(int(self.headers["content-length"]))
         self.received.setdefault(self.path, []).append(body)
         self.send_response(200)
