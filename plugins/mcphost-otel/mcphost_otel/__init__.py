@@ -58,7 +58,8 @@ CONFIG_SCHEMA: dict[str, Any] = {
         "traces": {"type": "boolean", "default": True,
                    "description": "Record a server span per MCP request."},
         "metrics": {"type": "boolean", "default": True,
-                    "description": "Record operation and session metrics."},
+                    "description": "Record operation and session metrics (for the OTEL_METRICS_EXPORTER "
+                                   "exporters and the Prometheus route)."},
         "prometheus": {"type": "boolean", "default": False,
                        "description": "Serve the metrics for Prometheus to scrape on prometheus_path."},
         "prometheus_path": {"type": "string", "pattern": "^/[A-Za-z0-9._~/-]*$", "default": "/metrics",
@@ -101,6 +102,15 @@ class OtelPlugin:
 
     @mcphost.hookimpl
     def mcphost_startup(self, host: Any) -> None:
+        try:
+            self._start(host)
+        except Exception:
+            # Telemetry that cannot be set up is no reason to refuse serving: serve without it.
+            log.exception("mcphost-otel could not be set up; serving without traces and metrics")
+            self.providers.shutdown()
+            self.tracer = self.operation_duration = self.session_duration = self.active_sessions = None
+
+    def _start(self, host: Any) -> None:
         if setup.sdk_disabled() and self._given_tracer_provider is None and self._given_meter_provider is None:
             log.info("OTEL_SDK_DISABLED is true: mcphost-otel records nothing")
             return
@@ -115,7 +125,10 @@ class OtelPlugin:
                     self.providers.owned.append(provider)
             self.providers.tracer_provider = provider
             self.tracer = provider.get_tracer(SCOPE, __version__)
-        if self.settings["metrics"] or self.settings["prometheus"]:
+        if self.settings["prometheus"] and not self.settings["metrics"]:
+            log.warning("[plugins.otel] prometheus = true needs metrics = true; %s serves nothing",
+                        self.settings["prometheus_path"])
+        if self.settings["metrics"]:
             provider = self._given_meter_provider
             readers: list[Any] = []
             if self.registry is not None:
@@ -171,8 +184,6 @@ class OtelPlugin:
     # -- per request ---------------------------------------------------------------------------
 
     def _instruments(self, meter: Any) -> None:
-        if not self.settings["metrics"] and not self.settings["prometheus"]:
-            return
         self.operation_duration = meter.create_histogram(
             OPERATION_DURATION, unit="s", description="MCP request duration as observed on the server, from "
             "receipt until the result or error is ready.", explicit_bucket_boundaries_advisory=DURATION_BUCKETS)

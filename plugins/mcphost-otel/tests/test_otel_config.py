@@ -133,3 +133,16 @@ async def test_garbage_trace_context_is_ignored() -> None:
             assert reply["result"]["content"][0]["text"] == "k"
     calls = [s for s in spans.get_finished_spans() if s.name == "tools/call echo"]
     assert len(calls) == 4 and all(s.parent is None for s in calls)
+
+
+async def test_telemetry_that_cannot_be_set_up_does_not_stop_the_host(caplog: pytest.LogCaptureFixture) -> None:
+    class Unusable:
+        def get_tracer(self, *args: Any, **kwargs: Any) -> Any:
+            raise RuntimeError("no tracer for you")
+
+    plugin = OtelPlugin(tracer_provider=Unusable(), meter_provider=MeterProvider())
+    with caplog.at_level(logging.ERROR, logger="mcphost.otel"):
+        async with MemoryClient(make_host(("otel", plugin), tools)) as client:
+            assert (await client.call_tool("echo", {"text": "still"}))["content"][0]["text"] == "still"
+    assert "could not be set up; serving without traces and metrics" in caplog.text
+    assert plugin.tracer is None and plugin.operation_duration is None
