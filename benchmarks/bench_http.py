@@ -14,6 +14,14 @@ Starts, one after another, each on a free loopback port:
   raw-quart     benchmarks/raw_quart_app.py, the baseline: one Quart route that parses the JSON-RPC
                 body and answers the echo result, on Hypercorn with the same settings.
 
+With ``--otel`` (or ``--only``), the telemetry plugin's cost, on the mcphost-sse and mcphost-modern
+settings plus the ``otel`` plugin (plugins/mcphost-otel):
+
+  mcphost-sse-otel, mcphost-modern-otel   spans and metrics recorded, nothing exported
+                (``OTEL_TRACES_EXPORTER=none``, ``OTEL_METRICS_EXPORTER=none``): the instrumentation;
+  mcphost-sse-otlp   everything exported over OTLP/HTTP to a sink in this script that answers 200
+                (batch span processor, metrics every 60 s): what a deployment pays.
+
 For mcphost's session targets, one session per wrk connection is initialized first (initialize +
 notifications/initialized); the wrk script (tools_call.lua) spreads them over its threads; the
 modern target opens none. Every session, the modern target and the baseline are checked with one
@@ -30,6 +38,7 @@ depends less on that sharing than requests/s does.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -38,7 +47,10 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -49,16 +61,29 @@ from benchlib import Server, running
 HERE = Path(__file__).resolve().parent
 LUA = HERE / "tools_call.lua"
 TARGETS = ("mcphost-sse", "mcphost-json", "mcphost-modern", "raw-quart")
+OTEL_TARGETS = ("mcphost-sse-otel", "mcphost-modern-otel", "mcphost-sse-otlp")
 MODERN = "mcphost-modern"
+OTEL_OFF = {"MCPHOST_PLUGINS": "demo,otel", "OTEL_TRACES_EXPORTER": "none", "OTEL_METRICS_EXPORTER": "none"}
 MAX_DURATION = 15
 #: ARCHITECTURE.md's comparison point for the modern target: official ``mcp`` 2.3.0, stateless 2026
 #: mode on uvicorn, on a 2-core machine (a figure from elsewhere, not measured by this script).
 SDK_STATELESS_RPS = 2781
 
 
-def make_server(target: str, logdir: Path, stdlib_json: bool) -> Server:
+def modern(target: str) -> bool:
+    return target.startswith(MODERN)
+
+
+def make_server(target: str, logdir: Path, stdlib_json: bool, sink: str | None = None) -> Server:
     if target in ("mcphost-sse", MODERN):
         return benchlib.mcphost_server(target, logdir)
+    if target in ("mcphost-sse-otel", "mcphost-modern-otel"):
+        return benchlib.mcphost_server(target, logdir, extra_env=OTEL_OFF)
+    if target == "mcphost-sse-otlp":
+        assert sink is not None
+        return benchlib.mcphost_server(target, logdir, extra_env={
+            **OTEL_OFF, "OTEL_TRACES_EXPORTER": "otlp", "OTEL_METRICS_EXPORTER": "otlp",
+            "OTEL_EXPORTER_OTLP_ENDPOINT": sink})
     if target == "mcphost-json":
         return benchlib.mcphost_server(target, logdir, extra_env={"MCPHOST_JSON_RESPONSE": "true"})
     port = benchlib.free_port()
@@ -73,14 +98,13 @@ def prepare(target: str, server: Server, connections: int) -> list[str]:
 
     The modern target has no sessions: one stateless call is checked and the list is empty.
     """
-    if target == MODERN:
+    if modern(target):
         with httpx.Client(timeout=10) as client:
             response = client.post(server.url, content=benchlib.modern_echo_call("check-0"),
                                    headers=benchlib.modern_headers())
             benchlib.check_modern_echo(response, "check-0")
         return []
-    expected_type = {"mcphost-sse": "text/event-stream", "mcphost-json": "application/json",
-                     "raw-quart": "application/json"}[target]
+    expected_type = "text/event-stream" if target.startswith("mcphost-sse") else "application/json"
     with httpx.Client(timeout=10) as client:
         if target == "raw-quart":
             sessions = ["raw"] * connections  # sent like mcphost's, ignored by the route
@@ -96,7 +120,7 @@ def prepare(target: str, server: Server, connections: int) -> list[str]:
 
 def check_after(target: str, server: Server, session_id: str | None) -> None:
     with httpx.Client(timeout=10) as client:
-        if target == MODERN:
+        if modern(target):
             response = client.post(server.url, content=benchlib.modern_echo_call("after"),
                                    headers=benchlib.modern_headers())
             benchlib.check_modern_echo(response, "after")
@@ -131,8 +155,9 @@ def text_rps(output: str) -> float | None:
     return float(match.group(1)) if match else None
 
 
-def measure(target: str, args: argparse.Namespace, wrk: str, logdir: Path) -> dict[str, Any]:
-    server = make_server(target, logdir, args.stdlib_json)
+def measure(target: str, args: argparse.Namespace, wrk: str, logdir: Path, sink: str | None = None
+            ) -> dict[str, Any]:
+    server = make_server(target, logdir, args.stdlib_json, sink)
     with running(server):
         sessions = prepare(target, server, args.connections)
         if args.warmup > 0:
@@ -190,13 +215,13 @@ def measure(target: str, args: argparse.Namespace, wrk: str, logdir: Path) -> di
 def print_table(results: list[dict[str, Any]], args: argparse.Namespace, facts: dict[str, Any]) -> None:
     print(f"\n{benchlib.describe_source(facts['mcphost_source'])}")
     print(f"wrk -t{args.threads} -c{args.connections} -d{args.duration:g}s, echo tools/call, one server at a time")
-    head = f"{'target':<14} {'req/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'errors':>7} {'>=400':>6} {'bad':>5}" \
+    head = f"{'target':<19} {'req/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'errors':>7} {'>=400':>6} {'bad':>5}" \
            f" {'srv µs/req':>10} {'srv CPU':>8} {'wrk CPU':>8} {'other':>6} {'RSS +MiB':>9}"
     print(head)
     print("-" * len(head))
     for r in results:
         bad = str(r["bad_responses"]) if r["checked_responses"] else "-"
-        print(f"{r['target']:<14} {r['rps']:>9.1f} {r['p50_ms']:>8.2f} {r['p99_ms']:>8.2f} {r['socket_errors']:>7}"
+        print(f"{r['target']:<19} {r['rps']:>9.1f} {r['p50_ms']:>8.2f} {r['p99_ms']:>8.2f} {r['socket_errors']:>7}"
               f" {r['status_errors']:>6} {bad:>5} {r['server_cpu_us_per_request']:>10} {r['server_cpu_share']:>8}"
               f" {r['wrk_cpu_share']:>8} {r['other_cpu_share']:>6} {r['server_rss_growth_bytes'] / 2**20:>9.1f}")
     by = {r["target"]: r for r in results}
@@ -210,6 +235,12 @@ def print_table(results: list[dict[str, Any]], args: argparse.Namespace, facts: 
                     target = f"  ({by[name]['rps'] / SDK_STATELESS_RPS:.2f}x the official SDK's stateless " \
                              f"2026 mode, {SDK_STATELESS_RPS} req/s in ARCHITECTURE.md; target 1.5x)"
                 print(f"ratio {name} / raw-quart: {ratio:.3f}{target}")
+    for plain, instrumented in (("mcphost-sse", "mcphost-sse-otel"), ("mcphost-sse", "mcphost-sse-otlp"),
+                                (MODERN, "mcphost-modern-otel")):
+        if plain in by and instrumented in by and by[plain]["server_cpu_us_per_request"]:
+            extra = by[instrumented]["server_cpu_us_per_request"] - by[plain]["server_cpu_us_per_request"]
+            print(f"telemetry {instrumented}: {extra:+.1f} µs server CPU per request, "
+                  f"req/s x{by[instrumented]['rps'] / by[plain]['rps']:.3f}")
     print("srv/wrk/other CPU: cores busy on average in the server, in wrk, and in everything else "
           f"(of {os.cpu_count()})")
     if any(r["other_cpu_share"] and r["other_cpu_share"] > 0.25 for r in results):
@@ -226,7 +257,9 @@ def main() -> int:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--warmup", type=float, default=2, help="seconds of untimed load first (0: none)")
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
-    parser.add_argument("--only", action="append", choices=TARGETS, help="run only this target (repeatable)")
+    parser.add_argument("--only", action="append", choices=TARGETS + OTEL_TARGETS,
+                        help="run only this target (repeatable)")
+    parser.add_argument("--otel", action="store_true", help="also run the telemetry targets (mcphost-otel)")
     parser.add_argument("--check-bodies", action="store_true",
                         help="have wrk check every response's status and body (costs load-generator CPU)")
     parser.add_argument("--stdlib-json", action="store_true", help="baseline uses Quart's get_json/jsonify")
@@ -245,18 +278,18 @@ def main() -> int:
     if args.profile and shutil.which("py-spy") is None:
         print("--profile needs py-spy: pip install py-spy", file=sys.stderr)
         return 2
-    targets = args.only or list(TARGETS)
+    targets = args.only or [*TARGETS, *(OTEL_TARGETS if args.otel else ())]
     results = []
     started = time.monotonic()
-    with benchlib.sigterm_as_interrupt(), benchlib.workdir() as tmp:
+    with benchlib.sigterm_as_interrupt(), benchlib.workdir() as tmp, otlp_sink() as sink:
         logdir = Path(tmp)
         try:
             for target in targets:
                 if not args.json:
-                    opening = "" if target in (MODERN, "raw-quart") else "opening sessions, "
+                    opening = "" if modern(target) or target == "raw-quart" else "opening sessions, "
                     print(f"{target}: starting, {opening}checking, warming up, running "
                           f"{args.duration:g} s ...", flush=True)
-                results.append(measure(target, args, wrk, logdir))
+                results.append(measure(target, args, wrk, logdir, sink))
         except KeyboardInterrupt:
             print("interrupted; servers stopped", file=sys.stderr)
             return 130
@@ -280,6 +313,31 @@ def main() -> int:
     else:
         print_table(results, args, report["facts"])
     return 0
+
+
+@contextlib.contextmanager
+def otlp_sink() -> Iterator[str]:
+    """An OTLP/HTTP endpoint that accepts every export (200, empty body), in a thread of this script."""
+
+    class Sink(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("content-length") or 0))
+            self.send_response(200)
+            self.send_header("content-type", "application/x-protobuf")
+            self.send_header("content-length", "0")
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Sink)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}"
+    finally:
+        server.shutdown()
+        thread.join(5)
 
 
 def tempfile_keep(logdir: Path) -> str:

@@ -4,9 +4,14 @@ Quart owns lifespan (host startup and shutdown), plugin routes (``mcphost_routes
 anything else; requests to the MCP path skip Quart's per-request machinery and go straight
 to :class:`~mcphost.transports.http.HttpTransport`. Request bodies above the configured limit
 are refused with 413 on every route before they are read.
+
+``/healthz`` (liveness) and ``/readyz`` (readiness) are answered here too, without Quart and
+without auth: probes are frequent, and they reveal nothing but whether this process can serve.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import orjson
 from quart import Quart
@@ -51,7 +56,39 @@ class McpApp:
             if scope["path"] == self.path or scope["path"] == self.path + "/":
                 await self.transport(scope, receive, send)
                 return
+            probe = HEALTH_PATHS.get(scope["path"])
+            if probe is not None:
+                await self._health(probe, scope, receive, send)
+                return
         await self.quart(scope, receive, send)
+
+    async def readiness(self) -> tuple[bool, dict[str, Any]]:
+        """Whether this process should get traffic now, and the body that says why."""
+        if self.transport.closing.is_set():
+            return False, {"status": "unavailable", "reason": "stopping"}
+        if not self.host.started:
+            return False, {"status": "unavailable", "reason": "starting"}
+        backend = getattr(self.host.backend, "name", type(self.host.backend).__name__)
+        if not await self.host.backend_healthy():
+            return False, {"status": "unavailable", "reason": "backend unhealthy", "backend": backend}
+        return True, {"status": "ready", "backend": backend}
+
+    async def _health(self, probe: str, scope: Scope, receive: Receive, send: Send) -> None:
+        unread = _content_length(scope) not in (None, 0)
+        if scope["method"] not in ("GET", "HEAD"):
+            await respond_unread(receive, send, 405, orjson.dumps({"error": "Method not allowed"}),
+                                 {"allow": "GET, HEAD", "cache-control": "no-store"}, unread)
+            return
+        if probe == "live":
+            ok, body = True, {"status": "ok"}
+        else:
+            ok, body = await self.readiness()
+        payload = b"" if scope["method"] == "HEAD" else orjson.dumps(body)
+        await respond_unread(receive, send, 200 if ok else 503, payload, {"cache-control": "no-store"}, unread)
+
+
+#: Probe paths answered by the app itself (they shadow plugin routes of the same path).
+HEALTH_PATHS = {"/healthz": "live", "/readyz": "ready"}
 
 
 def create_app(host: Host, *, freeze_gc: bool = False) -> McpApp:
@@ -75,4 +112,4 @@ async def _too_large(receive: Receive, send: Send, limit: int) -> None:
     await respond_unread(receive, send, 413, body, {"connection": "close"}, True)
 
 
-__all__ = ["McpApp", "create_app"]
+__all__ = ["HEALTH_PATHS", "McpApp", "create_app"]

@@ -35,6 +35,8 @@ CATALOG_HOOKS: tuple[tuple[str, type, str], ...] = (
     ("mcphost_prompts", Prompt, "prompts"),
 )
 
+CATALOG_KINDS = frozenset(kind for _, _, kind in CATALOG_HOOKS)
+
 
 def compile_validator(schema: Mapping[str, Any]) -> jsonschema.protocols.Validator:
     """A validator for ``schema`` (2020-12 unless it names another dialect), checked and compiled once."""
@@ -107,8 +109,9 @@ class Catalog:
                 catalog._fail(infos, name, exc, strict)
                 continue
             if info is not None:
-                info.provides = {kind: [_key(record) for k, record in by_plugin[name] if k == kind]
-                                 for kind in sorted({k for k, _ in by_plugin[name]})}
+                kept = {kind: names for kind, names in info.provides.items() if kind not in CATALOG_KINDS}
+                info.provides = {**kept, **{kind: [_key(record) for k, record in by_plugin[name] if k == kind]
+                                            for kind in sorted({k for k, _ in by_plugin[name]})}}
         return catalog
 
     def _fail(self, infos: Mapping[str, PluginInfo], name: str, exc: Exception, strict: bool) -> None:

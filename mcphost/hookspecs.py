@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     import click
 
     from mcphost.host import Host
+    from mcphost.kernel.dispatcher import RequestInfo
     from mcphost.records import Middleware, Prompt, Resource, ResourceTemplate, Tool
     from mcphost.sessions.session import Connection, Principal, Session
 
@@ -89,6 +90,19 @@ def mcphost_terminate(session: Session, reason: str) -> None:
     """
 
 
+@hookspec
+def mcphost_exception(request: RequestInfo, exception: BaseException) -> None:
+    """A request met an unexpected exception: a tool, resource, prompt or completion handler
+    raised, or the host failed while serving it.
+
+    ``request`` is the :class:`mcphost.kernel.RequestInfo` being served; ``exception`` is what
+    was raised. The client's answer does not change (an ``isError`` result or -32603, never the
+    exception's text). Fires in the request's own task, inside the middleware chain when a
+    handler raised, so context variables such as the current trace span are the request's.
+    May be async. Exceptions raised here are logged once per plugin and ignored.
+    """
+
+
 # -- auth ------------------------------------------------------------------------------------------
 
 @hookspec
@@ -113,7 +127,9 @@ def mcphost_middleware(host: Host) -> list[Middleware] | None:
 
     Each record's ``fn`` is ``async def fn(request, call_next)`` where ``request`` is a
     :class:`mcphost.kernel.RequestInfo` and ``await call_next(request)`` runs the rest of the
-    chain and returns the result dict. Plugin order is outermost first.
+    chain and returns the result dict. Plugin order is outermost first. Raise
+    :class:`mcphost.McpError` to answer with an error. Any other exception skips this
+    middleware for that request (logged once per plugin), unless the record is ``fail_closed``.
     """
 
 

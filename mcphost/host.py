@@ -7,6 +7,7 @@ per connection are collected once and then called directly, without pluggy in th
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import inspect
 import logging
@@ -22,6 +23,7 @@ from mcphost.errors import PluginError, Refused
 from mcphost.kernel import Kernel
 from mcphost.kernel.tasks import EXTENSION as TASKS_EXTENSION
 from mcphost.plugins import (
+    PluginFailures,
     PluginInfo,
     PluginSelection,
     call_impl,
@@ -35,6 +37,9 @@ from mcphost.records import Middleware, Provenance, stamped
 from mcphost.sessions.session import Connection, Principal, Session
 
 log = logging.getLogger("mcphost.host")
+
+#: Seconds a readiness probe waits for the backend's ``health()`` before calling it unhealthy.
+HEALTH_TIMEOUT = 2.0
 
 
 async def await_maybe(value: Any) -> Any:
@@ -68,8 +73,12 @@ class Host:
         self._connect: list[pluggy.HookImpl] = []
         self._disconnect: list[pluggy.HookImpl] = []
         self._terminate: list[pluggy.HookImpl] = []
+        self._exception: list[pluggy.HookImpl] = []
+        #: Observer hooks (disconnect, terminate, exception) that raised, logged in full once per plugin.
+        self.failures = PluginFailures(log)
         self._prepared = False
         self._started = False
+        self._backend_was_healthy = True
         self._server_info: dict[str, dict[str, Any]] = {}
 
     # -- configuration and plugins ----------------------------------------------------------
@@ -105,6 +114,7 @@ class Host:
         self._connect = impls(self.pm, "mcphost_connect")
         self._disconnect = impls(self.pm, "mcphost_disconnect")
         self._terminate = impls(self.pm, "mcphost_terminate")
+        self._exception = impls(self.pm, "mcphost_exception")
         self.backend = self.pm.hook.mcphost_backend(host=self)
         self._prepared = True
 
@@ -127,6 +137,8 @@ class Host:
                 continue
             provenance = Provenance(name, info.distribution if info else None, info.version if info else None)
             collected.extend(stamped(record, provenance) for record in records)
+            if info is not None and records:
+                info.provides["middleware"] = [record.name for record in records]
         return collected
 
     async def start(self, *, freeze_gc: bool = False) -> None:
@@ -189,6 +201,37 @@ class Host:
             tasks = any(entry.record.task != "forbidden" for entry in tools.values())
             self._extensions = (tools, {TASKS_EXTENSION: {}} if tasks else {})
         return self._extensions[1]
+
+    @property
+    def started(self) -> bool:
+        """Whether :meth:`start` has run and :meth:`stop` has not."""
+        return self._started
+
+    async def backend_healthy(self) -> bool:
+        """Ask the backend's optional ``health()``; a backend without one is healthy.
+
+        An exception, a false answer or no answer within :data:`HEALTH_TIMEOUT` is unhealthy.
+        Changes are logged (not every probe: load balancers ask every few seconds).
+        """
+        check = getattr(self.backend, "health", None)
+        if check is None:
+            return True
+        why = "health() answered False"
+        try:
+            async with asyncio.timeout(HEALTH_TIMEOUT):
+                healthy = bool(await await_maybe(check()))
+        except TimeoutError:
+            healthy, why = False, f"no answer within {HEALTH_TIMEOUT}s"
+        except Exception as exc:
+            healthy, why = False, repr(exc)
+        if healthy != self._backend_was_healthy:
+            self._backend_was_healthy = healthy
+            name = getattr(self.backend, "name", "?")
+            if healthy:
+                log.warning("backend %s is healthy again", name)
+            else:
+                log.warning("backend %s is unhealthy: %s", name, why)
+        return healthy
 
     # -- identity -------------------------------------------------------------------------
 
@@ -267,8 +310,20 @@ class Host:
         for impl in hook:
             try:
                 await await_maybe(call_impl(impl, session=session, reason=reason))
-            except Exception:
-                log.exception("plugin %s: %s raised", impl.plugin_name, name)
+            except Exception as exc:
+                self.failures.report(impl.plugin_name, name, exc)
+
+    async def report_exception(self, request: Any, exception: BaseException) -> None:
+        """Run ``mcphost_exception`` for an unexpected exception met while serving ``request``.
+
+        Called from the request's own task (its context variables, such as the current trace
+        span, are in effect); observers that raise are logged once and ignored.
+        """
+        for impl in self._exception:
+            try:
+                await await_maybe(call_impl(impl, request=request, exception=exception))
+            except Exception as exc:
+                self.failures.report(impl.plugin_name, "mcphost_exception", exc)
 
     async def notify_resource_updated(self, uri: str) -> None:
         """Send ``notifications/resources/updated`` to every session subscribed to ``uri``."""

@@ -147,11 +147,17 @@ MiddlewareFn = Callable[[Any, Callable[[Any], Awaitable[Any]]], Awaitable[Any]]
 
 @dataclass(frozen=True)
 class Middleware:
-    """A callable wrapped around every request; ``name`` appears in logs and listings."""
+    """A callable wrapped around every request; ``name`` appears in logs and listings.
+
+    A middleware that raises anything but :class:`McpError` is skipped for that request
+    (fail open: telemetry must never break a request). ``fail_closed=True`` is for policy
+    middleware whose failure must stop the request instead: it then fails with -32603.
+    """
 
     name: str
     fn: MiddlewareFn
     provenance: Provenance | None = None
+    fail_closed: bool = False
 
 
 Record = Tool | Resource | ResourceTemplate | Prompt
@@ -267,11 +273,16 @@ def prompt(fn: Handler | None = None, /, *, name: str | None = None, title: str 
     return build(fn) if fn is not None else build
 
 
-def middleware(fn: Callable[..., Any] | None = None, /, *, name: str | None = None) -> Any:
-    """Turn ``async def mw(request, call_next)`` into a :class:`Middleware` record."""
+def middleware(fn: Callable[..., Any] | None = None, /, *, name: str | None = None,
+               fail_closed: bool = False) -> Any:
+    """Turn ``async def mw(request, call_next)`` into a :class:`Middleware` record.
+
+    ``fail_closed=True``: an unexpected exception in this middleware fails the request
+    (-32603) instead of being skipped; use it for policy whose absence would be unsafe.
+    """
 
     def build(handler: Callable[..., Any]) -> Middleware:
-        return Middleware(name=name or handler.__name__, fn=handler)
+        return Middleware(name=name or handler.__name__, fn=handler, fail_closed=fail_closed)
 
     return build(fn) if fn is not None else build
 

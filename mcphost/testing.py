@@ -7,14 +7,20 @@ callbacks you give it. Fixtures:
 - ``mcphost_host(*plugins, config=None)`` builds a :class:`~mcphost.host.Host` from plugin
   objects (modules or instances with ``@mcphost.hookimpl`` functions), without entry points.
 - ``mcphost_client(host, **options)`` returns a MemoryClient for it; use ``async with``.
+
+``serve_http(host)`` runs the real HTTP app (Hypercorn, the same wiring as ``mcphost serve``)
+in the test's own event loop on a free loopback port, for tests that need real HTTP requests
+and in-process access to what the plugins recorded.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import itertools
-from collections.abc import Callable, Iterator
+import socket
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 import pytest
@@ -124,7 +130,7 @@ class MemoryClient:
     def send(self, message: Any) -> asyncio.Future[Any] | None:
         """Hand a raw message to the kernel; returns the reply future for requests."""
         assert self.session is not None and self.host.kernel is not None
-        return self.host.kernel.receive(self.session, message)
+        return self.host.kernel.receive(self.session, message, self.connection)
 
     async def raw_request(self, method: str, params: dict[str, Any] | None = None, *,
                           request_id: Any = None) -> dict[str, Any]:
@@ -222,6 +228,62 @@ def make_host(*plugins: Any, config: Config | dict[str, Any] | None = None) -> H
     return Host(config, plugins=named, entry_points=False)
 
 
+class LiveServer:
+    """A running in-process HTTP server: ``url`` is the MCP endpoint, ``base`` the origin."""
+
+    def __init__(self, app: Any, port: int, path: str) -> None:
+        self.app = app
+        self.port = port
+        self.base = f"http://127.0.0.1:{port}"
+        self.url = self.base + path
+
+
+@contextlib.asynccontextmanager
+async def serve_http(host: Host, *, graceful_timeout: float = 2.0) -> AsyncIterator[LiveServer]:
+    """Serve ``host`` over real HTTP in this event loop until the block ends.
+
+    Startup and shutdown run the host's lifespan (startup hooks, then on exit the transport's
+    and host's stop). Use an async HTTP client: a blocking one would stall the loop serving it.
+    """
+    from hypercorn.asyncio import serve
+
+    from mcphost.app import create_app
+    from mcphost.serve import hypercorn_config
+
+    app = create_app(host)
+    config = hypercorn_config(host)
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = int(probe.getsockname()[1])
+    config.bind = [f"127.0.0.1:{port}"]
+    config.graceful_timeout = graceful_timeout
+    stop = asyncio.Event()
+
+    async def shutdown_trigger() -> None:
+        await stop.wait()
+        app.transport.closing.set()
+
+    task = asyncio.get_running_loop().create_task(serve(app, config, shutdown_trigger=shutdown_trigger))  # type: ignore[arg-type]
+    try:
+        for _ in range(400):
+            if task.done():
+                task.result()  # startup failed: raise its error here
+            try:
+                _, writer = await asyncio.open_connection("127.0.0.1", port)
+            except OSError:
+                await asyncio.sleep(0.025)
+                continue
+            writer.close()
+            await writer.wait_closed()
+            break
+        else:
+            raise RuntimeError(f"the in-process server did not listen on port {port}")
+        yield LiveServer(app, port, host.config.server.path)
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, graceful_timeout + 10)
+
+
 @pytest.fixture
 def mcphost_host() -> Iterator[Callable[..., Host]]:
     """Factory fixture: ``mcphost_host(plugin, ..., config={...})`` builds a prepared Host."""
@@ -240,4 +302,4 @@ def mcphost_client() -> Callable[..., MemoryClient]:
     return MemoryClient
 
 
-__all__ = ["MemoryClient", "make_host", "mcphost_client", "mcphost_host"]
+__all__ = ["LiveServer", "MemoryClient", "make_host", "mcphost_client", "mcphost_host", "serve_http"]

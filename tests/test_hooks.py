@@ -420,14 +420,22 @@ async def test_mcphost_disconnect_and_terminate_errors_are_logged_and_swallowed(
     recorder = Recorder()
     # Clumsy runs first (registered last); the recorder must still hear about both events.
     host = make_host(recorder, Clumsy())
+    await host.start()
     with caplog.at_level(logging.ERROR, logger="mcphost.host"):
         async with MemoryClient(host) as client:
             assert client.session is not None
             session_id = client.session.id
-    assert recorder.calls == [("disconnect", session_id, "eof"), ("terminate", session_id, "eof")]
-    assert "Clumsy-1: mcphost_disconnect raised" in caplog.text
-    assert "Clumsy-1: mcphost_terminate raised" in caplog.text
+        async with MemoryClient(host) as client:
+            assert client.session is not None
+            second_id = client.session.id
+    await host.stop()
+    assert recorder.calls == [("disconnect", session_id, "eof"), ("terminate", session_id, "eof"),
+                              ("disconnect", second_id, "eof"), ("terminate", second_id, "eof")]
+    # Logged with its traceback once per plugin and hook, not once per session.
+    assert caplog.text.count("Clumsy-1: mcphost_disconnect raised") == 1
+    assert caplog.text.count("Clumsy-1: mcphost_terminate raised") == 1
     assert "disconnect broke" in caplog.text and "terminate broke" in caplog.text
+    assert host.failures.counts == {("Clumsy-1", "mcphost_disconnect"): 2, ("Clumsy-1", "mcphost_terminate"): 2}
 
 
 # -- auth (specs only: the HTTP transport that calls them arrives later) -----------------------------
@@ -576,11 +584,18 @@ async def test_mcphost_middleware_can_refuse_without_calling_the_handler() -> No
     assert calls == []
 
 
-async def test_mcphost_middleware_that_raises_becomes_an_internal_error(caplog: pytest.LogCaptureFixture) -> None:
+async def test_mcphost_middleware_that_raises_is_skipped_and_logged_once(caplog: pytest.LogCaptureFixture) -> None:
+    trail: list[str] = []
+
     @mcphost.middleware
     async def flaky(request: RequestInfo, call_next: Any) -> dict[str, Any]:
         if request.method == "tools/call":
             raise RuntimeError("redis password is hunter2")
+        return await call_next(request)
+
+    @mcphost.middleware
+    async def inner(request: RequestInfo, call_next: Any) -> dict[str, Any]:
+        trail.append(request.method)
         return await call_next(request)
 
     class Flaky:
@@ -590,9 +605,61 @@ async def test_mcphost_middleware_that_raises_becomes_an_internal_error(caplog: 
 
         @mcphost.hookimpl
         def mcphost_middleware(self, host: Any) -> list[mcphost.Middleware]:
-            return [flaky]
+            return [flaky, inner]
 
-    async with MemoryClient(make_host(Flaky())) as client:
+    host = make_host(Flaky())
+    async with MemoryClient(host) as client:
+        with caplog.at_level(logging.DEBUG, logger="mcphost.kernel"):
+            first = await client.call_tool("shout", {"text": "x"})
+            second = await client.call_tool("shout", {"text": "y"})
+
+    # The request went on without the broken middleware, and the rest of the chain still ran.
+    assert first["content"] == [{"type": "text", "text": "X"}]
+    assert second["content"] == [{"type": "text", "text": "Y"}]
+    assert trail == ["initialize", "tools/call", "tools/call"]
+    tracebacks = [r for r in caplog.records if r.levelno == logging.ERROR]
+    assert len(tracebacks) == 1 and "Flaky-0: middleware flaky raised" in tracebacks[0].getMessage()
+    assert "hunter2" in caplog.text  # the operator sees it, once with its traceback
+    assert host.kernel is not None and host.kernel.failures.counts == {("Flaky-0", "middleware flaky"): 2}
+
+
+async def test_mcphost_middleware_failing_after_call_next_keeps_the_outcome(caplog: pytest.LogCaptureFixture) -> None:
+    @mcphost.tool
+    def broken() -> str:
+        raise McpError(INVALID_PARAMS, "the handler's own refusal")
+
+    @mcphost.middleware
+    async def sloppy(request: RequestInfo, call_next: Any) -> dict[str, Any]:
+        try:
+            return await call_next(request)
+        finally:
+            if request.method == "tools/call":
+                raise KeyError("bookkeeping bug")  # replaces whatever the rest returned or raised
+
+    plugin = module_plugin("sloppy", mcphost_tools=mcphost.hookimpl(lambda host: [shout, broken]),
+                           mcphost_middleware=mcphost.hookimpl(lambda host: [sloppy]))
+    async with MemoryClient(make_host(plugin)) as client:
+        with caplog.at_level(logging.ERROR, logger="mcphost.kernel"):
+            result = await client.call_tool("shout", {"text": "ok"})
+            reply = await client.raw_request("tools/call", {"name": "broken", "arguments": {}})
+
+    assert result["content"] == [{"type": "text", "text": "OK"}]  # the result stands
+    # The handler's error reaches the client exactly as without the middleware.
+    assert reply["error"] == {"code": INVALID_PARAMS, "message": "the handler's own refusal"}
+    assert caplog.text.count("sloppy: middleware sloppy raised") == 1
+
+
+async def test_mcphost_middleware_fail_closed_turns_its_failure_into_an_internal_error(
+        caplog: pytest.LogCaptureFixture) -> None:
+    @mcphost.middleware(fail_closed=True)
+    async def policy(request: RequestInfo, call_next: Any) -> dict[str, Any]:
+        if request.method == "tools/call":
+            raise RuntimeError("policy store password is hunter2")
+        return await call_next(request)
+
+    plugin = module_plugin("policy", mcphost_tools=mcphost.hookimpl(lambda host: [shout]),
+                           mcphost_middleware=mcphost.hookimpl(lambda host: [policy]))
+    async with MemoryClient(make_host(plugin)) as client:
         with caplog.at_level(logging.ERROR, logger="mcphost.kernel"):
             reply = await client.raw_request("tools/call", {"name": "shout", "arguments": {"text": "x"}})
         # The session survives the failure.
@@ -601,6 +668,101 @@ async def test_mcphost_middleware_that_raises_becomes_an_internal_error(caplog: 
     assert reply["error"] == {"code": INTERNAL_ERROR, "message": "Internal error"}
     assert "hunter2" not in str(reply)
     assert "hunter2" in caplog.text  # the operator sees it in the log
+
+
+async def test_mcphost_middleware_context_names_principal_version_owner_and_connection() -> None:
+    seen: list[tuple[Any, ...]] = []
+
+    @mcphost.middleware
+    async def look(request: RequestInfo, call_next: Any) -> dict[str, Any]:
+        try:
+            return await call_next(request)
+        finally:
+            seen.append((request.method, request.principal, request.protocol_version, request.plugin,
+                         request.plugin_version, request.owner, request.connection))
+
+    tools = module_plugin("tools", mcphost_tools=mcphost.hookimpl(lambda host: [shout]),
+                          mcphost_prompts=mcphost.hookimpl(lambda host: [hello_prompt]),
+                          mcphost_resource_templates=mcphost.hookimpl(lambda host: [item]))
+    watcher = module_plugin("watcher", mcphost_middleware=mcphost.hookimpl(lambda host: [look]),
+                            mcphost_connect=mcphost.hookimpl(lambda session: setattr(
+                                session, "principal", Principal("ann"))))
+    connection = Connection(transport="http", headers={"traceparent": "00-abc"}, remote="127.0.0.1:5")
+    async with MemoryClient(make_host(tools, watcher), connection=connection) as client:
+        await client.call_tool("shout", {"text": "a"})
+        await client.get_prompt("hello_prompt", {"name": "b"})
+        await client.read_resource("test://items/3")
+        await client.raw_request("tools/call", {"name": "nope"})
+
+    owner = Provenance("tools")
+    version = client.protocol_version
+    assert seen == [
+        ("initialize", Principal("ann"), version, None, None, None, connection),
+        ("tools/call", Principal("ann"), version, "tools", None, owner, connection),
+        ("prompts/get", Principal("ann"), version, "tools", None, owner, connection),
+        ("resources/read", Principal("ann"), version, "tools", None, owner, connection),
+        ("tools/call", Principal("ann"), version, None, None, None, connection),  # unknown tool: no owner
+    ]
+
+
+async def test_mcphost_exception_sees_failing_handlers_inside_the_middleware_chain(
+        caplog: pytest.LogCaptureFixture) -> None:
+    import contextvars
+
+    current = contextvars.ContextVar("current", default="outside")
+    seen: list[tuple[str | None, str | None, str, str]] = []
+
+    @mcphost.tool
+    def explode() -> str:
+        raise RuntimeError("tool secret")
+
+    @mcphost.resource("boom://r", name="r")
+    def bad_resource() -> str:
+        raise RuntimeError("resource secret")
+
+    @mcphost.prompt
+    def bad_prompt() -> str:
+        raise RuntimeError("prompt secret")
+
+    @mcphost.middleware
+    async def mark(request: RequestInfo, call_next: Any) -> dict[str, Any]:
+        token = current.set(f"inside {request.method}")
+        try:
+            return await call_next(request)
+        finally:
+            current.reset(token)
+
+    def observe(request: RequestInfo, exception: BaseException) -> None:
+        seen.append((request.name, request.plugin, str(exception), current.get()))
+
+    def clumsy(request: RequestInfo, exception: BaseException) -> None:
+        raise ValueError("observer bug")
+
+    handlers = module_plugin("handlers", mcphost_tools=mcphost.hookimpl(lambda host: [explode, shout]),
+                             mcphost_resources=mcphost.hookimpl(lambda host: [bad_resource]),
+                             mcphost_prompts=mcphost.hookimpl(lambda host: [bad_prompt]),
+                             mcphost_middleware=mcphost.hookimpl(lambda host: [mark]))
+    host = make_host(handlers, module_plugin("observer", mcphost_exception=mcphost.hookimpl(observe)),
+                     module_plugin("clumsy", mcphost_exception=mcphost.hookimpl(clumsy)))
+    async with MemoryClient(host) as client:
+        with caplog.at_level(logging.ERROR, logger="mcphost.host"):
+            result = await client.call_tool("explode")
+            again = await client.call_tool("explode")
+            resource = await client.raw_request("resources/read", {"uri": "boom://r"})
+            prompt = await client.raw_request("prompts/get", {"name": "bad_prompt"})
+            fine = await client.call_tool("shout", {"text": "fine"})
+
+    # What clients see is unchanged: generic errors, no exception text.
+    assert result["isError"] is True and "tool secret" not in str(result) and again == result
+    assert resource["error"]["code"] == INTERNAL_ERROR and "secret" not in str(resource)
+    assert prompt["error"] == {"code": INTERNAL_ERROR, "message": "Internal error"}
+    assert fine["content"] == [{"type": "text", "text": "FINE"}]
+    assert seen == [("explode", "handlers", "tool secret", "inside tools/call"),
+                    ("explode", "handlers", "tool secret", "inside tools/call"),
+                    ("boom://r", "handlers", "resource secret", "inside resources/read"),
+                    ("bad_prompt", "handlers", "prompt secret", "inside prompts/get")]
+    assert caplog.text.count("clumsy: mcphost_exception raised") == 1  # once, not per request
+    assert host.failures.counts[("clumsy", "mcphost_exception")] == 4
 
 
 async def test_mcphost_middleware_hook_mistakes_fail_only_that_plugin(caplog: pytest.LogCaptureFixture) -> None:
@@ -850,7 +1012,11 @@ class EveryHook:
 
     @mcphost.hookimpl
     def mcphost_tools(self, host: Any) -> list[mcphost.Tool]:
-        return [shout, whoami]
+        @mcphost.tool
+        def fail() -> str:
+            raise RuntimeError("every tool fails once")
+
+        return [shout, whoami, fail]
 
     @mcphost.hookimpl
     def mcphost_resources(self, host: Any) -> list[mcphost.Resource]:
@@ -882,6 +1048,10 @@ class EveryHook:
     @mcphost.hookimpl
     async def mcphost_terminate(self, session: Session, reason: str) -> None:
         self.events.append(f"terminate {reason}")
+
+    @mcphost.hookimpl
+    def mcphost_exception(self, request: RequestInfo, exception: BaseException) -> None:
+        self.events.append(f"exception {request.name} {type(exception).__name__}")
 
     @mcphost.hookimpl
     def mcphost_authenticate(self, request: Connection) -> Principal | None:
@@ -935,8 +1105,9 @@ async def test_one_plugin_implementing_every_hook() -> None:
     assert info.hooks == hook_names()
 
     async with MemoryClient(host) as client:
-        assert [t["name"] for t in await client.list_tools()] == ["shout", "whoami"]
+        assert [t["name"] for t in await client.list_tools()] == ["shout", "whoami", "fail"]
         assert (await client.call_tool("whoami"))["content"][0]["text"] == "every"
+        assert (await client.call_tool("fail"))["isError"] is True
         assert (await client.read_resource("every://motd"))["contents"][0]["text"] == "all hooks at once"
         assert (await client.read_resource("test://items/7"))["contents"][0]["text"] == "item 7"
         assert [p["name"] for p in await client.list_prompts()] == ["hello_prompt"]
@@ -944,10 +1115,12 @@ async def test_one_plugin_implementing_every_hook() -> None:
     assert host.backend is plugin.backend
     assert info.status == "active"
     assert info.provides == {"prompts": ["hello_prompt"], "resourceTemplates": ["test://items/{item_id}"],
-                             "resources": ["every://motd"], "tools": ["shout", "whoami"]}
+                             "resources": ["every://motd"], "tools": ["shout", "whoami", "fail"],
+                             "middleware": ["count"]}
     assert plugin.events == [
         "startup", "connect", "request initialize", "request tools/list", "request tools/call",
-        "request resources/read", "request resources/read", "request prompts/list",
+        "request tools/call", "exception fail RuntimeError", "request resources/read", "request resources/read",
+        "request prompts/list",
         "disconnect eof", "terminate eof", "shutdown"]
 
     assert host.pm.hook.mcphost_authenticate(request=Connection("http", headers={"x-user": "every"})) == [

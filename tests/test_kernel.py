@@ -582,8 +582,9 @@ async def test_middleware_can_short_circuit() -> None:
     assert calls == []
 
 
-async def test_middleware_exception_is_a_generic_internal_error(caplog: pytest.LogCaptureFixture) -> None:
-    @mcphost.middleware
+async def test_fail_closed_middleware_exception_is_a_generic_internal_error(
+        caplog: pytest.LogCaptureFixture) -> None:
+    @mcphost.middleware(fail_closed=True)
     async def broken(request: Any, call_next: Any) -> Any:
         if request.method == "tools/list":
             raise RuntimeError("middleware secret s3cr3t")

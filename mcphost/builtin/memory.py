@@ -198,6 +198,10 @@ class MemoryBackend:
     async def close(self) -> None:
         return None
 
+    async def health(self) -> bool:
+        """Memory is always there while the process is."""
+        return True
+
 
 @hookimpl(trylast=True)
 def mcphost_backend(host: Any) -> MemoryBackend:

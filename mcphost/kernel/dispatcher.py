@@ -24,6 +24,7 @@ from mcphost.context import Deferred
 from mcphost.kernel import handlers
 from mcphost.kernel.modern import MRTR_METHODS, InputRequired, Round
 from mcphost.kernel.tasks import TaskManager, detailed_view
+from mcphost.plugins import PluginFailures
 from mcphost.protocol import jsonrpc
 from mcphost.protocol.errors import (
     INTERNAL_ERROR,
@@ -36,8 +37,8 @@ from mcphost.protocol.errors import (
 from mcphost.protocol.jsonrpc import Kind, Message, RequestId
 from mcphost.protocol.modern import ModernRequest
 from mcphost.protocol.sealed import StateSealer, params_digest
-from mcphost.records import Middleware
-from mcphost.sessions.session import Session
+from mcphost.records import Middleware, Provenance
+from mcphost.sessions.session import Connection, Principal, Session
 
 if TYPE_CHECKING:
     from mcphost.host import Host
@@ -49,27 +50,82 @@ CallNext = Callable[["RequestInfo"], Awaitable[dict[str, Any]]]
 
 
 class RequestInfo:
-    """One request as middleware sees it. ``name`` is the tool/prompt name or resource URI.
+    """One request as middleware sees it: the ``request`` of ``async def fn(request, call_next)``.
 
-    ``era`` is ``"legacy"`` (session era) or ``"modern"`` (2026-07-28); ``round`` holds the
-    input-required state of a modern request.
+    ``name`` is the tool/prompt name or resource URI; ``era`` is ``"legacy"`` (session era)
+    or ``"modern"`` (2026-07-28); ``round`` holds the input-required state of a modern request;
+    ``connection`` is the transport's :class:`~mcphost.sessions.session.Connection` of the
+    exchange that carried the request (HTTP headers, remote address; None for in-memory use).
+    ``principal``, ``protocol_version`` and the owning plugin (``plugin``, ``plugin_version``,
+    ``owner``) are read on demand, so a request nobody asks about pays nothing for them.
     """
 
-    __slots__ = ("era", "id", "method", "name", "params", "round", "session")
+    __slots__ = ("_catalog", "_owner", "connection", "era", "id", "method", "name", "params", "round", "session")
 
     def __init__(self, session: Session, request_id: RequestId, method: str, params: dict[str, Any],
-                 round: Round | None = None) -> None:
+                 round: Round | None = None, *, connection: Connection | None = None, catalog: Any = None) -> None:
         self.session = session
         self.id = request_id
         self.method = method
         self.params = params
         self.era = session.era
         self.round = round
+        self.connection = connection
+        self._catalog = catalog
+        self._owner: Any = _UNKNOWN
         name = params.get("name", params.get("uri"))
         self.name = name if isinstance(name, str) else None
 
+    @property
+    def principal(self) -> Principal | None:
+        """Who is calling, as an auth hook established it (None: anonymous)."""
+        return self.session.principal
+
+    @property
+    def protocol_version(self) -> str | None:
+        """The session's negotiated revision (None before ``initialize`` has answered)."""
+        return self.session.protocol_version
+
+    @property
+    def owner(self) -> Provenance | None:
+        """Provenance of the catalog record this request addresses (tools/call, prompts/get,
+        resources/read), or None: the plugin, its distribution and version."""
+        if self._owner is _UNKNOWN:
+            self._owner = _owner_of(self._catalog, self.method, self.name)
+        return self._owner  # type: ignore[no-any-return]
+
+    @property
+    def plugin(self) -> str | None:
+        """Name of the plugin that provides the addressed tool, prompt or resource."""
+        owner = self.owner
+        return None if owner is None else owner.plugin
+
+    @property
+    def plugin_version(self) -> str | None:
+        """Version of that plugin's distribution (None for plugins registered in code)."""
+        owner = self.owner
+        return None if owner is None else owner.version
+
     def __repr__(self) -> str:
         return f"<RequestInfo {self.method} id={self.id!r} name={self.name!r}>"
+
+
+_UNKNOWN = object()
+
+
+def _owner_of(catalog: Any, method: str, name: str | None) -> Provenance | None:
+    if catalog is None or name is None:
+        return None
+    if method == "tools/call":
+        entry = catalog.tools.get(name)
+        return None if entry is None else entry.record.provenance
+    if method == "prompts/get":
+        prompt = catalog.prompts.get(name)
+        return None if prompt is None else prompt.provenance
+    if method == "resources/read":
+        found = catalog.find_resource(name)
+        return None if found is None else found[0].provenance
+    return None
 
 
 class Kernel:
@@ -88,18 +144,24 @@ class Kernel:
         self.tasks = TaskManager(self)
         self._broker: Any = None
         self._detach: Any = None
+        #: Middleware that raised (fail open), logged in full once per plugin.
+        self.failures = PluginFailures(log)
         call: CallNext = self._dispatch
         for record in reversed(middleware or []):
-            call = functools.partial(_through_middleware, record, call)
+            if record.fail_closed:
+                call = functools.partial(_through_middleware, record, call)
+            else:
+                call = functools.partial(_guarded_middleware, self.failures, record, call)
         self._call = call
 
     # -- entry points for transports ------------------------------------------------------
 
-    def receive(self, session: Session, message: Any) -> Reply | None:
+    def receive(self, session: Session, message: Any, connection: Connection | None = None) -> Reply | None:
         """Take one decoded message from ``session``'s client.
 
         Returns a future resolving to the reply for requests (and an already-resolved one for
         invalid messages), ``None`` for notifications and responses, which get no reply.
+        ``connection`` is the transport exchange that carried it (middleware sees it).
         """
         session.last_active = time.time()
         try:
@@ -107,14 +169,14 @@ class Kernel:
         except McpError as exc:
             return _done(jsonrpc.error(jsonrpc.readable_id(message), exc))
         if kind is Kind.REQUEST:
-            return self._start(session, message)
+            return self._start(session, message, connection)
         if kind is Kind.NOTIFICATION:
             self._on_notification(session, message)
         else:
             self._on_response(session, message)
         return None
 
-    def _start(self, session: Session, message: Message) -> Reply:
+    def _start(self, session: Session, message: Message, connection: Connection | None) -> Reply:
         request_id = message["id"]
         if request_id in session.inflight:
             return _done(jsonrpc.error(request_id, McpError(
@@ -122,7 +184,7 @@ class Kernel:
         if len(session.inflight) >= self.settings.max_inflight:
             return _done(jsonrpc.error(request_id, McpError(
                 SERVER_BUSY, "Too many requests in flight on this session; retry later")))
-        task = asyncio.get_running_loop().create_task(self._run(session, message))
+        task = asyncio.get_running_loop().create_task(self._run(session, message, connection))
         session.inflight[request_id] = task
         task.add_done_callback(functools.partial(_forget, session, request_id))
         return task
@@ -138,7 +200,8 @@ class Kernel:
         session.outlet = outlet
         return session
 
-    def receive_modern(self, session: Session, message: Message) -> Reply | None:
+    def receive_modern(self, session: Session, message: Message, connection: Connection | None = None
+                       ) -> Reply | None:
         """Take one validated 2026-07-28 message; like :meth:`receive`, requests get a reply future."""
         try:
             kind = jsonrpc.classify(message)
@@ -151,17 +214,18 @@ class Kernel:
             return _done(jsonrpc.error(None, McpError(INVALID_REQUEST, "A client may not send responses here")))
         if message["method"] not in handlers.MODERN_METHODS:
             return _done(jsonrpc.error(message["id"], method_not_found(message["method"])))
-        task = asyncio.get_running_loop().create_task(self._run(session, message))
+        task = asyncio.get_running_loop().create_task(self._run(session, message, connection))
         session.inflight[message["id"]] = task
         task.add_done_callback(functools.partial(_forget, session, message["id"]))
         return task
 
     async def _answer_modern(self, session: Session, request_id: RequestId, method: str,
-                             params: dict[str, Any]) -> dict[str, Any]:
+                             params: dict[str, Any], connection: Connection | None) -> dict[str, Any]:
         """Run a 2026-07-28 request: a complete (stamped) result, or an InputRequiredResult."""
         round = self._open_round(session, method, params) if method in MRTR_METHODS else None
         try:
-            result = await self._call(RequestInfo(session, request_id, method, params, round))
+            result = await self._call(RequestInfo(session, request_id, method, params, round, connection=connection,
+                                                  catalog=self.host.catalog))
             if round is not None and round.asked:
                 raise InputRequired  # the handler swallowed the signal; its questions still stand
         except InputRequired:
@@ -209,15 +273,16 @@ class Kernel:
             result["cacheScope"] = "private" if private else "public"
         return result
 
-    async def _run(self, session: Session, message: Message) -> Message | None:
+    async def _run(self, session: Session, message: Message, connection: Connection | None) -> Message | None:
         """Run one request of either era in its task; the reply, or None when it was cancelled."""
         request_id, method = message["id"], message["method"]
         params = message.get("params") or {}
         try:
             if session.era == "modern":
-                result = await self._answer_modern(session, request_id, method, params)
+                result = await self._answer_modern(session, request_id, method, params, connection)
             else:
-                result = await self._call(RequestInfo(session, request_id, method, params))
+                result = await self._call(RequestInfo(session, request_id, method, params, connection=connection,
+                                                      catalog=self.host.catalog))
             reply = jsonrpc.result(request_id, result)
         except McpError as exc:
             reply = jsonrpc.error(request_id, exc)
@@ -225,9 +290,11 @@ class Kernel:
             if session.inflight.get(request_id) is asyncio.current_task():
                 return None  # cancelled on purpose: the client gets no reply
             raise
-        except Exception:
+        except Exception as exc:
             log.exception("request %s (%r) failed", method, request_id)
             reply = jsonrpc.error(request_id, McpError(INTERNAL_ERROR, "Internal error"))
+            await self.host.report_exception(
+                RequestInfo(session, request_id, method, params, connection=connection, catalog=self.host.catalog), exc)
         task = asyncio.current_task()
         if task is not None and task.cancelling() and session.inflight.get(request_id) is task:
             return None  # cancelled, but the handler swallowed the cancellation: still no reply
@@ -400,6 +467,41 @@ async def _deliver(session: Session, message: Message) -> None:
 
 async def _through_middleware(record: Middleware, call_next: CallNext, request: RequestInfo) -> dict[str, Any]:
     return await record.fn(request, call_next)
+
+
+async def _guarded_middleware(failures: PluginFailures, record: Middleware, call_next: CallNext,
+                              request: RequestInfo) -> dict[str, Any]:
+    """Run a fail-open middleware: its own failure never changes the request's outcome.
+
+    Raised before ``call_next``: the rest of the chain runs without it. Raised after the rest
+    returned: that result stands. Raised while the rest failed: the rest's error propagates,
+    as it would have without this middleware. :class:`McpError` is a deliberate answer (a
+    policy refusal, a rate limit) and propagates; so do BaseExceptions (cancellation).
+    """
+    outcome: list[Any] = [_UNKNOWN, None]  # [result of the rest, error of the rest]
+
+    async def rest(forwarded: RequestInfo) -> dict[str, Any]:
+        try:
+            result = await call_next(forwarded)
+        except BaseException as exc:
+            outcome[1] = exc
+            raise
+        outcome[0] = result
+        return result
+
+    try:
+        return await record.fn(request, rest)
+    except McpError:
+        raise
+    except Exception as exc:
+        if exc is outcome[1]:
+            raise  # the rest's own error, passed through
+        failures.report(record.provenance.plugin if record.provenance else "?", f"middleware {record.name}", exc)
+        if outcome[1] is not None:
+            raise outcome[1] from None
+        if outcome[0] is not _UNKNOWN:
+            return outcome[0]  # type: ignore[no-any-return]
+        return await call_next(request)
 
 
 def _forget(session: Session, request_id: RequestId, task: asyncio.Task[Any]) -> None:

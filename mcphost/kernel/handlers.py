@@ -242,11 +242,11 @@ async def call_tool(kernel: Kernel, request: RequestInfo) -> dict[str, Any]:
             kernel, session, request.id, request.method, _progress_token(request), round=request.round, run=run)
         kwargs[record.signature.context_param] = Context(scope)
     if run is not None:
-        return await run.execute(functools.partial(_invoke_tool, request, entry, kwargs))
-    return await _invoke_tool(request, entry, kwargs)
+        return await run.execute(functools.partial(_invoke_tool, kernel, request, entry, kwargs))
+    return await _invoke_tool(kernel, request, entry, kwargs)
 
 
-async def _invoke_tool(request: RequestInfo, entry: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
+async def _invoke_tool(kernel: Kernel, request: RequestInfo, entry: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
     """Run the tool; its failures become isError results, protocol errors propagate."""
     record = entry.record
     try:
@@ -260,9 +260,10 @@ async def _invoke_tool(request: RequestInfo, entry: Any, kwargs: dict[str, Any])
         if error is not None:
             raise error from None
         return results.error_result(exc.message)
-    except Exception:
+    except Exception as exc:
         log.exception("tool %s (plugin %s) raised", record.name,
                       record.provenance.plugin if record.provenance else "?")
+        await kernel.host.report_exception(request, exc)
         return results.error_result(f"Tool {record.name!r} failed with an internal error")
     return results.tool_result(entry, value, request.session.protocol_version)
 
@@ -312,8 +313,9 @@ async def read_resource(kernel: Kernel, request: RequestInfo) -> dict[str, Any]:
         raise _missing_capability(request, exc) or McpError(INTERNAL_ERROR, exc.message) from None
     except (FileNotFoundError, LookupError):
         raise _not_found(request, uri) from None
-    except Exception:
+    except Exception as exc:
         log.exception("resource %s (plugin %s) raised", uri, record.provenance.plugin if record.provenance else "?")
+        await kernel.host.report_exception(request, exc)
         raise McpError(INTERNAL_ERROR, "Internal error") from None
     if value is None:
         raise _not_found(request, uri)
@@ -375,9 +377,10 @@ async def get_prompt(kernel: Kernel, request: RequestInfo) -> dict[str, Any]:
         raise
     except ClientRequestError as exc:
         raise _missing_capability(request, exc) or McpError(INTERNAL_ERROR, exc.message) from None
-    except Exception:
+    except Exception as exc:
         log.exception("prompt %s (plugin %s) raised", prompt.name,
                       prompt.provenance.plugin if prompt.provenance else "?")
+        await kernel.host.report_exception(request, exc)
         raise McpError(INTERNAL_ERROR, "Internal error") from None
 
 
@@ -417,8 +420,9 @@ async def complete(kernel: Kernel, request: RequestInfo) -> dict[str, Any]:
             found = await found
     except McpError:
         raise
-    except Exception:
+    except Exception as exc:
         log.exception("completion for %s raised", name)
+        await kernel.host.report_exception(request, exc)
         raise McpError(INTERNAL_ERROR, "Internal error") from None
     return {"completion": _completion(found)}
 

@@ -76,6 +76,16 @@ class Broker(Protocol):
 
 
 class Backend(Protocol):
+    """The state backend a ``mcphost_backend`` hook returns.
+
+    Optional: ``async def health(self) -> bool``, asked by the ``/readyz`` probe. True when
+    the backend can serve requests now (for a networked store: it answered a round trip such
+    as PING); False, or an exception, when it cannot. It must answer quickly (well under a
+    second: it runs on every probe, which load balancers send every few seconds) and must not
+    try to repair anything; the host bounds it with a 2 s timeout and counts a timeout as
+    unhealthy. A backend without the method is always healthy.
+    """
+
     name: str
     shared: bool
     sessions: SessionStore
@@ -85,3 +95,4 @@ class Backend(Protocol):
 
     async def start(self) -> None: ...
     async def close(self) -> None: ...
+    async def health(self) -> bool: ...

@@ -377,7 +377,8 @@ class HttpTransport:
                                     request_id=message["id"])
             extra = {"mcp-session-id": session.id} if is_initialize else {}
             if not requests:
-                replies = [r for r in (self.host.kernel.receive(session, m) for m in messages) if r is not None]
+                replies = [r for r in (self.host.kernel.receive(session, m, connection) for m in messages)
+                           if r is not None]
                 if replies:  # invalid messages get their error replies
                     done = [await r for r in replies]
                     await _respond(send, 400, jsonrpc.encode(done if batch else done[0]), extra)
@@ -385,7 +386,7 @@ class HttpTransport:
                     await _respond(send, 202, b"", extra)
                 return
             if self.settings.json_response:
-                await self._reply_json(session, messages, batch, send, extra)
+                await self._reply_json(session, connection, messages, batch, send, extra)
                 return
             stream = str(state.next_stream)
             state.next_stream += 1
@@ -400,7 +401,7 @@ class HttpTransport:
                     if state.request_streams.get(message["id"]) == stream:
                         del state.request_streams[message["id"]]
                 raise
-            replies = [self.host.kernel.receive(session, m) for m in messages]
+            replies = [self.host.kernel.receive(session, m, connection) for m in messages]
             finisher = asyncio.get_running_loop().create_task(
                 self._finish_stream(session, state, stream, [r for r in replies if r is not None],
                                     [m["id"] for m in requests]))
@@ -458,9 +459,9 @@ class HttpTransport:
                 if state.request_streams.get(request_id) == stream:
                     del state.request_streams[request_id]
 
-    async def _reply_json(self, session: Session, messages: list[Any], batch: bool, send: Send,
-                          extra: dict[str, str]) -> None:
-        replies = [r for r in (self.host.kernel.receive(session, m) for m in messages) if r is not None]
+    async def _reply_json(self, session: Session, connection: Connection, messages: list[Any], batch: bool,
+                          send: Send, extra: dict[str, str]) -> None:
+        replies = [r for r in (self.host.kernel.receive(session, m, connection) for m in messages) if r is not None]
         results = [m for m in [await r for r in replies] if m is not None]
         if not results:
             await _respond(send, 202, b"", extra)

@@ -62,7 +62,7 @@ async def post_modern(transport: HttpTransport, scope: dict[str, Any], headers: 
     await host.connect(session, connection)  # a refusal propagates to the transport's handler
     reason = "complete"
     try:
-        reply = kernel.receive_modern(session, payload)
+        reply = kernel.receive_modern(session, payload, connection)
         if reply is None:
             await respond(send, 202, b"", {})
             return

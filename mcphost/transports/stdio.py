@@ -47,6 +47,8 @@ class StdioServer:
         self._replies: set[asyncio.Future[Any]] = set()
         self._refusal: Refused | None = None
         self._modern: dict[Any, Session] = {}
+        #: stdio connects once: one Connection for the lifecycle hooks and every request's middleware.
+        self.connection = Connection(transport="stdio", remote="stdio")
 
     async def write(self, message: Any) -> None:
         data = jsonrpc.encode(message) + b"\n"
@@ -64,7 +66,7 @@ class StdioServer:
 
         session.outlet = outlet
         try:
-            await host.connect(session, Connection(transport="stdio", remote="stdio"))
+            await host.connect(session, self.connection)
         except Refused as refusal:
             log.warning("client refused by a connect hook: %s", refusal.message)
             self._refusal = refusal
@@ -144,7 +146,7 @@ class StdioServer:
             if era_of(method=message.get("method"), meta=meta, header_version=None, session_id=None) == "modern":
                 await self._handle_modern(message)
                 return
-        reply = self.host.kernel.receive(session, message)  # type: ignore[union-attr]
+        reply = self.host.kernel.receive(session, message, self.connection)  # type: ignore[union-attr]
         if reply is not None:
             self._track(reply, self._send_reply)
 
@@ -164,12 +166,12 @@ class StdioServer:
 
         session = kernel.modern_session(request, None, outlet)
         try:
-            await self.host.connect(session, Connection(transport="stdio", remote="stdio"))
+            await self.host.connect(session, self.connection)
         except Refused as refusal:
             if "id" in message:
                 await self.write(jsonrpc.error(message["id"], McpError(REFUSED, refusal.message)))
             return
-        reply = kernel.receive_modern(session, message)
+        reply = kernel.receive_modern(session, message, self.connection)
         if reply is None:
             await self.host.terminate(session, "complete")
             return
@@ -204,7 +206,8 @@ class StdioServer:
             await self.write(jsonrpc.error(None, McpError(
                 INVALID_REQUEST, "Batches are not accepted (only on 2025-03-26 sessions, never with initialize)")))
             return
-        replies = [r for r in (self.host.kernel.receive(session, m) for m in batch) if r is not None]  # type: ignore[union-attr]
+        replies = [r for r in (self.host.kernel.receive(session, m, self.connection) for m in batch)  # type: ignore[union-attr]
+                   if r is not None]
         if replies:
             self._track(asyncio.gather(*replies), self._send_batch)
 
