@@ -30,6 +30,7 @@ from typing import Any, TypeVar
 
 import orjson
 import redis.asyncio as aioredis
+from redis import exceptions as redis_errors
 from redis.asyncio.connection import ConnectionPool
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
@@ -48,6 +49,8 @@ T = TypeVar("T")
 #: Error replies that mean "Redis cannot take this now", not "this command is wrong".
 _TRANSIENT_REPLIES = ("OOM", "LOADING", "BUSY", "READONLY", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN",
                       "NOREPLICAS", "MISCONF")
+_TRANSIENT_ERRORS = tuple(getattr(redis_errors, name) for name in ("OutOfMemoryError", "ReadOnlyError")
+                          if hasattr(redis_errors, name))
 #: Events returned by one read at most (a reader far behind catches up in several reads).
 READ_BATCH = 512
 
@@ -159,7 +162,8 @@ class Operations:
         except (RedisConnectionError, RedisTimeoutError, TimeoutError, OSError) as exc:
             raise self.unavailable(exc) from None
         except ResponseError as exc:
-            if str(exc).startswith(_TRANSIENT_REPLIES) or " OOM " in str(exc):
+            text = str(exc)
+            if isinstance(exc, _TRANSIENT_ERRORS) or text.startswith(_TRANSIENT_REPLIES) or "maxmemory" in text:
                 raise self.unavailable(exc) from None
             raise
 

@@ -8,6 +8,7 @@ tests simulate an outage.
 
 from __future__ import annotations
 
+import itertools
 import os
 import shutil
 import signal
@@ -15,6 +16,9 @@ import socket
 import subprocess
 import time
 from pathlib import Path
+from typing import Any
+
+from .backend import RedisSettings
 
 
 def free_port() -> int:
@@ -25,6 +29,18 @@ def free_port() -> int:
 
 def redis_server_path() -> str | None:
     return shutil.which("redis-server")
+
+
+_prefixes = itertools.count()
+
+
+def redis_settings(url: str, **overrides: Any) -> RedisSettings:
+    """Settings for a test backend: short TTLs and a fresh key prefix, so backends sharing one
+    server never see each other's keys."""
+    options: dict[str, Any] = {"prefix": f"t{next(_prefixes)}:", "session_ttl": 60.0, "stream_max_events": 1000,
+                               "stream_max_age": 60.0}
+    options.update(overrides)
+    return RedisSettings(url=url, **options)
 
 
 class RedisServer:
@@ -116,4 +132,4 @@ class RedisServer:
         self.kill(signal.SIGTERM)
 
 
-__all__ = ["RedisServer", "free_port", "redis_server_path"]
+__all__ = ["RedisServer", "free_port", "redis_server_path", "redis_settings"]

@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from mcphost_redis import RedisBackend, RedisSettings
-from mcphost_redis.testing import RedisServer, redis_server_path
+from mcphost_redis import RedisBackend
+from mcphost_redis.testing import RedisServer, redis_server_path, redis_settings
 
 from mcphost.builtin.memory import MemoryBackend
 
@@ -37,17 +37,6 @@ def own_redis(tmp_path: Path) -> Iterator[RedisServer]:
     server = RedisServer(tmp_path / "redis")
     yield server
     server.stop()
-
-
-_counter = iter(range(1_000_000))
-
-
-def redis_settings(url: str, **overrides: object) -> RedisSettings:
-    # A prefix per backend object: tests sharing a server never see each other's keys.
-    options: dict[str, object] = {"prefix": f"t{next(_counter)}:", "session_ttl": 60.0,
-                                  "stream_max_events": 1000, "stream_max_age": 60.0}
-    options.update(overrides)
-    return RedisSettings(url=url, **options)  # type: ignore[arg-type]
 
 
 @pytest.fixture(params=["memory", "redis"])
