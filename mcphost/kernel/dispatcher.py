@@ -84,6 +84,8 @@ class Kernel:
         self.closing = asyncio.Event()
         self.sealer = StateSealer(_state_keys(self.settings.state_keys), ttl=self.settings.state_ttl)
         self._modern_ids = itertools.count(1)
+        #: Set by the host on a shared backend (mcphost.sessions.cluster.Cluster), else None.
+        self.cluster: Any = None
         call: CallNext = self._dispatch
         for record in reversed(middleware or []):
             call = functools.partial(_through_middleware, record, call)
@@ -246,15 +248,78 @@ class Kernel:
             task = session.inflight.get(request_id) if jsonrpc.valid_id(request_id) else None
             if task is not None:
                 task.cancel()
+            elif self.cluster is not None and jsonrpc.valid_id(request_id):
+                self.cluster.tell(session.id, {"t": "cancel", "id": request_id})  # running elsewhere?
         elif method == "notifications/initialized" and session.protocol_version is not None:
             session.initialized = True  # before initialize it means nothing
         # Other notifications (roots/list_changed, progress for our requests) need no action.
 
     def _on_response(self, session: Session, message: Message) -> None:
+        if not self._resolve(session, message) and self.cluster is not None:
+            self.cluster.tell(session.id, {"t": "response", "m": message})  # another process may wait for it
+
+    def _resolve(self, session: Session, message: Message) -> bool:
         future = session.pending.get(message.get("id"))  # type: ignore[arg-type]
         if future is not None and not future.done():
             future.set_result(message)
-        # A response for an unknown id is ignored: it may have timed out already.
+            return True
+        return False  # a response for an unknown id is ignored: it may have timed out already
+
+    # -- other processes (shared backend) --------------------------------------------------------
+
+    def join(self, cluster: Any) -> None:
+        """Work with other processes through ``cluster``: act on what they forward here."""
+        self.cluster = cluster
+        cluster.session_handlers.update({
+            "response": lambda session, m: self._resolve(session, m.get("m") or {}),
+            "cancel": self._cancel_here,
+            "respond": self._respond_here,
+        })
+        cluster.broadcast_handlers.update({
+            "resource-updated": self._resource_updated_here,
+            "list-changed": self._list_changed_here,
+        })
+
+    def _cancel_here(self, session: Session, message: dict[str, Any]) -> None:
+        request_id = message.get("id")
+        task = session.inflight.get(request_id) if jsonrpc.valid_id(request_id) else None
+        if task is not None:
+            task.cancel()
+
+    def _respond_here(self, session: Session, message: dict[str, Any]) -> None:
+        deferred = self._deferred.get((session.id, message.get("id")))
+        if deferred is None:
+            return
+        error = message.get("error")
+        if isinstance(error, dict):
+            deferred.reject(McpError(int(error.get("code", INTERNAL_ERROR)), str(error.get("message", "")),
+                                     error.get("data")))
+        else:
+            deferred.resolve(message.get("value"))
+
+    async def _resource_updated_here(self, message: dict[str, Any]) -> None:
+        uri = message.get("uri")
+        nonce = str(message.get("n"))
+        note = jsonrpc.notification("notifications/resources/updated", {"uri": uri})
+        for session in list(self.host.sessions.values()):
+            if uri in session.subscriptions and session.outlet is not None and not session.closed:
+                if await self.cluster.first_delivery(nonce, session.id):
+                    await _deliver(session, note)
+        for listener in list(self.listeners):
+            if uri in listener.uris:
+                await listener.send("notifications/resources/updated", {"uri": uri})
+
+    async def _list_changed_here(self, message: dict[str, Any]) -> None:
+        kind = str(message.get("kind"))
+        nonce = str(message.get("n"))
+        note = jsonrpc.notification(f"notifications/{kind}/list_changed")
+        for session in list(self.host.sessions.values()):
+            if session.initialized and session.outlet is not None and not session.closed:
+                if await self.cluster.first_delivery(nonce, session.id):
+                    await _deliver(session, note)
+        for listener in list(self.listeners):
+            if kind in listener.kinds:
+                await listener.send(f"notifications/{kind}/list_changed", {})
 
     # -- services for handlers and scopes ---------------------------------------------------
 
@@ -280,10 +345,17 @@ class Kernel:
         """Complete a deferred request from any task; False when none is waiting."""
         deferred = self._deferred.get((session_id, request_id))
         if deferred is None:
+            if self.cluster is not None:
+                # The request may wait on another process: hand the reply over (JSON-able values only).
+                self.cluster.tell(session_id, _deferred_reply(request_id, value, error))
+                return True
             return False
         return deferred.reject(error) if error is not None else deferred.resolve(value)
 
     async def notify_resource_updated(self, uri: str) -> None:
+        if self.cluster is not None:
+            await self.cluster.broadcast({"t": "resource-updated", "uri": uri})
+            return
         message = jsonrpc.notification("notifications/resources/updated", {"uri": uri})
         for session in list(self.host.sessions.values()):
             if uri in session.subscriptions and session.outlet is not None and not session.closed:
@@ -294,6 +366,9 @@ class Kernel:
 
     async def notify_list_changed(self, kind: str) -> None:
         """Tell every initialized session that a list changed (kind: tools, prompts, resources)."""
+        if self.cluster is not None:
+            await self.cluster.broadcast({"t": "list-changed", "kind": kind})
+            return
         message = jsonrpc.notification(f"notifications/{kind}/list_changed")
         for session in list(self.host.sessions.values()):
             if session.initialized and session.outlet is not None and not session.closed:
@@ -360,6 +435,17 @@ async def _through_middleware(record: Middleware, call_next: CallNext, request: 
 def _forget(session: Session, request_id: RequestId, task: asyncio.Task[Any]) -> None:
     if session.inflight.get(request_id) is task:
         del session.inflight[request_id]
+
+
+def _deferred_reply(request_id: RequestId, value: Any, error: BaseException | None) -> dict[str, Any]:
+    message: dict[str, Any] = {"t": "respond", "id": request_id}
+    if error is None:
+        message["value"] = value
+    elif isinstance(error, McpError):
+        message["error"] = error.to_error()
+    else:
+        message["error"] = {"code": INTERNAL_ERROR, "message": "Internal error"}
+    return message
 
 
 def _done(message: Message) -> Reply:

@@ -49,7 +49,7 @@ CONFIG_SCHEMA: dict[str, Any] = {
                               "description": "Events kept per stream at least (default: server.stream_max_events)"},
         "stream_max_age": {"type": "number", "exclusiveMinimum": 0,
                            "description": "Seconds events are kept (default: the session TTL)"},
-        "lease": {"type": "number", "minimum": 1, "maximum": 3600, "default": 10,
+        "lease": {"type": "number", "minimum": 1, "maximum": 3600, "default": 6,
                   "description": "Seconds after which a request whose process stopped heartbeating is ended "
                                  "with an error"},
         "single_use_states": {"type": "boolean", "default": False,

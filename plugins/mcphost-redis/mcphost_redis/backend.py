@@ -75,7 +75,7 @@ class RedisSettings:
     #: Seconds an event is kept (default: the session TTL, so a resumable session's events are).
     stream_max_age: float = 1800.0
     #: Seconds without a heartbeat after which a request in flight on a dead process is settled.
-    lease: float = 10.0
+    lease: float = 6.0
     #: Track redeemed sealed request states so each is accepted once.
     single_use_states: bool = False
     #: Connections to Redis at most per process (blocked stream readers hold one each).
@@ -112,6 +112,8 @@ class RedisBackend:
         self.blocking = aioredis.Redis(connection_pool=blocking)
         self._listener_pool = ConnectionPool.from_url(settings.url, socket_timeout=None, **common)
         self.op = Operations(settings)
+        #: Seconds a request stream's lease lasts without a heartbeat (see RedisEventLog.lease).
+        self.lease = settings.lease
         self.sessions = RedisSessionStore(self)
         self.events = RedisEventLog(self)
         self.broker = RedisBroker(self)
@@ -254,6 +256,9 @@ class RedisEventLog:
         self._read = register(scripts.READ)
         self._discard = register(scripts.DISCARD)
         self._drop = register(scripts.DROP)
+        self._lease = register(scripts.LEASE)
+        self._orphaned = register(scripts.ORPHANED)
+        self._settle = register(scripts.SETTLE)
 
     def _keys(self, session_id: str, stream_id: str) -> list[str]:
         base = f"{self._prefix}e:{{{session_id}}}"
@@ -310,6 +315,35 @@ class RedisEventLog:
     async def drop(self, session_id: str) -> None:
         base = f"{self._prefix}e:{{{session_id}}}"
         await self._op(self._drop(keys=[base], args=[base + ":", _now_ms()]))
+
+    # Leases: how a stream whose process died is told apart from one still being written.
+
+    def _lease_keys(self, session_id: str, stream_id: str) -> list[str]:
+        base = f"{self._prefix}e:{{{session_id}}}"
+        return [base, f"{base}:lease:{stream_id}"]
+
+    async def lease(self, streams: list[tuple[str, str, list[Any]]], ttl: float) -> None:
+        """Renew the lease of each ``(session, stream, request ids)`` for ``ttl`` seconds, in one round trip."""
+        if not streams:
+            return
+        pipe = self._redis.pipeline(transaction=False)
+        for session_id, stream_id, request_ids in streams:
+            await self._lease(keys=self._lease_keys(session_id, stream_id),  # queued, sent by execute()
+                              args=[stream_id, orjson.dumps(request_ids), _ms(ttl)], client=pipe)
+        await self._op(pipe.execute())
+
+    async def orphaned(self, session_id: str, stream_id: str) -> list[Any] | None:
+        """The request ids of a stream that is not done and whose lease expired; None otherwise."""
+        raw = await self._op(self._orphaned(keys=self._lease_keys(session_id, stream_id), args=[stream_id]))
+        return None if not raw else orjson.loads(raw)
+
+    async def settle(self, session_id: str, stream_id: str, messages: list[dict[str, Any]]) -> bool:
+        """Append ``messages`` and end an orphaned stream; False when it is not (or no longer) orphaned."""
+        base, lease = self._lease_keys(session_id, stream_id)
+        done = await self._op(self._settle(
+            keys=[base, f"{base}:{stream_id}", lease],
+            args=[stream_id, _now_ms(), self._ttl_ms, *(orjson.dumps(m) for m in messages)]))
+        return bool(done)
 
 
 # -- tasks ------------------------------------------------------------------------------------------

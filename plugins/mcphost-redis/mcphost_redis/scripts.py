@@ -10,6 +10,11 @@ tag so a session's keys share a cluster slot):
   for the priming event). Entries ``n-1``, ``n-2`` … are markers (``done``, ``gone``) written
   only to wake readers blocked in ``XREAD``; they carry no event.
 
+A request stream served by a live process has a lease, ``P e:{S}:lease:<stream>``, renewed by that
+process's heartbeat; the hash field ``<stream>:r`` holds the stream's request ids. A stream that
+is not done and has lost its lease belongs to a process that died: ``SETTLE`` ends it with the
+error replies the caller prepared.
+
 Retention: ``XADD … MAXLEN ~ N`` bounds the length, and events older than the maximum age are
 trimmed with ``XTRIM MINID`` (the boundary found from the ``t`` fields, a few batches per
 append, so the cost is spread over appends). Both keys expire when nothing is appended for the
@@ -138,7 +143,7 @@ return out
 DISCARD = _HELPERS + """
 local last = redis.call('HGET', KEYS[1], ARGV[1])
 if not last then return 0 end
-redis.call('HDEL', KEYS[1], ARGV[1], ARGV[1] .. ':d')
+redis.call('HDEL', KEYS[1], ARGV[1], ARGV[1] .. ':d', ARGV[1] .. ':r')
 marker(KEYS[2], tonumber(last), 'gone', ARGV[2])
 redis.call('PEXPIRE', KEYS[2], 2000)
 return 1
@@ -149,12 +154,49 @@ DROP = _HELPERS + """
 local fields = redis.call('HGETALL', KEYS[1])
 for i = 1, #fields, 2 do
   local name = fields[i]
-  if string.sub(name, -2) ~= ':d' then
+  local suffix = string.sub(name, -2)
+  if suffix ~= ':d' and suffix ~= ':r' then
     local key = ARGV[1] .. name
     marker(key, tonumber(fields[i + 1]), 'gone', ARGV[2])
     redis.call('PEXPIRE', key, 2000)
   end
 end
 redis.call('DEL', KEYS[1])
+return 1
+"""
+
+# KEYS: hash, lease. ARGV: stream id, request ids (JSON), ttl ms. Returns 0 for an unknown stream.
+LEASE = """
+if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0 then return 0 end
+redis.call('HSET', KEYS[1], ARGV[1] .. ':r', ARGV[2])
+redis.call('SET', KEYS[2], 1, 'PX', ARGV[3])
+return 1
+"""
+
+# KEYS: hash, lease. ARGV: stream id. The request ids (JSON) of a stream whose lease is gone
+# while it is not done; nil otherwise.
+ORPHANED = """
+if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0 then return false end
+if redis.call('HEXISTS', KEYS[1], ARGV[1] .. ':d') == 1 then return false end
+if redis.call('EXISTS', KEYS[2]) == 1 then return false end
+return redis.call('HGET', KEYS[1], ARGV[1] .. ':r')
+"""
+
+# KEYS: hash, stream, lease. ARGV: stream id, now ms, ttl ms, messages… Appends the messages
+# and ends the stream, only if it is still orphaned (one process settles it, once).
+SETTLE = _HELPERS + """
+if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0 then return 0 end
+if redis.call('HEXISTS', KEYS[1], ARGV[1] .. ':d') == 1 then return 0 end
+if redis.call('EXISTS', KEYS[3]) == 1 then return 0 end
+local seq = tonumber(redis.call('HGET', KEYS[1], ARGV[1]))
+for i = 4, #ARGV do
+  seq = seq + 1
+  redis.call('XADD', KEYS[2], seq .. '-0', 't', ARGV[2], 'm', ARGV[i])
+end
+redis.call('HSET', KEYS[1], ARGV[1], seq)
+redis.call('HSET', KEYS[1], ARGV[1] .. ':d', 1)
+marker(KEYS[2], seq, 'done', ARGV[2])
+redis.call('PEXPIRE', KEYS[1], ARGV[3])
+redis.call('PEXPIRE', KEYS[2], ARGV[3])
 return 1
 """
