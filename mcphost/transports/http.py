@@ -528,7 +528,9 @@ class HttpTransport:
             self._background.add(finisher)
             finisher.add_done_callback(self._background.discard)
             pumping = True
-            await self._pump(session, stream, 0, receive, send, extra)
+            # The priming event (seq 1) is stored; it is written as is, so the client holds a
+            # resumable id even if the log cannot be read a moment later.
+            await self._pump(session, stream, 1, receive, send, extra, priming=_frame(stream, 1, None, self.retry_ms))
         finally:
             if not pumping:  # the pump reports its own disconnect
                 await self.host.disconnect(session, "complete")

@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import signal
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -342,3 +345,186 @@ async def test_f10_a_killed_process_loses_no_persisted_event_and_its_request_end
     finally:
         cluster.stop()
     print("F10 trials (progress events before the error, seconds from kill to error):", report)
+
+
+# -- mcphost serve --workers N ------------------------------------------------------------------------
+
+async def test_several_workers_serve_any_request_and_a_dead_worker_is_replaced(cluster):
+    server = cluster.start()  # a single process first, to hold a session created before the workers
+    async with httpx.AsyncClient(timeout=10) as client:
+        session_id = await initialize(client, server)
+    port = server.port
+    server.stop()
+    workers = HttpServer(cluster.tmp_path, plugins="demo,clustertest,redis", env=cluster.env, config=cluster.config,
+                         port=port, args=["--workers", "3"])
+    cluster.servers.append(workers)
+    pids: set[str] = set()
+    # A new connection per request: the kernel hands each to whichever worker accepts first.
+    async with httpx.AsyncClient(timeout=10, limits=httpx.Limits(max_keepalive_connections=0)) as client:
+        for n in range(60):
+            reply = await call(client, workers, session_id, "tools/call", {"name": "whoami", "arguments": {}}, n + 10)
+            pids.add(text_of(reply))
+            if len(pids) == 3:
+                break
+        assert len(pids) >= 2, pids
+        assert str(workers.process.pid) not in pids  # the parent only supervises
+        victim = int(next(iter(pids)))
+        os.kill(victim, signal.SIGKILL)
+        for n in range(20):  # the others go on serving meanwhile, and a replacement starts
+            reply = await call(client, workers, session_id, "tools/call", {"name": "whoami", "arguments": {}}, n + 100)
+            assert text_of(reply) != str(victim)
+        await asyncio.sleep(1.5)
+        seen: set[str] = set()
+        for n in range(60):
+            reply = await call(client, workers, session_id, "tools/call", {"name": "whoami", "arguments": {}}, n + 200)
+            seen.add(text_of(reply))
+        assert str(victim) not in seen and len(seen) >= 2
+    assert "starting a new one" in workers.log()
+    assert workers.stop() == 0  # SIGTERM to the parent: every worker stops gracefully
+
+
+def test_several_workers_are_refused_on_the_in_memory_backend(tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MCPHOST_")}
+    env.update({"MCPHOST_CONFIG": str(tmp_path / "none.toml"), "MCPHOST_PLUGINS": "demo"})
+    (tmp_path / "none.toml").write_text("")
+    result = subprocess.run([str(Path(sys.executable).parent / "mcphost"), "serve", "--workers", "2", "--port", "0"],
+                            env=env, capture_output=True, text=True, timeout=60)
+    assert result.returncode != 0
+    assert "2 workers need a shared state backend" in result.stderr
+    assert "mcphost-redis" in result.stderr and "[plugins.redis] url" in result.stderr
+
+
+# -- F11/F12: Redis faults under load ---------------------------------------------------------------
+
+async def _post_call(client: httpx.AsyncClient, server: HttpServer, session_id: str, request_id: Any
+                     ) -> tuple[int, float, httpx.Response]:
+    import time
+    started = time.monotonic()
+    response = await client.post(server.url, headers=headers(session_id), json={
+        "jsonrpc": "2.0", "id": request_id, "method": "tools/call",
+        "params": {"name": "echo", "arguments": {"text": f"r{request_id}"}}})
+    return response.status_code, time.monotonic() - started, response
+
+
+async def test_f11_redis_killed_and_restarted_ten_times_under_load(tmp_path):
+    import itertools
+    import time
+    redis = RedisServer(tmp_path / "redis", persistence="always", extra=["--enable-debug-command", "local"])
+    cluster = Cluster(tmp_path, redis, "f11:", lease=2)
+    ids = itertools.count(100)
+    outcomes: list[tuple[int, float, bool]] = []
+    interrupted: list[tuple[HttpServer, str, Any]] = []
+    stop = asyncio.Event()
+    try:
+        a, b = cluster.start(), cluster.start()
+        async with httpx.AsyncClient(timeout=40) as client:
+            session_id = await initialize(client, a)
+
+            async def load() -> None:
+                while not stop.is_set():
+                    for server in (a, b):
+                        request_id = next(ids)
+                        status, took, response = await _post_call(client, server, session_id, request_id)
+                        answered = status == 200 and any(m.get("id") == request_id for m in sse_messages(response.text))
+                        outcomes.append((status, took, answered))
+                        if status == 200 and not answered:  # the stream broke in the outage: resume later
+                            last = [line[4:] for line in response.text.splitlines() if line.startswith("id: ")][-1]
+                            interrupted.append((server, last, request_id))
+                    await asyncio.sleep(0.01)
+
+            loader = asyncio.ensure_future(load())
+            outage_answers, recoveries = [], []
+            for _round in range(10):
+                await asyncio.sleep(0.3)
+                redis.kill()
+                for server in (a, b):  # fail fast during the outage: 503 + Retry-After within 2 s
+                    status, took, response = await _post_call(client, server, session_id, next(ids))
+                    assert status == 503 and response.headers.get("retry-after") == "1", response.text
+                    assert took < 2.0
+                    outage_answers.append(took)
+                await asyncio.sleep(0.3)
+                redis.start()
+                restarted = time.monotonic()
+                for server in (a, b):  # back within 5 s
+                    while True:
+                        status, _, response = await _post_call(client, server, session_id, next(ids))
+                        if status == 200:
+                            break
+                        assert time.monotonic() - restarted < 5, response.text
+                        await asyncio.sleep(0.05)
+                recoveries.append(time.monotonic() - restarted)
+            # F12: a stalled Redis gets the same fast 503 and recovers without a restart.
+            with __import__("socket").create_connection(("127.0.0.1", redis.port)) as stall:
+                stall.sendall(b"*3\r\n$5\r\nDEBUG\r\n$5\r\nSLEEP\r\n$1\r\n3\r\n")
+                await asyncio.sleep(0.1)
+                status, took, _ = await _post_call(client, a, session_id, next(ids))
+                assert status == 503 and took < 2.0
+            stop.set()
+            await asyncio.wait_for(loader, 60)
+            for _server, last, request_id in interrupted:  # nothing was lost: a resume delivers the reply
+                async with client.stream("GET", b.url, headers={"accept": "text/event-stream",
+                                                                "mcp-session-id": session_id,
+                                                                "last-event-id": last}) as resumed:
+                    reader = SseReader(resumed)
+                    await reader.until(lambda r, i=request_id: any(_message(e).get("id") == i for e in r.events))
+            assert a.process.poll() is None and b.process.poll() is None  # no host crashed
+            assert {status for status, _, _ in outcomes} <= {200, 503}
+            assert sum(answered for _, _, answered in outcomes) > 20
+            assert "Traceback" not in a.log() + b.log()
+    finally:
+        stop.set()
+        cluster.stop()
+        redis.stop()
+    print(f"F11: {len(outcomes)} calls under load, {len(interrupted)} resumed; 503 in at most "
+          f"{max(outage_answers):.2f}s; back after at most {max(recoveries):.2f}s")
+
+
+# -- F15: subscription churn and deleted sessions -------------------------------------------------------
+
+async def test_f15_subscription_churn_and_deleted_sessions_leave_no_channels_or_keys(cluster, redis_server):
+    import redis as redis_client
+    a, b = cluster.start(), cluster.start()
+    prefix = cluster.config.split('prefix = "')[1].split('"')[0]
+    inspect = redis_client.Redis.from_url(redis_server.url)
+    try:
+        baseline = set(inspect.pubsub_channels(f"{prefix}*"))
+        assert baseline == {f"{prefix}b:all".encode()}
+        async with httpx.AsyncClient(timeout=20) as client:
+            # 2025-03-26 sessions take batches: 10 000 subscribe/unsubscribe cycles in 200 POSTs.
+            old = {"protocolVersion": "2025-03-26", "capabilities": {}, "clientInfo": {"name": "f15", "version": "0"}}
+            sessions = []
+            for server in (a, b, a, b):
+                response = await client.post(server.url, headers=headers(), json={
+                    "jsonrpc": "2.0", "id": 1, "method": "initialize", "params": old})
+                sessions.append(response.headers["mcp-session-id"])
+                await client.post(server.url, headers=headers(sessions[-1], **{"mcp-protocol-version": "2025-03-26"}),
+                                  json={"jsonrpc": "2.0", "method": "notifications/initialized"})
+
+            async def churn(session_id: str, server: HttpServer, cycles: int) -> None:
+                for start in range(0, cycles, 25):
+                    batch = [{"jsonrpc": "2.0", "id": f"{n}-{method}", "method": method,
+                              "params": {"uri": f"demo://x/{n % 7}"}}
+                             for n in range(start, start + 25)
+                             for method in ("resources/subscribe", "resources/unsubscribe")]
+                    response = await client.post(server.url, json=batch, headers=headers(
+                        session_id, **{"mcp-protocol-version": "2025-03-26"}))
+                    assert response.status_code == 200, response.text
+                    replies = sse_messages(response.text)
+                    assert len(replies) == 50 and all(r.get("result") == {} for r in replies), response.text
+
+            await asyncio.gather(*(churn(s, (a, b)[i % 2], 2500) for i, s in enumerate(sessions)))
+            for session_id in sessions:
+                old_headers = headers(session_id, **{"mcp-protocol-version": "2025-03-26"})
+                response = await client.post(a.url, headers=old_headers, json={
+                    "jsonrpc": "2.0", "id": 5, "method": "resources/subscribe", "params": {"uri": "demo://readme"}})
+                assert response.status_code == 200
+                assert (await client.delete(b.url, headers=headers(session_id))).status_code == 204
+            await asyncio.sleep(0.5)
+            assert set(inspect.pubsub_channels(f"{prefix}*")) == baseline  # every session channel is gone
+            await call(client, a, await initialize(client, a), "tools/call",
+                       {"name": "announce", "arguments": {"uri": "demo://readme"}}, 6)
+            await asyncio.sleep(2.5)  # the streams of a dropped session linger 2 s to wake their readers
+            for session_id in sessions:  # nothing written for a dead session, nothing of it left
+                assert inspect.keys(f"{prefix}*{session_id}*") == []
+    finally:
+        inspect.close()
