@@ -13,6 +13,9 @@ Starts, one after another, each on a free loopback port:
                 JSON reply (the echo tool sends no notifications);
   raw-quart     benchmarks/raw_quart_app.py, the baseline: one Quart route that parses the JSON-RPC
                 body and answers the echo result, on Hypercorn with the same settings.
+  mcphost-redis   as mcphost-sse on the Redis backend (mcphost-redis; a private redis-server on a
+                free port, no persistence); not in the default set, ask with ``--only``;
+  mcphost-redis-2w  the same with ``--workers 2`` (two processes on one socket).
 
 For mcphost's session targets, one session per wrk connection is initialized first (initialize +
 notifications/initialized); the wrk script (tools_call.lua) spreads them over its threads; the
@@ -49,6 +52,7 @@ from benchlib import Server, running
 HERE = Path(__file__).resolve().parent
 LUA = HERE / "tools_call.lua"
 TARGETS = ("mcphost-sse", "mcphost-json", "mcphost-modern", "raw-quart")
+REDIS_TARGETS = ("mcphost-redis", "mcphost-redis-2w")
 MODERN = "mcphost-modern"
 MAX_DURATION = 15
 #: ARCHITECTURE.md's comparison point for the modern target: official ``mcp`` 2.3.0, stateless 2026
@@ -57,6 +61,14 @@ SDK_STATELESS_RPS = 2781
 
 
 def make_server(target: str, logdir: Path, stdlib_json: bool) -> Server:
+    if target in REDIS_TARGETS:
+        from mcphost_redis.testing import RedisServer
+        redis = RedisServer(logdir / f"redis-{target}")
+        env = {"MCPHOST_REDIS_URL": redis.url, "MCPHOST_PLUGINS": "demo,redis",
+               "MCPHOST_WORKERS": "2" if target.endswith("-2w") else "1"}
+        server = benchlib.mcphost_server(target, logdir, extra_env=env)
+        server.redis = redis  # type: ignore[attr-defined]  # stopped after the run
+        return server
     if target in ("mcphost-sse", MODERN):
         return benchlib.mcphost_server(target, logdir)
     if target == "mcphost-json":
@@ -80,7 +92,8 @@ def prepare(target: str, server: Server, connections: int) -> list[str]:
             benchlib.check_modern_echo(response, "check-0")
         return []
     expected_type = {"mcphost-sse": "text/event-stream", "mcphost-json": "application/json",
-                     "raw-quart": "application/json"}[target]
+                     "raw-quart": "application/json", "mcphost-redis": "text/event-stream",
+                     "mcphost-redis-2w": "text/event-stream"}[target]
     with httpx.Client(timeout=10) as client:
         if target == "raw-quart":
             sessions = ["raw"] * connections  # sent like mcphost's, ignored by the route
@@ -133,6 +146,15 @@ def text_rps(output: str) -> float | None:
 
 def measure(target: str, args: argparse.Namespace, wrk: str, logdir: Path) -> dict[str, Any]:
     server = make_server(target, logdir, args.stdlib_json)
+    try:
+        return _measure(server, target, args, wrk)
+    finally:
+        redis = getattr(server, "redis", None)
+        if redis is not None:
+            redis.stop()
+
+
+def _measure(server: Server, target: str, args: argparse.Namespace, wrk: str) -> dict[str, Any]:
     with running(server):
         sessions = prepare(target, server, args.connections)
         if args.warmup > 0:
@@ -226,7 +248,8 @@ def main() -> int:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--warmup", type=float, default=2, help="seconds of untimed load first (0: none)")
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
-    parser.add_argument("--only", action="append", choices=TARGETS, help="run only this target (repeatable)")
+    parser.add_argument("--only", action="append", choices=TARGETS + REDIS_TARGETS,
+                        help="run only this target (repeatable)")
     parser.add_argument("--check-bodies", action="store_true",
                         help="have wrk check every response's status and body (costs load-generator CPU)")
     parser.add_argument("--stdlib-json", action="store_true", help="baseline uses Quart's get_json/jsonify")

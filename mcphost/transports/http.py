@@ -528,9 +528,13 @@ class HttpTransport:
             self._background.add(finisher)
             finisher.add_done_callback(self._background.discard)
             pumping = True
-            # The priming event (seq 1) is stored; it is written as is, so the client holds a
-            # resumable id even if the log cannot be read a moment later.
-            await self._pump(session, stream, 1, receive, send, extra, priming=_frame(stream, 1, None, self.retry_ms))
+            if self.shared:
+                # The priming event (seq 1) is stored; write it as is, so the client holds a
+                # resumable id even if the shared log cannot be read a moment later.
+                await self._pump(session, stream, 1, receive, send, extra,
+                                 priming=_frame(stream, 1, None, self.retry_ms))
+            else:  # read from the log with the reply, when it is ready, in one write
+                await self._pump(session, stream, 0, receive, send, extra)
         finally:
             if not pumping:  # the pump reports its own disconnect
                 await self.host.disconnect(session, "complete")

@@ -111,3 +111,32 @@ async def test_a_trimmed_finished_stream_still_reports_done(redis_server):
         assert read.events == [] and read.done
     finally:
         await backend.close()
+
+
+async def test_a_stream_whose_lease_lapses_is_settled_once_with_the_given_replies(redis_server):
+    backend = RedisBackend(redis_settings(redis_server.url))
+    try:
+        log = backend.events
+        await log.open("s", "1")
+        await log.lease([("s", "1", [7, "x"])], 0.3)
+        await log.append("s", "1", None)
+        assert await log.orphaned("s", "1") is None  # leased: a live process writes it
+        await log.lease([("s", "1", [7, "x"])], 0.3)  # renewed
+        await asyncio.sleep(0.2)
+        assert await log.orphaned("s", "1") is None
+        await asyncio.sleep(0.25)
+        assert await log.orphaned("s", "1") == [7, "x"]
+        replies = [{"jsonrpc": "2.0", "id": i, "error": {"code": -32800, "message": "gone"}} for i in (7, "x")]
+        assert await log.settle("s", "1", replies)
+        assert not await log.settle("s", "1", replies)  # once
+        read = await log.read("s", "1", 1, 0)
+        assert [e.message for e in read.events] == replies and read.done
+        assert await log.orphaned("s", "1") is None  # done now
+        # A finished stream is never orphaned, leased or not; nor is an unknown one.
+        await log.open("s", "2")
+        await log.append("s", "2", {"n": 1}, final=True)
+        assert await log.orphaned("s", "2") is None and await log.orphaned("s", "9") is None
+        await log.lease([("s", "9", [1])], 1)  # a lease for an unknown stream creates nothing
+        assert not await log.exists("s", "9")
+    finally:
+        await backend.close()
