@@ -13,6 +13,9 @@ Starts, one after another, each on a free loopback port:
                 JSON reply (the echo tool sends no notifications);
   raw-quart     benchmarks/raw_quart_app.py, the baseline: one Quart route that parses the JSON-RPC
                 body and answers the echo result, on Hypercorn with the same settings.
+  mcphost-redis   as mcphost-sse on the Redis backend (mcphost-redis; a private redis-server on a
+                free port, no persistence); not in the default set, ask with ``--only``;
+  mcphost-redis-2w  the same with ``--workers 2`` (two processes on one socket).
 
 With ``--otel`` (or ``--only``), the telemetry plugin's cost, on the mcphost-sse and mcphost-modern
 settings plus the ``otel`` plugin (plugins/mcphost-otel):
@@ -62,6 +65,7 @@ HERE = Path(__file__).resolve().parent
 LUA = HERE / "tools_call.lua"
 TARGETS = ("mcphost-sse", "mcphost-json", "mcphost-modern", "raw-quart")
 OTEL_TARGETS = ("mcphost-sse-otel", "mcphost-modern-otel", "mcphost-sse-otlp")
+REDIS_TARGETS = ("mcphost-redis", "mcphost-redis-2w")
 MODERN = "mcphost-modern"
 OTEL_OFF = {"MCPHOST_PLUGINS": "demo,otel", "OTEL_TRACES_EXPORTER": "none", "OTEL_METRICS_EXPORTER": "none"}
 MAX_DURATION = 15
@@ -75,6 +79,14 @@ def modern(target: str) -> bool:
 
 
 def make_server(target: str, logdir: Path, stdlib_json: bool, sink: str | None = None) -> Server:
+    if target in REDIS_TARGETS:
+        from mcphost_redis.testing import RedisServer
+        redis = RedisServer(logdir / f"redis-{target}")
+        env = {"MCPHOST_REDIS_URL": redis.url, "MCPHOST_PLUGINS": "demo,redis",
+               "MCPHOST_WORKERS": "2" if target.endswith("-2w") else "1"}
+        server = benchlib.mcphost_server(target, logdir, extra_env=env)
+        server.redis = redis  # type: ignore[attr-defined]  # stopped after the run
+        return server
     if target in ("mcphost-sse", MODERN):
         return benchlib.mcphost_server(target, logdir)
     if target in ("mcphost-sse-otel", "mcphost-modern-otel"):
@@ -104,7 +116,7 @@ def prepare(target: str, server: Server, connections: int) -> list[str]:
                                    headers=benchlib.modern_headers())
             benchlib.check_modern_echo(response, "check-0")
         return []
-    expected_type = "text/event-stream" if target.startswith("mcphost-sse") else "application/json"
+    expected_type = "text/event-stream" if target.startswith(("mcphost-sse", "mcphost-redis")) else "application/json"
     with httpx.Client(timeout=10) as client:
         if target == "raw-quart":
             sessions = ["raw"] * connections  # sent like mcphost's, ignored by the route
@@ -158,6 +170,15 @@ def text_rps(output: str) -> float | None:
 def measure(target: str, args: argparse.Namespace, wrk: str, logdir: Path, sink: str | None = None
             ) -> dict[str, Any]:
     server = make_server(target, logdir, args.stdlib_json, sink)
+    try:
+        return _measure(server, target, args, wrk)
+    finally:
+        redis = getattr(server, "redis", None)
+        if redis is not None:
+            redis.stop()
+
+
+def _measure(server: Server, target: str, args: argparse.Namespace, wrk: str) -> dict[str, Any]:
     with running(server):
         sessions = prepare(target, server, args.connections)
         if args.warmup > 0:
@@ -257,7 +278,7 @@ def main() -> int:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--warmup", type=float, default=2, help="seconds of untimed load first (0: none)")
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
-    parser.add_argument("--only", action="append", choices=TARGETS + OTEL_TARGETS,
+    parser.add_argument("--only", action="append", choices=TARGETS + OTEL_TARGETS + REDIS_TARGETS,
                         help="run only this target (repeatable)")
     parser.add_argument("--otel", action="store_true", help="also run the telemetry targets (mcphost-otel)")
     parser.add_argument("--check-bodies", action="store_true",

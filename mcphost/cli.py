@@ -97,11 +97,14 @@ def serve(options: Options, stdio: bool, bind_host: str | None, port: int | None
         from mcphost.transports.stdio import serve_stdio
         runner = serve_stdio(host)
     else:
-        from mcphost.serve import check_bind, serve_http
+        from mcphost.serve import check_bind, run_workers, serve_http
         try:
             check_bind(host, allow_remote=allow_remote)
         except ConfigError as exc:
             raise click.ClickException(str(exc)) from None
+        if config.server.workers > 1:
+            host.prepare()  # plugins and catalog once, before forking
+            raise SystemExit(run_workers(host, config.server.workers))
         runner = serve_http(host)
     try:
         asyncio.run(runner)

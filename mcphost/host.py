@@ -69,6 +69,8 @@ class Host:
         self.kernel: Kernel | None = None
         self.backend: Any = None
         self._extensions: tuple[Any, dict[str, Any]] | None = None
+        #: Cooperation with other processes on a shared backend (None on the in-memory one).
+        self.cluster: Any = None
         self._authenticate: list[pluggy.HookImpl] = []
         self._connect: list[pluggy.HookImpl] = []
         self._disconnect: list[pluggy.HookImpl] = []
@@ -151,8 +153,12 @@ class Host:
             return
         self.prepare()
         await await_maybe(getattr(self.backend, "start", _nothing)())
-        assert self.kernel is not None
-        self.kernel.attach(self.backend.broker)
+        if getattr(self.backend, "shared", False):
+            from mcphost.sessions.cluster import Cluster
+            self.cluster = Cluster(self)
+            await self.cluster.start()
+            assert self.kernel is not None
+            self.kernel.join(self.cluster)
         for impl in impls(self.pm, "mcphost_startup"):
             await await_maybe(call_impl(impl, host=self))
         self._started = True
@@ -168,14 +174,17 @@ class Host:
             self.kernel.closing.set()  # open listen streams end with their final result
             await self.kernel.tasks.stop()  # tasks nobody will finish are marked failed
         for session in list(self.sessions.values()):
-            await self.terminate(session, "shutdown")
+            if self.cluster is not None:
+                self.release(session)  # a shared backend keeps it: the client goes on elsewhere
+            else:
+                await self.terminate(session, "shutdown")
         for impl in impls(self.pm, "mcphost_shutdown"):
             try:
                 await await_maybe(call_impl(impl, host=self))
             except Exception:
                 log.exception("plugin %s: mcphost_shutdown raised", impl.plugin_name)
-        if self.kernel is not None:
-            self.kernel.detach()
+        if self.cluster is not None:
+            await self.cluster.stop()
         await await_maybe(getattr(self.backend, "close", _nothing)())
         self._started = False
 
@@ -297,14 +306,27 @@ class Host:
         """End ``session``: cancel its work, forget it, run ``mcphost_terminate`` once."""
         if session.closed:
             return
+        self.release(session)
+        await self._notify(self._terminate, "mcphost_terminate", session, reason)
+
+    def release(self, session: Session) -> None:
+        """Stop holding ``session`` in this process: cancel its local work, forget it.
+
+        On a shared backend this is not the end of the session (another process, or this one
+        later, loads it again from the store), so no hook runs; :meth:`terminate` ends it.
+        """
+        if session.closed and session.id not in self.sessions:
+            return
         session.closed = True
-        self.sessions.pop(session.id, None)
+        if self.sessions.get(session.id) is session:
+            del self.sessions[session.id]
         for task in list(session.inflight.values()):
             task.cancel()
         for future in list(session.pending.values()):
             if not future.done():
                 future.cancel()
-        await self._notify(self._terminate, "mcphost_terminate", session, reason)
+        if self.cluster is not None and session.id not in self.sessions:
+            self.cluster.detach(session.id)
 
     async def _notify(self, hook: list[pluggy.HookImpl], name: str, session: Session, reason: str) -> None:
         for impl in hook:

@@ -1,10 +1,19 @@
-"""Run the HTTP app on Hypercorn: binding, workers, graceful shutdown, the checks before start."""
+"""Run the HTTP app on Hypercorn: binding, workers, graceful shutdown, the checks before start.
+
+With ``workers`` above 1 (a shared backend is required), the parent process opens the listening
+socket, forks that many workers that all accept on it, and supervises them: SIGTERM/SIGINT are
+passed on for a graceful stop, and a worker that dies otherwise is replaced. Any worker serves
+any request, because the sessions, streams and routing live in the shared backend.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import signal
+import socket
+import time
 from typing import Any
 
 from hypercorn.asyncio import serve as hypercorn_serve
@@ -28,15 +37,17 @@ def check_bind(host: Host, *, allow_remote: bool = False) -> None:
             "or pass --allow-remote if something in front of mcphost already authenticates.")
     if settings.workers > 1 and not getattr(host.backend, "shared", False):
         raise ConfigError(
-            f"{settings.workers} workers need a shared state backend (for example mcphost-redis); with "
-            f"the in-memory backend ({type(host.backend).__name__}) each worker would have its own sessions")
+            f"{settings.workers} workers need a shared state backend; the in-memory backend "
+            f"({type(host.backend).__name__}) would give each worker its own sessions, so a client would get "
+            "'Session not found' whenever another worker answered. Install mcphost-redis and set "
+            "[plugins.redis] url (or MCPHOST_REDIS_URL), or run one worker.")
 
 
-def hypercorn_config(host: Host) -> HypercornConfig:
+def hypercorn_config(host: Host, sock: socket.socket | None = None) -> HypercornConfig:
     settings = host.config.server
     config = HypercornConfig()
     address = f"[{settings.host}]" if ":" in settings.host else settings.host
-    config.bind = [f"{address}:{settings.port}"]
+    config.bind = [f"fd://{sock.fileno()}"] if sock is not None else [f"{address}:{settings.port}"]
     config.include_server_header = False
     config.graceful_timeout = settings.graceful_timeout
     config.accesslog = None
@@ -45,10 +56,13 @@ def hypercorn_config(host: Host) -> HypercornConfig:
     return config
 
 
-async def serve_http(host: Host, *, ready: Any = None) -> None:
-    """Serve ``host`` over HTTP until SIGINT/SIGTERM, then shut down gracefully."""
+async def serve_http(host: Host, *, ready: Any = None, sock: socket.socket | None = None) -> None:
+    """Serve ``host`` over HTTP until SIGINT/SIGTERM, then shut down gracefully.
+
+    ``sock``: an already listening socket (a worker forked by :func:`run_workers`).
+    """
     app = create_app(host, freeze_gc=True)
-    config = hypercorn_config(host)
+    config = hypercorn_config(host, sock)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -66,3 +80,82 @@ async def serve_http(host: Host, *, ready: Any = None) -> None:
         app.transport.closing.set()
 
     await hypercorn_serve(app, config, shutdown_trigger=shutdown_trigger)  # type: ignore[arg-type]
+
+
+def listening_socket(host_name: str, port: int) -> socket.socket:
+    """The socket every worker accepts on (inheritable across fork)."""
+    family = socket.AF_INET6 if ":" in host_name else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host_name.strip("[]"), port))
+    sock.listen(1024)
+    sock.set_inheritable(True)
+    return sock
+
+
+def run_workers(host: Host, workers: int) -> int:
+    """Fork ``workers`` processes serving ``host`` on one socket and supervise them; the exit code."""
+    settings = host.config.server
+    sock = listening_socket(settings.host, settings.port)
+    children: dict[int, int] = {}  # pid -> worker number
+    stopping = False
+
+    def spawn(number: int) -> None:
+        pid = os.fork()
+        if pid == 0:  # the worker
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            code = 0
+            try:
+                asyncio.run(serve_http(host, sock=sock))
+            except KeyboardInterrupt:
+                pass
+            except BaseException:
+                log.exception("worker %d failed", number)
+                code = 1
+            finally:
+                logging.shutdown()
+                os._exit(code)
+        children[pid] = number
+
+    def stop(signum: int, _frame: Any) -> None:
+        nonlocal stopping
+        stopping = True
+        for pid in list(children):
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    log.info("serving MCP on http://%s:%s%s with %d workers", settings.host, settings.port, settings.path, workers)
+    for number in range(workers):
+        spawn(number)
+    restarts: list[float] = []
+    code = 0
+    while children:
+        try:
+            pid, status = os.wait()
+        except ChildProcessError:
+            break
+        except InterruptedError:
+            continue
+        number = children.pop(pid, None)
+        if number is None:
+            continue
+        exit_code = os.waitstatus_to_exitcode(status)
+        if stopping:
+            code = code or (exit_code if exit_code > 0 else 0)
+            continue
+        now = time.monotonic()
+        restarts = [t for t in restarts if now - t < 60] + [now]
+        if len(restarts) > 5 * workers:  # crashing in a loop: give up rather than spin
+            log.error("workers keep dying (last exit %s); stopping", exit_code)
+            stop(signal.SIGTERM, None)
+            code = 1
+            continue
+        log.error("worker %d (pid %d) exited with %s; starting a new one", number, pid, exit_code)
+        spawn(number)
+    sock.close()
+    return code

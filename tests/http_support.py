@@ -36,8 +36,8 @@ class HttpServer:
     """One ``mcphost serve`` process. ``url`` is the MCP endpoint."""
 
     def __init__(self, tmp_path: Path, *, plugins: str = "demo", env: Mapping[str, str] | None = None,
-                 args: list[str] | None = None, config: str = "") -> None:
-        self.port = free_port()
+                 args: list[str] | None = None, config: str = "", port: int | None = None) -> None:
+        self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}/mcp"
         config_file = tmp_path / f"mcphost-{self.port}.toml"
         config_file.write_text(config, encoding="utf-8")

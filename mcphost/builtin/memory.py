@@ -155,6 +155,25 @@ class MemoryTaskStore:
         self._records.pop(task_id, None)
 
 
+class _MemorySubscription:
+    __slots__ = ("_broker", "_callback", "_channel")
+
+    def __init__(self, broker: MemoryBroker, channel: str, callback: Callable[[dict[str, Any]], Any]) -> None:
+        self._broker = broker
+        self._channel = channel
+        self._callback = callback
+
+    def __call__(self) -> None:
+        callbacks = self._broker._subscribers.get(self._channel, [])
+        if self._callback in callbacks:
+            callbacks.remove(self._callback)
+        if not callbacks:
+            self._broker._subscribers.pop(self._channel, None)
+
+    async def ready(self) -> None:
+        return None  # in-process: subscribed the moment subscribe() returned
+
+
 class MemoryBroker:
     """Delivers to local subscribers only (there is one process)."""
 
@@ -167,17 +186,9 @@ class MemoryBroker:
             if asyncio.iscoroutine(result):
                 await result
 
-    def subscribe(self, channel: str, callback: Callable[[dict[str, Any]], Any]) -> Callable[[], None]:
+    def subscribe(self, channel: str, callback: Callable[[dict[str, Any]], Any]) -> _MemorySubscription:
         self._subscribers.setdefault(channel, []).append(callback)
-
-        def unsubscribe() -> None:
-            callbacks = self._subscribers.get(channel, [])
-            if callback in callbacks:
-                callbacks.remove(callback)
-            if not callbacks:
-                self._subscribers.pop(channel, None)
-
-        return unsubscribe
+        return _MemorySubscription(self, channel, callback)
 
 
 class MemoryBackend:
@@ -191,12 +202,26 @@ class MemoryBackend:
         self.events = MemoryEventLog(max_events)
         self.broker = MemoryBroker()
         self.tasks = MemoryTaskStore()
+        self._claims: dict[str, float] = {}
+        self._claim_count = 0
 
     async def start(self) -> None:
         return None
 
     async def close(self) -> None:
         return None
+
+    async def claim(self, key: str, ttl: float) -> bool:
+        now = time.monotonic()
+        self._claim_count += 1
+        if self._claim_count % 256 == 0:  # sweep expired claims now and then
+            for old in [k for k, until in self._claims.items() if until <= now]:
+                del self._claims[old]
+        until = self._claims.get(key)
+        if until is not None and until > now:
+            return False
+        self._claims[key] = now + ttl
+        return True
 
     async def health(self) -> bool:
         """Memory is always there while the process is."""

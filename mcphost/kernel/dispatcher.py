@@ -142,10 +142,10 @@ class Kernel:
         self.sealer = StateSealer(_state_keys(self.settings.state_keys), ttl=self.settings.state_ttl)
         self._modern_ids = itertools.count(1)
         self.tasks = TaskManager(self)
-        self._broker: Any = None
-        self._detach: Any = None
         #: Middleware that raised (fail open), logged in full once per plugin.
         self.failures = PluginFailures(log)
+        #: Set by the host on a shared backend (mcphost.sessions.cluster.Cluster), else None.
+        self.cluster: Any = None
         call: CallNext = self._dispatch
         for record in reversed(middleware or []):
             if record.fail_closed:
@@ -318,15 +318,89 @@ class Kernel:
             task = session.inflight.get(request_id) if jsonrpc.valid_id(request_id) else None
             if task is not None:
                 task.cancel()
+            elif self.cluster is not None and jsonrpc.valid_id(request_id):
+                self.cluster.tell(session.id, {"t": "cancel", "id": request_id})  # running elsewhere?
         elif method == "notifications/initialized" and session.protocol_version is not None:
             session.initialized = True  # before initialize it means nothing
         # Other notifications (roots/list_changed, progress for our requests) need no action.
 
     def _on_response(self, session: Session, message: Message) -> None:
+        if not self._resolve(session, message) and self.cluster is not None:
+            self.cluster.tell(session.id, {"t": "response", "m": message})  # another process may wait for it
+
+    def _resolve(self, session: Session, message: Message) -> bool:
         future = session.pending.get(message.get("id"))  # type: ignore[arg-type]
         if future is not None and not future.done():
             future.set_result(message)
-        # A response for an unknown id is ignored: it may have timed out already.
+            return True
+        return False  # a response for an unknown id is ignored: it may have timed out already
+
+    # -- other processes (shared backend) --------------------------------------------------------
+
+    def join(self, cluster: Any) -> None:
+        """Work with other processes through ``cluster``: act on what they forward here."""
+        self.cluster = cluster
+        cluster.session_handlers.update({
+            "response": lambda session, m: self._resolve(session, m.get("m") or {}),
+            "cancel": self._cancel_here,
+            "respond": self._respond_here,
+        })
+        cluster.broadcast_handlers.update({
+            "resource-updated": self._resource_updated_here,
+            "list-changed": self._list_changed_here,
+            "task": self._task_here,
+        })
+
+    def _cancel_here(self, session: Session, message: dict[str, Any]) -> None:
+        request_id = message.get("id")
+        task = session.inflight.get(request_id) if jsonrpc.valid_id(request_id) else None
+        if task is not None:
+            task.cancel()
+
+    def _respond_here(self, session: Session, message: dict[str, Any]) -> None:
+        deferred = self._deferred.get((session.id, message.get("id")))
+        if deferred is None:
+            return
+        error = message.get("error")
+        if isinstance(error, dict):
+            deferred.reject(McpError(int(error.get("code", INTERNAL_ERROR)), str(error.get("message", "")),
+                                     error.get("data")))
+        else:
+            deferred.resolve(message.get("value"))
+
+    async def _first_delivery(self, message: dict[str, Any], session: Session) -> bool:
+        """On a shared backend a session may be loaded in several processes: one of them delivers."""
+        return self.cluster is None or await self.cluster.first_delivery(str(message.get("n")), session.id)
+
+    async def _resource_updated_here(self, message: dict[str, Any]) -> None:
+        uri = message.get("uri")
+        note = jsonrpc.notification("notifications/resources/updated", {"uri": uri})
+        for session in list(self.host.sessions.values()):
+            if uri in session.subscriptions and session.outlet is not None and not session.closed:
+                if await self._first_delivery(message, session):
+                    await _deliver(session, note)
+        for listener in list(self.listeners):
+            if uri in listener.uris:
+                await listener.send("notifications/resources/updated", {"uri": uri})
+
+    async def _list_changed_here(self, message: dict[str, Any]) -> None:
+        kind = str(message.get("kind"))
+        note = jsonrpc.notification(f"notifications/{kind}/list_changed")
+        for session in list(self.host.sessions.values()):
+            if session.initialized and session.outlet is not None and not session.closed:
+                if await self._first_delivery(message, session):
+                    await _deliver(session, note)
+        for listener in list(self.listeners):
+            if kind in listener.kinds:
+                await listener.send(f"notifications/{kind}/list_changed", {})
+
+    async def _task_here(self, message: dict[str, Any]) -> None:
+        task = message.get("task")
+        if not isinstance(task, dict):
+            return
+        for listener in list(self.listeners):
+            if task.get("taskId") in listener.task_ids:
+                await listener.send("notifications/tasks", task)
 
     # -- services for handlers and scopes ---------------------------------------------------
 
@@ -352,63 +426,32 @@ class Kernel:
         """Complete a deferred request from any task; False when none is waiting."""
         deferred = self._deferred.get((session_id, request_id))
         if deferred is None:
+            if self.cluster is not None:
+                # The request may wait on another process: hand the reply over (JSON-able values only).
+                self.cluster.tell(session_id, _deferred_reply(request_id, value, error))
+                return True
             return False
         return deferred.reject(error) if error is not None else deferred.resolve(value)
 
-    # -- notifications for every session and listen stream, through the broker ------------------
-
-    def attach(self, broker: Any) -> None:
-        """Deliver what any process publishes on :data:`BROADCAST` to this process's clients."""
-        self._broker = broker
-        self._detach = broker.subscribe(BROADCAST, self._on_broadcast)
-
-    def detach(self) -> None:
-        if callable(self._detach):
-            self._detach()
-        self._broker = self._detach = None
-
-    async def _publish(self, message: dict[str, Any]) -> None:
-        if self._broker is None:  # not started (tests driving the kernel directly): this process only
-            await self._on_broadcast(message)
-        else:
-            await self._broker.publish(BROADCAST, message)
+    # -- notifications for every session and listen stream (every process, on a shared backend) ------
 
     async def notify_resource_updated(self, uri: str) -> None:
-        await self._publish({"type": "resource_updated", "uri": uri})
+        await self._notify({"t": "resource-updated", "uri": uri}, self._resource_updated_here)
 
     async def notify_list_changed(self, kind: str) -> None:
         """Tell every initialized session and listen stream that a list changed (tools, prompts, resources)."""
-        await self._publish({"type": "list_changed", "kind": kind})
+        await self._notify({"t": "list-changed", "kind": kind}, self._list_changed_here)
 
     async def notify_task(self, record: dict[str, Any]) -> None:
         """Tell listen streams that asked for this task (``notifications.taskIds``) its new state."""
-        await self._publish({"type": "task", "task": detailed_view(record)})
+        await self._notify({"t": "task", "task": detailed_view(record)}, self._task_here)
 
-    async def _on_broadcast(self, event: dict[str, Any]) -> None:
-        kind = event.get("type")
-        if kind == "resource_updated":
-            uri = event["uri"]
-            message = jsonrpc.notification("notifications/resources/updated", {"uri": uri})
-            for session in list(self.host.sessions.values()):
-                if uri in session.subscriptions and session.outlet is not None and not session.closed:
-                    await _deliver(session, message)
-            for listener in list(self.listeners):
-                if uri in listener.uris:
-                    await listener.send("notifications/resources/updated", {"uri": uri})
-        elif kind == "list_changed":
-            method = f"notifications/{event['kind']}/list_changed"
-            message = jsonrpc.notification(method)
-            for session in list(self.host.sessions.values()):
-                if session.initialized and session.outlet is not None and not session.closed:
-                    await _deliver(session, message)
-            for listener in list(self.listeners):
-                if event["kind"] in listener.kinds:
-                    await listener.send(method, {})
-        elif kind == "task":
-            task = event["task"]
-            for listener in list(self.listeners):
-                if task["taskId"] in listener.task_ids:
-                    await listener.send("notifications/tasks", task)
+    async def _notify(self, event: dict[str, Any], here: Callable[[dict[str, Any]], Awaitable[None]]) -> None:
+        if self.cluster is not None:
+            await self.cluster.broadcast(event)  # every process, this one included, delivers it
+        else:
+            await here(event)
+
 
 
 class Listener:
@@ -435,8 +478,6 @@ class Listener:
 
 SERVER_INFO = "io.modelcontextprotocol/serverInfo"
 SUBSCRIPTION_ID = "io.modelcontextprotocol/subscriptionId"
-#: The broker channel carrying list changes, resource updates and task statuses to every process.
-BROADCAST = "notify"
 CACHEABLE = frozenset({"server/discover", "tools/list", "prompts/list", "resources/list", "resources/templates/list",
                        "resources/read"})
 
@@ -507,6 +548,17 @@ async def _guarded_middleware(failures: PluginFailures, record: Middleware, call
 def _forget(session: Session, request_id: RequestId, task: asyncio.Task[Any]) -> None:
     if session.inflight.get(request_id) is task:
         del session.inflight[request_id]
+
+
+def _deferred_reply(request_id: RequestId, value: Any, error: BaseException | None) -> dict[str, Any]:
+    message: dict[str, Any] = {"t": "respond", "id": request_id}
+    if error is None:
+        message["value"] = value
+    elif isinstance(error, McpError):
+        message["error"] = error.to_error()
+    else:
+        message["error"] = {"code": INTERNAL_ERROR, "message": "Internal error"}
+    return message
 
 
 def _done(message: Message) -> Reply:

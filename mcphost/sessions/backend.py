@@ -1,4 +1,4 @@
-"""The state backend's interfaces: session store, event log and broker.
+"""The state backend's interfaces: session store, event log, broker and task store.
 
 The kernel and transports use only these; the built-in in-memory backend implements them for
 one process, a shared backend (Redis) for many. Everything stored is JSON-able, so a
@@ -37,6 +37,19 @@ class UnknownEvent(LookupError):
     """The stream or position is unknown, or was trimmed away (retention)."""
 
 
+class BackendUnavailable(Exception):
+    """The shared state store cannot be reached or used right now (outage, stall, out of memory).
+
+    Raised by any backend operation instead of hanging or leaking a driver exception. The
+    transports answer a request that needed the backend with 503 and ``Retry-After:
+    retry_after`` (whole seconds); nothing else is affected and the backend recovers by itself.
+    """
+
+    def __init__(self, message: str = "The state backend is unavailable", *, retry_after: int = 1) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
 class SessionStore(Protocol):
     async def load(self, session_id: str) -> dict[str, Any] | None: ...
     async def save(self, state: dict[str, Any]) -> None: ...
@@ -68,15 +81,34 @@ class TaskStore(Protocol):
     async def delete(self, task_id: str) -> None: ...
 
 
+class Subscription(Protocol):
+    """What ``Broker.subscribe`` returns. Calling it unsubscribes (idempotent)."""
+
+    def __call__(self) -> None: ...
+
+    async def ready(self) -> None:
+        """Return once messages published from now on reach the callback (the store confirmed it)."""
+        ...
+
+
 class Broker(Protocol):
-    """Routes a message to whichever process waits for it (a reply, a cancellation, a notification)."""
+    """Routes a message to whichever process waits for it (a reply, a cancellation, a notification).
+
+    Delivery is at most once and only to subscribers present when the message is published;
+    ``callback(message)`` may be a coroutine function. Channels are plain strings.
+    """
 
     async def publish(self, channel: str, message: dict[str, Any]) -> None: ...
-    def subscribe(self, channel: str, callback: Any) -> Any: ...
+    def subscribe(self, channel: str, callback: Any) -> Subscription: ...
 
 
 class Backend(Protocol):
-    """The state backend a ``mcphost_backend`` hook returns.
+    """The state backend a ``mcphost_backend`` hook returns. ``shared`` says whether several
+    processes can use it together.
+
+    ``claim(key, ttl)`` marks ``key`` as used for ``ttl`` seconds and returns True only for the
+    first claim: the single-use tracking of sealed 2026-07-28 request states (claim a digest of
+    the state when it is redeemed; a second redemption within its validity is then refused).
 
     Optional: ``async def health(self) -> bool``, asked by the ``/readyz`` probe. True when
     the backend can serve requests now (for a networked store: it answered a round trip such
@@ -95,4 +127,5 @@ class Backend(Protocol):
 
     async def start(self) -> None: ...
     async def close(self) -> None: ...
+    async def claim(self, key: str, ttl: float) -> bool: ...
     async def health(self) -> bool: ...

@@ -135,6 +135,11 @@ class Session:
     def next_outbound_id(self) -> int:
         return next(self._outbound_ids)
 
+    def number_outbound_from(self, start: int) -> None:
+        """Number this session's server-to-client requests from ``start`` (a process sharing the
+        session with others takes a range of its own, so answers reach the right process)."""
+        self._outbound_ids = itertools.count(start)
+
     # -- persistence ------------------------------------------------------------------------
 
     def to_state(self) -> dict[str, Any]:

@@ -23,6 +23,7 @@ It only moves bytes and maps outcomes to HTTP: the kernel decides every protocol
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ipaddress
 import logging
 import time
@@ -35,10 +36,10 @@ from mcphost.errors import Refused
 from mcphost.host import Host
 from mcphost.protocol import jsonrpc
 from mcphost.protocol.era import era_of, request_meta
-from mcphost.protocol.errors import INVALID_REQUEST, PARSE_ERROR, McpError
+from mcphost.protocol.errors import INVALID_REQUEST, PARSE_ERROR, REQUEST_CANCELLED, SERVER_BUSY, McpError
 from mcphost.protocol.modern import ModernError
 from mcphost.protocol.versions import LEGACY_VERSIONS, allows_batches, is_modern
-from mcphost.sessions.backend import UnknownEvent
+from mcphost.sessions.backend import BackendUnavailable, UnknownEvent
 from mcphost.sessions.session import Connection, Session
 from mcphost.transports.http_modern import post_modern
 from mcphost.transports.http_modern import wait_disconnect as _wait_disconnect
@@ -88,8 +89,8 @@ def is_loopback(host: str) -> bool:
 class HttpSessionState:
     """What the HTTP transport keeps per live session in this process (never serialized)."""
 
-    __slots__ = ("closers", "next_stream", "request_streams", "standalone_last", "standalone_live",
-                 "standalone_sent", "written")
+    __slots__ = ("closers", "next_stream", "request_streams", "saved", "standalone_last", "standalone_live",
+                 "standalone_sent", "touched", "written")
 
     def __init__(self) -> None:
         self.request_streams: dict[Any, str] = {}
@@ -100,6 +101,9 @@ class HttpSessionState:
         # stream id -> event set to make its live writer let go of the connection
         self.closers: dict[str, tuple[asyncio.Event, list[int | None]]] = {}
         self.written: deque[str] = deque()  # fully written request streams, oldest first
+        # Shared backend only: the state last saved to the store, and when it was last touched.
+        self.saved: dict[str, Any] | None = None
+        self.touched = 0.0
 
 
 class Outlet:
@@ -149,6 +153,12 @@ class HttpTransport:
         self.closing = asyncio.Event()
         self._background: set[asyncio.Task[Any]] = set()
         self._reaper: asyncio.Task[None] | None = None
+        self._heartbeat: asyncio.Task[None] | None = None
+        backend = host.backend
+        #: Sessions live in a store shared with other processes (any of them serves any session).
+        self.shared = bool(getattr(backend, "shared", False))
+        #: Seconds a request stream's lease lasts; 0 when the backend has no leases (one process).
+        self.lease = float(getattr(backend, "lease", 0) or 0) if hasattr(backend.events, "settle") else 0.0
 
     @property
     def events(self) -> Any:
@@ -157,7 +167,12 @@ class HttpTransport:
     # -- lifecycle ----------------------------------------------------------------------------
 
     async def start(self) -> None:
-        self._reaper = asyncio.get_running_loop().create_task(self._reap())
+        loop = asyncio.get_running_loop()
+        self._reaper = loop.create_task(self._reap())
+        if self.shared and self.host.cluster is not None:
+            self.host.cluster.session_handlers["end"] = lambda session, _m: self.host.release(session)
+        if self.lease:
+            self._heartbeat = loop.create_task(self._beat())
 
     async def stop(self) -> None:
         """Let SSE clients go (with a retry hint), give requests time to finish, then end sessions."""
@@ -169,8 +184,13 @@ class HttpTransport:
             await asyncio.wait(inflight, timeout=self.settings.graceful_timeout)
         if self._background:
             await asyncio.wait(list(self._background), timeout=5)
+        if self._heartbeat is not None:
+            self._heartbeat.cancel()
         for session in list(self.host.sessions.values()):
-            await self._end(session, "shutdown")
+            if self.shared:
+                self.host.release(session)  # the store keeps it: its client goes on with another process
+            else:
+                await self._end(session, "shutdown")
 
     async def _reap(self) -> None:
         """End sessions that were idle too long or lived too long."""
@@ -189,7 +209,12 @@ class HttpTransport:
                     if settings.session_max_lifetime and now - session.created_at > settings.session_max_lifetime:
                         await self._end(session, "lifetime")
                     elif not busy and now - session.last_active > settings.session_idle_timeout:
-                        await self._end(session, "expired")
+                        if self.shared:
+                            # Idle here, maybe busy elsewhere: the store expires it (its TTL is the
+                            # idle timeout, restarted by every request on any process).
+                            self.host.release(session)
+                        else:
+                            await self._end(session, "expired")
                 except Exception:  # a backend hiccup must not stop the reaper for good
                     log.exception("could not end session %s…", session.id[:8])
 
@@ -197,6 +222,85 @@ class HttpTransport:
         await self.host.terminate(session, reason)
         await self.events.drop(session.id)
         await self.host.backend.sessions.delete(session.id)
+        if self.shared and self.host.cluster is not None:
+            await self.host.cluster.publish(f"s:{session.id}", {"t": "end"})  # other holders let go
+
+    # -- shared backend: sessions in the store, leases on request streams ----------------------
+
+    async def _load(self, session_id: str) -> Session | None:
+        """A session another process (or an earlier run of this one) created, from the store."""
+        data = await self.host.backend.sessions.load(session_id)
+        if data is None:
+            return None
+        held = self.host.sessions.get(session_id)
+        if held is not None:  # a concurrent request loaded it meanwhile
+            return held
+        session = Session.from_state(data)
+        state = HttpSessionState()
+        state.standalone_sent = int((data.get("http") or {}).get("standalone_sent", 0))
+        state.saved = _snapshot(session, state)
+        state.touched = time.monotonic()
+        session.outlet = Outlet(self, session, state)
+        self.host.sessions[session_id] = session
+        if self.host.cluster is not None:
+            self.host.cluster.attach(session)
+        await self.events.open(session_id, STANDALONE)
+        return session
+
+    async def _still_there(self, session: Session) -> bool:
+        """Restart the session's TTL in the store (at most once a second); False when it is gone."""
+        state = _state(session)
+        now = time.monotonic()
+        if state is None or now - state.touched < 1.0:
+            return True
+        state.touched = now
+        if not await self.host.backend.sessions.touch(session.id):
+            self.host.release(session)  # ended elsewhere (or expired): gone here too
+            return False
+        await self.events.open(session.id, STANDALONE)  # keeps the log's keys alive with the session
+        return True
+
+    async def _persist(self, session: Session) -> None:
+        """Save the session's durable state when it changed (shared backend only)."""
+        state = _state(session)
+        if not self.shared or state is None or session.closed:
+            return
+        snapshot = _snapshot(session, state)
+        if snapshot != state.saved:
+            await self.host.backend.sessions.save({**snapshot, "last_active": session.last_active})
+            state.saved = snapshot
+            state.touched = time.monotonic()
+
+    async def _beat(self) -> None:
+        """Renew the leases of the request streams this process is writing, three times a lease."""
+        while True:
+            await asyncio.sleep(self.lease / 3)
+            streams: dict[tuple[str, str], list[Any]] = {}
+            for session in list(self.host.sessions.values()):
+                state = _state(session)
+                if state is None:
+                    continue
+                for request_id, stream in list(state.request_streams.items()):
+                    streams.setdefault((session.id, stream), []).append(request_id)
+            try:
+                await self.events.lease([(sid, stream, ids) for (sid, stream), ids in streams.items()], self.lease)
+            except BackendUnavailable as exc:
+                log.warning("could not renew %d request leases: %s", len(streams), exc)
+            except Exception:
+                log.exception("renewing request leases failed")
+
+    async def _settle(self, session: Session, stream: str) -> bool:
+        """End a request stream whose process died with an error reply for each of its requests."""
+        request_ids = await self.events.orphaned(session.id, stream)
+        if not request_ids:
+            return False
+        error = McpError(REQUEST_CANCELLED, "Request ended without a response: the server process handling it "
+                                            "stopped; send it again")
+        settled = await self.events.settle(session.id, stream, [jsonrpc.error(i, error) for i in request_ids])
+        if settled:
+            log.warning("request stream %s of session %s… lost its process; ended it with an error",
+                        stream, session.id[:8])
+        return bool(settled)
 
     # -- ASGI entry ---------------------------------------------------------------------------
 
@@ -233,6 +337,12 @@ class HttpTransport:
         except Refused as exc:
             body = jsonrpc.encode(jsonrpc.error(None, McpError(INVALID_REQUEST, exc.message)))
             await respond_unread(receive, send, exc.status, body, _closing(exc.headers, unread), unread)
+        except BackendUnavailable as exc:
+            log.warning("answering 503: %s", exc)
+            body = jsonrpc.encode(jsonrpc.error(None, McpError(
+                SERVER_BUSY, "Service unavailable: session state cannot be reached; retry later")))
+            headers = {"retry-after": str(max(1, int(exc.retry_after)))}
+            await respond_unread(receive, send, 503, body, _closing(headers, unread), unread)
 
     # -- checks -------------------------------------------------------------------------------
 
@@ -295,11 +405,16 @@ class HttpTransport:
             raise HttpError(408, "Timed out reading the request body") from None
         return bytes(body)
 
-    def _session(self, headers: dict[str, str], connection: Connection) -> Session:
+    async def _session(self, headers: dict[str, str], connection: Connection) -> Session:
         session_id = headers.get("mcp-session-id")
         if not session_id:
             raise HttpError(400, "Bad request: Mcp-Session-Id header is required")
         session = self.host.sessions.get(session_id)
+        if self.shared:
+            if session is None:
+                session = await self._load(session_id) if len(session_id) <= 128 else None
+            elif not session.closed and not await self._still_there(session):
+                session = None
         # A foreign principal gets exactly the unknown-session answer: no existence oracle.
         if session is None or session.closed or _key(session.principal) != _key(connection.principal):
             raise HttpError(404, "Session not found")
@@ -362,7 +477,7 @@ class HttpTransport:
                                 request_id=jsonrpc.readable_id(payload))
             session = await self._create_session(connection)
         else:
-            session = self._session(headers, connection)
+            session = await self._session(headers, connection)
             if batch and (not payload or not allows_batches(session.protocol_version or "")):
                 raise HttpError(400, "Invalid request: batches are accepted only on 2025-03-26 sessions")
         await self._connect(session, connection, discard=is_initialize)
@@ -379,6 +494,8 @@ class HttpTransport:
             if not requests:
                 replies = [r for r in (self.host.kernel.receive(session, m, connection) for m in messages)
                            if r is not None]
+                if self.shared:
+                    await self._persist(session)  # notifications/initialized, say
                 if replies:  # invalid messages get their error replies
                     done = [await r for r in replies]
                     await _respond(send, 400, jsonrpc.encode(done if batch else done[0]), extra)
@@ -390,11 +507,15 @@ class HttpTransport:
                 return
             stream = str(state.next_stream)
             state.next_stream += 1
+            if self.shared and self.host.cluster is not None:
+                stream = f"{stream}-{self.host.cluster.worker}"  # unique among the processes
             # Reserve the ids before the first await, so a concurrent POST reusing one gets 409.
             for message in requests:
                 state.request_streams[message["id"]] = stream
             try:
                 await self.events.open(session.id, stream)
+                if self.lease:  # before anything runs: a process that dies from here on is noticed
+                    await self.events.lease([(session.id, stream, [m["id"] for m in requests])], self.lease)
                 await self.events.append(session.id, stream, None)  # the priming event, stored first
             except BaseException:
                 for message in requests:
@@ -408,7 +529,13 @@ class HttpTransport:
             self._background.add(finisher)
             finisher.add_done_callback(self._background.discard)
             pumping = True
-            await self._pump(session, stream, 0, receive, send, extra)
+            if self.shared:
+                # The priming event (seq 1) is stored; write it as is, so the client holds a
+                # resumable id even if the shared log cannot be read a moment later.
+                await self._pump(session, stream, 1, receive, send, extra,
+                                 priming=_frame(stream, 1, None, self.retry_ms))
+            else:  # read from the log with the reply, when it is ready, in one write
+                await self._pump(session, stream, 0, receive, send, extra)
         finally:
             if not pumping:  # the pump reports its own disconnect
                 await self.host.disconnect(session, "complete")
@@ -420,8 +547,7 @@ class HttpTransport:
             await self.host.connect(session, connection)
         except Refused:
             if discard:
-                session.closed = True
-                self.host.sessions.pop(session.id, None)
+                self.host.release(session)
                 await self.events.drop(session.id)
             await self.host.disconnect(session, "refused")
             raise
@@ -431,11 +557,14 @@ class HttpTransport:
         session.last_active = time.time()  # any request counts as activity, a GET too
 
     async def _create_session(self, connection: Connection) -> Session:
-        if len(self.host.sessions) >= self.settings.max_sessions:
+        held = await self.host.backend.sessions.count() if self.shared else len(self.host.sessions)
+        if held >= self.settings.max_sessions:
             raise HttpError(503, "Too many sessions; retry later", code=-32000, headers={"retry-after": "5"})
         session = self.host.new_session(connection.principal)
         state = HttpSessionState()
         session.outlet = Outlet(self, session, state)
+        if self.shared and self.host.cluster is not None:
+            self.host.cluster.attach(session)
         await self.events.open(session.id, STANDALONE)
         return session
 
@@ -449,11 +578,24 @@ class HttpTransport:
                     message = await reply
                 except asyncio.CancelledError:
                     continue  # cancelled: no reply, the stream just ends
+                if not self.shared:
+                    if message is not None:
+                        await self.events.append(session.id, stream, message)
+                    continue
+                # What the request changed (initialize, setLevel, subscribe) is saved before its
+                # reply is out, so the client's next request finds it on any process; a short
+                # store outage delays the reply instead of losing it.
+                await _patiently(lambda: self._persist(session))
                 if message is not None:
-                    await self.events.append(session.id, stream, message)
-            await self.events.finish(session.id, stream)
+                    await _patiently(lambda m=message: self.events.append(session.id, stream, m))
+            if self.shared:
+                await _patiently(lambda: self.events.finish(session.id, stream))
+            else:
+                await self.events.finish(session.id, stream)
         except UnknownEvent:
             pass  # the session ended meanwhile and its streams were dropped
+        except BackendUnavailable as exc:
+            log.error("the reply of stream %s of session %s… could not be stored: %s", stream, session.id[:8], exc)
         finally:
             for request_id in request_ids:
                 if state.request_streams.get(request_id) == stream:
@@ -477,7 +619,7 @@ class HttpTransport:
         if version is not None and version not in LEGACY_VERSIONS:
             raise HttpError(400, f"Bad request: Unsupported protocol version: {version[:40]}")
         connection = await self._connection(scope, headers)
-        session = self._session(headers, connection)
+        session = await self._session(headers, connection)
         await self._connect(session, connection)
         pumping = False
         try:
@@ -523,7 +665,7 @@ class HttpTransport:
 
     async def _delete(self, scope: Scope, headers: dict[str, str], receive: Receive, send: Send) -> None:
         connection = await self._connection(scope, headers)
-        session = self._session(headers, connection)
+        session = await self._session(headers, connection)
         await self._connect(session, connection)
         await self.host.disconnect(session, "complete")
         await self._end(session, "deleted")
@@ -550,12 +692,16 @@ class HttpTransport:
         disconnected = asyncio.ensure_future(_wait_disconnect(receive))
         stoppers = {disconnected, asyncio.ensure_future(closer[0].wait()), asyncio.ensure_future(self.closing.wait())}
         read_task: asyncio.Future[Any] | None = None
+        # A request stream on a shared backend is checked for a lost writer twice a lease.
+        leased = bool(self.lease) and not standalone
+        wait = min(self.keepalive, self.lease / 2) if leased else self.keepalive
+        quiet = 0.0
         try:
             await send({"type": "http.response.start", "status": 200, "headers": headers})
             if priming:
                 await self._write(send, priming)
             while True:
-                read_task = asyncio.ensure_future(self.events.read(session.id, stream, after, self.keepalive))
+                read_task = asyncio.ensure_future(self.events.read(session.id, stream, after, wait))
                 done, _ = await asyncio.wait({read_task, *stoppers}, return_when=asyncio.FIRST_COMPLETED)
                 if read_task not in done:
                     read_task.cancel()
@@ -574,7 +720,12 @@ class HttpTransport:
                                     "closing it", stream, session.id[:8])
                     return
                 if not result.events and not result.done:
-                    await self._write(send, b": keep-alive\n\n")
+                    if leased and await self._settle(session, stream):
+                        continue  # its process died: the error replies are there to read now
+                    quiet += wait
+                    if quiet >= self.keepalive or not leased:
+                        quiet = 0.0
+                        await self._write(send, b": keep-alive\n\n")
                     continue
                 chunk = bytearray()
                 for event in result.events:
@@ -588,6 +739,11 @@ class HttpTransport:
                     if not standalone:
                         await self._retire(session.id, state, stream)
                     return
+        except BackendUnavailable as exc:
+            reason = "dropped"  # the client resumes once the store is back (here or elsewhere)
+            log.warning("SSE stream %s of session %s… lost the state backend: %s", stream, session.id[:8], exc)
+            with contextlib.suppress(Exception):
+                await self._write(send, f"retry: {max(1, exc.retry_after) * 1000}\n\n".encode())
         except _Stalled:
             reason = "dropped"  # the events stay in the log: the client can resume elsewhere
             log.info("SSE stream %s of session %s… stalled: the client read nothing for %ss; closing it",
@@ -606,6 +762,9 @@ class HttpTransport:
                 del state.closers[stream]
             if standalone:
                 state.standalone_live = False
+                if self.shared:  # where the next GET, on any process, picks up
+                    with contextlib.suppress(BackendUnavailable):
+                        await self._persist(session)
             try:
                 async with asyncio.timeout(1 if reason == "dropped" else self.write_timeout):
                     await send({"type": "http.response.body", "body": b"", "more_body": False})
@@ -699,6 +858,28 @@ def _era(message: dict[str, Any], headers: dict[str, str]) -> str:
 
 def _closing(headers: dict[str, str], close: bool) -> dict[str, str]:
     return {**headers, "connection": "close"} if close else headers
+
+
+def _snapshot(session: Session, state: HttpSessionState) -> dict[str, Any]:
+    """What a shared store keeps of a session (activity time aside, which is in the TTL)."""
+    snapshot = session.to_state()
+    del snapshot["last_active"]
+    snapshot["http"] = {"standalone_sent": state.standalone_sent}
+    return snapshot
+
+
+async def _patiently(operation: Callable[[], Awaitable[Any]], limit: float = 30.0) -> Any:
+    """Run a store operation that must not be lost (a reply), retrying through a short outage."""
+    deadline = time.monotonic() + limit
+    delay = 0.1
+    while True:
+        try:
+            return await operation()
+        except BackendUnavailable:
+            if time.monotonic() + delay > deadline:
+                raise
+            await asyncio.sleep(delay)
+            delay = min(1.0, delay * 2)
 
 
 def _state(session: Session) -> HttpSessionState | None:

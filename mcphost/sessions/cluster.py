@@ -1,0 +1,128 @@
+"""Working with other processes on a shared backend: who holds what, and how messages reach it.
+
+Only built when the backend is shared (``backend.shared``); on the in-memory backend there is
+one process and nothing here runs. Nothing in it knows which backend it runs on: it uses the
+broker, the claims and the event log through their interfaces.
+
+- Every process that holds a session (it loaded it to serve a request) subscribes to the
+  session's channel ``s:<id>``. A message for the session that this process cannot act on
+  (the client's answer to a server-to-client request, a cancellation, a deferred reply, the
+  end of the session) is published there, and the process that holds the waiting future, the
+  task or the stream acts on it. Outbound request ids are numbered from a random base per
+  process, so answers never reach the wrong waiter.
+- Notifications for many sessions (a resource update, a list change) are published once on
+  the channel ``all``; each process delivers them to the sessions it holds, and a claim per
+  (notification, session) makes sure a session held by two processes gets it once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from mcphost.sessions.backend import BackendUnavailable
+
+if TYPE_CHECKING:
+    from mcphost.host import Host
+    from mcphost.sessions.session import Session
+
+log = logging.getLogger("mcphost.cluster")
+
+ALL = "all"
+#: Seconds a (notification, session) delivery claim is kept: longer than any broker delay.
+CLAIM_TTL = 120.0
+
+
+class Cluster:
+    """This process's side of the cooperation between processes sharing a backend."""
+
+    def __init__(self, host: Host) -> None:
+        self.host = host
+        self.backend = host.backend
+        self.broker = host.backend.broker
+        #: A short random name of this process, part of its stream ids.
+        self.worker = secrets.token_hex(4)
+        # Outbound request ids: a random 31-bit base shifted left by 20 bits (below 2**51, safe
+        # as a JavaScript number), so each process numbers its own.
+        self.outbound_base = (secrets.randbelow(2**31 - 1) + 1) << 20
+        self._subscriptions: dict[str, Any] = {}
+        self._all: Any = None
+        self._tasks: set[asyncio.Task[Any]] = set()
+        #: Handlers by message type for session channels: ``handler(session, message)``.
+        self.session_handlers: dict[str, Callable[[Session, dict[str, Any]], Any]] = {}
+        #: Handlers by message type for the ``all`` channel: ``handler(message)``.
+        self.broadcast_handlers: dict[str, Callable[[dict[str, Any]], Awaitable[None]]] = {}
+
+    async def start(self) -> None:
+        self._all = self.broker.subscribe(ALL, self._on_broadcast)
+        try:
+            await self._all.ready()
+        except BackendUnavailable:
+            log.warning("the broker is not reachable yet; it subscribes when the backend is back")
+
+    async def stop(self) -> None:
+        if self._all is not None:
+            self._all()
+        for unsubscribe in self._subscriptions.values():
+            unsubscribe()
+        self._subscriptions.clear()
+        if self._tasks:
+            await asyncio.wait(list(self._tasks), timeout=2)
+
+    # -- sessions held here ---------------------------------------------------------------------
+
+    def attach(self, session: Session) -> Any:
+        """Hold ``session`` here: number its outbound requests, follow its channel."""
+        session.number_outbound_from(self.outbound_base + 1)
+        subscription = self._subscriptions.get(session.id)
+        if subscription is None:
+            subscription = self.broker.subscribe(f"s:{session.id}", lambda m, s=session.id: self._on_session(s, m))
+            self._subscriptions[session.id] = subscription
+        return subscription
+
+    def detach(self, session_id: str) -> None:
+        unsubscribe = self._subscriptions.pop(session_id, None)
+        if unsubscribe is not None:
+            unsubscribe()
+
+    def tell(self, session_id: str, message: dict[str, Any]) -> None:
+        """Publish ``message`` on the session's channel, in the background (from sync code)."""
+        self.spawn(self.publish(f"s:{session_id}", message))
+
+    async def publish(self, channel: str, message: dict[str, Any]) -> None:
+        try:
+            await self.broker.publish(channel, message)
+        except BackendUnavailable as exc:
+            log.warning("could not publish %s on %s: %s", message.get("t"), channel, exc)
+
+    async def broadcast(self, message: dict[str, Any]) -> None:
+        """Publish to every process (this one included); raises BackendUnavailable."""
+        message = {**message, "n": secrets.token_hex(8)}
+        await self.broker.publish(ALL, message)
+
+    async def first_delivery(self, nonce: str, session_id: str) -> bool:
+        """True for exactly one process delivering notification ``nonce`` to ``session_id``."""
+        return bool(await self.backend.claim(f"n:{nonce}:{session_id}", CLAIM_TTL))
+
+    def spawn(self, coroutine: Awaitable[Any]) -> None:
+        task = asyncio.ensure_future(coroutine)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _on_session(self, session_id: str, message: dict[str, Any]) -> Any:
+        session = self.host.sessions.get(session_id)
+        handler = self.session_handlers.get(str(message.get("t")))
+        if session is None or handler is None or session.closed:
+            return None
+        return handler(session, message)
+
+    async def _on_broadcast(self, message: dict[str, Any]) -> None:
+        handler = self.broadcast_handlers.get(str(message.get("t")))
+        if handler is not None:
+            try:
+                await handler(message)
+            except Exception:
+                log.exception("handling the broadcast %s failed", message.get("t"))

@@ -1,0 +1,554 @@
+"""The Redis backend: sessions, event log, broker, tasks and claims in one Redis server.
+
+Every operation is bounded: a command that cannot be sent or answered within the operation
+timeout (a Redis that is down, stalled, paused, out of memory or loading) raises
+:class:`~mcphost.sessions.backend.BackendUnavailable` instead of hanging, and the next
+operation simply tries again on a fresh connection, so the backend recovers by itself when
+Redis is back. The broker's subscriber connection reconnects in the background and
+subscribes again to every channel it had.
+
+Keys (``P`` is the configured prefix):
+
+- ``P s:<session>``: the session state as JSON, expiring after the session TTL (refreshed on
+  every save or touch); ``P sessions`` a sorted set of session ids scored by their expiry,
+  for ``count``.
+- ``P e:{<session>}`` and ``P e:{<session>}:<stream>``: the event log (see :mod:`.scripts`).
+- ``P t:<task>``: one task record as JSON, with its TTL.
+- ``P c:<key>``: a claim (``SET NX PX``).
+- Channel ``P b:<channel>``: the broker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import orjson
+import redis.asyncio as aioredis
+from redis import exceptions as redis_errors
+from redis.asyncio.connection import ConnectionPool
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import RedisError, ResponseError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from mcphost.sessions.backend import BackendUnavailable, Event, StreamRead, UnknownEvent
+
+from . import scripts
+
+log = logging.getLogger("mcphost.redis")
+
+T = TypeVar("T")
+
+#: Error replies that mean "Redis cannot take this now", not "this command is wrong".
+_TRANSIENT_REPLIES = ("OOM", "LOADING", "BUSY", "READONLY", "MASTERDOWN", "CLUSTERDOWN", "TRYAGAIN",
+                      "NOREPLICAS", "MISCONF")
+_TRANSIENT_ERRORS = tuple(getattr(redis_errors, name) for name in ("OutOfMemoryError", "ReadOnlyError")
+                          if hasattr(redis_errors, name))
+#: Events returned by one read at most (a reader far behind catches up in several reads).
+READ_BATCH = 512
+
+
+@dataclass(frozen=True)
+class RedisSettings:
+    """The ``[plugins.redis]`` section, with defaults taken from ``[server]`` where they relate."""
+
+    url: str
+    prefix: str = "mcphost:"
+    #: Seconds a single Redis command may take (socket read/write); the whole operation,
+    #: reconnect included, is cut off half a second later.
+    op_timeout: float = 1.0
+    #: Seconds to establish a connection.
+    connect_timeout: float = 1.0
+    #: Seconds a client is told to wait (Retry-After) while Redis is unavailable.
+    retry_after: int = 1
+    #: Seconds a session is kept without activity (default: ``server.session_idle_timeout``).
+    session_ttl: float = 1800.0
+    #: Events kept per stream, at least (trimming is approximate: ``MAXLEN ~``).
+    stream_max_events: int = 1000
+    #: Seconds an event is kept (default: the session TTL, so a resumable session's events are).
+    stream_max_age: float = 1800.0
+    #: Seconds without a heartbeat after which a request in flight on a dead process is settled.
+    lease: float = 6.0
+    #: Track redeemed sealed request states so each is accepted once.
+    single_use_states: bool = False
+    #: Connections to Redis at most per process (blocked stream readers hold one each).
+    max_connections: int = 10000
+
+    @property
+    def deadline(self) -> float:
+        return self.op_timeout + 0.5
+
+
+class RedisBackend:
+    """The shared backend: any worker on any machine pointed at the same Redis sees the same state."""
+
+    name = "redis"
+    shared = True
+
+    def __init__(self, settings: RedisSettings) -> None:
+        self.settings = settings
+        common: dict[str, Any] = {
+            "socket_connect_timeout": settings.connect_timeout,
+            # One quick retry on a fresh connection (a pooled one may be stale after a Redis
+            # restart); never on a timeout, which would only double the wait.
+            "retry": Retry(NoBackoff(), 1, (RedisConnectionError,)),
+            "max_connections": settings.max_connections,
+            "health_check_interval": 0,
+            # RESP2 everywhere: pub/sub messages arrive as plain replies on the listener's
+            # connection (with RESP3 the driver would route them to a push handler instead).
+            "protocol": 2,
+        }
+        pool = ConnectionPool.from_url(settings.url, socket_timeout=settings.op_timeout, **common)
+        # Blocking reads (XREAD BLOCK) wait longer than a command may; their deadline is their own.
+        blocking = ConnectionPool.from_url(settings.url, socket_timeout=None, **common)
+        self.redis = aioredis.Redis(connection_pool=pool)
+        self.blocking = aioredis.Redis(connection_pool=blocking)
+        self._listener_pool = ConnectionPool.from_url(settings.url, socket_timeout=None, **common)
+        self.op = Operations(settings)
+        #: Seconds a request stream's lease lasts without a heartbeat (see RedisEventLog.lease).
+        self.lease = settings.lease
+        self.sessions = RedisSessionStore(self)
+        self.events = RedisEventLog(self)
+        self.broker = RedisBroker(self)
+        self.tasks = RedisTaskStore(self)
+
+    def key(self, *parts: str) -> str:
+        return self.settings.prefix + "".join(parts)
+
+    async def start(self) -> None:
+        """Start the broker's listener. Redis need not be up yet: everything reconnects by itself."""
+        await self.broker.start()
+
+    async def close(self) -> None:
+        await self.broker.close()
+        for client in (self.redis, self.blocking):
+            with contextlib.suppress(Exception):
+                await client.aclose()
+        with contextlib.suppress(Exception):
+            await self._listener_pool.disconnect()
+
+    async def health(self) -> bool:
+        """Whether Redis answers a PING within the operation timeout."""
+        try:
+            return bool(await self.op(self.redis.ping()))
+        except BackendUnavailable:
+            return False
+
+    async def claim(self, key: str, ttl: float) -> bool:
+        """Mark ``key`` used for ``ttl`` seconds; True only for the first claim (``SET NX PX``)."""
+        done = await self.op(self.redis.set(self.key("c:", key), b"1", nx=True, px=_ms(ttl)))
+        return bool(done)
+
+
+class Operations:
+    """Runs one Redis operation under the deadline and maps every failure that is Redis being
+    unavailable to :class:`BackendUnavailable`. Other errors (a bug) propagate unchanged."""
+
+    __slots__ = ("deadline", "retry_after")
+
+    def __init__(self, settings: RedisSettings) -> None:
+        self.deadline = settings.deadline
+        self.retry_after = settings.retry_after
+
+    async def __call__(self, operation: Awaitable[T], deadline: float | None = None) -> T:
+        try:
+            async with asyncio.timeout(self.deadline if deadline is None else deadline):
+                return await operation
+        except (RedisConnectionError, RedisTimeoutError, TimeoutError, OSError) as exc:
+            raise self.unavailable(exc) from None
+        except ResponseError as exc:
+            text = str(exc)
+            if isinstance(exc, _TRANSIENT_ERRORS) or text.startswith(_TRANSIENT_REPLIES) or "maxmemory" in text:
+                raise self.unavailable(exc) from None
+            raise
+
+    def unavailable(self, exc: BaseException) -> BackendUnavailable:
+        reason = type(exc).__name__ if isinstance(exc, TimeoutError) else f"{type(exc).__name__}: {exc}"
+        return BackendUnavailable(f"Redis is unavailable ({reason})", retry_after=self.retry_after)
+
+
+def _ms(seconds: float) -> int:
+    return max(1, int(seconds * 1000))
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+# -- sessions ---------------------------------------------------------------------------------------
+
+class RedisSessionStore:
+    """Session states as JSON strings expiring after the session TTL."""
+
+    def __init__(self, backend: RedisBackend) -> None:
+        self._redis = backend.redis
+        self._op = backend.op
+        self._key = backend.key
+        self._index = backend.key("sessions")
+        self._ttl = backend.settings.session_ttl
+        self._saves = 0
+
+    async def load(self, session_id: str) -> dict[str, Any] | None:
+        raw = await self._op(self._redis.get(self._key("s:", session_id)))
+        return None if raw is None else orjson.loads(raw)
+
+    async def save(self, state: dict[str, Any]) -> None:
+        session_id = state["id"]
+        now = _now_ms()
+        pipe = self._redis.pipeline(transaction=True)
+        pipe.set(self._key("s:", session_id), orjson.dumps(state), px=_ms(self._ttl))
+        pipe.zadd(self._index, {session_id: now + _ms(self._ttl)})
+        self._saves += 1
+        if self._saves % 64 == 1:  # forget expired ids now and then
+            pipe.zremrangebyscore(self._index, "-inf", now)
+        await self._op(pipe.execute())
+
+    async def touch(self, session_id: str) -> bool:
+        """Restart the session's TTL without rewriting it; False when it is gone."""
+        pipe = self._redis.pipeline(transaction=True)
+        pipe.pexpire(self._key("s:", session_id), _ms(self._ttl))
+        pipe.zadd(self._index, {session_id: _now_ms() + _ms(self._ttl)}, xx=True)
+        alive, _ = await self._op(pipe.execute())
+        return bool(alive)
+
+    async def delete(self, session_id: str) -> None:
+        pipe = self._redis.pipeline(transaction=True)
+        pipe.delete(self._key("s:", session_id))
+        pipe.zrem(self._index, session_id)
+        await self._op(pipe.execute())
+
+    async def count(self) -> int:
+        return int(await self._op(self._redis.zcount(self._index, _now_ms(), "+inf")))
+
+    async def ids(self) -> list[str]:
+        """Ids of every live session (for notifications sent to all sessions)."""
+        raw = await self._op(self._redis.zrangebyscore(self._index, _now_ms(), "+inf"))
+        return [item.decode() for item in raw]
+
+
+# -- event log --------------------------------------------------------------------------------------
+
+class RedisEventLog:
+    """Each stream a Redis stream; ``read`` blocks in ``XREAD BLOCK`` on its own connection."""
+
+    def __init__(self, backend: RedisBackend) -> None:
+        settings = backend.settings
+        self._redis = backend.redis
+        self._blocking = backend.blocking
+        self._op = backend.op
+        self._prefix = settings.prefix
+        self._max_events = settings.stream_max_events
+        self._max_age_ms = _ms(settings.stream_max_age)
+        # Keys outlive the events by a margin, so a session idle for its whole TTL still has its log.
+        self._ttl_ms = _ms(max(settings.stream_max_age, settings.session_ttl) + 60)
+        self._wait_margin = settings.deadline
+        register = backend.redis.register_script
+        self._open = register(scripts.OPEN)
+        self._append = register(scripts.APPEND)
+        self._finish = register(scripts.FINISH)
+        self._read = register(scripts.READ)
+        self._discard = register(scripts.DISCARD)
+        self._drop = register(scripts.DROP)
+        self._lease = register(scripts.LEASE)
+        self._orphaned = register(scripts.ORPHANED)
+        self._settle = register(scripts.SETTLE)
+
+    def _keys(self, session_id: str, stream_id: str) -> list[str]:
+        base = f"{self._prefix}e:{{{session_id}}}"
+        return [base, f"{base}:{stream_id}"]
+
+    async def open(self, session_id: str, stream_id: str) -> None:
+        await self._op(self._open(keys=self._keys(session_id, stream_id), args=[stream_id, self._ttl_ms]))
+
+    async def append(self, session_id: str, stream_id: str, message: dict[str, Any] | None, *,
+                     final: bool = False) -> int:
+        now = _now_ms()
+        payload = b"" if message is None else orjson.dumps(message)
+        seq = await self._op(self._append(
+            keys=self._keys(session_id, stream_id),
+            args=[stream_id, payload, b"1" if final else b"0", self._max_events, now, now - self._max_age_ms,
+                  self._ttl_ms]))
+        if seq < 0:
+            raise UnknownEvent(stream_id)
+        return int(seq)
+
+    async def finish(self, session_id: str, stream_id: str) -> None:
+        done = await self._op(self._finish(keys=self._keys(session_id, stream_id),
+                                           args=[stream_id, _now_ms(), self._ttl_ms]))
+        if done < 0:
+            raise UnknownEvent(stream_id)
+
+    async def _read_now(self, keys: list[str], stream_id: str, after: int) -> StreamRead:
+        raw = await self._op(self._read(keys=keys, args=[stream_id, after, READ_BATCH]))
+        if raw[0] < 0:
+            raise UnknownEvent(f"{stream_id}.{after}")
+        events = [Event(int(raw[i]), orjson.loads(raw[i + 1]) if raw[i + 1] else None)
+                  for i in range(2, len(raw), 2)]
+        return StreamRead(events, bool(raw[1]))
+
+    async def read(self, session_id: str, stream_id: str, after: int, timeout: float) -> StreamRead:
+        keys = self._keys(session_id, stream_id)
+        result = await self._read_now(keys, stream_id, after)
+        if result.events or result.done or timeout <= 0:
+            return result
+        # Nothing yet: block until an entry after ``after`` arrives (an event, or the marker of
+        # finish/discard), then read again. The XREAD answer itself is not used: the script
+        # decides what is an event and whether the stream is done, atomically.
+        await self._op(self._blocking.xread({keys[1]: f"{after}-0"}, count=1, block=_ms(timeout)),
+                       deadline=timeout + self._wait_margin)
+        return await self._read_now(keys, stream_id, after)
+
+    async def exists(self, session_id: str, stream_id: str) -> bool:
+        keys = self._keys(session_id, stream_id)
+        return bool(await self._op(self._redis.hexists(keys[0], stream_id)))
+
+    async def discard(self, session_id: str, stream_id: str) -> None:
+        await self._op(self._discard(keys=self._keys(session_id, stream_id), args=[stream_id, _now_ms()]))
+
+    async def drop(self, session_id: str) -> None:
+        base = f"{self._prefix}e:{{{session_id}}}"
+        await self._op(self._drop(keys=[base], args=[base + ":", _now_ms()]))
+
+    # Leases: how a stream whose process died is told apart from one still being written.
+
+    def _lease_keys(self, session_id: str, stream_id: str) -> list[str]:
+        base = f"{self._prefix}e:{{{session_id}}}"
+        return [base, f"{base}:lease:{stream_id}"]
+
+    async def lease(self, streams: list[tuple[str, str, list[Any]]], ttl: float) -> None:
+        """Renew the lease of each ``(session, stream, request ids)`` for ``ttl`` seconds, in one round trip."""
+        if not streams:
+            return
+        pipe = self._redis.pipeline(transaction=False)
+        for session_id, stream_id, request_ids in streams:
+            await self._lease(keys=self._lease_keys(session_id, stream_id),  # queued, sent by execute()
+                              args=[stream_id, orjson.dumps(request_ids), _ms(ttl)], client=pipe)
+        await self._op(pipe.execute())
+
+    async def orphaned(self, session_id: str, stream_id: str) -> list[Any] | None:
+        """The request ids of a stream that is not done and whose lease expired; None otherwise."""
+        raw = await self._op(self._orphaned(keys=self._lease_keys(session_id, stream_id), args=[stream_id]))
+        return None if not raw else orjson.loads(raw)
+
+    async def settle(self, session_id: str, stream_id: str, messages: list[dict[str, Any]]) -> bool:
+        """Append ``messages`` and end an orphaned stream; False when it is not (or no longer) orphaned."""
+        base, lease = self._lease_keys(session_id, stream_id)
+        done = await self._op(self._settle(
+            keys=[base, f"{base}:{stream_id}", lease],
+            args=[stream_id, _now_ms(), self._ttl_ms, *(orjson.dumps(m) for m in messages)]))
+        return bool(done)
+
+
+# -- tasks ------------------------------------------------------------------------------------------
+
+class RedisTaskStore:
+    """Task records as JSON strings. A successful ``SET`` is durable in the sense of the interface:
+    any process finds the record from then on (how well it survives a Redis crash depends on
+    Redis persistence; see docs/scaling.md)."""
+
+    def __init__(self, backend: RedisBackend) -> None:
+        self._redis = backend.redis
+        self._op = backend.op
+        self._key = backend.key
+
+    async def create(self, task_id: str, record: dict[str, Any], ttl: float | None) -> None:
+        await self.save(task_id, record, ttl)
+
+    async def load(self, task_id: str) -> dict[str, Any] | None:
+        raw = await self._op(self._redis.get(self._key("t:", task_id)))
+        return None if raw is None else orjson.loads(raw)
+
+    async def save(self, task_id: str, record: dict[str, Any], ttl: float | None) -> None:
+        await self._op(self._redis.set(self._key("t:", task_id), orjson.dumps(record),
+                                       px=None if ttl is None else _ms(ttl)))
+
+    async def delete(self, task_id: str) -> None:
+        await self._op(self._redis.delete(self._key("t:", task_id)))
+
+
+# -- broker -----------------------------------------------------------------------------------------
+
+Callback = Callable[[dict[str, Any]], Any]
+
+
+class RedisSubscription:
+    """One local subscriber. Calling it unsubscribes; ``await ready()`` waits for Redis's confirmation."""
+
+    __slots__ = ("_broker", "_callback", "_channel", "_closed")
+
+    def __init__(self, broker: RedisBroker, channel: str, callback: Callback) -> None:
+        self._broker = broker
+        self._channel = channel
+        self._callback = callback
+        self._closed = False
+
+    def __call__(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._broker._remove(self._channel, self._callback)
+
+    async def ready(self, timeout: float | None = None) -> None:
+        """Return once Redis confirmed the channel's subscription; BackendUnavailable if it cannot."""
+        await self._broker._confirmed(self._channel, timeout)
+
+
+class RedisBroker:
+    """Pub/sub on one dedicated connection per process, multiplexing every local channel.
+
+    Local subscribers of a channel share one Redis subscription. The listener task reads the
+    connection; when it breaks, it reconnects (with a short backoff) and subscribes again to
+    every channel that still has subscribers. Messages published while this process was
+    disconnected are lost (pub/sub has no memory): callers that need more keep state elsewhere.
+    Callbacks run in the listener task; coroutine callbacks are started as tasks.
+    """
+
+    def __init__(self, backend: RedisBackend) -> None:
+        self._redis = backend.redis
+        self._op = backend.op
+        self._pool = backend._listener_pool
+        self._prefix = backend.key("b:")
+        self._deadline = backend.settings.deadline
+        self._local: dict[str, list[Callback]] = {}
+        self._active: set[str] = set()  # channels Redis confirmed on the current connection
+        self._changed = asyncio.Condition()
+        self._connection: Any = None
+        self._write_lock = asyncio.Lock()
+        self._task: asyncio.Task[None] | None = None
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._closed = False
+        self.reconnects = 0
+
+    async def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._listen(), name="mcphost-redis-broker")
+
+    async def close(self) -> None:
+        self._closed = True
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(BaseException):
+                await self._task
+        for task in list(self._tasks):
+            task.cancel()
+        await self._disconnect()
+
+    async def publish(self, channel: str, message: dict[str, Any]) -> None:
+        await self._op(self._redis.publish(self._prefix + channel, orjson.dumps(message)))
+
+    def subscribe(self, channel: str, callback: Callback) -> RedisSubscription:
+        callbacks = self._local.setdefault(channel, [])
+        callbacks.append(callback)
+        if len(callbacks) == 1:
+            self._spawn(self._send("SUBSCRIBE", channel))
+        return RedisSubscription(self, channel, callback)
+
+    def _remove(self, channel: str, callback: Callback) -> None:
+        callbacks = self._local.get(channel)
+        if callbacks is None:
+            return
+        with contextlib.suppress(ValueError):
+            callbacks.remove(callback)
+        if not callbacks:
+            del self._local[channel]
+            self._spawn(self._send("UNSUBSCRIBE", channel))
+
+    def _spawn(self, coroutine: Awaitable[Any]) -> None:
+        task = asyncio.ensure_future(coroutine)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _send(self, command: str, channel: str) -> None:
+        """Send a (un)subscription on the live connection; when there is none, the listener
+        sends it on connecting. A failure breaks the connection and the listener starts over."""
+        connection = self._connection
+        if connection is None:
+            return
+        try:
+            async with self._write_lock:
+                await connection.send_command(command, self._prefix + channel)
+        except (RedisError, OSError):
+            await self._disconnect()
+
+    async def _confirmed(self, channel: str, timeout: float | None) -> None:
+        limit = self._deadline if timeout is None else timeout
+        try:
+            async with asyncio.timeout(limit), self._changed:
+                await self._changed.wait_for(lambda: channel in self._active or channel not in self._local)
+        except TimeoutError:
+            raise BackendUnavailable("Redis did not confirm a subscription in time",
+                                     retry_after=self._op.retry_after) from None
+
+    async def _disconnect(self) -> None:
+        connection, self._connection = self._connection, None
+        if connection is not None:
+            with contextlib.suppress(Exception):
+                await connection.disconnect()
+
+    async def _listen(self) -> None:
+        backoff = 0.05
+        while not self._closed:
+            try:
+                connection = self._pool.make_connection()
+                async with asyncio.timeout(self._deadline):
+                    await connection.connect()
+                self._connection = connection
+                async with self._write_lock:
+                    for channel in list(self._local):
+                        await connection.send_command("SUBSCRIBE", self._prefix + channel)
+                backoff = 0.05
+                await self._read(connection)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # Redis down, connection broken: start over
+                if not self._closed:
+                    log.debug("redis broker connection lost: %s", exc)
+            finally:
+                await self._disconnect()
+                async with self._changed:
+                    self._active.clear()
+            if self._closed:
+                return
+            self.reconnects += 1
+            await asyncio.sleep(backoff)
+            backoff = min(1.0, backoff * 2)
+
+    async def _read(self, connection: Any) -> None:
+        prefix = self._prefix.encode()
+        while True:
+            response = await connection.read_response()
+            if not isinstance(response, list) or len(response) < 3:
+                continue
+            kind, raw_channel, data = response[0], response[1], response[2]
+            if not isinstance(raw_channel, bytes) or not raw_channel.startswith(prefix):
+                continue
+            channel = raw_channel[len(prefix):].decode()
+            if kind == b"message":
+                self._deliver(channel, data)
+            elif kind in (b"subscribe", b"unsubscribe"):
+                async with self._changed:
+                    if kind == b"subscribe":
+                        self._active.add(channel)
+                    else:
+                        self._active.discard(channel)
+                    self._changed.notify_all()
+
+    def _deliver(self, channel: str, data: bytes) -> None:
+        try:
+            message = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            log.warning("ignoring a malformed broker message on %s", channel)
+            return
+        for callback in list(self._local.get(channel, ())):
+            try:
+                result = callback(message)
+                if asyncio.iscoroutine(result):
+                    self._spawn(result)
+            except Exception:
+                log.exception("broker callback for %s raised", channel)

@@ -1,0 +1,202 @@
+"""The Lua scripts behind the event log: each one is a single atomic step in Redis.
+
+Layout of one session's event log (``P`` is the key prefix, ``S`` the session id, inside a hash
+tag so a session's keys share a cluster slot):
+
+- ``P e:{S}`` a hash: field ``<stream>`` holds the stream's last seq, ``<stream>:d`` exists once
+  the stream is done. A stream exists exactly while its field does.
+- ``P e:{S}:<stream>`` a Redis stream. Event ``n`` (1-based, the interface's seq) has the
+  entry id ``n-0`` and the fields ``t`` (append time, ms) and ``m`` (the JSON message; absent
+  for the priming event). Entries ``n-1``, ``n-2`` … are markers (``done``, ``gone``) written
+  only to wake readers blocked in ``XREAD``; they carry no event.
+
+A request stream served by a live process has a lease, ``P e:{S}:lease:<stream>``, renewed by that
+process's heartbeat; the hash field ``<stream>:r`` holds the stream's request ids. A stream that
+is not done and has lost its lease belongs to a process that died: ``SETTLE`` ends it with the
+error replies the caller prepared.
+
+Retention: ``XADD … MAXLEN ~ N`` bounds the length, and events older than the maximum age are
+trimmed with ``XTRIM MINID`` (the boundary found from the ``t`` fields, a few batches per
+append, so the cost is spread over appends). Both keys expire when nothing is appended for the
+maximum age.
+"""
+
+from __future__ import annotations
+
+_HELPERS = """
+local function split(id)
+  local ms, sq = string.match(id, '^(%d+)-(%d+)$')
+  return tonumber(ms), tonumber(sq)
+end
+local function marker(key, seq, what, now)
+  -- the next id after the stream's last entry, in the ms part of the last event
+  local id = seq .. '-1'
+  local last = redis.call('XREVRANGE', key, '+', '-', 'COUNT', 1)[1]
+  if last then
+    local ms, sq = split(last[1])
+    if ms == seq then id = seq .. '-' .. (sq + 1) end
+  end
+  redis.call('XADD', key, id, 't', now, 'x', what)
+end
+"""
+
+# KEYS: hash, stream. ARGV: stream id, ttl ms
+OPEN = """
+if redis.call('HSETNX', KEYS[1], ARGV[1], 0) == 1 then
+  redis.call('DEL', KEYS[2])  -- the remains of a discarded stream of the same name
+end
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+return 1
+"""
+
+# KEYS: hash, stream. ARGV: stream id, payload ('' = priming), final ('1'/'0'), max length,
+# now ms, cutoff ms, ttl ms. Returns the new seq, or -1 for an unknown stream.
+APPEND = _HELPERS + """
+local last = redis.call('HGET', KEYS[1], ARGV[1])
+if not last then return -1 end
+local seq = tonumber(last) + 1
+redis.call('HSET', KEYS[1], ARGV[1], seq)
+if ARGV[2] == '' then
+  redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[4], seq .. '-0', 't', ARGV[5])
+else
+  redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[4], seq .. '-0', 't', ARGV[5], 'm', ARGV[2])
+end
+if ARGV[3] == '1' and redis.call('HSETNX', KEYS[1], ARGV[1] .. ':d', 1) == 1 then
+  marker(KEYS[2], seq, 'done', ARGV[5])
+end
+local cutoff = tonumber(ARGV[6])
+local first = redis.call('XRANGE', KEYS[2], '-', '+', 'COUNT', 1)[1]
+if first and tonumber(first[2][2]) < cutoff then
+  -- find the first entry young enough; at most 4 batches now, the rest on later appends
+  local start = '-'
+  local boundary = nil
+  for round = 1, 4 do
+    local batch = redis.call('XRANGE', KEYS[2], start, '+', 'COUNT', 128)
+    if #batch == 0 then break end
+    for _, entry in ipairs(batch) do
+      if tonumber(entry[2][2]) >= cutoff then
+        boundary = entry[1]
+        break
+      end
+    end
+    if boundary then break end
+    local ms, sq = split(batch[#batch][1])
+    start = ms .. '-' .. (sq + 1)
+    if round == 4 then boundary = start end
+  end
+  if boundary then redis.call('XTRIM', KEYS[2], 'MINID', boundary) end
+end
+redis.call('PEXPIRE', KEYS[1], ARGV[7])
+redis.call('PEXPIRE', KEYS[2], ARGV[7])
+return seq
+"""
+
+# KEYS: hash, stream. ARGV: stream id, now ms, ttl ms. Returns 1, or -1 for an unknown stream.
+FINISH = _HELPERS + """
+local last = redis.call('HGET', KEYS[1], ARGV[1])
+if not last then return -1 end
+if redis.call('HSETNX', KEYS[1], ARGV[1] .. ':d', 1) == 1 then
+  marker(KEYS[2], tonumber(last), 'done', ARGV[2])
+end
+redis.call('PEXPIRE', KEYS[1], ARGV[3])
+redis.call('PEXPIRE', KEYS[2], ARGV[3])
+return 1
+"""
+
+# KEYS: hash, stream. ARGV: stream id, after, count.
+# Returns {-1} (unknown stream or position, or trimmed), or {0, done, seq, payload, seq, payload…}.
+READ = """
+local last = redis.call('HGET', KEYS[1], ARGV[1])
+if not last then return {-1} end
+last = tonumber(last)
+local after = tonumber(ARGV[2])
+if after > last or after < 0 then return {-1} end
+local done = redis.call('HEXISTS', KEYS[1], ARGV[1] .. ':d')
+local firstkept = last + 1
+local first = redis.call('XRANGE', KEYS[2], '-', '+', 'COUNT', 1)[1]
+if first then
+  local ms, sq = string.match(first[1], '^(%d+)-(%d+)$')
+  firstkept = tonumber(ms)
+  if sq ~= '0' then firstkept = firstkept + 1 end
+end
+if after < firstkept - 1 then return {-1} end
+local out = {0, 0}
+if after == last then
+  out[2] = done
+  return out
+end
+local seen = after
+local batch = redis.call('XRANGE', KEYS[2], (after + 1) .. '-0', '+', 'COUNT', ARGV[3])
+for _, entry in ipairs(batch) do
+  local ms, sq = string.match(entry[1], '^(%d+)-(%d+)$')
+  if sq == '0' then
+    seen = tonumber(ms)
+    out[#out + 1] = seen
+    out[#out + 1] = entry[2][4] or ''
+  end
+end
+if seen == last then out[2] = done end
+return out
+"""
+
+# KEYS: hash, stream. ARGV: stream id, now ms. Wakes blocked readers, who then find it gone.
+DISCARD = _HELPERS + """
+local last = redis.call('HGET', KEYS[1], ARGV[1])
+if not last then return 0 end
+redis.call('HDEL', KEYS[1], ARGV[1], ARGV[1] .. ':d', ARGV[1] .. ':r')
+marker(KEYS[2], tonumber(last), 'gone', ARGV[2])
+redis.call('PEXPIRE', KEYS[2], 2000)
+return 1
+"""
+
+# KEYS: hash. ARGV: stream key prefix, now ms. Every stream of the session goes.
+DROP = _HELPERS + """
+local fields = redis.call('HGETALL', KEYS[1])
+for i = 1, #fields, 2 do
+  local name = fields[i]
+  local suffix = string.sub(name, -2)
+  if suffix ~= ':d' and suffix ~= ':r' then
+    local key = ARGV[1] .. name
+    marker(key, tonumber(fields[i + 1]), 'gone', ARGV[2])
+    redis.call('PEXPIRE', key, 2000)
+  end
+end
+redis.call('DEL', KEYS[1])
+return 1
+"""
+
+# KEYS: hash, lease. ARGV: stream id, request ids (JSON), ttl ms. Returns 0 for an unknown stream.
+LEASE = """
+if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0 then return 0 end
+redis.call('HSET', KEYS[1], ARGV[1] .. ':r', ARGV[2])
+redis.call('SET', KEYS[2], 1, 'PX', ARGV[3])
+return 1
+"""
+
+# KEYS: hash, lease. ARGV: stream id. The request ids (JSON) of a stream whose lease is gone
+# while it is not done; nil otherwise.
+ORPHANED = """
+if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0 then return false end
+if redis.call('HEXISTS', KEYS[1], ARGV[1] .. ':d') == 1 then return false end
+if redis.call('EXISTS', KEYS[2]) == 1 then return false end
+return redis.call('HGET', KEYS[1], ARGV[1] .. ':r')
+"""
+
+# KEYS: hash, stream, lease. ARGV: stream id, now ms, ttl ms, messages… Appends the messages
+# and ends the stream, only if it is still orphaned (one process settles it, once).
+SETTLE = _HELPERS + """
+if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0 then return 0 end
+if redis.call('HEXISTS', KEYS[1], ARGV[1] .. ':d') == 1 then return 0 end
+if redis.call('EXISTS', KEYS[3]) == 1 then return 0 end
+local seq = tonumber(redis.call('HGET', KEYS[1], ARGV[1]))
+for i = 4, #ARGV do
+  seq = seq + 1
+  redis.call('XADD', KEYS[2], seq .. '-0', 't', ARGV[2], 'm', ARGV[i])
+end
+redis.call('HSET', KEYS[1], ARGV[1], seq)
+redis.call('HSET', KEYS[1], ARGV[1] .. ':d', 1)
+marker(KEYS[2], seq, 'done', ARGV[2])
+redis.call('PEXPIRE', KEYS[1], ARGV[3])
+redis.call('PEXPIRE', KEYS[2], ARGV[3])
+return 1
+"""

@@ -1,0 +1,142 @@
+"""What is particular to the Redis backend: selection by config, the config section, TTLs, retention."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from mcphost_redis import ENV_URL, RedisBackend
+from mcphost_redis.testing import redis_settings
+
+from mcphost.config import config_from_dict
+from mcphost.errors import ConfigError
+from mcphost.host import Host
+from mcphost.sessions.backend import UnknownEvent
+
+
+def _host(plugins: dict, server: dict | None = None) -> Host:
+    host = Host(config_from_dict({"server": server or {}, "plugins": plugins}))
+    host.prepare()
+    return host
+
+
+def test_without_a_url_the_memory_backend_serves(monkeypatch):
+    monkeypatch.delenv(ENV_URL, raising=False)
+    host = _host({})
+    assert host.plugin_infos["redis"].status == "active"
+    assert host.plugin_infos["redis"].distribution == "mcphost-redis"
+    assert host.backend.name == "memory" and not host.backend.shared
+
+
+def test_a_url_switches_to_redis_with_the_server_settings_as_defaults(monkeypatch):
+    monkeypatch.delenv(ENV_URL, raising=False)
+    host = _host({"redis": {"url": "redis://127.0.0.1:1/0", "prefix": "app:"}},
+                 {"session_idle_timeout": 120, "stream_max_events": 50})
+    backend = host.backend
+    assert isinstance(backend, RedisBackend) and backend.shared and backend.name == "redis"
+    assert backend.settings.prefix == "app:" and backend.settings.session_ttl == 120
+    assert backend.settings.stream_max_age == 120 and backend.settings.stream_max_events == 50
+    assert backend.settings.op_timeout == 1.0 and backend.settings.retry_after == 1
+
+
+def test_the_url_can_come_from_the_environment(monkeypatch):
+    monkeypatch.setenv(ENV_URL, "redis://127.0.0.1:1/2")
+    backend = _host({}).backend
+    assert isinstance(backend, RedisBackend) and backend.settings.url == "redis://127.0.0.1:1/2"
+
+
+@pytest.mark.parametrize("section,message", [
+    ({"url": "http://localhost"}, "does not match"),
+    ({"url": "redis://x", "op_timeout": 0}, "less than or equal to the minimum of 0"),
+    ({"url": "redis://x", "prefix": "a{b}"}, "does not match"),
+    ({"url": "redis://x", "retry_after": "1"}, "is not of type 'integer'"),
+    ({"url": "redis://x", "lease": 0.1}, "less than the minimum of 1"),
+    ({"url": "redis://x", "ur1": "redis://y"}, "ur1"),
+])
+def test_the_config_section_is_validated(section, message):
+    with pytest.raises(ConfigError) as caught:
+        _host({"redis": section})
+    assert "plugins.redis" in str(caught.value) and message in str(caught.value)
+
+
+async def test_sessions_expire_after_the_ttl_and_saves_and_touches_refresh_it(redis_server):
+    backend = RedisBackend(redis_settings(redis_server.url, session_ttl=0.6))
+    try:
+        before = await backend.sessions.count()
+        await backend.sessions.save({"id": "s"})
+        ttl = await backend.redis.pttl(backend.key("s:", "s"))
+        assert 400 < ttl <= 600
+        for _ in range(3):  # kept alive by touches for longer than one TTL
+            await asyncio.sleep(0.3)
+            assert await backend.sessions.touch("s")
+        assert await backend.sessions.load("s") == {"id": "s"}
+        assert await backend.sessions.count() == before + 1
+        assert await backend.sessions.ids() == ["s"]
+        await asyncio.sleep(0.8)
+        assert await backend.sessions.load("s") is None
+        assert await backend.sessions.count() == before
+        assert not await backend.sessions.touch("s")
+    finally:
+        await backend.close()
+
+
+async def test_events_older_than_the_maximum_age_are_trimmed(redis_server):
+    backend = RedisBackend(redis_settings(redis_server.url, stream_max_age=0.3, session_ttl=60))
+    try:
+        log = backend.events
+        await log.open("s", "1")
+        for n in range(3):
+            await log.append("s", "1", {"n": n})
+        await asyncio.sleep(0.45)
+        assert await log.append("s", "1", {"n": 3}) == 4
+        with pytest.raises(UnknownEvent):
+            await log.read("s", "1", 0, 0)
+        assert [e.seq for e in (await log.read("s", "1", 3, 0)).events] == [4]
+        # The log's keys expire too, a minute after the session would.
+        assert 60_000 < await backend.redis.pttl(f"{backend.settings.prefix}e:{{s}}") <= 120_000
+    finally:
+        await backend.close()
+
+
+async def test_a_trimmed_finished_stream_still_reports_done(redis_server):
+    backend = RedisBackend(redis_settings(redis_server.url, stream_max_age=0.2))
+    try:
+        log = backend.events
+        await log.open("s", "1")
+        await log.append("s", "1", {"n": 1}, final=True)
+        await asyncio.sleep(0.3)
+        await log.open("s", "2")
+        await log.append("s", "2", {"n": 1})  # trimming happens on appends to the stream itself
+        read = await log.read("s", "1", 1, 5)
+        assert read.events == [] and read.done
+    finally:
+        await backend.close()
+
+
+async def test_a_stream_whose_lease_lapses_is_settled_once_with_the_given_replies(redis_server):
+    backend = RedisBackend(redis_settings(redis_server.url))
+    try:
+        log = backend.events
+        await log.open("s", "1")
+        await log.lease([("s", "1", [7, "x"])], 0.3)
+        await log.append("s", "1", None)
+        assert await log.orphaned("s", "1") is None  # leased: a live process writes it
+        await log.lease([("s", "1", [7, "x"])], 0.3)  # renewed
+        await asyncio.sleep(0.2)
+        assert await log.orphaned("s", "1") is None
+        await asyncio.sleep(0.25)
+        assert await log.orphaned("s", "1") == [7, "x"]
+        replies = [{"jsonrpc": "2.0", "id": i, "error": {"code": -32800, "message": "gone"}} for i in (7, "x")]
+        assert await log.settle("s", "1", replies)
+        assert not await log.settle("s", "1", replies)  # once
+        read = await log.read("s", "1", 1, 0)
+        assert [e.message for e in read.events] == replies and read.done
+        assert await log.orphaned("s", "1") is None  # done now
+        # A finished stream is never orphaned, leased or not; nor is an unknown one.
+        await log.open("s", "2")
+        await log.append("s", "2", {"n": 1}, final=True)
+        assert await log.orphaned("s", "2") is None and await log.orphaned("s", "9") is None
+        await log.lease([("s", "9", [1])], 1)  # a lease for an unknown stream creates nothing
+        assert not await log.exists("s", "9")
+    finally:
+        await backend.close()
