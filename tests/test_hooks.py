@@ -430,7 +430,7 @@ async def test_mcphost_disconnect_and_terminate_errors_are_logged_and_swallowed(
     assert "disconnect broke" in caplog.text and "terminate broke" in caplog.text
 
 
-# -- auth (specs only: the HTTP transport that calls them arrives later) -----------------------------
+# -- auth (the specs; tests/test_auth.py and test_http_auth.py cover the behaviour) --------------------------
 
 
 def test_mcphost_authenticate_spec_accepts_implementations() -> None:
