@@ -260,7 +260,7 @@ class HttpTransport:
                               method=method, path=path)
         credentials = headers.get("authorization")
         if credentials is not None:
-            _check_credentials(scope, credentials)
+            _check_credentials(scope, headers, credentials)
         principal = await host.authenticate(Connection(transport="http", headers=headers, remote=remote,
                                                        method=method, path=path))
         if principal is None and host.auth_required:
@@ -761,15 +761,16 @@ def _without_credentials(headers: dict[str, str]) -> dict[str, str]:
     return {name: value for name, value in headers.items() if name not in CREDENTIAL_HEADERS}
 
 
-def _check_credentials(scope: Scope, credentials: str) -> None:
+def _check_credentials(scope: Scope, headers: dict[str, str], credentials: str) -> None:
     """400 ``invalid_request`` for credentials no plugin should have to guess at.
 
     Two Authorization header lines, or a Bearer value that is not exactly one token (proxies
     join duplicate headers with commas), are refused rather than read one way or another.
     Other schemes are left to the plugins.
     """
-    lines = sum(1 for name, _ in scope["headers"] if name.lower() == b"authorization")
-    if lines > 1:
+    raw = scope["headers"]
+    # Repeated header names are rare: only then count (``headers`` kept the last of each name).
+    if len(raw) != len(headers) and sum(1 for name, _ in raw if name.lower() == b"authorization") > 1:
         problem = "more than one Authorization header"
     elif credentials.strip().partition(" ")[0].lower() == "bearer" and bearer_token(credentials) is None:
         problem = "malformed Bearer credentials (exactly one token expected)"
