@@ -48,6 +48,9 @@ class McpApp:
 
     async def _metadata(self) -> Response:
         """The protected resource metadata document: public, read-only, readable cross-origin."""
+        # Whatever body came (bounded by MAX_CONTENT_LENGTH and Quart's body timeout) is read, so
+        # the connection stays usable for the client's next request.
+        await request.get_data()
         document = self.host.resource_server.metadata(request.scheme, request.headers.get("host", ""))
         if document is None:
             return _json({"error": "Not found"}, 404)
