@@ -21,7 +21,7 @@ import pytest
 
 from mcphost.protocol.auth import parse_challenge
 from tests.http_plugins.bearer import ISSUER, OPT_IN, TOKENS
-from tests.http_plugins.harness import check_wire, probe_env
+from tests.http_plugins.harness import check_wire, probe_env, raw_exchange, request_head
 from tests.http_support import INIT_PARAMS, HttpServer, sse_messages
 from tests.wire import WireValidator
 
@@ -399,6 +399,12 @@ def test_d9_metadata_is_served_at_the_path_suffixed_and_root_urls(server, client
         assert response.json()["error"]
 
 
+@pytest.mark.parametrize("method", ["GET", "POST"])
+def test_d9_the_body_limit_holds_on_the_metadata_routes(server, method):
+    head = request_head(method, server.port, f"{PRM_PATH}/mcp", {"Content-Length": "1073741824"})
+    assert raw_exchange(server.port, head).status == 413
+
+
 def test_d9_other_well_known_paths_are_not_metadata(server, client):
     for path in (f"{PRM_PATH}/other", f"{PRM_PATH}/mcp/x", "/.well-known/oauth-authorization-server"):
         assert client.get(f"http://127.0.0.1:{server.port}{path}").status_code == 404, path
@@ -600,3 +606,22 @@ async def test_the_python_sdk_client_with_a_bearer_header(server):
     assert all(e.status in (200, 202, 204) for e in recorder.exchanges), [(e.method, e.status)
                                                                           for e in recorder.exchanges]
     assert recorder.validate() > 0
+
+
+# -- stdio: the local user is trusted -----------------------------------------------------------------------------
+
+def test_over_stdio_no_auth_hook_runs_and_scoped_records_are_available(root, stdio_server):
+    env = probe_env(root)
+    server = stdio_server(env={"PYTHONPATH": env["PYTHONPATH"], "MCPHOST_PLUGINS": "httpbearer"})
+    server.initialize()
+    names = {tool["name"] for tool in server.result("tools/list")["tools"]}
+    assert names == EXPECTED_LISTS[ROOT][0]
+    result = server.result("tools/call", {"name": "write_file", "arguments": {"name": "a", "text": "xy"}})
+    assert tool_text(result) == "wrote 2 characters to a"
+    who = json.loads(tool_text(server.result("tools/call", {"name": "whoami", "arguments": {}})))
+    assert who["subject"] is None and who["token"] is None
+    modern_call = {"name": "shutdown_everything", "arguments": {},
+                   "_meta": {"io.modelcontextprotocol/protocolVersion": MODERN,
+                             "io.modelcontextprotocol/clientCapabilities": {}}}
+    assert tool_text(server.result("tools/call", modern_call)) == "done"
+    server.assert_serving()

@@ -65,6 +65,15 @@ class _Stalled(Exception):
     """An SSE write did not complete within the write timeout."""
 
 
+class _RefusedRequest(Exception):
+    """A refusal of a request whose JSON-RPC id is known (the error body then carries it)."""
+
+    def __init__(self, refused: Refused, request_id: Any) -> None:
+        super().__init__(refused.message)
+        self.refused = refused
+        self.request_id = request_id
+
+
 class HttpError(Exception):
     """An outcome decided before the kernel is involved: status, JSON-RPC error, extra headers."""
 
@@ -230,8 +239,9 @@ class HttpTransport:
                 await self._delete(headers, connection, tracked_receive, send)
             else:
                 raise HttpError(405, "Method not allowed", headers={"allow": "GET, POST, DELETE"})
-        except Refused as exc:
-            error = self._refusal(exc, scope, headers, getattr(exc, "request_id", None))
+        except (Refused, _RefusedRequest) as exc:
+            refused, request_id = (exc.refused, exc.request_id) if isinstance(exc, _RefusedRequest) else (exc, None)
+            error = self._refusal(refused, scope, headers, request_id)
             await respond_unread(receive, send, error.status, jsonrpc.encode(error.body),
                                  _closing(error.headers, unread), unread)
         except HttpError as exc:
@@ -364,8 +374,7 @@ class HttpTransport:
             except ModernError as exc:
                 await _respond(send, exc.status, jsonrpc.encode(jsonrpc.error(jsonrpc.readable_id(payload), exc)), {})
             except Refused as exc:
-                exc.request_id = jsonrpc.readable_id(payload)  # type: ignore[attr-defined]
-                raise
+                raise _RefusedRequest(exc, jsonrpc.readable_id(payload)) from None
             return
         if version is not None and version not in LEGACY_VERSIONS:
             raise HttpError(400, f"Bad request: Unsupported protocol version: {version[:40]} "
@@ -399,8 +408,7 @@ class HttpTransport:
                 try:
                     self.host.kernel.authorize(message, connection.principal)
                 except Refused as exc:
-                    exc.request_id = None if batch else message["id"]  # type: ignore[attr-defined]
-                    raise
+                    raise _RefusedRequest(exc, None if batch else message["id"]) from None
         await self._connect(session, connection, discard=is_initialize)
         pumping = False
         try:
