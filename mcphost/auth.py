@@ -29,6 +29,7 @@ from mcphost.protocol.auth import (
 
 if TYPE_CHECKING:
     from mcphost.host import Host
+    from mcphost.sessions.session import Connection
 
 log = logging.getLogger("mcphost.auth")
 
@@ -123,6 +124,10 @@ class ResourceServer:
         if self.configured_url is not None:
             return self.configured_url
         return request_resource_url(scheme, host_header, self.path)
+
+    def resource_url_for(self, request: Connection) -> str:
+        """The canonical URL for a request an auth hook sees: the audience its token must name."""
+        return self.resource_url(request.scheme or "http", request.headers.get("host", ""))
 
     def metadata_paths(self) -> list[str]:
         """Request paths that serve the metadata document: path-suffixed forms and the root."""

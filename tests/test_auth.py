@@ -254,6 +254,13 @@ async def test_unusable_metadata_is_left_out_with_a_log_line(caplog, documents, 
         await host.stop()
 
 
+def test_the_audience_for_a_request_is_the_configured_url_or_the_request_s_own():
+    request = Connection(transport="http", headers={"host": "MCP.example.com:8000"}, scheme="https")
+    assert make_host().resource_server.resource_url_for(request) == "https://mcp.example.com:8000/mcp"
+    configured = make_host(config={"server": {"resource_url": "https://public.example/mcp"}})
+    assert configured.resource_server.resource_url_for(request) == "https://public.example/mcp"
+
+
 def test_metadata_paths_cover_the_mcp_path_the_public_path_and_the_root():
     host = make_host(config={"server": {"path": "/mcp", "resource_url": "https://x.example/public/mcp"}})
     assert host.resource_server.metadata_paths() == [

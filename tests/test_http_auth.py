@@ -420,6 +420,9 @@ def test_d9_the_configured_resource_url_is_canonical_everywhere(root, client):
             assert response.json()["resource"] == canonical
         response = client.post(server.url, headers=server.headers(), json=rpc(1, "initialize", INIT_PARAMS))
         assert challenge(response)["resource_metadata"] == f"https://mcp.example.com{PRM_PATH}/public/mcp"
+        reply = modern_reply(modern_post(client, server, "tools/call", {"name": "whoami", "arguments": {}}, ALICE),
+                             "tools/call")
+        assert json.loads(reply["result"]["content"][0]["text"])["audience"] == canonical
         assert "resource_url is not set" not in server.log()
     finally:
         server.stop()
@@ -482,6 +485,7 @@ def test_d10_tools_never_see_the_inbound_token(server, client, downstream, era):
                                          {"name": "call_downstream", "arguments": {"url": url}}, ALICE), "tools/call")
         called = reply["result"]["content"][0]["text"]
     assert who["subject"] == "alice" and who["token"] is None
+    assert who["audience"] == server.url  # what the plugin learnt from host.resource_server
     # Principal, session state and the headers a connect hook stashed: no credential anywhere.
     assert ALICE not in who["visible"] and "authorization" not in who["visible"].lower()
     assert "content-type" in who["visible"]  # the headers did get there, just not that one

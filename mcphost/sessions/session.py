@@ -78,6 +78,8 @@ class Connection:
     method: str | None = None
     path: str | None = None
     principal: Principal | None = None
+    #: ``http`` or ``https`` as the request reached this process (HTTP only).
+    scheme: str | None = None
 
 
 class Session:

@@ -263,22 +263,22 @@ class HttpTransport:
         """
         client = scope.get("client")
         remote = f"{client[0]}:{client[1]}" if client else None
-        method, path = scope["method"], scope["path"]
+        method, path, scheme = scope["method"], scope["path"], scope.get("scheme", "http")
         host = self.host
         if not host.has_auth:
             return Connection(transport="http", headers=_without_credentials(headers), remote=remote,
-                              method=method, path=path)
+                              method=method, path=path, scheme=scheme)
         credentials = headers.get("authorization")
         if credentials is not None:
             _check_credentials(scope, headers, credentials)
         principal = await host.authenticate(Connection(transport="http", headers=headers, remote=remote,
-                                                       method=method, path=path))
+                                                       method=method, path=path, scheme=scheme))
         if principal is None and host.auth_required:
             if bearer_token(credentials) is not None:  # a token, but no plugin accepted it
                 raise Unauthorized("Invalid or unknown access token", error="invalid_token")
             raise Unauthorized("Authentication required")
         return Connection(transport="http", headers=_without_credentials(headers), remote=remote, method=method,
-                          path=path, principal=principal)
+                          path=path, principal=principal, scheme=scheme)
 
     # -- checks -------------------------------------------------------------------------------
 

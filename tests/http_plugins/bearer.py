@@ -18,6 +18,7 @@ that the credentials never get that far.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import urllib.request
 
@@ -37,6 +38,12 @@ TOKENS = {
 }
 OPT_IN = "tok-optin-3f9b20"
 EVIL = 'bad "token"\r\nX-Injected: yes'
+_host: list = []
+
+
+@mcphost.hookimpl
+def mcphost_startup(host):
+    _host[:] = [host]  # an auth plugin keeps the host to learn the audience its tokens must name
 
 
 @mcphost.hookimpl
@@ -46,7 +53,8 @@ def mcphost_authenticate(request):
         return None
     token = mcphost.bearer_token(header)
     if token in TOKENS:
-        return TOKENS[token]
+        audience = _host[0].resource_server.resource_url_for(request)
+        return dataclasses.replace(TOKENS[token], claims={"aud": audience})
     if token == OPT_IN:
         return mcphost.Principal("opted", issuer=ISSUER, token=token)
     if token == "boom":
@@ -83,6 +91,7 @@ async def whoami(delay_ms: int = 0, *, ctx: Context) -> dict:
         "scopes": sorted(principal.scopes) if principal else [],
         "session_subject": session.principal.subject if session.principal else None,
         "token": principal.token if principal else None,
+        "audience": principal.claims.get("aud") if principal else None,
         "visible": repr({"principal": principal, "state": session.to_state(), "assigns": session.assigns}),
     }
 
