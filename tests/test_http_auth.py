@@ -590,7 +590,8 @@ def test_allow_anonymous_serves_unauthenticated_callers_without_scopes(root, cli
 # -- the official Python SDK client ------------------------------------------------------------------------------------
 
 @pytest.mark.filterwarnings("ignore::mcp.MCPDeprecationWarning")
-async def test_the_python_sdk_client_with_a_bearer_header(server):
+@pytest.mark.parametrize(("mode", "revision"), [("legacy", "2025-11-25"), ("auto", MODERN)])
+async def test_the_python_sdk_client_with_a_bearer_header(server, mode, revision):
     import httpx2
     from mcp.client.streamable_http import streamable_http_client
 
@@ -599,7 +600,8 @@ async def test_the_python_sdk_client_with_a_bearer_header(server):
     recorder, side = RecordingTransport(), ClientSide()
     http = httpx2.AsyncClient(transport=recorder, headers={"Authorization": f"Bearer {ALICE}"},
                               timeout=httpx2.Timeout(30))
-    async with http, side.client(streamable_http_client(server.url, http_client=http)) as sdk:
+    async with http, side.client(streamable_http_client(server.url, http_client=http), mode) as sdk:
+        assert sdk.protocol_version == revision
         assert sdk.server_info is not None
         tools = {tool.name for tool in (await sdk.list_tools()).tools}
         assert tools == EXPECTED_LISTS[ALICE][0]
@@ -609,7 +611,8 @@ async def test_the_python_sdk_client_with_a_bearer_header(server):
         assert who["subject"] == "alice"
     assert all(e.status in (200, 202, 204) for e in recorder.exchanges), [(e.method, e.status)
                                                                           for e in recorder.exchanges]
-    assert recorder.validate() > 0
+    assert all(e.request_headers.get("authorization") == f"Bearer {ALICE}" for e in recorder.exchanges)
+    assert recorder.validate(revision) > 0
 
 
 # -- stdio: the local user is trusted -----------------------------------------------------------------------------
