@@ -20,6 +20,7 @@ from mcphost.errors import (
     ClientRequestError,
     ConfigError,
     Forbidden,
+    InsufficientScope,
     McpError,
     PluginError,
     Refused,
@@ -27,6 +28,7 @@ from mcphost.errors import (
     Unauthorized,
 )
 from mcphost.hookspecs import hookimpl
+from mcphost.protocol.auth import bearer_challenge, bearer_token, scope_satisfied
 from mcphost.records import (
     Middleware,
     Prompt,
@@ -46,8 +48,9 @@ __version__ = "0.1.0"
 
 __all__ = [
     "ClientRequestError", "Completion", "ConfigError", "Connection", "Context", "Deferred", "ElicitResult",
-    "Forbidden", "McpError", "Middleware", "PluginError", "Principal", "Prompt", "Provenance", "Refused",
-    "Resource", "ResourceTemplate", "Session", "Tool", "ToolError", "ToolResult", "Unauthorized", "__version__",
-    "audio", "embedded_resource", "hookimpl", "image", "message", "middleware", "prompt", "resource",
-    "resource_contents", "resource_link", "resource_template", "text", "tool",
+    "Forbidden", "InsufficientScope", "McpError", "Middleware", "PluginError", "Principal", "Prompt",
+    "Provenance", "Refused", "Resource", "ResourceTemplate", "Session", "Tool", "ToolError", "ToolResult",
+    "Unauthorized", "__version__", "audio", "bearer_challenge", "bearer_token", "embedded_resource", "hookimpl",
+    "image", "message", "middleware", "prompt", "resource", "resource_contents", "resource_link",
+    "resource_template", "scope_satisfied", "text", "tool",
 ]

@@ -1,8 +1,9 @@
 """The ASGI application: Quart for every route, a lean handler for the MCP endpoint.
 
-Quart owns lifespan (host startup and shutdown), plugin routes (``mcphost_routes``) and
-anything else; requests to the MCP path skip Quart's per-request machinery and go straight
-to :class:`~mcphost.transports.http.HttpTransport`. Request bodies above the configured limit
+Quart owns lifespan (host startup and shutdown), plugin routes (``mcphost_routes``), the
+protected resource metadata (RFC 9728, when an auth plugin contributes it) and anything else;
+requests to the MCP path skip Quart's per-request machinery and go straight to
+:class:`~mcphost.transports.http.HttpTransport`. Request bodies above the configured limit
 are refused with 413 on every route before they are read.
 
 ``/healthz`` (liveness) and ``/readyz`` (readiness) are answered here too, without Quart and
@@ -14,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 import orjson
-from quart import Quart
+from quart import Quart, Response, request
 
 from mcphost.host import Host
 from mcphost.transports.http import HttpTransport, Receive, Scope, Send, respond_unread
@@ -36,6 +37,7 @@ class McpApp:
         @self.quart.before_serving
         async def startup() -> None:
             await host.start(freeze_gc=freeze_gc)
+            host.resource_server.warn_unset_url()
             await self.transport.start()
 
         @self.quart.after_serving
@@ -43,7 +45,27 @@ class McpApp:
             await self.transport.stop()
             await host.stop()
 
+        for index, path in enumerate(host.resource_server.metadata_paths()):
+            self.quart.add_url_rule(path, f"mcphost_protected_resource_{index}", self._metadata,
+                                    methods=["GET", "HEAD", "OPTIONS", "POST", "PUT", "PATCH", "DELETE"],
+                                    provide_automatic_options=False)
         host.pm.hook.mcphost_routes(app=self.quart)
+
+    async def _metadata(self) -> Response:
+        """The protected resource metadata document: public, read-only, readable cross-origin."""
+        # Whatever body came (bounded by MAX_CONTENT_LENGTH and Quart's body timeout) is read, so
+        # the connection stays usable for the client's next request.
+        await request.get_data()
+        document = self.host.resource_server.metadata(request.scheme, request.headers.get("host", ""))
+        if document is None:
+            return _json({"error": "Not found"}, 404)
+        cors = {"access-control-allow-origin": "*"}
+        if request.method == "OPTIONS":  # a browser's preflight (clients send MCP-Protocol-Version)
+            return Response(b"", 204, {**cors, "access-control-allow-methods": "GET, HEAD, OPTIONS",
+                                       "access-control-allow-headers": "*", "access-control-max-age": "86400"})
+        if request.method not in ("GET", "HEAD"):
+            return _json({"error": f"Method {request.method} not allowed"}, 405, {"allow": "GET, HEAD, OPTIONS"})
+        return _json(document, 200, cors)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
@@ -94,6 +116,10 @@ HEALTH_PATHS = {"/healthz": "live", "/readyz": "ready"}
 def create_app(host: Host, *, freeze_gc: bool = False) -> McpApp:
     """The ASGI app serving ``host``."""
     return McpApp(host, freeze_gc=freeze_gc)
+
+
+def _json(body: object, status: int, headers: dict[str, str] | None = None) -> Response:
+    return Response(orjson.dumps(body), status, headers, content_type="application/json")
 
 
 def _content_length(scope: Scope) -> int | None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import dataclasses
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -21,12 +22,18 @@ import pluggy
 
 from mcphost.errors import PluginError
 from mcphost.plugins import PluginInfo, call_impl, impls, mark_failed
+from mcphost.protocol.auth import SCOPE_TOKEN, scope_satisfied
 from mcphost.protocol.errors import invalid_params
 from mcphost.protocol.modern import check_x_mcp_headers, x_mcp_headers
 from mcphost.protocol.uritemplate import UriTemplate, UriTemplateError
 from mcphost.records import TOOL_NAME, Prompt, Provenance, Resource, ResourceTemplate, Tool, stamped
 
 log = logging.getLogger("mcphost.catalog")
+
+#: What a caller may use: None for everything (a trusted local client), else the scopes its token grants.
+Grant = frozenset[str] | None
+NO_SCOPES: frozenset[str] = frozenset()
+_FILTER_CACHE_SIZE = 256
 
 CATALOG_HOOKS: tuple[tuple[str, type, str], ...] = (
     ("mcphost_tools", Tool, "tools"),
@@ -70,7 +77,11 @@ class Catalog:
         self.templates: dict[str, TemplateEntry] = {}
         self.prompts: dict[str, Prompt] = {}
         self._descriptor_cache: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        self._scopes_cache: dict[str, list[frozenset[str]]] = {}
+        self._visible_cache: dict[tuple[str, str, frozenset[str]], list[dict[str, Any]]] = {}
         self._capabilities: dict[str, Any] | None = None
+        #: Kinds (``tools``, ``resources``, ``resourceTemplates``, ``prompts``) with a record that needs scopes.
+        self.scoped_kinds: set[str] = set()
 
     # -- building ---------------------------------------------------------------------------
 
@@ -122,7 +133,7 @@ class Catalog:
         staged: list[tuple[str, Any]] = []
         seen: dict[tuple[str, str], Any] = {}
         for kind, record in records:
-            record = stamped(record, provenance)
+            record = _with_checked_scopes(stamped(record, provenance), kind)
             key = (kind, _key(record))
             existing = self._existing(kind, key[1]) or seen.get(key)
             if existing is not None:
@@ -131,6 +142,8 @@ class Catalog:
             seen[key] = record
             staged.append((kind, self._entry(kind, record)))
         for kind, entry in staged:
+            if getattr(entry, "record", entry).scopes:
+                self.scoped_kinds.add(kind)
             if kind == "tools":
                 self.tools[entry.record.name] = entry
             elif kind == "resources":
@@ -220,14 +233,94 @@ class Catalog:
         """Wire descriptors of every record of ``kind`` for ``version``, built once and cached."""
         cached = self._descriptor_cache.get((kind, version))
         if cached is None:
-            source: Iterable[Any] = {
-                "tools": [e.record for e in self.tools.values()],
-                "resources": self.resources.values(),
-                "resourceTemplates": [e.record for e in self.templates.values()],
-                "prompts": self.prompts.values(),
-            }[kind]
+            source = self._records(kind)
             cached = self._descriptor_cache[(kind, version)] = [build(record, version) for record in source]
         return cached
+
+    def visible_descriptors(self, kind: str, version: str, build: Callable[[Any, str], dict[str, Any]],
+                            grant: Grant) -> list[dict[str, Any]]:
+        """The descriptors of ``kind`` whose records ``grant`` covers (all of them when nothing needs scopes).
+
+        Filtered lists are cached per grant, so paging through a long list stays consistent and
+        cheap for each caller, and one caller's view never reaches another with other scopes.
+        """
+        items = self.descriptors(kind, version, build)
+        if grant is None or kind not in self.scoped_kinds:
+            return items
+        key = (kind, version, grant)
+        cached = self._visible_cache.get(key)
+        if cached is None:
+            scopes = self._scopes_cache.get(kind)
+            if scopes is None:
+                scopes = self._scopes_cache[kind] = [record.scopes for record in self._records(kind)]
+            cached = [item for item, needed in zip(items, scopes, strict=True) if permits(grant, needed)]
+            if len(self._visible_cache) >= _FILTER_CACHE_SIZE:
+                self._visible_cache.clear()
+            self._visible_cache[key] = cached
+        return cached
+
+    def required_scopes(self, method: str, params: Mapping[str, Any]) -> frozenset[str]:
+        """The scopes the record a request targets needs (empty when none, or the target is unknown)."""
+        if not self.scoped_kinds:
+            return NO_SCOPES
+        record: Any = None
+        if method in ("tools/call", "prompts/get"):
+            name = params.get("name")
+            if isinstance(name, str):
+                entry = self.tools.get(name) if method == "tools/call" else self.prompts.get(name)
+                record = getattr(entry, "record", entry)
+        elif method == "resources/read":
+            uri = params.get("uri")
+            found = self.find_resource(uri) if isinstance(uri, str) else None
+            record = found[0] if found is not None else None
+        elif method == "completion/complete":
+            ref = params.get("ref")
+            if isinstance(ref, dict):
+                if ref.get("type") == "ref/prompt" and isinstance(ref.get("name"), str):
+                    record = self.prompts.get(ref["name"])
+                elif ref.get("type") == "ref/resource" and isinstance(ref.get("uri"), str):
+                    entry = self.templates.get(ref["uri"])
+                    record = entry.record if entry is not None else None
+        return record.scopes if record is not None else NO_SCOPES
+
+    def _records(self, kind: str) -> Iterable[Any]:
+        return {
+            "tools": [e.record for e in self.tools.values()],
+            "resources": self.resources.values(),
+            "resourceTemplates": [e.record for e in self.templates.values()],
+            "prompts": self.prompts.values(),
+        }[kind]
+
+
+def grant_of(principal: Any, trusted: bool) -> Grant:
+    """What a caller may use: its token's scopes; everything for a trusted anonymous (local) client;
+    nothing that needs a scope for an anonymous network client."""
+    if principal is not None:
+        return frozenset(principal.scopes)
+    return None if trusted else NO_SCOPES
+
+
+def permits(grant: Grant, needed: frozenset[str]) -> bool:
+    """Whether a caller holding ``grant`` may use a record that needs ``needed``."""
+    if not needed or grant is None:
+        return True
+    return all(scope_satisfied(grant, scope) for scope in needed)
+
+
+def _with_checked_scopes(record: Any, kind: str) -> Any:
+    """``record`` with its scopes as a frozenset of valid scope tokens; PluginError otherwise."""
+    scopes = record.scopes
+    if isinstance(scopes, frozenset) and all(isinstance(s, str) and SCOPE_TOKEN.match(s) for s in scopes):
+        return record
+    where = f"{_noun(kind)} {_key(record)!r}"
+    if isinstance(scopes, str) or not isinstance(scopes, Iterable):
+        raise PluginError(f"{where}: scopes must be a list of scope strings, not {type(scopes).__name__}")
+    scopes = list(scopes)
+    for scope in scopes:
+        if not isinstance(scope, str) or not SCOPE_TOKEN.match(scope):
+            raise PluginError(f"{where}: invalid scope {scope!r} (printable ASCII without spaces, quotes or "
+                              "backslashes)")
+    return dataclasses.replace(record, scopes=frozenset(scopes))
 
 
 def _key(record: Any) -> str:

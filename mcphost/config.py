@@ -22,6 +22,7 @@ import jsonschema
 import platformdirs
 
 from mcphost.errors import ConfigError
+from mcphost.protocol.auth import canonical_resource_url
 
 ENV_CONFIG = "MCPHOST_CONFIG"
 FILE_NAME = "mcphost.toml"
@@ -89,6 +90,13 @@ class ServerSettings:
     task_poll_interval_ms: int = 500
     #: Tasks this process runs at once; beyond this, calls that would become tasks get -32000.
     max_tasks: int = 1000
+    #: The canonical URL of the MCP endpoint as clients reach it (``https://mcp.example.com/mcp``):
+    #: the ``resource`` of the protected resource metadata and the audience tokens must name.
+    #: Unset: derived from each request (scheme, Host, path), which is wrong behind most proxies.
+    resource_url: str | None = None
+    #: With an auth plugin installed, let requests that no plugin authenticates through as
+    #: anonymous (they hold no scopes) instead of answering 401.
+    allow_anonymous: bool = False
 
 
 @dataclass(frozen=True)
@@ -198,6 +206,11 @@ def config_from_dict(data: Mapping[str, Any], *, env: Mapping[str, str] | None =
     values = {name: _coerce(name, fields[name].type, value, source) for name, value in server_data.items()}
     server = ServerSettings(**values)
     _check_server(server, source)
+    if server.resource_url is not None:
+        try:
+            server = dataclasses.replace(server, resource_url=canonical_resource_url(server.resource_url))
+        except ValueError as exc:
+            raise ConfigError(f"{source}: server.resource_url: {exc}") from None
 
     plugins = dict(data.get("plugins", {}))
     block = plugins.pop("block", [])

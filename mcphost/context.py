@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 if TYPE_CHECKING:
-    from mcphost.sessions.session import Session
+    from mcphost.sessions.session import Principal, Session
 
 LogLevel = Literal["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"]
 
@@ -34,6 +34,7 @@ class Scope(Protocol):
     """What the kernel provides behind a Context (one per request)."""
 
     session: Session
+    principal: Principal | None
     request_id: Any
     method: str
     host: Any
@@ -61,6 +62,16 @@ class Context:
     def session(self) -> Session:
         """The client's session: id, principal, client info and capabilities, assigns."""
         return self._scope.session
+
+    @property
+    def principal(self) -> Principal | None:
+        """Who sent this request, as an auth plugin established it (None: anonymous or local).
+
+        Prefer it to ``session.principal``: a session-era client may refresh its token (new
+        scopes, same identity) mid-session, and this is the one that came with this request.
+        The raw bearer token is not here unless the auth plugin put it on ``principal.token``.
+        """
+        return self._scope.principal
 
     @property
     def host(self) -> Any:

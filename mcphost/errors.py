@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
+from mcphost.protocol.auth import bearer_challenge
 from mcphost.protocol.errors import McpError
 
 
@@ -32,12 +35,20 @@ class Refused(Exception):
 
 
 class Unauthorized(Refused):
-    """401: credentials are missing or invalid. ``challenge`` becomes ``WWW-Authenticate``."""
+    """401: credentials are missing or invalid. ``challenge`` becomes ``WWW-Authenticate``.
+
+    Give ``error`` (``"invalid_token"``) instead of a challenge and the host writes
+    ``Bearer error="invalid_token", error_description="<message>"`` with the values escaped.
+    Over HTTP the host adds ``resource_metadata`` and ``scope`` to any Bearer challenge that lacks
+    them (see docs/auth.md).
+    """
 
     status = 401
 
-    def __init__(self, message: str = "Unauthorized", *, challenge: str = "Bearer",
+    def __init__(self, message: str = "Unauthorized", *, challenge: str | None = None, error: str | None = None,
                  headers: dict[str, str] | None = None) -> None:
+        if challenge is None:
+            challenge = bearer_challenge(error=error, description=message if error else None)
         merged = {"WWW-Authenticate": challenge, **(headers or {})}
         super().__init__(message, headers=merged)
 
@@ -46,6 +57,23 @@ class Forbidden(Refused):
     """403: the client is known but may not do this."""
 
     status = 403
+
+
+class InsufficientScope(Forbidden):
+    """403: the token lacks scopes the operation needs.
+
+    ``scopes`` are *all* the scopes the operation needs (clients add them to what they hold
+    and ask for a new token); they go into one
+    ``Bearer error="insufficient_scope", scope="...", error_description="..."`` challenge.
+    Raised by the host for records declared with ``scopes=[...]``; a handler may raise it too
+    (over HTTP it then reaches the client as a JSON-RPC error, the response having started).
+    """
+
+    def __init__(self, scopes: Iterable[str], message: str | None = None) -> None:
+        self.scopes = tuple(sorted(set(scopes)))
+        message = message or f"Insufficient scope: this operation needs {' '.join(self.scopes) or 'more access'}"
+        challenge = bearer_challenge(error="insufficient_scope", scope=self.scopes, description=message)
+        super().__init__(message, headers={"WWW-Authenticate": challenge})
 
 
 class PluginError(Exception):
@@ -70,5 +98,5 @@ class ClientRequestError(Exception):
         self.data = data
 
 
-__all__ = ["ClientRequestError", "ConfigError", "Forbidden", "McpError", "PluginError", "Refused",
-           "ToolError", "Unauthorized"]
+__all__ = ["ClientRequestError", "ConfigError", "Forbidden", "InsufficientScope", "McpError", "PluginError",
+           "Refused", "ToolError", "Unauthorized"]

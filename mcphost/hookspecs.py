@@ -61,7 +61,8 @@ def mcphost_connect(session: Session, request: Connection) -> None:
     """A client connected: once per stdio process, once per HTTP request.
 
     ``session`` is the client's session; ``request`` describes the connection (transport,
-    headers, remote address, principal). Raise :class:`mcphost.Unauthorized` (401 with a
+    headers, remote address, principal). The headers never include ``Authorization``: only
+    ``mcphost_authenticate`` sees credentials. Raise :class:`mcphost.Unauthorized` (401 with a
     challenge) or :class:`mcphost.Forbidden` (403) to refuse the client. May set
     ``session.assigns`` and narrow ``session.allowed_tools`` / ``allowed_prompts`` /
     ``allowed_templates``; the narrowing applies to listings and calls alike. The return
@@ -109,14 +110,27 @@ def mcphost_exception(request: RequestInfo, exception: BaseException) -> None:
 def mcphost_authenticate(request: Connection) -> Principal | None:
     """Turn the request's credentials into a :class:`mcphost.Principal`.
 
-    Return ``None`` when this plugin has no opinion; the first principal returned wins.
-    Raise :class:`mcphost.Unauthorized` with a challenge to refuse.
+    Fires on every HTTP request (any method, both protocol eras) before the session is looked
+    up; never over stdio. ``request.headers`` includes ``authorization`` (read it with
+    :func:`mcphost.bearer_token`). Return ``None`` when this plugin has no opinion; the first
+    principal returned wins. When none does and an auth plugin is installed, the host answers
+    401 with a challenge (unless ``[server] allow_anonymous``). Raise
+    :class:`mcphost.Unauthorized` (``error="invalid_token"``) to refuse; the host completes the
+    challenge with ``resource_metadata`` and ``scope`` and escapes it. Any other exception is a
+    503 without a challenge. May be async. See docs/auth.md.
     """
 
 
 @hookspec
 def mcphost_protected_resource_metadata(host: Host) -> dict[str, Any] | None:
-    """Fields for the RFC 9728 protected resource metadata document; dicts are merged in order."""
+    """Fields for the RFC 9728 protected resource metadata document, collected once at startup.
+
+    ``authorization_servers`` and ``scopes_supported`` are merged as ordered unions across
+    plugins, other fields in plugin order (later wins); the host sets ``resource`` (the
+    canonical URL) and ``bearer_methods_supported`` itself. With at least one contribution
+    naming an authorization server, the document is served at
+    ``/.well-known/oauth-protected-resource<mcp path>`` and the root form. May be async.
+    """
 
 
 # -- per-request middleware ------------------------------------------------------------------------

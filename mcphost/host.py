@@ -17,6 +17,7 @@ from typing import Any
 
 import pluggy
 
+from mcphost.auth import ResourceServer
 from mcphost.catalog import Catalog
 from mcphost.config import Config, validate_plugin_sections
 from mcphost.errors import PluginError, Refused
@@ -82,6 +83,8 @@ class Host:
         self._started = False
         self._backend_was_healthy = True
         self._server_info: dict[str, dict[str, Any]] = {}
+        #: Canonical URL, protected resource metadata and challenge composition (docs/auth.md).
+        self.resource_server = ResourceServer(self)
 
     # -- configuration and plugins ----------------------------------------------------------
 
@@ -159,6 +162,7 @@ class Host:
             await self.cluster.start()
             assert self.kernel is not None
             self.kernel.join(self.cluster)
+        await self.resource_server.collect()
         for impl in impls(self.pm, "mcphost_startup"):
             await await_maybe(call_impl(impl, host=self))
         self._started = True
@@ -267,6 +271,11 @@ class Host:
     def has_auth(self) -> bool:
         """Whether any plugin authenticates requests."""
         return bool(self._authenticate)
+
+    @property
+    def auth_required(self) -> bool:
+        """Whether an HTTP request no plugin authenticates is refused (401) rather than served anonymously."""
+        return bool(self._authenticate) and not self.config.server.allow_anonymous
 
     async def authenticate(self, connection: Connection) -> Principal | None:
         """Run ``mcphost_authenticate``: the first principal wins; Refused propagates.

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, overload
 
@@ -53,6 +53,8 @@ class Tool:
     task: str = "forbidden"
     signature: sig.Signature | None = field(default=None, repr=False, compare=False)
     provenance: Provenance | None = None
+    #: Scopes a caller's token must grant (hierarchically, see ``mcphost.scope_satisfied``).
+    scopes: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
         if self.task not in TASK_SUPPORT:
@@ -81,6 +83,8 @@ class Resource:
     cache_ttl_ms: int | None = None
     cache_scope: str | None = None
     provenance: Provenance | None = None
+    #: Scopes a caller's token must grant (hierarchically, see ``mcphost.scope_satisfied``).
+    scopes: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
         _check_cache_hints(self.uri, self.cache_ttl_ms, self.cache_scope)
@@ -107,6 +111,8 @@ class ResourceTemplate:
     cache_ttl_ms: int | None = None
     cache_scope: str | None = None
     provenance: Provenance | None = None
+    #: Scopes a caller's token must grant (hierarchically, see ``mcphost.scope_satisfied``).
+    scopes: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
         _check_cache_hints(self.uri_template, self.cache_ttl_ms, self.cache_scope)
@@ -136,6 +142,8 @@ class Prompt:
     completions: Mapping[str, Completer] = field(default_factory=dict)
     context_param: str | None = None
     provenance: Provenance | None = None
+    #: Scopes a caller's token must grant (hierarchically, see ``mcphost.scope_satisfied``).
+    scopes: frozenset[str] = frozenset()
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.fn(*args, **kwargs)
@@ -170,29 +178,39 @@ def _description(fn: Handler, given: str | None) -> str | None:
     return given if given is not None else sig.docstring_summary(fn)
 
 
+def _scopes(given: Iterable[str] | None) -> frozenset[str]:
+    if given is None:
+        return frozenset()
+    if isinstance(given, str):
+        raise TypeError(f"scopes must be a list of scope strings, not the string {given!r}")
+    return frozenset(given)
+
+
 @overload
 def tool(fn: Handler, /) -> Tool: ...
 @overload
 def tool(*, name: str | None = ..., title: str | None = ..., description: str | None = ...,
          input_schema: Mapping[str, Any] | None = ..., output_schema: Mapping[str, Any] | None = ...,
          annotations: Mapping[str, Any] | None = ..., icons: list[Mapping[str, Any]] | None = ...,
-         meta: Mapping[str, Any] | None = ..., thread: bool = ..., task: str = ...
-         ) -> Callable[[Handler], Tool]: ...
+         meta: Mapping[str, Any] | None = ..., thread: bool = ..., task: str = ...,
+         scopes: Iterable[str] | None = ...) -> Callable[[Handler], Tool]: ...
 
 
 def tool(fn: Handler | None = None, /, *, name: str | None = None, title: str | None = None,
          description: str | None = None, input_schema: Mapping[str, Any] | None = None,
          output_schema: Mapping[str, Any] | None = None, annotations: Mapping[str, Any] | None = None,
          icons: list[Mapping[str, Any]] | None = None, meta: Mapping[str, Any] | None = None,
-         thread: bool = False, task: str = "forbidden") -> Any:
+         thread: bool = False, task: str = "forbidden", scopes: Iterable[str] | None = None) -> Any:
     """Turn a function into a :class:`Tool`.
 
     The input schema comes from the signature, the description from the docstring and the
     output schema from the return annotation when it is structured; explicit arguments win.
     ``thread=True`` runs a blocking synchronous handler in a worker thread. ``task`` says
     whether a 2026-07-28 call may outlive its request as a task: ``"forbidden"`` (the
-    default), ``"optional"`` or ``"required"`` (see ``Context.start_task``).
+    default), ``"optional"`` or ``"required"`` (see ``Context.start_task``). ``scopes`` are the
+    OAuth scopes a caller needs to see and call the tool (docs/auth.md).
     """
+    required = _scopes(scopes)
 
     def build(handler: Handler) -> Tool:
         inspected = sig.inspect_signature(handler, context_type=Context)
@@ -209,6 +227,7 @@ def tool(fn: Handler | None = None, /, *, name: str | None = None, title: str | 
             thread=thread,
             task=task,
             signature=inspected,
+            scopes=required,
         )
 
     return build(fn) if fn is not None else build
@@ -218,12 +237,14 @@ def resource(uri: str, *, name: str | None = None, title: str | None = None, des
              mime_type: str | None = None, size: int | None = None,
              annotations: Mapping[str, Any] | None = None, icons: list[Mapping[str, Any]] | None = None,
              meta: Mapping[str, Any] | None = None, cache_ttl_ms: int | None = None,
-             cache_scope: str | None = None) -> Callable[[Handler], Resource]:
+             cache_scope: str | None = None, scopes: Iterable[str] | None = None) -> Callable[[Handler], Resource]:
     """Turn a function returning text, bytes or contents into a :class:`Resource` at ``uri``.
 
     ``cache_ttl_ms`` / ``cache_scope`` set the 2026-07-28 cache hints of its ``resources/read``
-    results (``"private"`` when the contents depend on the caller).
+    results (``"private"`` when the contents depend on the caller); ``scopes`` the OAuth scopes a
+    caller needs (docs/auth.md).
     """
+    required = _scopes(scopes)
 
     def build(handler: Handler) -> Resource:
         inspected = sig.inspect_signature(handler, context_type=Context)
@@ -233,7 +254,7 @@ def resource(uri: str, *, name: str | None = None, title: str | None = None, des
                         description=_description(handler, description), title=title, mime_type=mime_type,
                         size=size, annotations=annotations, icons=tuple(icons or ()), meta=meta,
                         context_param=inspected.context_param, cache_ttl_ms=cache_ttl_ms,
-                        cache_scope=cache_scope)
+                        cache_scope=cache_scope, scopes=required)
 
     return build
 
@@ -243,8 +264,10 @@ def resource_template(uri_template: str, *, name: str | None = None, title: str 
                       annotations: Mapping[str, Any] | None = None,
                       icons: list[Mapping[str, Any]] | None = None, meta: Mapping[str, Any] | None = None,
                       completions: Mapping[str, Completer] | None = None, cache_ttl_ms: int | None = None,
-                      cache_scope: str | None = None) -> Callable[[Handler], ResourceTemplate]:
-    """Turn a function taking the template's variables into a :class:`ResourceTemplate` (cache hints: see resource)."""
+                      cache_scope: str | None = None, scopes: Iterable[str] | None = None
+                      ) -> Callable[[Handler], ResourceTemplate]:
+    """Turn a function of the template's variables into a :class:`ResourceTemplate` (hints, scopes: see resource)."""
+    required = _scopes(scopes)
 
     def build(handler: Handler) -> ResourceTemplate:
         inspected = sig.inspect_signature(handler, context_type=Context)
@@ -253,22 +276,25 @@ def resource_template(uri_template: str, *, name: str | None = None, title: str 
                                 mime_type=mime_type, annotations=annotations, icons=tuple(icons or ()),
                                 meta=meta, completions=dict(completions or {}),
                                 context_param=inspected.context_param, cache_ttl_ms=cache_ttl_ms,
-                                cache_scope=cache_scope)
+                                cache_scope=cache_scope, scopes=required)
 
     return build
 
 
 def prompt(fn: Handler | None = None, /, *, name: str | None = None, title: str | None = None,
            description: str | None = None, icons: list[Mapping[str, Any]] | None = None,
-           meta: Mapping[str, Any] | None = None, completions: Mapping[str, Completer] | None = None) -> Any:
+           meta: Mapping[str, Any] | None = None, completions: Mapping[str, Completer] | None = None,
+           scopes: Iterable[str] | None = None) -> Any:
     """Turn a function of string arguments into a :class:`Prompt`."""
+    required = _scopes(scopes)
 
     def build(handler: Handler) -> Prompt:
         inspected = sig.inspect_signature(handler, context_type=Context)
         return Prompt(name=name or handler.__name__, fn=handler,
                       arguments=tuple(sig.prompt_arguments(handler, context_type=Context)),
                       description=_description(handler, description), title=title, icons=tuple(icons or ()),
-                      meta=meta, completions=dict(completions or {}), context_param=inspected.context_param)
+                      meta=meta, completions=dict(completions or {}), context_param=inspected.context_param,
+                      scopes=required)
 
     return build(fn) if fn is not None else build
 

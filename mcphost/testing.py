@@ -76,7 +76,9 @@ class MemoryClient:
         if not self.host._started:
             await self.host.start()
             self._started_host = True
-        self.session = self.host.new_session()
+        self.session = self.host.new_session(self.connection.principal)
+        # Like stdio, an in-memory client is local; one posing as HTTP is treated as a network client.
+        self.session.trusted = self.connection.transport != "http"
         self.session.outlet = self._receive
         try:
             await self.host.connect(self.session, self.connection)

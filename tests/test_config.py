@@ -151,7 +151,7 @@ def test_every_server_field_has_an_env_override(monkeypatch: pytest.MonkeyPatch)
     env = {}
     wanted = {}
     for field in ServerSettings.__dataclass_fields__.values():
-        if field.name in ("path", "log_level", "port", "state_keys"):
+        if field.name in ("path", "log_level", "port", "state_keys", "resource_url"):
             continue  # values with their own checks, covered elsewhere
         env[f"MCPHOST_{field.name.upper()}"] = samples[str(field.type)]
         wanted[field.name] = expected[str(field.type)]

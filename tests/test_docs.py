@@ -58,17 +58,20 @@ async def test_hello_plugin_example_works():
     assert [n["params"]["progress"] for n in client.notifications] == [1]
 
 
-async def test_token_auth_example_refuses_and_narrows():
-    auth = load_example("token_auth_plugin")
-    host = make_host(auth, load_example("hello_plugin"))
+async def test_token_auth_example_authenticates_and_narrows():
+    host = make_host(load_example("token_auth_plugin"), load_example("hello_plugin"))
+    host.prepare()
+    assert host.auth_required
+    assert await host.authenticate(Connection(transport="http", headers={})) is None  # then the host says 401
     with pytest.raises(mcphost.Unauthorized) as refused:
-        async with MemoryClient(host, connection=Connection(transport="http", headers={})):
-            pass
+        await host.authenticate(Connection(transport="http", headers={"authorization": "Bearer wrong"}))
     assert refused.value.status == 401
-    assert refused.value.headers["WWW-Authenticate"] == 'Bearer realm="mcphost"'
-    good = Connection(transport="http", headers={"authorization": "Bearer s3cret"})
-    async with MemoryClient(host, connection=good) as client:
-        assert client.session.assigns["user"] == "alice"
+    assert refused.value.headers["WWW-Authenticate"] == (
+        'Bearer error="invalid_token", error_description="Unknown token"')
+    principal = await host.authenticate(Connection(transport="http", headers={"authorization": "bearer s3cret"}))
+    assert principal is not None and principal.subject == "alice" and principal.scopes == {"notes:read"}
+    async with MemoryClient(host, connection=Connection(transport="http", principal=principal)) as client:
+        assert client.session.allowed_tools == {"echo", "shout"}
         assert [t["name"] for t in await client.list_tools()] == ["shout"]
     async with MemoryClient(host, connection=Connection(transport="stdio")) as client:
-        assert client.session.assigns == {}
+        assert client.session.allowed_tools is None

@@ -438,7 +438,7 @@ async def test_mcphost_disconnect_and_terminate_errors_are_logged_and_swallowed(
     assert host.failures.counts == {("Clumsy-1", "mcphost_disconnect"): 2, ("Clumsy-1", "mcphost_terminate"): 2}
 
 
-# -- auth (specs only: the HTTP transport that calls them arrives later) -----------------------------
+# -- auth (the specs; tests/test_auth.py and test_http_auth.py cover the behaviour) --------------------------
 
 
 def test_mcphost_authenticate_spec_accepts_implementations() -> None:

@@ -118,7 +118,8 @@ def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def start(root: Path) -> HttpServer:
-    return HttpServer(root, plugins=PLUGINS, env=probe_env(root, {"MCPHOST_STATE_KEYS": STATE_KEY}))
+    return HttpServer(root, plugins=PLUGINS, env=probe_env(root, {"MCPHOST_STATE_KEYS": STATE_KEY,
+                                                                 "MCPHOST_ALLOW_ANONYMOUS": "true"}))
 
 
 @pytest.fixture(scope="module")

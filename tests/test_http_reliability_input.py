@@ -49,7 +49,8 @@ def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def server(root: Path) -> Iterator[HttpServer]:
-    server = HttpServer(root, plugins=PLUGINS, env=probe_env(root))
+    # httpauth leaves requests without X-Test-User anonymous: let those through.
+    server = HttpServer(root, plugins=PLUGINS, env=probe_env(root, {"MCPHOST_ALLOW_ANONYMOUS": "true"}))
     yield server
     server.stop()
 
@@ -691,7 +692,7 @@ def test_e5_a_non_loopback_bind_starts_with_an_opt_in(tmp_path: Path, how: str) 
     elif how == "allowed_hosts":
         config = '[server]\nallowed_hosts = ["mcp.example.com", "127.0.0.1"]\n'
     else:
-        plugins, env = "demo,httpauth", probe_env(tmp_path)
+        plugins, env = "demo,httpauth", probe_env(tmp_path, {"MCPHOST_ALLOW_ANONYMOUS": "true"})
     server = HttpServer(tmp_path, plugins=plugins, args=args, config=config, env=env)
     try:
         with httpx.Client(timeout=10) as client:

@@ -31,6 +31,8 @@ TASKS = "io.modelcontextprotocol/tasks"
 WITH_TASKS = {"elicitation": {}, "sampling": {}, "extensions": {TASKS: {}}}
 WITHOUT_TASKS = {"elicitation": {}, "sampling": {}}
 PLUGINS = "demo,conformance,httpauth"
+#: httpauth authenticates X-Test-User; requests without it stay anonymous (not 401).
+ANONYMOUS_TOO = {"MCPHOST_ALLOW_ANONYMOUS": "true"}
 TASK_FIELDS = {"taskId", "status", "createdAt", "lastUpdatedAt", "ttlMs", "pollIntervalMs"}
 
 
@@ -95,7 +97,7 @@ def wait_for(client: httpx.Client, server: HttpServer, task_id: str, statuses: s
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HttpServer]:
     root = tmp_path_factory.mktemp("http-tasks")
-    server = HttpServer(root, plugins=PLUGINS, env=probe_env(root))
+    server = HttpServer(root, plugins=PLUGINS, env=probe_env(root, ANONYMOUS_TOO))
     yield server
     server.stop()
 
@@ -310,7 +312,7 @@ def test_listen_for_tasks_without_the_extension_is_32021(server, client):
 # -- expiry, session era, shutdown --------------------------------------------------------------------------------
 
 def test_a_task_is_kept_for_its_ttl_and_then_forgotten(tmp_path: Path):
-    server = HttpServer(tmp_path, plugins=PLUGINS, env=probe_env(tmp_path, {"MCPHOST_TASK_TTL": "1.5"}))
+    server = HttpServer(tmp_path, plugins=PLUGINS, env=probe_env(tmp_path, {**ANONYMOUS_TOO, "MCPHOST_TASK_TTL": "1.5"}))
     try:
         with httpx.Client(timeout=15) as client:
             created = call(client, server, "slow_compute", {"seconds": 0.5})

@@ -20,7 +20,9 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from mcphost.catalog import grant_of, permits
 from mcphost.context import Deferred
+from mcphost.errors import InsufficientScope, Refused
 from mcphost.kernel import handlers
 from mcphost.kernel.modern import MRTR_METHODS, InputRequired, Round
 from mcphost.kernel.tasks import TaskManager, detailed_view
@@ -56,30 +58,30 @@ class RequestInfo:
     or ``"modern"`` (2026-07-28); ``round`` holds the input-required state of a modern request;
     ``connection`` is the transport's :class:`~mcphost.sessions.session.Connection` of the
     exchange that carried the request (HTTP headers, remote address; None for in-memory use).
-    ``principal``, ``protocol_version`` and the owning plugin (``plugin``, ``plugin_version``,
-    ``owner``) are read on demand, so a request nobody asks about pays nothing for them.
+    ``principal`` is who sent this very request (a session-era client may present a refreshed
+    token mid-session; the session keeps the first). ``protocol_version`` and the owning plugin
+    (``plugin``, ``plugin_version``, ``owner``) are read on demand, so a request nobody asks
+    about pays nothing for them.
     """
 
-    __slots__ = ("_catalog", "_owner", "connection", "era", "id", "method", "name", "params", "round", "session")
+    __slots__ = ("_catalog", "_owner", "connection", "era", "id", "method", "name", "params", "principal", "round",
+                 "session")
 
     def __init__(self, session: Session, request_id: RequestId, method: str, params: dict[str, Any],
-                 round: Round | None = None, *, connection: Connection | None = None, catalog: Any = None) -> None:
+                 round: Round | None = None, principal: Principal | None = None, *,
+                 connection: Connection | None = None, catalog: Any = None) -> None:
         self.session = session
         self.id = request_id
         self.method = method
         self.params = params
         self.era = session.era
         self.round = round
+        self.principal = session.principal if principal is None else principal
         self.connection = connection
         self._catalog = catalog
         self._owner: Any = _UNKNOWN
         name = params.get("name", params.get("uri"))
         self.name = name if isinstance(name, str) else None
-
-    @property
-    def principal(self) -> Principal | None:
-        """Who is calling, as an auth hook established it (None: anonymous)."""
-        return self.session.principal
 
     @property
     def protocol_version(self) -> str | None:
@@ -156,12 +158,15 @@ class Kernel:
 
     # -- entry points for transports ------------------------------------------------------
 
-    def receive(self, session: Session, message: Any, connection: Connection | None = None) -> Reply | None:
+    def receive(self, session: Session, message: Any, connection: Connection | None = None,
+                principal: Principal | None = None) -> Reply | None:
         """Take one decoded message from ``session``'s client.
 
         Returns a future resolving to the reply for requests (and an already-resolved one for
         invalid messages), ``None`` for notifications and responses, which get no reply.
-        ``connection`` is the transport exchange that carried it (middleware sees it).
+        ``connection`` is the transport exchange that carried it (middleware sees it);
+        ``principal`` is who sent it, when the transport authenticated this message itself
+        (default: the session's principal).
         """
         session.last_active = time.time()
         try:
@@ -169,14 +174,15 @@ class Kernel:
         except McpError as exc:
             return _done(jsonrpc.error(jsonrpc.readable_id(message), exc))
         if kind is Kind.REQUEST:
-            return self._start(session, message, connection)
+            return self._start(session, message, connection, principal)
         if kind is Kind.NOTIFICATION:
             self._on_notification(session, message)
         else:
             self._on_response(session, message)
         return None
 
-    def _start(self, session: Session, message: Message, connection: Connection | None) -> Reply:
+    def _start(self, session: Session, message: Message, connection: Connection | None,
+               principal: Principal | None = None) -> Reply:
         request_id = message["id"]
         if request_id in session.inflight:
             return _done(jsonrpc.error(request_id, McpError(
@@ -184,10 +190,25 @@ class Kernel:
         if len(session.inflight) >= self.settings.max_inflight:
             return _done(jsonrpc.error(request_id, McpError(
                 SERVER_BUSY, "Too many requests in flight on this session; retry later")))
-        task = asyncio.get_running_loop().create_task(self._run(session, message, connection))
+        task = asyncio.get_running_loop().create_task(self._run(session, message, connection, principal))
         session.inflight[request_id] = task
         task.add_done_callback(functools.partial(_forget, session, request_id))
         return task
+
+    def authorize(self, message: Any, principal: Principal | None, trusted: bool = False) -> None:
+        """Raise :class:`InsufficientScope` when ``message`` targets a record its sender may not use.
+
+        Transports call this before they start answering (over HTTP the refusal is a 403 with a
+        challenge, which cannot follow a started response); handlers check again for everyone
+        else. Costs nothing while no record declares scopes.
+        """
+        catalog = self.host.catalog
+        if not catalog.scoped_kinds or not isinstance(message, dict) or not isinstance(message.get("method"), str):
+            return
+        params = message.get("params")
+        needed = catalog.required_scopes(message["method"], params if isinstance(params, dict) else {})
+        if needed and not permits(grant_of(principal, trusted), needed):
+            raise InsufficientScope(needed)
 
     def modern_session(self, request: ModernRequest, principal: Any, outlet: Any) -> Session:
         """The short-lived session of one 2026-07-28 request (never stored, never listed)."""
@@ -224,8 +245,8 @@ class Kernel:
         """Run a 2026-07-28 request: a complete (stamped) result, or an InputRequiredResult."""
         round = self._open_round(session, method, params) if method in MRTR_METHODS else None
         try:
-            result = await self._call(RequestInfo(session, request_id, method, params, round, connection=connection,
-                                                  catalog=self.host.catalog))
+            result = await self._call(RequestInfo(session, request_id, method, params, round, session.principal,
+                                                  connection=connection, catalog=self.host.catalog))
             if round is not None and round.asked:
                 raise InputRequired  # the handler swallowed the signal; its questions still stand
         except InputRequired:
@@ -268,12 +289,14 @@ class Kernel:
         result["_meta"] = meta
         if method in CACHEABLE and result["resultType"] == "complete":
             retried = params.get("requestState") is not None or params.get("inputResponses") is not None
-            private = retried or _personal(session) or result.get("cacheScope") == "private"
+            personal = retried or _personal(session) or bool(self.host.catalog.scoped_kinds)
+            private = personal or result.get("cacheScope") == "private"
             result["ttlMs"] = 0 if retried else result.get("ttlMs", self.settings.cache_ttl_ms)
             result["cacheScope"] = "private" if private else "public"
         return result
 
-    async def _run(self, session: Session, message: Message, connection: Connection | None) -> Message | None:
+    async def _run(self, session: Session, message: Message, connection: Connection | None,
+                   principal: Principal | None = None) -> Message | None:
         """Run one request of either era in its task; the reply, or None when it was cancelled."""
         request_id, method = message["id"], message["method"]
         params = message.get("params") or {}
@@ -281,11 +304,13 @@ class Kernel:
             if session.era == "modern":
                 result = await self._answer_modern(session, request_id, method, params, connection)
             else:
-                result = await self._call(RequestInfo(session, request_id, method, params, connection=connection,
-                                                      catalog=self.host.catalog))
+                result = await self._call(RequestInfo(session, request_id, method, params, None, principal,
+                                                      connection=connection, catalog=self.host.catalog))
             reply = jsonrpc.result(request_id, result)
         except McpError as exc:
             reply = jsonrpc.error(request_id, exc)
+        except Refused as exc:  # the response has started: the refusal travels as a JSON-RPC error
+            reply = jsonrpc.error(request_id, refusal_error(exc))
         except asyncio.CancelledError:
             if session.inflight.get(request_id) is asyncio.current_task():
                 return None  # cancelled on purpose: the client gets no reply
@@ -480,6 +505,12 @@ SERVER_INFO = "io.modelcontextprotocol/serverInfo"
 SUBSCRIPTION_ID = "io.modelcontextprotocol/subscriptionId"
 CACHEABLE = frozenset({"server/discover", "tools/list", "prompts/list", "resources/list", "resources/templates/list",
                        "resources/read"})
+
+
+def refusal_error(exc: Refused) -> McpError:
+    """The JSON-RPC error for a refusal met after the response started (or on stdio)."""
+    data = {"requiredScopes": list(exc.scopes)} if isinstance(exc, InsufficientScope) else None
+    return McpError(INVALID_REQUEST, exc.message, data)
 
 
 def _principal_key(session: Session) -> str | None:

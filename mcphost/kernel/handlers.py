@@ -9,10 +9,10 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from mcphost.catalog import page
+from mcphost.catalog import Grant, grant_of, page, permits
 from mcphost.content import Completion
 from mcphost.context import Context, Deferred
-from mcphost.errors import ClientRequestError, ToolError
+from mcphost.errors import ClientRequestError, InsufficientScope, ToolError
 from mcphost.kernel import results
 from mcphost.kernel.modern import ModernScope
 from mcphost.kernel.scope import RequestScope
@@ -74,8 +74,19 @@ def _progress_token(request: RequestInfo) -> Any:
 def _scope(kernel: Kernel, request: RequestInfo) -> RequestScope:
     token = _progress_token(request)
     if request.round is not None:
-        return ModernScope(kernel, request.session, request.id, request.method, token, round=request.round)
-    return RequestScope(kernel, request.session, request.id, request.method, token)
+        return ModernScope(kernel, request.session, request.id, request.method, token, request.principal,
+                           round=request.round)
+    return RequestScope(kernel, request.session, request.id, request.method, token, request.principal)
+
+
+def _grant(request: RequestInfo) -> Grant:
+    return grant_of(request.principal, request.session.trusted)
+
+
+def _require_scopes(request: RequestInfo, needed: frozenset[str]) -> None:
+    """Refuse a record the caller's token does not cover (transports usually refused it already)."""
+    if needed and not permits(_grant(request), needed):
+        raise InsufficientScope(needed)
 
 
 def _missing_capability(request: RequestInfo, exc: ClientRequestError) -> McpError | None:
@@ -102,7 +113,8 @@ def _listing(kernel: Kernel, request: RequestInfo, capability: str, kind: str,
              field: str = "name") -> dict[str, Any]:
     """One page of the catalog's ``kind`` descriptors, narrowed to the session's allow-list."""
     _require_capability(kernel, request, capability)
-    items = kernel.host.catalog.descriptors(kind, request.session.protocol_version, build)
+    items = kernel.host.catalog.visible_descriptors(kind, request.session.protocol_version, build,
+                                                    _grant(request))
     if allowed is not None:
         items = [item for item in items if item[field] in allowed]
     chunk, next_cursor = page(items, request.params.get("cursor"), kernel.settings.page_size)
@@ -219,6 +231,7 @@ async def call_tool(kernel: Kernel, request: RequestInfo) -> dict[str, Any]:
     entry = kernel.host.catalog.tools.get(name)
     if entry is None or not session.can_see_tool(name):
         raise invalid_params(f"Unknown tool: {name[:100]}")
+    _require_scopes(request, entry.record.scopes)
     arguments = request.params.get("arguments")
     if arguments is None:
         arguments = {}
@@ -302,6 +315,7 @@ async def read_resource(kernel: Kernel, request: RequestInfo) -> dict[str, Any]:
     record, variables = found
     if isinstance(record, ResourceTemplate) and not request.session.can_see_template(record.uri_template):
         raise _not_found(request, uri)
+    _require_scopes(request, record.scopes)
     kwargs: dict[str, Any] = dict(variables)
     if record.context_param:
         kwargs[record.context_param] = Context(_scope(kernel, request))
@@ -353,6 +367,7 @@ def _prompt(kernel: Kernel, request: RequestInfo, name: str) -> Prompt:
     prompt = kernel.host.catalog.prompts.get(name)
     if prompt is None or not request.session.can_see_prompt(name):
         raise invalid_params(f"Unknown prompt: {name[:100]}")
+    _require_scopes(request, prompt.scopes)
     return prompt
 
 
@@ -409,6 +424,7 @@ async def complete(kernel: Kernel, request: RequestInfo) -> dict[str, Any]:
             if uri in kernel.host.catalog.resources:
                 return {"completion": {"values": []}}
             raise invalid_params(f"Unknown resource template: {uri[:200]}")
+        _require_scopes(request, entry.record.scopes)
         completer = entry.record.completions.get(name)
     else:
         raise invalid_params('Invalid params: ref.type must be "ref/prompt" or "ref/resource"')

@@ -21,7 +21,7 @@ from mcphost.errors import ClientRequestError
 from mcphost.protocol import jsonrpc
 from mcphost.protocol.errors import INVALID_PARAMS, METHOD_NOT_FOUND, REQUEST_TIMEOUT
 from mcphost.protocol.versions import at_least
-from mcphost.sessions.session import LOG_RANK, Session
+from mcphost.sessions.session import LOG_RANK, Principal, Session
 
 if TYPE_CHECKING:
     from mcphost.kernel.dispatcher import Kernel
@@ -32,12 +32,13 @@ _ELICIT_ACTIONS = frozenset({"accept", "decline", "cancel"})
 
 
 class RequestScope:
-    __slots__ = ("_kernel", "_last_progress", "method", "progress_token", "request_id", "session")
+    __slots__ = ("_kernel", "_last_progress", "method", "principal", "progress_token", "request_id", "session")
 
     def __init__(self, kernel: Kernel, session: Session, request_id: Any, method: str,
-                 progress_token: Any) -> None:
+                 progress_token: Any, principal: Principal | None = None) -> None:
         self._kernel = kernel
         self.session = session
+        self.principal = session.principal if principal is None else principal
         self.request_id = request_id
         self.method = method
         self.progress_token = progress_token

@@ -27,13 +27,25 @@ LOG_RANK = {level: rank for rank, level in enumerate(LOG_LEVELS)}
 
 @dataclass(frozen=True, slots=True)
 class Principal:
-    """Who is calling, as an auth hook established it. ``None`` on a session means anonymous."""
+    """Who is calling, as an auth hook established it. ``None`` on a session means anonymous.
+
+    ``token`` is empty unless the auth plugin deliberately hands the raw credential to tools
+    (for a token exchange, say). It is never stored, logged, compared or forwarded by the host.
+    """
 
     subject: str
     issuer: str | None = None
     client_id: str | None = None
     scopes: frozenset[str] = frozenset()
     claims: Mapping[str, Any] = field(default_factory=dict)
+    token: str | None = field(default=None, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        # An OAuth ``scope`` claim is one space-separated string: accept it as such.
+        if isinstance(self.scopes, str):
+            object.__setattr__(self, "scopes", frozenset(self.scopes.split()))
+        elif not isinstance(self.scopes, frozenset):
+            object.__setattr__(self, "scopes", frozenset(self.scopes))
 
     @property
     def key(self) -> tuple[str | None, str, str | None]:
@@ -55,7 +67,9 @@ class Connection:
     """One connect of a client, as the lifecycle hooks see it.
 
     stdio connects once per process; HTTP connects once per request, so ``method`` and
-    ``path`` describe that request. ``headers`` keys are lower-case.
+    ``path`` describe that request. ``headers`` keys are lower-case. Only
+    ``mcphost_authenticate`` sees the ``Authorization`` header: every later hook gets the
+    headers without it (the credential is for this server, never for anyone downstream).
     """
 
     transport: str
@@ -64,6 +78,8 @@ class Connection:
     method: str | None = None
     path: str | None = None
     principal: Principal | None = None
+    #: ``http`` or ``https`` as the request reached this process (HTTP only).
+    scheme: str | None = None
 
 
 class Session:
@@ -90,6 +106,7 @@ class Session:
         "principal",
         "protocol_version",
         "subscriptions",
+        "trusted",
     )
 
     def __init__(self, session_id: str, *, principal: Principal | None = None,
@@ -108,6 +125,9 @@ class Session:
         self.subscriptions: set[str] = set()
         self.initialized = False
         self.closed = False
+        # The transport vouches for an anonymous client (stdio: whoever started the process), so
+        # records that need scopes are not withheld from it. Never set for network clients.
+        self.trusted = False
         # "modern" sessions live for one 2026-07-28 request; they are never stored.
         self.era = "legacy"
         self.created_at = self.last_active = time.time()

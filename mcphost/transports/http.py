@@ -32,15 +32,16 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import urlsplit
 
-from mcphost.errors import Refused
+from mcphost.errors import Refused, Unauthorized
 from mcphost.host import Host
 from mcphost.protocol import jsonrpc
+from mcphost.protocol.auth import bearer_challenge, bearer_token
 from mcphost.protocol.era import era_of, request_meta
 from mcphost.protocol.errors import INVALID_REQUEST, PARSE_ERROR, REQUEST_CANCELLED, SERVER_BUSY, McpError
 from mcphost.protocol.modern import ModernError
 from mcphost.protocol.versions import LEGACY_VERSIONS, allows_batches, is_modern
 from mcphost.sessions.backend import BackendUnavailable, UnknownEvent
-from mcphost.sessions.session import Connection, Session
+from mcphost.sessions.session import Connection, Principal, Session
 from mcphost.transports.http_modern import post_modern
 from mcphost.transports.http_modern import wait_disconnect as _wait_disconnect
 
@@ -63,6 +64,15 @@ _SSE_HEADERS = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no
 
 class _Stalled(Exception):
     """An SSE write did not complete within the write timeout."""
+
+
+class _RefusedRequest(Exception):
+    """A refusal of a request whose JSON-RPC id is known (the error body then carries it)."""
+
+    def __init__(self, refused: Refused, request_id: Any) -> None:
+        super().__init__(refused.message)
+        self.refused = refused
+        self.request_id = request_id
 
 
 class HttpError(Exception):
@@ -319,30 +329,66 @@ class HttpTransport:
 
         try:
             self._check_host_and_origin(headers)
+            # Who is calling is settled first, for every method, before any session is looked up.
+            connection = await self._authenticate(scope, headers)
             method = scope["method"]
             if method != "POST" and not headers.get("mcp-session-id") and is_modern(
                     headers.get("mcp-protocol-version", "")):
                 raise HttpError(405, "Method not allowed: 2026-07-28 uses POST only", headers={"allow": "POST"})
             if method == "POST":
-                await self._post(scope, headers, tracked_receive, send)
+                await self._post(scope, headers, connection, tracked_receive, send)
             elif method == "GET":
-                await self._get(scope, headers, tracked_receive, send)
+                await self._get(headers, connection, tracked_receive, send)
             elif method == "DELETE":
-                await self._delete(scope, headers, tracked_receive, send)
+                await self._delete(headers, connection, tracked_receive, send)
             else:
                 raise HttpError(405, "Method not allowed", headers={"allow": "GET, POST, DELETE"})
+        except (Refused, _RefusedRequest) as exc:
+            refused, request_id = (exc.refused, exc.request_id) if isinstance(exc, _RefusedRequest) else (exc, None)
+            error = self._refusal(refused, scope, headers, request_id)
+            await respond_unread(receive, send, error.status, jsonrpc.encode(error.body),
+                                 _closing(error.headers, unread), unread)
         except HttpError as exc:
             await respond_unread(receive, send, exc.status, jsonrpc.encode(exc.body), _closing(exc.headers, unread),
                                  unread)
-        except Refused as exc:
-            body = jsonrpc.encode(jsonrpc.error(None, McpError(INVALID_REQUEST, exc.message)))
-            await respond_unread(receive, send, exc.status, body, _closing(exc.headers, unread), unread)
         except BackendUnavailable as exc:
             log.warning("answering 503: %s", exc)
             body = jsonrpc.encode(jsonrpc.error(None, McpError(
                 SERVER_BUSY, "Service unavailable: session state cannot be reached; retry later")))
             headers = {"retry-after": str(max(1, int(exc.retry_after)))}
             await respond_unread(receive, send, 503, body, _closing(headers, unread), unread)
+
+    def _refusal(self, exc: Refused, scope: Scope, headers: dict[str, str], request_id: Any) -> HttpError:
+        """A plugin's (or the host's) refusal as an HTTP answer; challenges are composed in one place."""
+        extra = self.host.resource_server.response_headers(exc, scope.get("scheme", "http"), headers.get("host", ""))
+        return HttpError(exc.status, exc.message, request_id=request_id, headers=extra)
+
+    # -- authentication -----------------------------------------------------------------------
+
+    async def _authenticate(self, scope: Scope, headers: dict[str, str]) -> Connection:
+        """The request's Connection, with its principal; Refused when the caller may not proceed.
+
+        Only ``mcphost_authenticate`` sees the credentials: the Connection handed on (to the
+        connect hooks, and so to anything a tool can reach) carries no ``Authorization`` header.
+        """
+        client = scope.get("client")
+        remote = f"{client[0]}:{client[1]}" if client else None
+        method, path, scheme = scope["method"], scope["path"], scope.get("scheme", "http")
+        host = self.host
+        if not host.has_auth:
+            return Connection(transport="http", headers=_without_credentials(headers), remote=remote,
+                              method=method, path=path, scheme=scheme)
+        credentials = headers.get("authorization")
+        if credentials is not None:
+            _check_credentials(scope, headers, credentials)
+        principal = await host.authenticate(Connection(transport="http", headers=headers, remote=remote,
+                                                       method=method, path=path, scheme=scheme))
+        if principal is None and host.auth_required:
+            if bearer_token(credentials) is not None:  # a token, but no plugin accepted it
+                raise Unauthorized("Invalid or unknown access token", error="invalid_token")
+            raise Unauthorized("Authentication required")
+        return Connection(transport="http", headers=_without_credentials(headers), remote=remote, method=method,
+                          path=path, principal=principal, scheme=scheme)
 
     # -- checks -------------------------------------------------------------------------------
 
@@ -420,20 +466,10 @@ class HttpTransport:
             raise HttpError(404, "Session not found")
         return session
 
-    async def _connection(self, scope: Scope, headers: dict[str, str]) -> Connection:
-        client = scope.get("client")
-        connection = Connection(transport="http", headers=headers,
-                                remote=f"{client[0]}:{client[1]}" if client else None,
-                                method=scope["method"], path=scope["path"])
-        principal = await self.host.authenticate(connection)
-        if principal is not None:
-            connection = Connection(transport="http", headers=headers, remote=connection.remote,
-                                    method=connection.method, path=connection.path, principal=principal)
-        return connection
-
     # -- POST ---------------------------------------------------------------------------------
 
-    async def _post(self, scope: Scope, headers: dict[str, str], receive: Receive, send: Send) -> None:
+    async def _post(self, scope: Scope, headers: dict[str, str], connection: Connection, receive: Receive,
+                    send: Send) -> None:
         accept = headers.get("accept", "")
         wants_json = "application/json" in accept or "*/*" in accept
         wants_sse = "text/event-stream" in accept or "*/*" in accept
@@ -449,14 +485,15 @@ class HttpTransport:
         version = headers.get("mcp-protocol-version")
         if isinstance(payload, dict) and _era(payload, headers) == "modern":
             try:
-                await post_modern(self, scope, headers, payload, receive, send, _respond)
+                await post_modern(self, connection, headers, payload, receive, send, _respond)
             except ModernError as exc:
                 await _respond(send, exc.status, jsonrpc.encode(jsonrpc.error(jsonrpc.readable_id(payload), exc)), {})
+            except Refused as exc:
+                raise _RefusedRequest(exc, jsonrpc.readable_id(payload)) from None
             return
         if version is not None and version not in LEGACY_VERSIONS:
             raise HttpError(400, f"Bad request: Unsupported protocol version: {version[:40]} "
                                  f"(supported: {', '.join(LEGACY_VERSIONS)})")
-        connection = await self._connection(scope, headers)
         batch = isinstance(payload, list)
         messages = payload if batch else [payload]
         kinds = [_kind(m) for m in messages]
@@ -480,6 +517,13 @@ class HttpTransport:
             session = await self._session(headers, connection)
             if batch and (not payload or not allows_batches(session.protocol_version or "")):
                 raise HttpError(400, "Invalid request: batches are accepted only on 2025-03-26 sessions")
+            # A record the caller's token does not cover is refused before anything is answered:
+            # 403 with an insufficient_scope challenge (an SSE response could only carry an error).
+            for message in requests:
+                try:
+                    self.host.kernel.authorize(message, connection.principal)
+                except Refused as exc:
+                    raise _RefusedRequest(exc, None if batch else message["id"]) from None
         await self._connect(session, connection, discard=is_initialize)
         pumping = False
         try:
@@ -491,8 +535,9 @@ class HttpTransport:
                     raise HttpError(409, f"Request id {message['id']!r} is already in flight on this session",
                                     request_id=message["id"])
             extra = {"mcp-session-id": session.id} if is_initialize else {}
+            principal = connection.principal
             if not requests:
-                replies = [r for r in (self.host.kernel.receive(session, m, connection) for m in messages)
+                replies = [r for r in (self.host.kernel.receive(session, m, connection, principal) for m in messages)
                            if r is not None]
                 if self.shared:
                     await self._persist(session)  # notifications/initialized, say
@@ -503,7 +548,7 @@ class HttpTransport:
                     await _respond(send, 202, b"", extra)
                 return
             if self.settings.json_response:
-                await self._reply_json(session, connection, messages, batch, send, extra)
+                await self._reply_json(session, connection, messages, batch, send, extra, principal)
                 return
             stream = str(state.next_stream)
             state.next_stream += 1
@@ -522,7 +567,7 @@ class HttpTransport:
                     if state.request_streams.get(message["id"]) == stream:
                         del state.request_streams[message["id"]]
                 raise
-            replies = [self.host.kernel.receive(session, m, connection) for m in messages]
+            replies = [self.host.kernel.receive(session, m, connection, principal) for m in messages]
             finisher = asyncio.get_running_loop().create_task(
                 self._finish_stream(session, state, stream, [r for r in replies if r is not None],
                                     [m["id"] for m in requests]))
@@ -602,8 +647,9 @@ class HttpTransport:
                     del state.request_streams[request_id]
 
     async def _reply_json(self, session: Session, connection: Connection, messages: list[Any], batch: bool,
-                          send: Send, extra: dict[str, str]) -> None:
-        replies = [r for r in (self.host.kernel.receive(session, m, connection) for m in messages) if r is not None]
+                          send: Send, extra: dict[str, str], principal: Principal | None) -> None:
+        replies = [r for r in (self.host.kernel.receive(session, m, connection, principal) for m in messages)
+                   if r is not None]
         results = [m for m in [await r for r in replies] if m is not None]
         if not results:
             await _respond(send, 202, b"", extra)
@@ -612,13 +658,12 @@ class HttpTransport:
 
     # -- GET ----------------------------------------------------------------------------------
 
-    async def _get(self, scope: Scope, headers: dict[str, str], receive: Receive, send: Send) -> None:
+    async def _get(self, headers: dict[str, str], connection: Connection, receive: Receive, send: Send) -> None:
         if "text/event-stream" not in headers.get("accept", "") and "*/*" not in headers.get("accept", ""):
             raise HttpError(406, "Not acceptable: Accept must list text/event-stream")
         version = headers.get("mcp-protocol-version")
         if version is not None and version not in LEGACY_VERSIONS:
             raise HttpError(400, f"Bad request: Unsupported protocol version: {version[:40]}")
-        connection = await self._connection(scope, headers)
         session = await self._session(headers, connection)
         await self._connect(session, connection)
         pumping = False
@@ -663,8 +708,7 @@ class HttpTransport:
 
     # -- DELETE -------------------------------------------------------------------------------
 
-    async def _delete(self, scope: Scope, headers: dict[str, str], receive: Receive, send: Send) -> None:
-        connection = await self._connection(scope, headers)
+    async def _delete(self, headers: dict[str, str], connection: Connection, receive: Receive, send: Send) -> None:
         session = await self._session(headers, connection)
         await self._connect(session, connection)
         await self.host.disconnect(session, "complete")
@@ -895,3 +939,32 @@ def _hostname(host: str) -> str:
 
 def _key(principal: Any) -> Any:
     return None if principal is None else principal.key
+
+
+#: Request headers that carry credentials: for ``mcphost_authenticate`` only, never handed on.
+CREDENTIAL_HEADERS = ("authorization", "proxy-authorization")
+
+
+def _without_credentials(headers: dict[str, str]) -> dict[str, str]:
+    if "authorization" not in headers and "proxy-authorization" not in headers:
+        return headers
+    return {name: value for name, value in headers.items() if name not in CREDENTIAL_HEADERS}
+
+
+def _check_credentials(scope: Scope, headers: dict[str, str], credentials: str) -> None:
+    """400 ``invalid_request`` for credentials no plugin should have to guess at.
+
+    Two Authorization header lines, or a Bearer value that is not exactly one token (proxies
+    join duplicate headers with commas), are refused rather than read one way or another.
+    Other schemes are left to the plugins.
+    """
+    raw = scope["headers"]
+    # Repeated header names are rare: only then count (``headers`` kept the last of each name).
+    if len(raw) != len(headers) and sum(1 for name, _ in raw if name.lower() == b"authorization") > 1:
+        problem = "more than one Authorization header"
+    elif credentials.strip().partition(" ")[0].lower() == "bearer" and bearer_token(credentials) is None:
+        problem = "malformed Bearer credentials (exactly one token expected)"
+    else:
+        return
+    raise Refused(f"Bad request: {problem}", status=400,
+                  headers={"WWW-Authenticate": bearer_challenge(error="invalid_request", description=problem)})

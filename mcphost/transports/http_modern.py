@@ -24,6 +24,7 @@ from mcphost.protocol.errors import (
 from mcphost.protocol.modern import ModernError, validate_modern
 
 if TYPE_CHECKING:
+    from mcphost.sessions.session import Connection
     from mcphost.transports.http import HttpTransport
 
 Send = Callable[[dict[str, Any]], Awaitable[None]]
@@ -41,9 +42,9 @@ def status_for(reply: dict[str, Any] | None) -> int:
     return STATUS_OF.get(error.get("code"), 200) if isinstance(error, dict) else 200
 
 
-async def post_modern(transport: HttpTransport, scope: dict[str, Any], headers: dict[str, str], payload: Any,
+async def post_modern(transport: HttpTransport, connection: Connection, headers: dict[str, str], payload: Any,
                       receive: Receive, send: Send, respond: Callable[..., Awaitable[None]]) -> None:
-    """Answer one 2026-07-28 POST whose body is already parsed."""
+    """Answer one 2026-07-28 POST whose body is already parsed, from an authenticated ``connection``."""
     host = transport.host
     kernel = host.kernel
     assert kernel is not None
@@ -52,7 +53,7 @@ async def post_modern(transport: HttpTransport, scope: dict[str, Any], headers: 
     if "method" not in payload:
         raise ModernError(INVALID_REQUEST, "Invalid request: clients may not post responses in this revision")
     request = validate_modern(payload, headers, tool_header_params=host.catalog.tool_header_params)
-    connection = await transport._connection(scope, headers)
+    kernel.authorize(payload, connection.principal)  # InsufficientScope: 403 before anything runs
     queue: asyncio.Queue[Any] = asyncio.Queue(maxsize=transport.settings.stream_max_events)
 
     async def outlet(message: dict[str, Any], related: Any) -> None:

@@ -60,6 +60,7 @@ class StdioServer:
         host = self.host
         await host.start(freeze_gc=self.freeze_gc)
         session = host.new_session()
+        session.trusted = True  # whoever started this process is its user: no network credentials here
 
         async def outlet(message: jsonrpc.Message, related: Any) -> None:
             await self.write(message)
@@ -165,6 +166,7 @@ class StdioServer:
             await self.write(out)
 
         session = kernel.modern_session(request, None, outlet)
+        session.trusted = True
         try:
             await self.host.connect(session, self.connection)
         except Refused as refusal:

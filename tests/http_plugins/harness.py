@@ -45,7 +45,8 @@ def install(root: Path) -> Path:
     site = root / "http-probe-site"
     if not site.is_dir():
         make_distribution(site, "mcphost-http-probe", "0.0.1", {"httpprobe": "tests.http_plugins.probe",
-                                                                 "httpauth": "tests.http_plugins.auth"}, {})
+                                                                 "httpauth": "tests.http_plugins.auth",
+                                                                 "httpbearer": "tests.http_plugins.bearer"}, {})
     return site
 
 
