@@ -19,6 +19,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+import httpx
 import jwt
 from jwt.algorithms import ECAlgorithm, OKPAlgorithm, RSAAlgorithm
 
@@ -221,3 +222,39 @@ def toml_section(values: dict[str, Any]) -> str:
     for key, value in values.items():
         lines.append(f"{key} = {json.dumps(value)}")
     return "\n".join(lines) + "\n"
+
+
+# -- talking to a server over raw HTTP ------------------------------------------------------------------
+
+ACCEPT = "application/json, text/event-stream"
+INIT = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "jwt-tests", "version": "0"}}
+
+
+def post(server: McphostServer, message: dict[str, Any], token: str | None = None, session: str | None = None,
+         **headers: str) -> httpx.Response:
+    sent = {"content-type": "application/json", "accept": ACCEPT, **headers}
+    if token is not None:
+        sent["authorization"] = f"Bearer {token}"
+    if session is not None:
+        sent["mcp-session-id"] = session
+    with httpx.Client(timeout=10) as client:
+        return client.post(server.url, headers=sent, content=json.dumps(message))
+
+
+def result(response: httpx.Response) -> dict[str, Any]:
+    assert response.status_code == 200, (response.status_code, response.text)
+    text = response.text
+    if response.headers["content-type"].startswith("text/event-stream"):
+        data = [line[5:].strip() for line in text.splitlines() if line.startswith("data:") and line[5:].strip()]
+        text = data[-1]
+    message = json.loads(text)
+    assert "result" in message, message
+    return message["result"]
+
+
+def initialize(server: McphostServer, token: str) -> str:
+    response = post(server, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": INIT}, token)
+    result(response)
+    session = response.headers["mcp-session-id"]
+    assert post(server, {"jsonrpc": "2.0", "method": "notifications/initialized"}, token, session).status_code == 202
+    return session
