@@ -7,11 +7,14 @@ issuer's published keys; opaque tokens are introspected (RFC 7662) when an intro
 endpoint is configured. See ``docs/auth-jwt.md``.
 
 The entry point ``jwt`` names :class:`JwtPlugin`, which mcphost instantiates once per Host; the
-verifier is built at startup, so a configuration problem stops the host before it serves.
+verifier is built at startup, so a configuration problem stops the host before it serves. Installed
+without any ``[plugins.jwt]`` section, the host starts (stdio and in-process use need no tokens) but
+every HTTP request is refused with 503 and the log says why: never open by accident.
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import mcphost
@@ -20,6 +23,8 @@ from mcphost_jwt.fetch import MAX_RESPONSE_BYTES, GuardedFetcher, IdentityProvid
 from mcphost_jwt.jwks import JwksUnavailable, KeySet
 from mcphost_jwt.settings import PLUGIN_NAME, Settings, config_schema, load_settings
 from mcphost_jwt.verify import Authenticator, bearer_token, header_safe
+
+log = logging.getLogger("mcphost_jwt")
 
 __all__ = [
     "MAX_RESPONSE_BYTES",
@@ -30,6 +35,7 @@ __all__ = [
     "JwksUnavailable",
     "JwtPlugin",
     "KeySet",
+    "NotConfigured",
     "Settings",
     "UnsafeTarget",
     "bearer_token",
@@ -37,6 +43,10 @@ __all__ = [
     "config_schema",
     "load_settings",
 ]
+
+
+class NotConfigured(RuntimeError):
+    """The plugin is installed but has no configuration; the host answers 503 (never lets a request in)."""
 
 
 def build_authenticator(settings: Settings, *, fetcher: GuardedFetcher | None = None) -> Authenticator:
@@ -55,10 +65,21 @@ class JwtPlugin:
         self.settings: Settings | None = None
         self.authenticator: Authenticator | None = None
 
-    def configure(self, host: Any) -> Authenticator:
-        """Check ``[plugins.jwt]`` against the host and build the verifier (raises ConfigError)."""
+    def configure(self, host: Any) -> Authenticator | None:
+        """Check ``[plugins.jwt]`` against the host and build the verifier (raises ConfigError).
+
+        Without a ``[plugins.jwt]`` section at all the plugin stays unconfigured: the host still
+        starts (stdio and in-process use need no tokens), but every HTTP request is refused with 503.
+        """
         config = host.config
-        self.settings = load_settings(host.plugin_config(PLUGIN_NAME),
+        section = host.plugin_config(PLUGIN_NAME)
+        if not section:
+            self.settings = self.authenticator = None
+            log.error("mcphost-jwt is installed but [plugins.%s] is not configured: every HTTP request is refused "
+                      "(503) until issuer and audience are set; disable the plugin with --disable-plugin %s if "
+                      "this server should not check tokens", PLUGIN_NAME, PLUGIN_NAME)
+            return None
+        self.settings = load_settings(section,
                                       resource_url=getattr(config.server, "resource_url", None),
                                       source=str(config.path) if config.path else "configuration")
         self.authenticator = build_authenticator(self.settings)
@@ -80,8 +101,8 @@ class JwtPlugin:
     @mcphost.hookimpl
     async def mcphost_authenticate(self, request: Connection) -> Principal | None:
         authenticator = self.authenticator
-        if authenticator is None:  # never started: refuse (503), never let a request through unchecked
-            raise RuntimeError("mcphost-jwt was not started")
+        if authenticator is None:  # not configured or never started: 503, never a request let through unchecked
+            raise NotConfigured(f"mcphost-jwt has no [plugins.{PLUGIN_NAME}] configuration")
         return await authenticator.authenticate(request.headers)
 
     @mcphost.hookimpl

@@ -83,8 +83,8 @@ def config_schema() -> dict[str, Any]:
                                f"(default {DEFAULT_JWKS_MIN_REFRESH_SECONDS:g}).",
             },
         },
-        # An absent section passes here so `mcphost plugins` and `mcphost config` still work; serving
-        # without an issuer is refused at startup (load_settings).
+        # An absent section passes, so hosts with the plugin installed but unconfigured still start
+        # (they refuse every HTTP request, see JwtPlugin.configure); a section without issuer does not.
         "if": {"minProperties": 1},
         "then": {"required": ["issuer"]},
         "additionalProperties": False,

@@ -6,9 +6,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from mcphost_jwt import JwtPlugin, load_settings
+from mcphost_jwt import JwtPlugin, NotConfigured, load_settings
 
-from mcphost import ConfigError
+from mcphost import ConfigError, Connection, Refused, Unauthorized
 from mcphost.config import Config, ServerSettings, config_from_dict
 from mcphost.host import Host
 from mcphost.testing import make_host
@@ -62,7 +62,6 @@ async def _started(section: dict[str, Any], config: Config | None = None) -> Hos
 
 
 @pytest.mark.parametrize("section,message", [
-    ({}, "issuer is required"),
     ({"issuer": "https://idp.example.test"}, "audience is required"),
     ({**GOOD, "issuer": "http://idp.example.test"}, "must use https"),
     ({**GOOD, "jwks_uri": "http://idp.example.test/jwks"}, "must use https"),
@@ -109,8 +108,21 @@ async def test_protected_resource_metadata_names_the_issuer_and_the_scopes():
     await host.stop()
 
 
-async def test_a_plugin_that_was_never_started_refuses_every_token():
+async def test_a_plugin_that_was_never_started_refuses_every_request():
     plugin = JwtPlugin()
-    from mcphost import Connection
-    with pytest.raises(RuntimeError):
+    with pytest.raises(NotConfigured):
         await plugin.mcphost_authenticate(Connection(transport="http", headers={"authorization": "Bearer x"}))
+
+
+async def test_installed_without_a_section_the_host_starts_but_refuses_every_http_request(caplog):
+    """stdio and in-process use need no tokens; over HTTP nothing gets in, and the log says why."""
+    host = await _started({})
+    assert "is not configured" in caplog.text
+    for headers in ({}, {"authorization": "Bearer x"}):
+        with pytest.raises(Refused) as caught:
+            await host.authenticate(Connection(transport="http", headers=headers))
+        assert caught.value.status == 503
+    with pytest.raises(Unauthorized):  # the connect guard, should a request get past authenticate
+        host.pm.get_plugin("jwt").mcphost_connect(session=None, request=Connection(transport="http"))
+    host.pm.get_plugin("jwt").mcphost_connect(session=None, request=Connection(transport="stdio"))
+    await host.stop()

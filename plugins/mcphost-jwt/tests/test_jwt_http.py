@@ -162,3 +162,11 @@ def test_an_unreachable_identity_provider_gets_503_without_a_challenge(idp, rsa_
 def test_serving_without_an_audience_refuses_to_start(idp, mcphost_server):
     with pytest.raises(RuntimeError, match="audience is required"):
         mcphost_server(toml_section({"issuer": idp.issuer, "allow_insecure": True}))
+
+
+def test_installed_but_unconfigured_refuses_every_http_request(mcphost_server):
+    server = mcphost_server("")
+    response = post(server, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": INIT}, "x.y.z")
+    assert response.status_code == 503 and "www-authenticate" not in response.headers
+    assert post(server, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": INIT}).status_code == 503
+    assert "is not configured" in server.log()
