@@ -35,6 +35,14 @@ def test_public_addresses_pass(address):
     assert unsafe_reason(ipaddress.ip_address(address)) is None
 
 
+class OfflineFetcher(GuardedFetcher):
+    """A fetcher that must refuse before connecting: any attempt to connect fails the test instead of
+    sending traffic (these tests name public and private addresses that are never to be contacted)."""
+
+    def _client(self, scheme: str, host: str, port: int):
+        raise AssertionError(f"the guard let a connection to {host} through")
+
+
 def resolver(table: dict[str, list[str]]):
     async def resolve(host: str, port: int) -> list[str]:
         if host not in table:
@@ -48,7 +56,7 @@ def resolver(table: dict[str, list[str]]):
                                    "https://2130706433:{port}/jwks", "https://[::1]:{port}/jwks"])
 async def test_loopback_targets_are_refused_before_anything_is_sent(idp: Idp, where):
     port = idp.url.rsplit(":", 1)[1]
-    fetcher = GuardedFetcher()
+    fetcher = OfflineFetcher()
     with pytest.raises(UnsafeTarget):
         await fetcher.request("GET", where.format(port=port))
     await fetcher.aclose()
@@ -56,7 +64,7 @@ async def test_loopback_targets_are_refused_before_anything_is_sent(idp: Idp, wh
 
 
 async def test_plain_http_is_refused_without_allow_insecure(idp: Idp):
-    fetcher = GuardedFetcher(resolver=resolver({"idp.test": ["8.8.8.8"]}))
+    fetcher = OfflineFetcher(resolver=resolver({"idp.test": ["8.8.8.8"]}))
     with pytest.raises(UnsafeTarget, match="plain http"):
         await fetcher.request("GET", "http://idp.test/jwks")
     with pytest.raises(UnsafeTarget, match="plain http"):
@@ -68,7 +76,7 @@ async def test_plain_http_is_refused_without_allow_insecure(idp: Idp):
 
 async def test_every_resolved_address_is_checked():
     """One private address among public ones is enough to refuse (no picking the nice one)."""
-    fetcher = GuardedFetcher(resolver=resolver({"idp.test": ["93.184.216.34", "10.0.0.7"],
+    fetcher = OfflineFetcher(resolver=resolver({"idp.test": ["93.184.216.34", "10.0.0.7"],
                                                 "six.test": ["2606:4700::1", "::ffff:192.168.0.1"]}))
     with pytest.raises(UnsafeTarget, match=r"10\.0\.0\.7"):
         await fetcher.request("GET", "https://idp.test/jwks")
