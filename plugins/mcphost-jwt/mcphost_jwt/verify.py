@@ -10,6 +10,7 @@ and time rules. Refusal descriptions are fixed texts: nothing from the token rea
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import logging
 import re
@@ -30,6 +31,10 @@ log = logging.getLogger("mcphost_jwt")
 
 #: Longest bearer token looked at; longer ones are refused before any parsing.
 MAX_TOKEN_CHARS = 16 * 1024
+#: A verified JWT is remembered this many seconds (never past its ``exp``), so a client's next requests
+#: skip parsing and the signature check; at most this many are remembered.
+VERIFIED_CACHE_SECONDS = 60.0
+VERIFIED_CACHE_SIZE = 4096
 
 # RFC 6750 b64token.
 _TOKEN = re.compile(r"[A-Za-z0-9\-._~+/]+=*")
@@ -100,6 +105,8 @@ class Authenticator:
         self.fetcher = fetcher
         self.keys = keys
         self.clock = clock
+        # sha256(token) -> (remember until, principal); insertion order is age order.
+        self._verified: dict[bytes, tuple[float, Principal]] = {}
 
     async def authenticate(self, headers: Mapping[str, str]) -> Principal | None:
         """A principal for a valid token, None without one; Unauthorized/Forbidden/Refused otherwise.
@@ -118,6 +125,9 @@ class Authenticator:
 
     async def verify(self, token: str) -> Principal:
         """The principal ``token`` stands for; raises Unauthorized when it is not valid here."""
+        remembered = self._recall(token)
+        if remembered is not None:
+            return remembered
         try:
             header: dict[str, Any] | None = jwt.get_unverified_header(token)
         except jwt_errors.DecodeError:
@@ -131,7 +141,25 @@ class Authenticator:
                 return await self.introspect(token)
             raise invalid_token("malformed token: not a JWT")
         claims = await self._verify_jwt(token, header)
-        return self._principal(claims)
+        principal = self._principal(claims)
+        self._remember(token, principal, claims["exp"])
+        return principal
+
+    def _recall(self, token: str) -> Principal | None:
+        digest = hashlib.sha256(token.encode()).digest()
+        entry = self._verified.get(digest)
+        if entry is None:
+            return None
+        if entry[0] <= self.clock():
+            del self._verified[digest]
+            return None
+        return entry[1]
+
+    def _remember(self, token: str, principal: Principal, exp: float) -> None:
+        until = min(float(exp), self.clock() + VERIFIED_CACHE_SECONDS)
+        if len(self._verified) >= VERIFIED_CACHE_SIZE:
+            del self._verified[next(iter(self._verified))]
+        self._verified[hashlib.sha256(token.encode()).digest()] = (until, principal)
 
     async def _verify_jwt(self, token: str, header: Mapping[str, Any]) -> dict[str, Any]:
         settings = self.settings

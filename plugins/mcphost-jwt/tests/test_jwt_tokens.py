@@ -421,3 +421,28 @@ async def test_introspection_failures_are_errors_not_refusals(start, idp):
 async def test_without_introspection_an_opaque_token_is_malformed(start, idp):
     host, _ = await start(jwks_uri=idp.url + "/jwks")
     assert "not a JWT" in (await refused(host, "opaque-token-value")).message
+
+
+async def test_a_verified_token_is_remembered_briefly_and_never_past_its_expiry(idp, rsa_key, other_rsa_key):
+    from mcphost_jwt import build_authenticator, load_settings
+    from mcphost_jwt.verify import VERIFIED_CACHE_SECONDS
+    idp.serve_jwks(rsa_key)
+    auth = build_authenticator(load_settings({"issuer": idp.issuer, "audience": AUDIENCE, "allow_insecure": True,
+                                              "jwks_uri": idp.url + "/jwks", "jwks_min_refresh_seconds": 0,
+                                              "jwks_cache_seconds": 30}))
+    now = [time.time()]
+    auth.clock = auth.keys.clock = lambda: now[0]
+    soon = rsa_key.sign(claims_for(idp.issuer, exp=int(now[0]) + 20))
+    later = rsa_key.sign(claims_for(idp.issuer, exp=int(now[0]) + 3600))
+    first = await auth.verify(later)
+    assert await auth.verify(soon)
+    [(soon_until, _), (later_until, _)] = sorted(auth._verified.values(), key=lambda entry: entry[0])
+    assert soon_until == int(now[0]) + 20 and later_until == now[0] + VERIFIED_CACHE_SECONDS
+    # Remembered: the same token does not need the keys again (the issuer could be down meanwhile).
+    idp.serve_jwks(other_rsa_key)
+    assert await auth.verify(later) is first
+    # After the memory lapses the token is checked in full again, against keys fetched anew: its key is gone.
+    now[0] += VERIFIED_CACHE_SECONDS + 1
+    with pytest.raises(Unauthorized):
+        await auth.verify(later)
+    await auth.fetcher.aclose()
