@@ -116,12 +116,14 @@ class JwtPlugin:
             raise Unauthorized("a bearer token is required", challenge=challenge)
 
     @mcphost.hookimpl
-    def mcphost_protected_resource_metadata(self, host: Any) -> dict[str, Any]:
+    def mcphost_protected_resource_metadata(self, host: Any) -> dict[str, Any] | None:
         settings = self.settings
         if settings is not None:
             issuer, scopes = settings.issuer, settings.required_scopes
-        else:
+        else:  # asked before startup: read the section as it is
             section = host.plugin_config(PLUGIN_NAME)
             issuer, scopes = section.get("issuer"), frozenset(section.get("required_scopes", ()))
-        return {"authorization_servers": [issuer] if issuer else [], "scopes_supported": sorted(scopes),
+        if not issuer:
+            return None  # not configured: nothing to say
+        return {"authorization_servers": [issuer], "scopes_supported": sorted(scopes),
                 "bearer_methods_supported": ["header"]}

@@ -106,6 +106,12 @@ async def test_protected_resource_metadata_names_the_issuer_and_the_scopes():
     assert document["authorization_servers"] == ["https://idp.example.test"]
     assert document["scopes_supported"] == ["mcp:read", "mcp:write"]
     await host.stop()
+    # Asked before startup, the section is read as it is; unconfigured, the plugin contributes nothing.
+    early = make_host(("jwt", JwtPlugin()), config={"plugins": {"jwt": GOOD}})
+    assert early.pm.hook.mcphost_protected_resource_metadata(host=early)[0]["authorization_servers"] == [
+        GOOD["issuer"]]
+    bare = make_host(("jwt", JwtPlugin()))
+    assert bare.pm.hook.mcphost_protected_resource_metadata(host=bare) == []
 
 
 async def test_a_plugin_that_was_never_started_refuses_every_request():
