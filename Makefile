@@ -14,8 +14,12 @@ $(VENV)/.installed: pyproject.toml $(PLUGINS)
 	$(PY) -m pip install -q -e '.[test]' $(foreach p,$(PLUGINS),-e $(dir $(p)))
 	touch $@
 
+# mcphost-jwt, installed by setup, refuses every HTTP request until [plugins.jwt] is configured; the
+# development server runs without it (`make serve SERVE_FLAGS=` keeps it).
+SERVE_FLAGS ?= --disable-plugin jwt
+
 serve: setup
-	$(VENV)/bin/mcphost serve
+	$(VENV)/bin/mcphost $(SERVE_FLAGS) serve
 
 test: setup
 	scripts/ensure-tools

@@ -312,7 +312,8 @@ def test_listen_for_tasks_without_the_extension_is_32021(server, client):
 # -- expiry, session era, shutdown --------------------------------------------------------------------------------
 
 def test_a_task_is_kept_for_its_ttl_and_then_forgotten(tmp_path: Path):
-    server = HttpServer(tmp_path, plugins=PLUGINS, env=probe_env(tmp_path, {**ANONYMOUS_TOO, "MCPHOST_TASK_TTL": "1.5"}))
+    env = probe_env(tmp_path, {**ANONYMOUS_TOO, "MCPHOST_TASK_TTL": "1.5"})
+    server = HttpServer(tmp_path, plugins=PLUGINS, env=env)
     try:
         with httpx.Client(timeout=15) as client:
             created = call(client, server, "slow_compute", {"seconds": 0.5})

@@ -1,0 +1,119 @@
+"""mcphost-jwt: bearer-token authentication for mcphost's HTTP transport.
+
+Install it and configure ``[plugins.jwt]`` (at least ``issuer``, and ``audience`` unless
+``[server] resource_url`` is set): every HTTP request must then carry ``Authorization: Bearer``
+with an access token from that issuer, issued for this server. JWTs are verified against the
+issuer's published keys; opaque tokens are introspected (RFC 7662) when an introspection
+endpoint is configured. See ``docs/auth-jwt.md``.
+
+The entry point ``jwt`` names :class:`JwtPlugin`, which mcphost instantiates once per Host; the
+verifier is built at startup, so a configuration problem stops the host before it serves. Installed
+without any ``[plugins.jwt]`` section, the host starts (stdio and in-process use need no tokens) but
+every HTTP request is refused with 503 and the log says why: never open by accident.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import mcphost
+from mcphost import Connection, Principal
+from mcphost_jwt.fetch import MAX_RESPONSE_BYTES, GuardedFetcher, IdentityProviderUnavailable, UnsafeTarget
+from mcphost_jwt.jwks import JwksUnavailable, KeySet
+from mcphost_jwt.settings import PLUGIN_NAME, Settings, config_schema, load_settings
+from mcphost_jwt.verify import Authenticator, bearer_token
+
+log = logging.getLogger("mcphost_jwt")
+
+__all__ = [
+    "MAX_RESPONSE_BYTES",
+    "PLUGIN_NAME",
+    "Authenticator",
+    "GuardedFetcher",
+    "IdentityProviderUnavailable",
+    "JwksUnavailable",
+    "JwtPlugin",
+    "KeySet",
+    "NotConfigured",
+    "Settings",
+    "UnsafeTarget",
+    "bearer_token",
+    "build_authenticator",
+    "config_schema",
+    "load_settings",
+]
+
+
+class NotConfigured(RuntimeError):
+    """The plugin is installed but has no configuration; the host answers 503 (never lets a request in)."""
+
+
+def build_authenticator(settings: Settings, *, fetcher: GuardedFetcher | None = None) -> Authenticator:
+    """An Authenticator for ``settings`` with its own fetcher and key cache."""
+    fetcher = fetcher or GuardedFetcher(allow_insecure=settings.allow_insecure, timeout=settings.timeout,
+                                        ca_file=settings.ca_file)
+    keys = KeySet(fetcher, issuer=settings.issuer, jwks_uri=settings.jwks_uri,
+                  cache_seconds=settings.jwks_cache_seconds, min_refresh_seconds=settings.jwks_min_refresh_seconds)
+    return Authenticator(settings, fetcher, keys)
+
+
+class JwtPlugin:
+    """The ``jwt`` plugin: one per Host, holding that host's verifier and key cache."""
+
+    def __init__(self) -> None:
+        self.settings: Settings | None = None
+        self.authenticator: Authenticator | None = None
+
+    def configure(self, host: Any) -> Authenticator | None:
+        """Check ``[plugins.jwt]`` against the host and build the verifier (raises ConfigError).
+
+        Without a ``[plugins.jwt]`` section at all the plugin stays unconfigured: the host still
+        starts (stdio and in-process use need no tokens), but every HTTP request is refused with 503.
+        """
+        config = host.config
+        section = host.plugin_config(PLUGIN_NAME)
+        if not section:
+            self.settings = self.authenticator = None
+            log.error("mcphost-jwt is installed but [plugins.%s] is not configured: every HTTP request is refused "
+                      "(503) until issuer and audience are set; disable the plugin with --disable-plugin %s if "
+                      "this server should not check tokens", PLUGIN_NAME, PLUGIN_NAME)
+            return None
+        self.settings = load_settings(section,
+                                      resource_url=getattr(config.server, "resource_url", None),
+                                      source=str(config.path) if config.path else "configuration")
+        self.authenticator = build_authenticator(self.settings)
+        return self.authenticator
+
+    @mcphost.hookimpl
+    def mcphost_config_schema(self) -> dict[str, Any]:
+        return config_schema()
+
+    @mcphost.hookimpl
+    def mcphost_startup(self, host: Any) -> None:
+        self.configure(host)
+
+    @mcphost.hookimpl
+    async def mcphost_shutdown(self, host: Any) -> None:
+        if self.authenticator is not None:
+            await self.authenticator.fetcher.aclose()
+
+    @mcphost.hookimpl
+    async def mcphost_authenticate(self, request: Connection) -> Principal | None:
+        authenticator = self.authenticator
+        if authenticator is None:  # not configured or never started: 503, never a request let through unchecked
+            raise NotConfigured(f"mcphost-jwt has no [plugins.{PLUGIN_NAME}] configuration")
+        return await authenticator.authenticate(request.headers)
+
+    @mcphost.hookimpl
+    def mcphost_protected_resource_metadata(self, host: Any) -> dict[str, Any] | None:
+        settings = self.settings
+        if settings is not None:
+            issuer, scopes = settings.issuer, settings.required_scopes
+        else:  # asked before startup: read the section as it is
+            section = host.plugin_config(PLUGIN_NAME)
+            issuer, scopes = section.get("issuer"), frozenset(section.get("required_scopes", ()))
+        if not issuer:
+            return None  # not configured: nothing to say
+        return {"authorization_servers": [issuer], "scopes_supported": sorted(scopes),
+                "bearer_methods_supported": ["header"]}
