@@ -14,9 +14,11 @@ $(VENV)/.installed: pyproject.toml $(PLUGINS)
 	$(PY) -m pip install -q -e '.[test]' $(foreach p,$(PLUGINS),-e $(dir $(p)))
 	touch $@
 
-# mcphost-jwt, installed by setup, refuses every HTTP request until [plugins.jwt] is configured; the
-# development server runs without it (`make serve SERVE_FLAGS=` keeps it).
-SERVE_FLAGS ?= --disable-plugin jwt
+# setup installs every package under plugins/. The development server leaves out the ones that need
+# something outside this machine: mcphost-jwt refuses every HTTP request until [plugins.jwt] names an
+# issuer, mcphost-otel exports to an OTLP collector (localhost:4318 unless OTEL_* says otherwise), and
+# mcphost-redis stays inactive anyway without a url. `make serve SERVE_FLAGS=` keeps them all.
+SERVE_FLAGS ?= --disable-plugin jwt --disable-plugin otel
 
 serve: setup
 	$(VENV)/bin/mcphost $(SERVE_FLAGS) serve

@@ -74,9 +74,8 @@ class Cluster:
                        f'prefix = "{prefix}"\nlease = {lease}\n')
         self.servers: list[HttpServer] = []
 
-    def start(self, port: int | None = None) -> HttpServer:
-        server = HttpServer(self.tmp_path, plugins="demo,clustertest,redis", env=self.env, config=self.config,
-                            port=port)
+    def start(self, port: int | None = None, plugins: str = "demo,clustertest,redis") -> HttpServer:
+        server = HttpServer(self.tmp_path, plugins=plugins, env=self.env, config=self.config, port=port)
         self.servers.append(server)
         return server
 
@@ -236,6 +235,55 @@ async def test_a_listen_stream_on_b_hears_a_tool_list_change_caused_on_a(cluster
             await reader.until(lambda r: any(_method(e) == "notifications/tools/list_changed" for e in r.events))
             [changed] = [_message(e) for e in reader.events if _method(e) == "notifications/tools/list_changed"]
             assert changed["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"] == "listen-1"
+
+
+TASKS = "io.modelcontextprotocol/tasks"
+
+
+async def modern_call(client: httpx.AsyncClient, server: HttpServer, method: str, params: dict[str, Any]
+                      ) -> dict[str, Any]:
+    """One 2026-07-28 request from a client that declared the tasks extension; its result."""
+    meta = {"io.modelcontextprotocol/protocolVersion": MODERN,
+            "io.modelcontextprotocol/clientCapabilities": {"elicitation": {}, "extensions": {TASKS: {}}}}
+    sent = {"content-type": "application/json", "accept": ACCEPT_BOTH, "mcp-protocol-version": MODERN,
+            "mcp-method": method}
+    name = params.get("taskId", params.get("name"))
+    if name is not None:
+        sent["mcp-name"] = name
+    response = await client.post(server.url, headers=sent, json={
+        "jsonrpc": "2.0", "id": 1, "method": method, "params": {**params, "_meta": meta}})
+    assert response.status_code == 200, response.text
+    return response.json()["result"]
+
+
+async def wait_task(client: httpx.AsyncClient, server: HttpServer, task_id: str, statuses: set[str]
+                    ) -> dict[str, Any]:
+    for _ in range(200):
+        task = await modern_call(client, server, "tasks/get", {"taskId": task_id})
+        if task["status"] in statuses:
+            return task
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"task {task_id} stuck in {task['status']}")
+
+
+async def test_a_task_running_on_a_is_polled_answered_and_cancelled_through_b(cluster):
+    """Tasks live in Redis; tasks/update and tasks/cancel reach the process running the task."""
+    a = cluster.start(plugins="demo,conformance,redis")
+    b = cluster.start(plugins="demo,conformance,redis")
+    async with httpx.AsyncClient(timeout=15) as client:
+        created = await modern_call(client, a, "tools/call", {"name": "confirm_delete",
+                                                              "arguments": {"filename": "shared.txt"}})
+        assert created["resultType"] == "task"
+        asked = await wait_task(client, b, created["taskId"], {"input_required"})
+        (key,) = asked["inputRequests"]
+        await modern_call(client, b, "tasks/update", {"taskId": created["taskId"], "inputResponses": {
+            key: {"action": "accept", "content": {"confirm": True}}}})
+        done = await wait_task(client, a, created["taskId"], {"completed"})
+        assert done["result"]["content"][0]["text"] == "Deleted shared.txt"
+        slow = await modern_call(client, a, "tools/call", {"name": "slow_compute", "arguments": {"seconds": 60}})
+        await modern_call(client, b, "tasks/cancel", {"taskId": slow["taskId"]})
+        assert (await wait_task(client, b, slow["taskId"], {"cancelled", "completed", "failed"}))["status"] == \
+            "cancelled"
 
 
 async def test_restarted_processes_keep_serving_the_sessions_redis_holds(cluster):
