@@ -18,6 +18,7 @@ import shutil
 import subprocess
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -51,9 +52,14 @@ def conformance_tools() -> None:
         pytest.skip(f"conformance suite unavailable: {reason}")
 
 
-@pytest.fixture
-def conformance_server(http_server, conformance_tools) -> HttpServer:
-    return http_server(plugins="demo,conformance")
+@pytest.fixture(scope="module")
+def conformance_server(tmp_path_factory: pytest.TempPathFactory, conformance_tools) -> Iterator[HttpServer]:
+    """One running server for every run in this module: both eras and every suite version score the
+    same process, as a client population would meet it."""
+    server = HttpServer(tmp_path_factory.mktemp("conformance"), plugins="demo,conformance")
+    yield server
+    assert server.process.poll() is None, f"the server died during the suite:\n{server.log()[-3000:]}"
+    server.stop()
 
 
 def _tail(path: str | None, lines: int = LOG_TAIL_LINES) -> str:
