@@ -80,6 +80,9 @@ class ServerSettings:
     state_keys: tuple[str, ...] = ()
     #: Seconds a sealed requestState stays valid.
     state_ttl: float = 600.0
+    #: Accept each sealed requestState once (claimed in the backend, so across processes of a shared
+    #: one): a replayed retry gets the same fixed rejection as a tampered state.
+    single_use_states: bool = False
     #: ttlMs put on cacheable 2026-07-28 results (discover, lists, resources/read).
     cache_ttl_ms: int = 0
     #: Seconds a call of a task-capable tool runs before it becomes a task (2026-07-28 tasks extension).

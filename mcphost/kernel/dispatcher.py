@@ -38,7 +38,7 @@ from mcphost.protocol.errors import (
 )
 from mcphost.protocol.jsonrpc import Kind, Message, RequestId
 from mcphost.protocol.modern import ModernRequest
-from mcphost.protocol.sealed import StateSealer, params_digest
+from mcphost.protocol.sealed import StateRejected, StateSealer, params_digest
 from mcphost.records import Middleware, Provenance
 from mcphost.sessions.session import Connection, Principal, Session
 
@@ -243,7 +243,7 @@ class Kernel:
     async def _answer_modern(self, session: Session, request_id: RequestId, method: str,
                              params: dict[str, Any], connection: Connection | None) -> dict[str, Any]:
         """Run a 2026-07-28 request: a complete (stamped) result, or an InputRequiredResult."""
-        round = self._open_round(session, method, params) if method in MRTR_METHODS else None
+        round = await self._open_round(session, method, params) if method in MRTR_METHODS else None
         try:
             result = await self._call(RequestInfo(session, request_id, method, params, round, session.principal,
                                                   connection=connection, catalog=self.host.catalog))
@@ -257,13 +257,18 @@ class Kernel:
                 raise McpError(INVALID_PARAMS, "The answers given are too large to carry in requestState") from None
         return self._stamp(session, method, params, result)
 
-    def _open_round(self, session: Session, method: str, params: dict[str, Any]) -> Round:
+    async def _open_round(self, session: Session, method: str, params: dict[str, Any]) -> Round:
         """Answers for this run: those sealed by earlier rounds plus this request's inputResponses."""
         answers: dict[str, Any] = {}
         state = params.get("requestState")
         if state is not None:
             sealed = self.sealer.open(state, principal=_principal_key(session), method=method,
                                       params_digest=params_digest(method, params))
+            if self.settings.single_use_states:
+                # Each state is redeemed once (by any process of a shared backend) while it is valid.
+                valid_for = max(1.0, self.sealer.ttl - (time.time() - sealed.issued_at))
+                if not await self.host.backend.claim(f"state:{sealed.nonce}", valid_for):
+                    raise StateRejected("replayed")
             answers.update(sealed.answers)
         responses = params.get("inputResponses")
         if isinstance(responses, dict):

@@ -52,8 +52,6 @@ CONFIG_SCHEMA: dict[str, Any] = {
         "lease": {"type": "number", "minimum": 1, "maximum": 3600, "default": 6,
                   "description": "Seconds after which a request whose process stopped heartbeating is ended "
                                  "with an error"},
-        "single_use_states": {"type": "boolean", "default": False,
-                              "description": "Accept each sealed 2026-07-28 requestState once"},
         "max_connections": {"type": "integer", "minimum": 2, "default": 10000,
                             "description": "Connections to Redis per process at most"},
     },

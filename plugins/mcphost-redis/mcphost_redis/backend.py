@@ -76,8 +76,6 @@ class RedisSettings:
     stream_max_age: float = 1800.0
     #: Seconds without a heartbeat after which a request in flight on a dead process is settled.
     lease: float = 6.0
-    #: Track redeemed sealed request states so each is accepted once.
-    single_use_states: bool = False
     #: Connections to Redis at most per process (blocked stream readers hold one each).
     max_connections: int = 10000
 
