@@ -93,6 +93,9 @@ class ServerSettings:
     task_poll_interval_ms: int = 500
     #: Tasks this process runs at once; beyond this, calls that would become tasks get -32000.
     max_tasks: int = 1000
+    #: On a shared backend: seconds after which a running task whose process stopped restamping it
+    #: (every third of this) is reported failed by whichever process is asked about it.
+    task_lease: float = 10.0
     #: The canonical URL of the MCP endpoint as clients reach it (``https://mcp.example.com/mcp``):
     #: the ``resource`` of the protected resource metadata and the audience tokens must name.
     #: Unset: derived from each request (scheme, Host, path), which is wrong behind most proxies.
@@ -247,8 +250,8 @@ def _check_server(server: ServerSettings, source: str) -> None:
         raise ConfigError(f"{source}: server.state_keys must each be at least 16 bytes (use 32 random bytes)")
     if server.state_ttl <= 0 or server.cache_ttl_ms < 0:
         raise ConfigError(f"{source}: server.state_ttl must be positive and server.cache_ttl_ms not negative")
-    if server.task_ttl <= 0 or server.task_after < 0:
-        raise ConfigError(f"{source}: server.task_ttl must be positive and server.task_after not negative")
+    if server.task_ttl <= 0 or server.task_after < 0 or server.task_lease <= 0:
+        raise ConfigError(f"{source}: server.task_ttl and task_lease must be positive, server.task_after not negative")
     if server.log_level.lower() not in ("debug", "info", "warning", "error", "critical"):
         raise ConfigError(f"{source}: server.log_level must be debug, info, warning, error or critical")
 

@@ -149,7 +149,7 @@ class TaskRun:
                 "ttlMs": int(manager.settings.task_ttl * 1000),
                 "pollIntervalMs": manager.settings.task_poll_interval_ms,
                 "owner": owner_of(self.session), "tool": self.tool,
-                "expires": time.time() + manager.settings.task_ttl,
+                "expires": time.time() + manager.settings.task_ttl, "beat": time.time(),
             }
             if result is not None:
                 record["result"] = result
@@ -167,6 +167,7 @@ class TaskRun:
         if status not in TERMINAL:
             manager.running[record["taskId"]] = self
             self._unsubscribe = manager.broker.subscribe(channel(record["taskId"]), self.on_message)
+            manager.keep_beating()
         self.created.set_result(None)
         return True
 
@@ -220,6 +221,7 @@ class TaskRun:
         record = dict(self.record)
         record.update(fields)
         record["lastUpdatedAt"] = _now()
+        record["beat"] = time.time()
         if "statusMessage" not in fields and fields.get("status") in TERMINAL:
             record.pop("statusMessage", None)
         self.record = record
@@ -317,6 +319,7 @@ class TaskManager:
         self.settings = kernel.settings
         self.after = kernel.settings.task_after
         self.running: dict[str, TaskRun] = {}
+        self._beating: asyncio.Task[None] | None = None
 
     @property
     def store(self) -> Any:
@@ -336,6 +339,39 @@ class TaskManager:
             return None
         return TaskRun(self, session, tool, required=support == "required")
 
+    @property
+    def lease(self) -> float:
+        return self.settings.task_lease
+
+    def keep_beating(self) -> None:
+        """On a shared backend, restamp running tasks every third of a lease: proof that a process runs them."""
+        if getattr(self.kernel.host.backend, "shared", False) and (self._beating is None or self._beating.done()):
+            self._beating = asyncio.get_running_loop().create_task(self._beat())
+
+    async def _beat(self) -> None:
+        while self.running:
+            await asyncio.sleep(self.lease / 3)
+            for run in list(self.running.values()):
+                if run.state == "task" and run.record.get("status") not in TERMINAL:
+                    run.record = {**run.record, "beat": time.time()}
+                    try:
+                        await self.save(run.record)
+                    except Exception:
+                        log.warning("task %s: heartbeat not stored", run.task_id, exc_info=True)
+
+    async def _orphaned(self, record: dict[str, Any]) -> dict[str, Any]:
+        """A running task nobody has restamped for a lease (its process died): failed, and stored so."""
+        record = {**record, "status": "failed", "lastUpdatedAt": _now(),
+                  "error": {"code": INTERNAL_ERROR, "message": "The process running this task stopped"}}
+        record.pop("inputRequests", None)
+        record.pop("statusMessage", None)
+        try:
+            await self.save(record)
+        except Exception:
+            log.warning("task %s: could not store it as failed", record["taskId"], exc_info=True)
+        await self.kernel.notify_task(record)
+        return record
+
     async def save(self, record: dict[str, Any]) -> None:
         remaining = max(record["expires"] - time.time(), 0.001)
         await self.store.save(record["taskId"], record, remaining)
@@ -350,6 +386,9 @@ class TaskManager:
         record = await self.store.load(task_id) if len(task_id) <= 200 else None
         if record is None or record.get("owner") != owner_of(session):
             raise McpError(INVALID_PARAMS, "Unknown task", {"taskId": task_id[:200]})
+        if (record["status"] not in TERMINAL and task_id not in self.running
+                and time.time() - record.get("beat", time.time()) > self.lease):
+            record = await self._orphaned(record)
         return record
 
     async def get(self, session: Session, params: dict[str, Any]) -> dict[str, Any]:
@@ -390,6 +429,8 @@ class TaskManager:
 
     async def stop(self, reason: str = "The server stopped before the task finished") -> None:
         """Fail every task this process runs (shutdown), so no client waits on a task nobody runs."""
+        if self._beating is not None:
+            self._beating.cancel()
         runs = [run for run in self.running.values() if run.handler is not None and not run.handler.done()]
         for run in runs:
             run.stopping = reason

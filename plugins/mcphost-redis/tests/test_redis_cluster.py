@@ -70,7 +70,7 @@ class Cluster:
             make_distribution(site, "mcphost-cluster-test", "0.0.1", {"clustertest": "clustertest_plugin"},
                               {"clustertest_plugin": PLUGIN})
         self.env = {"PYTHONPATH": f"{site}:{REPO_ROOT}"}
-        self.config = (f'[server]\nsse_keepalive = 1\n\n[plugins.redis]\nurl = "{redis.url}"\n'
+        self.config = (f'[server]\nsse_keepalive = 1\ntask_lease = 1\n\n[plugins.redis]\nurl = "{redis.url}"\n'
                        f'prefix = "{prefix}"\nlease = {lease}\n')
         self.servers: list[HttpServer] = []
 
@@ -284,6 +284,21 @@ async def test_a_task_running_on_a_is_polled_answered_and_cancelled_through_b(cl
         await modern_call(client, b, "tasks/cancel", {"taskId": slow["taskId"]})
         assert (await wait_task(client, b, slow["taskId"], {"cancelled", "completed", "failed"}))["status"] == \
             "cancelled"
+
+
+async def test_a_task_whose_process_dies_is_reported_failed_within_a_lease(cluster):
+    a = cluster.start(plugins="demo,conformance,redis")
+    b = cluster.start(plugins="demo,conformance,redis")
+    async with httpx.AsyncClient(timeout=15) as client:
+        created = await modern_call(client, a, "tools/call", {"name": "slow_compute", "arguments": {"seconds": 60}})
+        await asyncio.sleep(1.5)  # a few heartbeats: still working while A lives
+        assert (await modern_call(client, b, "tasks/get", {"taskId": created["taskId"]}))["status"] == "working"
+        a.stop(signal.SIGKILL)
+        killed = asyncio.get_running_loop().time()
+        failed = await wait_task(client, b, created["taskId"], {"failed", "completed", "cancelled"})
+        assert failed["status"] == "failed"
+        assert failed["error"]["message"] == "The process running this task stopped"
+        assert asyncio.get_running_loop().time() - killed < 3  # lease 1 s, polled every 50 ms
 
 
 async def test_restarted_processes_keep_serving_the_sessions_redis_holds(cluster):
