@@ -86,6 +86,7 @@ json_leaves = st.one_of(
 )
 
 
+@functools.cache  # one strategy per size: building st.recursive anew on every draw is slow
 def json_values(max_leaves: int = 30) -> st.SearchStrategy[Any]:
     return st.recursive(json_leaves, lambda children: st.one_of(
         st.lists(children, max_size=5),
@@ -321,8 +322,9 @@ def modern_meta(**extra: Any) -> dict[str, Any]:
 
 # -- JSON-RPC envelope mutations -----------------------------------------------------------------------------
 
+@functools.cache
 def base_messages(revision: str) -> list[dict[str, Any]]:
-    """Valid messages of ``revision`` that answer at once."""
+    """Valid messages of ``revision`` that answer at once (shared: copy before changing one)."""
     def request(method: str, params: dict[str, Any] | None = None, request_id: Any = 7) -> dict[str, Any]:
         message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
         if revision == MODERN:
