@@ -240,8 +240,8 @@ def _check_server(server: ServerSettings, source: str) -> None:
         raise ConfigError(f"{source}: server.path must start with '/', not {server.path!r}")
     if not 0 <= server.port <= 65535:
         raise ConfigError(f"{source}: server.port must be 0-65535, not {server.port}")
-    for name in ("max_body_bytes", "max_header_bytes", "page_size", "max_inflight", "max_sessions", "workers", "stream_max_events",
-                 "max_tasks", "task_poll_interval_ms"):
+    for name in ("max_body_bytes", "max_header_bytes", "page_size", "max_inflight", "max_sessions", "workers",
+                 "stream_max_events", "max_tasks", "task_poll_interval_ms"):
         if getattr(server, name) < 1:
             raise ConfigError(f"{source}: server.{name} must be at least 1")
     if any(len(key.encode()) < 16 for key in server.state_keys):
