@@ -13,6 +13,8 @@ route that reports its own task count or session registry, and none should exist
   the same clock in every process on Linux) its ``CancelledError`` arrived.
 - ``diag_report(tokens)``: those records (and forgets them).
 - ``diag_flood(count, interval_ms, pad)``: ``count`` progress notifications with a ``pad``-byte message.
+- ``diag_memory(top)``: with ``PYTHONTRACEMALLOC`` set, the allocation sites that grew most since
+  the previous call (for hunting a slow RSS growth).
 """
 
 from __future__ import annotations
@@ -73,10 +75,28 @@ async def diag_flood(count: int = 1000, interval_ms: int = 20, pad: int = 1024, 
     return f"flooded {count}"
 
 
+SNAPSHOT: list[Any] = []
+
+
+@mcphost.tool
+async def diag_memory(top: int = 15) -> list[str]:
+    """With PYTHONTRACEMALLOC set: the allocation sites that grew most since the previous call."""
+    import gc
+    import tracemalloc
+
+    if not tracemalloc.is_tracing():
+        return ["tracemalloc is not tracing (start the server with PYTHONTRACEMALLOC=1)"]
+    gc.collect()
+    snapshot = tracemalloc.take_snapshot()
+    previous = SNAPSHOT[:] or [snapshot]
+    SNAPSHOT[:] = [snapshot]
+    return [str(stat) for stat in snapshot.compare_to(previous[0], "lineno")[:top]]
+
+
 class Diag:
     @mcphost.hookimpl
     def mcphost_tools(self, host: Any) -> list[mcphost.Tool]:
-        return [diag_stats, diag_wait, diag_report, diag_flood]
+        return [diag_stats, diag_wait, diag_report, diag_flood, diag_memory]
 
 
 def main() -> None:
