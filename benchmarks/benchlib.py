@@ -1,4 +1,4 @@
-"""Shared pieces of the benchmark scripts: start/stop servers by pid, talk MCP, read /proc.
+"""Shared pieces of the benchmark scripts: start/stop servers by pid, talk MCP, read /proc, fit slopes.
 
 Not part of mcphost; imported by bench_http.py and bench_sessions.py (run from any directory:
 Python puts the script's own directory first on sys.path).
@@ -381,3 +381,77 @@ def machine_facts() -> dict[str, Any]:
             out = subprocess.run([wrk, "--version"], capture_output=True, text=True, timeout=5)
             facts["wrk"] = (out.stdout or out.stderr).splitlines()[0].strip()
     return facts
+
+
+# -- the reliability benchmarks (bench_limits, bench_load, bench_churn, bench_slow, bench_cancel) ----
+
+def diag_server(name: str, logdir: Path, *, extra_env: dict[str, str] | None = None) -> Server:
+    """Like :func:`mcphost_server`, plus the benchmark-only diagnostic plugin (benchdiag.py)."""
+    server = mcphost_server(name, logdir, extra_env={"MCPHOST_PLUGINS": "demo,benchdiag", **(extra_env or {})})
+    if os.environ.get(SOURCE_ENV):
+        raise SystemExit(f"{SOURCE_ENV} is not supported by the reliability benchmarks")
+    server.argv = [sys.executable, str(HERE / "benchdiag.py"), *server.argv[1:]]
+    return server
+
+
+def modern_call(request_id: Any, tool: str, arguments: dict[str, Any], *, capabilities: dict[str, Any] | None = None,
+                progress_token: Any = None, **params: Any) -> tuple[bytes, dict[str, str]]:
+    """A stateless 2026-07-28 ``tools/call``: body and headers."""
+    meta: dict[str, Any] = {**MODERN_META, "io.modelcontextprotocol/clientCapabilities": capabilities or {}}
+    if progress_token is not None:
+        meta["progressToken"] = progress_token
+    body = orjson.dumps({"jsonrpc": "2.0", "id": request_id, "method": "tools/call",
+                         "params": {"name": tool, "arguments": arguments, "_meta": meta, **params}})
+    return body, modern_headers("tools/call", tool)
+
+
+def session_call(request_id: Any, tool: str, arguments: dict[str, Any], progress_token: Any = None) -> bytes:
+    params: dict[str, Any] = {"name": tool, "arguments": arguments}
+    if progress_token is not None:
+        params["_meta"] = {"progressToken": progress_token}
+    return orjson.dumps({"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params})
+
+
+def diag_stats(url: str) -> dict[str, Any]:
+    """The server's own counts (sessions, asyncio tasks, fds, RSS) from the diagnostic plugin."""
+    body, sent = modern_call("stats", "diag_stats", {})
+    response = httpx.post(url, content=body, headers=sent, timeout=30)
+    reply = orjson.loads(response.content)
+    result = reply.get("result") or {}
+    structured = result.get("structuredContent")
+    if isinstance(structured, dict) and "sessions" in structured:
+        return structured
+    return orjson.loads(result["content"][0]["text"])
+
+
+def open_fds(pid: int) -> int:
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def percentile(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))]
+
+
+def slope_per_minute(samples: list[tuple[float, float]]) -> float:
+    """Least-squares slope of (seconds, value) samples, per minute."""
+    if len(samples) < 2:
+        return float("nan")
+    n = len(samples)
+    mean_t = sum(t for t, _ in samples) / n
+    mean_v = sum(v for _, v in samples) / n
+    var = sum((t - mean_t) ** 2 for t, _ in samples)
+    cov = sum((t - mean_t) * (v - mean_v) for t, v in samples)
+    return cov / var * 60 if var else float("nan")
+
+
+def load_average() -> str:
+    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+
+
+def save_report(path: str | None, report: dict[str, Any]) -> None:
+    """Write ``report`` as JSON to ``path`` (when given)."""
+    if path:
+        Path(path).write_bytes(orjson.dumps(report, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS))

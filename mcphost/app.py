@@ -29,9 +29,11 @@ class McpApp:
         host.prepare()
         self.path = host.config.server.path
         self.max_body = host.config.server.max_body_bytes
+        self.max_header = host.config.server.max_header_bytes
         self.transport = HttpTransport(host)
         self.quart = Quart("mcphost")
         self.quart.config["MAX_CONTENT_LENGTH"] = self.max_body
+        self.quart.config["BODY_TIMEOUT"] = host.config.server.body_timeout
         self.quart.config["PROVIDE_AUTOMATIC_OPTIONS"] = True
 
         @self.quart.before_serving
@@ -71,6 +73,9 @@ class McpApp:
         if scope["type"] == "http":
             # The declared size is checked first, on every route and method (the MCP endpoint's
             # own checks - Accept, Content-Type - would otherwise answer first for some requests).
+            if _header_bytes(scope) > self.max_header:
+                await _headers_too_large(receive, send, self.max_header)
+                return
             length = _content_length(scope)
             if length is not None and length > self.max_body:
                 await _too_large(receive, send, self.max_body)
@@ -130,6 +135,17 @@ def _content_length(scope: Scope) -> int | None:
             except ValueError:
                 return None
     return None
+
+
+def _header_bytes(scope: Scope) -> int:
+    """The size of the request head as sent: request line and ``name: value\r\n`` lines."""
+    line = len(scope["method"]) + len(scope.get("raw_path") or b"") + 12
+    return line + sum(len(name) + len(value) + 4 for name, value in scope["headers"]) + 2
+
+
+async def _headers_too_large(receive: Receive, send: Send, limit: int) -> None:
+    body = orjson.dumps({"error": f"Request header fields larger than {limit} bytes"})
+    await respond_unread(receive, send, 431, body, {"connection": "close"}, True)
 
 
 async def _too_large(receive: Receive, send: Send, limit: int) -> None:

@@ -42,6 +42,10 @@ class ServerSettings:
     workers: int = 1
     #: Largest request body (HTTP) or line (stdio) accepted, in bytes.
     max_body_bytes: int = 4 * 1024 * 1024
+    #: Largest HTTP request header block (request line and headers), in bytes; beyond it, 431.
+    max_header_bytes: int = 16 * 1024
+    #: Seconds an HTTP request body may take to arrive in full; then 408 and the connection is closed.
+    body_timeout: float = 30.0
     #: Page size of tools/list, resources/list, prompts/list and resources/templates/list.
     page_size: int = 100
     #: Seconds a server-to-client request (elicitation, sampling, roots) waits for its answer.
@@ -242,12 +246,14 @@ def _check_server(server: ServerSettings, source: str) -> None:
         raise ConfigError(f"{source}: server.path must start with '/', not {server.path!r}")
     if not 0 <= server.port <= 65535:
         raise ConfigError(f"{source}: server.port must be 0-65535, not {server.port}")
-    for name in ("max_body_bytes", "page_size", "max_inflight", "max_sessions", "workers", "stream_max_events",
-                 "max_tasks", "task_poll_interval_ms"):
+    for name in ("max_body_bytes", "max_header_bytes", "page_size", "max_inflight", "max_sessions", "workers",
+                 "stream_max_events", "max_tasks", "task_poll_interval_ms"):
         if getattr(server, name) < 1:
             raise ConfigError(f"{source}: server.{name} must be at least 1")
     if any(len(key.encode()) < 16 for key in server.state_keys):
         raise ConfigError(f"{source}: server.state_keys must each be at least 16 bytes (use 32 random bytes)")
+    if server.body_timeout <= 0:
+        raise ConfigError(f"{source}: server.body_timeout must be positive")
     if server.state_ttl <= 0 or server.cache_ttl_ms < 0:
         raise ConfigError(f"{source}: server.state_ttl must be positive and server.cache_ttl_ms not negative")
     if server.task_ttl <= 0 or server.task_after < 0 or server.task_lease <= 0:

@@ -43,9 +43,24 @@ def check_bind(host: Host, *, allow_remote: bool = False) -> None:
             "[plugins.redis] url (or MCPHOST_REDIS_URL), or run one worker.")
 
 
+class _Config(HypercornConfig):
+    """Hypercorn's config, with a kernel limit on how long a connection may sit on unsent data."""
+
+    #: Milliseconds for TCP_USER_TIMEOUT on every listening socket (its connections inherit it).
+    user_timeout_ms = 0
+
+    def create_sockets(self) -> Any:
+        sockets = super().create_sockets()
+        if self.user_timeout_ms and hasattr(socket, "TCP_USER_TIMEOUT"):  # Linux
+            for sock in sockets.insecure_sockets:
+                if sock.family in (socket.AF_INET, socket.AF_INET6):
+                    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT, self.user_timeout_ms)
+        return sockets
+
+
 def hypercorn_config(host: Host, sock: socket.socket | None = None) -> HypercornConfig:
     settings = host.config.server
-    config = HypercornConfig()
+    config = _Config()
     address = f"[{settings.host}]" if ":" in settings.host else settings.host
     config.bind = [f"fd://{sock.fileno()}"] if sock is not None else [f"{address}:{settings.port}"]
     config.include_server_header = False
@@ -53,6 +68,17 @@ def hypercorn_config(host: Host, sock: socket.socket | None = None) -> Hypercorn
     config.accesslog = None
     config.errorlog = logging.getLogger("hypercorn.error")
     config.keep_alive_timeout = 5
+    # h11 refuses (431) a request whose head is still incomplete past this size; a complete head
+    # that arrived in one read is measured by the app (McpApp), so both ways get the same limit.
+    config.h11_max_incomplete_size = settings.max_header_bytes
+    # A client that reads nothing (a zero receive window) or acknowledges nothing for
+    # sse_write_timeout + 1 seconds is disconnected by the kernel. The app's own write timeout
+    # stops following the stream (and says so in the log, a second earlier), but Hypercorn's close
+    # waits for its send buffer to drain, which a client that never reads never lets happen:
+    # without this the connection, its descriptor and megabytes of socket buffers stayed until the
+    # client went away. It also covers what the app never sees: the kernel's send buffer grows to
+    # megabytes, so a slow trickle of events fills it only after minutes.
+    config.user_timeout_ms = round((settings.sse_write_timeout + 1) * 1000)
     return config
 
 

@@ -166,6 +166,8 @@ def test_every_server_field_has_an_env_override(monkeypatch: pytest.MonkeyPatch)
                                                "must be float, not 'soon'"),
     ("MCPHOST_PORT", "70000", "server.port must be 0-65535, not 70000"),
     ("MCPHOST_PAGE_SIZE", "0", "server.page_size must be at least 1"),
+    ("MCPHOST_MAX_HEADER_BYTES", "0", "server.max_header_bytes must be at least 1"),
+    ("MCPHOST_BODY_TIMEOUT", "0", "server.body_timeout must be positive"),
     ("MCPHOST_LOG_LEVEL", "loud", "server.log_level must be debug, info, warning, error or critical"),
     ("MCPHOST_PATH", "mcp", "server.path must start with '/', not 'mcp'"),
 ])

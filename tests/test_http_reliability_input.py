@@ -515,6 +515,46 @@ def test_b3_the_limit_covers_every_route(server: HttpServer, client: httpx.Clien
     assert client.post(f"http://127.0.0.1:{server.port}/probe/body", content=b"x" * 1000).json() == {"length": 1000}
 
 
+def test_b4_a_header_block_over_max_header_bytes_is_431_however_it_arrives(server: HttpServer,
+                                                                          client: httpx.Client) -> None:
+    message = json.dumps(rpc(1, "ping")).encode()
+    base = {**MCP_HEADERS, "Content-Length": str(len(message))}
+    for path in ("/mcp", "/other", "/healthz"):
+        big = request_head("POST", server.port, path, {**base, "X-Pad": "a" * (17 * 1024)})
+        # All at once (one read: h11 accepts it, the app measures it) and in small pieces (h11's own limit).
+        for chunks in ([big + message], [big[i:i + 512] for i in range(0, len(big), 512)] + [message]):
+            response = raw_exchange(server.port, chunks[0], chunks[1:])
+            assert response.status == 431, (path, response)
+    # Just under the default 16 KiB the request is served as usual.
+    session_id = server.initialize(client)
+    small = request_head("POST", server.port, "/mcp", {**base, "Mcp-Session-Id": session_id,
+                                                       "MCP-Protocol-Version": "2025-11-25",
+                                                       "X-Pad": "a" * (15 * 1024)})
+    assert raw_exchange(server.port, small, [message]).status == 200
+    assert_serving(server, client, session_id)
+
+
+def test_b4_a_body_slower_than_body_timeout_is_408_and_the_server_keeps_serving(tmp_path: Path) -> None:
+    server = HttpServer(tmp_path, plugins="demo", env={"MCPHOST_BODY_TIMEOUT": "1"})
+    try:
+        head = request_head("POST", server.port, headers={**MCP_HEADERS, "Content-Length": "100"})
+
+        def trickle() -> Iterator[bytes]:
+            for _ in range(10):
+                yield b" "
+                time.sleep(0.5)
+
+        started = time.monotonic()
+        response = raw_exchange(server.port, head, trickle())
+        assert response.status == 408, response
+        assert response.headers["connection"] == "close"
+        assert 1 <= time.monotonic() - started < 2
+        with httpx.Client(timeout=10) as client:
+            assert_serving(server, client, server.initialize(client))
+    finally:
+        server.stop()
+
+
 # -- C1-C4: sessions -----------------------------------------------------------------------------------
 
 def test_c1_session_ids_are_unique_visible_ascii_and_random(tmp_path: Path) -> None:

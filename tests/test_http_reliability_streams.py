@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import psutil
 import pytest
 
 from tests.http_plugins.harness import (
@@ -240,6 +241,12 @@ async def test_b11_a_client_that_never_reads_costs_bounded_memory(small: HttpSer
         assert echoed[-1]["result"]["content"][0]["text"] == "still fine"
 
 
+def established_peers(server: Any) -> set[int]:
+    """Client ports of the server process's established TCP connections."""
+    return {c.raddr.port for c in psutil.Process(server.process.pid).net_connections(kind="tcp")
+            if c.raddr and c.status == psutil.CONN_ESTABLISHED}
+
+
 async def test_b11_a_stalled_reader_is_let_go_after_the_write_timeout_and_can_resume(http_server: Any) -> None:
     # One reply larger than every socket buffer between the two ends, so the write has to wait.
     server = http_server(plugins="demo", env={"MCPHOST_SSE_WRITE_TIMEOUT": "1",
@@ -258,6 +265,14 @@ async def test_b11_a_stalled_reader_is_let_go_after_the_write_timeout_and_can_re
             while "stalled" not in server.log() and time.monotonic() < deadline:
                 await asyncio.sleep(0.2)
             assert "stalled: the client read nothing for 1.0s; closing it" in server.log()
+            # The connection itself is closed too (by the kernel's TCP_USER_TIMEOUT: write timeout
+            # + 1 s of zero window), although the client never reads nor leaves: no descriptor and
+            # no buffered megabytes are kept for it.
+            port = sock.getsockname()[1]
+            deadline = time.monotonic() + 5
+            while port in established_peers(server) and time.monotonic() < deadline:
+                await asyncio.sleep(0.1)
+            assert port not in established_peers(server)
         finally:
             sock.close()
         # The session keeps serving, and the call's end is still there for a client that resumes.

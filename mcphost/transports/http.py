@@ -55,7 +55,6 @@ STANDALONE = "0"
 #: Fully written request streams kept per session for a client whose connection broke at the end.
 KEEP_WRITTEN_STREAMS = 4
 LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1", "[::1]"})
-BODY_TIMEOUT = 30.0
 
 _JSON = (b"content-type", b"application/json")
 _SSE_HEADERS = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache"),
@@ -154,6 +153,7 @@ class HttpTransport:
         settings = host.config.server
         self.settings = settings
         self.max_body = settings.max_body_bytes
+        self.body_timeout = settings.body_timeout
         self.keepalive = settings.sse_keepalive
         self.retry_ms = settings.sse_retry_ms
         self.write_timeout = settings.sse_write_timeout
@@ -445,7 +445,7 @@ class HttpTransport:
                     return
 
         try:
-            async with asyncio.timeout(BODY_TIMEOUT):
+            async with asyncio.timeout(self.body_timeout):
                 await read()
         except TimeoutError:
             raise HttpError(408, "Timed out reading the request body") from None
