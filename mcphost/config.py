@@ -50,6 +50,9 @@ class ServerSettings:
     page_size: int = 100
     #: Seconds a server-to-client request (elicitation, sampling, roots) waits for its answer.
     client_request_timeout: float = 300.0
+    #: Seconds a tools/call may run before it is cancelled (0: no limit). Session era: error -32001;
+    #: 2026-07-28: an isError result. Calls that became tasks are limited by task_ttl instead.
+    max_tool_seconds: float = 600.0
     #: Requests one session may have in flight at once; more are refused with -32000.
     max_inflight: int = 64
     #: Seconds without a request before a session expires.
@@ -256,6 +259,8 @@ def _check_server(server: ServerSettings, source: str) -> None:
         raise ConfigError(f"{source}: server.body_timeout must be positive")
     if server.state_ttl <= 0 or server.cache_ttl_ms < 0:
         raise ConfigError(f"{source}: server.state_ttl must be positive and server.cache_ttl_ms not negative")
+    if server.max_tool_seconds < 0:
+        raise ConfigError(f"{source}: server.max_tool_seconds must not be negative (0 means no limit)")
     if server.task_ttl <= 0 or server.task_after < 0 or server.task_lease <= 0:
         raise ConfigError(f"{source}: server.task_ttl and task_lease must be positive, server.task_after not negative")
     if server.log_level.lower() not in ("debug", "info", "warning", "error", "critical"):

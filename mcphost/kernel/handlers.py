@@ -22,6 +22,7 @@ from mcphost.protocol.errors import (
     INVALID_PARAMS,
     INVALID_REQUEST,
     MISSING_CLIENT_CAPABILITY,
+    REQUEST_TIMEOUT,
     RESOURCE_NOT_FOUND,
     McpError,
     invalid_params,
@@ -254,16 +255,28 @@ async def call_tool(kernel: Kernel, request: RequestInfo) -> dict[str, Any]:
         scope = _scope(kernel, request) if run is None else TaskScope(
             kernel, session, request.id, request.method, _progress_token(request), round=request.round, run=run)
         kwargs[record.signature.context_param] = Context(scope)
-    if run is not None:
-        return await run.execute(functools.partial(_invoke_tool, kernel, request, entry, kwargs))
-    return await _invoke_tool(kernel, request, entry, kwargs)
+    if run is not None:  # a task may run until its record expires
+        return await run.execute(functools.partial(_invoke_tool, kernel, request, entry, kwargs,
+                                                   kernel.settings.task_ttl))
+    return await _invoke_tool(kernel, request, entry, kwargs, kernel.settings.max_tool_seconds)
 
 
-async def _invoke_tool(kernel: Kernel, request: RequestInfo, entry: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
-    """Run the tool; its failures become isError results, protocol errors propagate."""
+async def _invoke_tool(kernel: Kernel, request: RequestInfo, entry: Any, kwargs: dict[str, Any],
+                       limit: float) -> dict[str, Any]:
+    """Run the tool for at most ``limit`` seconds (0: no limit); its failures become isError results,
+    protocol errors propagate."""
     record = entry.record
+    deadline = asyncio.timeout(limit or None)
     try:
-        value = await call_handler(record.fn, kwargs, thread=record.thread)
+        async with deadline:
+            value = await call_handler(record.fn, kwargs, thread=record.thread)
+    except TimeoutError as exc:
+        if not deadline.expired():  # the tool's own timeout (an HTTP client's, say): a tool failure
+            return await _tool_failed(kernel, request, record, exc)
+        log.warning("tool %s ran past its %gs limit and was cancelled", record.name, limit)
+        if request.era == "legacy":
+            raise McpError(REQUEST_TIMEOUT, f"Tool {record.name!r} timed out after {limit:g}s") from None
+        return results.error_result(f"Tool {record.name!r} timed out after {limit:g}s")
     except McpError:
         raise
     except ToolError as exc:
@@ -274,11 +287,15 @@ async def _invoke_tool(kernel: Kernel, request: RequestInfo, entry: Any, kwargs:
             raise error from None
         return results.error_result(exc.message)
     except Exception as exc:
-        log.exception("tool %s (plugin %s) raised", record.name,
-                      record.provenance.plugin if record.provenance else "?")
-        await kernel.host.report_exception(request, exc)
-        return results.error_result(f"Tool {record.name!r} failed with an internal error")
+        return await _tool_failed(kernel, request, record, exc)
     return results.tool_result(entry, value, request.session.protocol_version)
+
+
+async def _tool_failed(kernel: Kernel, request: RequestInfo, record: Tool, exc: Exception) -> dict[str, Any]:
+    log.error("tool %s (plugin %s) raised", record.name, record.provenance.plugin if record.provenance else "?",
+              exc_info=exc)
+    await kernel.host.report_exception(request, exc)
+    return results.error_result(f"Tool {record.name!r} failed with an internal error")
 
 
 def _describe(error: Any) -> str:
