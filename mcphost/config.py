@@ -80,6 +80,10 @@ class ServerSettings:
     sse_retry_ms: int = 1000
     #: Events kept per stream for resumption with Last-Event-ID (older ones are trimmed).
     stream_max_events: int = 1000
+    #: Seconds an idle keep-alive connection stays open. Longer than the idle timeout of the clients
+    #: and load balancers in front (httpx 5 s, most balancers 60 s), so that the client, never the
+    #: server, closes an idle connection: otherwise a request sent just as the server closes is lost.
+    keep_alive_timeout: float = 75.0
     #: Seconds in-flight requests get to finish on shutdown before they are cancelled.
     graceful_timeout: float = 30.0
     #: Keys that seal 2026-07-28 requestState (HMAC): the first signs, all verify (rotation).
@@ -259,6 +263,8 @@ def _check_server(server: ServerSettings, source: str) -> None:
         raise ConfigError(f"{source}: server.body_timeout must be positive")
     if server.state_ttl <= 0 or server.cache_ttl_ms < 0:
         raise ConfigError(f"{source}: server.state_ttl must be positive and server.cache_ttl_ms not negative")
+    if server.keep_alive_timeout <= 0:
+        raise ConfigError(f"{source}: server.keep_alive_timeout must be positive")
     if server.max_tool_seconds < 0:
         raise ConfigError(f"{source}: server.max_tool_seconds must not be negative (0 means no limit)")
     if server.task_ttl <= 0 or server.task_after < 0 or server.task_lease <= 0:

@@ -67,7 +67,7 @@ def hypercorn_config(host: Host, sock: socket.socket | None = None) -> Hypercorn
     config.graceful_timeout = settings.graceful_timeout
     config.accesslog = None
     config.errorlog = logging.getLogger("hypercorn.error")
-    config.keep_alive_timeout = 5
+    config.keep_alive_timeout = settings.keep_alive_timeout
     # h11 refuses (431) a request whose head is still incomplete past this size; a complete head
     # that arrived in one read is measured by the app (McpApp), so both ways get the same limit.
     config.h11_max_incomplete_size = settings.max_header_bytes
