@@ -119,8 +119,7 @@ def main() -> None:
                              "finished before the disconnect could reach it (reported separately)")
     parser.add_argument("--json", metavar="FILE", help="also write the report here")
     args = parser.parse_args()
-    report: dict[str, Any] = {"facts": benchlib.machine_facts(), "args": vars(args),
-                              "load_average_before": benchlib.load_average()}
+    report = benchlib.new_report(args)
     with benchlib.sigterm_as_interrupt(), benchlib.workdir() as tmp:
         server = benchlib.diag_server("mcphost-cancel", Path(tmp))
         with running(server):
@@ -208,9 +207,7 @@ def main() -> None:
     print(f"bytes received after the handler saw the cancellation (+5 ms): {bytes_after} "
           f"on {streams_with_bytes_after} streams")
     print(f"asyncio tasks before / right after / +6 s: {summary['tasks']}; fds: {summary['fds']}")
-    for name, met in report["targets"].items():
-        print(f"  {'met ' if met else 'MISS'}  {name}")
-    benchlib.save_report(args.json, report)
+    benchlib.finish_report(args.json, report)
 
 
 if __name__ == "__main__":

@@ -101,8 +101,7 @@ def main() -> None:
     parser.add_argument("--idle-timeout", type=float, default=5.0)
     parser.add_argument("--json", metavar="FILE", help="also write the report here")
     args = parser.parse_args()
-    report: dict[str, Any] = {"facts": benchlib.machine_facts(), "args": vars(args),
-                              "load_average_before": benchlib.load_average()}
+    report = benchlib.new_report(args)
     with benchlib.sigterm_as_interrupt(), benchlib.workdir() as tmp:
         report["churn"] = churn(args.sessions, args.clients, Path(tmp))
         report["expiry"] = expiry(args.sessions, args.clients, args.idle_timeout, Path(tmp))
@@ -124,9 +123,7 @@ def main() -> None:
           f"RSS {e['rss_before'] / 1e6:.1f} -> peak {e['rss_peak'] / 1e6:.1f} -> {e['rss_after'] / 1e6:.1f} MB")
     print("registry (s after the last initialize, sessions): " +
           " ".join(f"{t}:{n}" for t, n in e["registry_readings"]))
-    for name, met in report["targets"].items():
-        print(f"  {'met ' if met else 'MISS'}  {name}")
-    benchlib.save_report(args.json, report)
+    benchlib.finish_report(args.json, report)
 
 
 if __name__ == "__main__":

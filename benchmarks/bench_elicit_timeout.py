@@ -85,8 +85,7 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=0.1, help="MCPHOST_CLIENT_REQUEST_TIMEOUT (s)")
     parser.add_argument("--json", metavar="FILE", help="also write the report here")
     args = parser.parse_args()
-    report: dict[str, Any] = {"facts": benchlib.machine_facts(), "args": vars(args),
-                              "load_average_before": benchlib.load_average()}
+    report = benchlib.new_report(args)
     with benchlib.sigterm_as_interrupt(), benchlib.workdir() as tmp:
         server = benchlib.mcphost_server("mcphost-elicit", Path(tmp), extra_env={
             "MCPHOST_CLIENT_REQUEST_TIMEOUT": str(args.timeout)})
@@ -119,9 +118,7 @@ def main() -> None:
           f"max {s['cancel_after_max_ms']} ms")
     for why in s["failures"]:
         print(f"  failed: {why}")
-    for name, met in report["targets"].items():
-        print(f"  {'met ' if met else 'MISS'}  {name}")
-    benchlib.save_report(args.json, report)
+    benchlib.finish_report(args.json, report)
 
 
 if __name__ == "__main__":

@@ -181,7 +181,7 @@ def main() -> None:
     parser.add_argument("--json", metavar="FILE", help="also write the report here")
     args = parser.parse_args()
 
-    report: dict[str, Any] = {"facts": benchlib.machine_facts(), "load_average_before": benchlib.load_average()}
+    report = benchlib.new_report()
     with benchlib.sigterm_as_interrupt(), benchlib.workdir() as tmp:
         # Cases 1-3 on a server whose body timeout leaves the 1-byte chunks time to reach the limit.
         server = benchlib.mcphost_server("mcphost-limits", Path(tmp),
@@ -218,9 +218,7 @@ def main() -> None:
           "400 means the head was accepted)")
     print(f"slow body:               HTTP {s['status']} after {s['seconds']} s (body timeout {s['body_timeout']} s)")
     print("both servers still answered an echo call afterwards")
-    for name, met in report["targets"].items():
-        print(f"  {'met ' if met else 'MISS'}  {name}")
-    benchlib.save_report(args.json, report)
+    benchlib.finish_report(args.json, report)
 
 
 if __name__ == "__main__":

@@ -262,8 +262,7 @@ def main() -> None:
     parser.add_argument("--json", metavar="FILE", help="also write the report here")
     args = parser.parse_args()
 
-    report: dict[str, Any] = {"facts": benchlib.machine_facts(), "args": vars(args),
-                              "load_average_before": benchlib.load_average()}
+    report = benchlib.new_report(args)
     with benchlib.sigterm_as_interrupt(), benchlib.workdir() as tmp:
         server = benchlib.diag_server("mcphost-load", Path(tmp), extra_env={
             "MCPHOST_SESSION_IDLE_TIMEOUT": str(args.idle_timeout), "MCPHOST_MAX_SESSIONS": "100000"})
@@ -303,9 +302,7 @@ def main() -> None:
     print("RSS samples (MB): " + " ".join(f"{s['rss'] / 1e6:.1f}" for s in load["samples"]))
     for name in ("sessions", "tasks", "fds", "fds_proc", "rss"):
         print(f"  {name:9} baseline {base[name]:>10}  after idle timeout + 10 s {after[name]:>10}")
-    for name, met in report["targets"].items():
-        print(f"  {'met ' if met else 'MISS'}  {name}")
-    benchlib.save_report(args.json, report)
+    benchlib.finish_report(args.json, report)
 
 
 async def warm(url: str) -> None:

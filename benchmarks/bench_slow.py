@@ -149,8 +149,7 @@ def main() -> None:
     parser.add_argument("--baseline", type=float, default=10.0, help="seconds of healthy-only traffic")
     parser.add_argument("--json", metavar="FILE", help="also write the report here")
     args = parser.parse_args()
-    report: dict[str, Any] = {"facts": benchlib.machine_facts(), "args": vars(args),
-                              "load_average_before": benchlib.load_average()}
+    report = benchlib.new_report(args)
     with benchlib.sigterm_as_interrupt(), benchlib.workdir() as tmp:
         server = benchlib.diag_server("mcphost-slow", Path(tmp), extra_env={
             "MCPHOST_SSE_WRITE_TIMEOUT": str(args.write_timeout)})
@@ -195,9 +194,7 @@ def main() -> None:
           f"({len(base)} calls); during the flood p50 {summary['flood_p50_ms']} ms p99 {summary['flood_p99_ms']} ms "
           f"({len(lat)} calls); errors {len(summary['healthy_errors'])}")
     print(f"server after: {stats}")
-    for name, met in report["targets"].items():
-        print(f"  {'met ' if met else 'MISS'}  {name}")
-    benchlib.save_report(args.json, report)
+    benchlib.finish_report(args.json, report)
 
 
 if __name__ == "__main__":

@@ -451,6 +451,21 @@ def load_average() -> str:
     return " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
 
+def new_report(args: Any = None) -> dict[str, Any]:
+    """The start of a reliability benchmark's report: machine facts, arguments, load average now."""
+    report: dict[str, Any] = {"facts": machine_facts(), "load_average_before": load_average()}
+    if args is not None:
+        report["args"] = vars(args)
+    return report
+
+
+def finish_report(path: str | None, report: dict[str, Any]) -> None:
+    """Print each target as met or MISS, then save the report."""
+    for name, met in report["targets"].items():
+        print(f"  {'met ' if met else 'MISS'}  {name}")
+    save_report(path, report)
+
+
 def save_report(path: str | None, report: dict[str, Any]) -> None:
     """Write ``report`` as JSON to ``path`` (when given)."""
     if path:

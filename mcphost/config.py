@@ -80,10 +80,11 @@ class ServerSettings:
     sse_retry_ms: int = 1000
     #: Events kept per stream for resumption with Last-Event-ID (older ones are trimmed).
     stream_max_events: int = 1000
-    #: Seconds an idle keep-alive connection stays open. Longer than the idle timeout of the clients
-    #: and load balancers in front (httpx 5 s, most balancers 60 s), so that the client, never the
-    #: server, closes an idle connection: otherwise a request sent just as the server closes is lost.
-    keep_alive_timeout: float = 75.0
+    #: Seconds an idle keep-alive connection stays open. Keep it above the idle timeout of the clients
+    #: and load balancers in front (httpx 5 s; raise it above a balancer's 60 s), so that they, not
+    #: the server, close idle connections: a request sent just as the server closes is lost. Hypercorn
+    #: also holds a connection the client closed while idle until this runs out, so it is not free.
+    keep_alive_timeout: float = 10.0
     #: Seconds in-flight requests get to finish on shutdown before they are cancelled.
     graceful_timeout: float = 30.0
     #: Keys that seal 2026-07-28 requestState (HMAC): the first signs, all verify (rotation).

@@ -1,9 +1,8 @@
 """Idle keep-alive connections: kept longer than clients keep theirs, and no obstacle to shutdown.
 
-``[server] keep_alive_timeout`` (75 s) is above httpx's 5 s and most load balancers' 60 s idle
-timeouts, so the client closes an idle connection, never the server: otherwise a request written
-just as the server closes is lost (a ReadError on the client). A SIGTERM still ends the server
-promptly with such a connection open.
+``[server] keep_alive_timeout`` (10 s) is above httpx's 5 s, so the client closes an idle
+connection, never the server: otherwise a request written just as the server closes is lost (a
+ReadError on the client). A SIGTERM still ends the server promptly with such a connection open.
 """
 
 from __future__ import annotations
