@@ -7,9 +7,8 @@ from typing import Any
 import pytest
 
 import mcphost
-from mcphost.protocol.modern import validate_modern
 from mcphost.testing import make_host
-from tests.test_http_modern import modern
+from tests.modern_support import modern_call
 
 
 class Cached:
@@ -31,16 +30,7 @@ class Cached:
 
 
 async def read(host: Any, uri: str, principal: Any = None) -> dict[str, Any]:
-    payload, headers = modern("resources/read", {"uri": uri})
-    request = validate_modern(payload, {k.lower(): v for k, v in headers.items()},
-                              tool_header_params=host.catalog.tool_header_params)
-
-    async def outlet(message: dict[str, Any], related: Any) -> None:
-        return None
-
-    session = host.kernel.modern_session(request, principal, outlet)
-    reply = await host.kernel.receive_modern(session, payload)
-    return reply["result"]
+    return (await modern_call(host, "resources/read", {"uri": uri}, principal=principal))["result"]
 
 
 @pytest.fixture

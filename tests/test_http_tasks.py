@@ -21,10 +21,10 @@ from typing import Any
 import httpx
 import pytest
 
-from mcphost.protocol.modern import validate_modern
 from mcphost.testing import make_host
 from tests.http_plugins.harness import probe_env
 from tests.http_support import HttpServer
+from tests.modern_support import modern_call
 from tests.test_http_modern import messages_of, modern
 
 TASKS = "io.modelcontextprotocol/tasks"
@@ -342,16 +342,9 @@ def test_the_session_era_runs_task_tools_synchronously_and_has_no_tasks_methods(
 
 
 async def _call_in_process(host: Any, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
-    """One 2026-07-28 tools/call straight through the kernel (no transport)."""
-    payload, headers = request("tools/call", {"name": tool, "arguments": arguments})
-    modern_request = validate_modern(payload, {k.lower(): v for k, v in headers.items()},
-                                     tool_header_params=host.catalog.tool_header_params)
-
-    async def outlet(message: dict[str, Any], related: Any) -> None:
-        return None
-
-    session = host.kernel.modern_session(modern_request, None, outlet)
-    return await host.kernel.receive_modern(session, payload)
+    """One 2026-07-28 tools/call from a client with the tasks extension, straight through the kernel."""
+    return await modern_call(host, "tools/call", {"name": tool, "arguments": arguments},
+                             meta_extra={"io.modelcontextprotocol/clientCapabilities": WITH_TASKS})
 
 
 async def _started_host(**server: Any) -> Any:

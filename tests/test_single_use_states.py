@@ -11,25 +11,16 @@ from typing import Any
 
 import pytest
 
-from mcphost.protocol.modern import validate_modern
 from mcphost.protocol.sealed import REJECTION_MESSAGE
 from mcphost.testing import make_host
-from tests.test_http_modern import modern
+from tests.modern_support import modern_call
 
 ANSWER = {"user_name": {"action": "accept", "content": {"name": "Ada"}}}
 
 
 async def call(host: Any, **extra: Any) -> dict[str, Any]:
-    payload, headers = modern("tools/call", {"name": "test_input_required_result_elicitation", "arguments": {},
-                                             **extra})
-    request = validate_modern(payload, {k.lower(): v for k, v in headers.items()},
-                              tool_header_params=host.catalog.tool_header_params)
-
-    async def outlet(message: dict[str, Any], related: Any) -> None:
-        return None
-
-    session = host.kernel.modern_session(request, None, outlet)
-    return await host.kernel.receive_modern(session, payload)
+    return await modern_call(host, "tools/call", {"name": "test_input_required_result_elicitation",
+                                                  "arguments": {}, **extra})
 
 
 @pytest.mark.parametrize("single_use", [True, False])

@@ -12,9 +12,8 @@ from typing import Any
 import pytest
 
 import mcphost
-from mcphost.protocol.modern import validate_modern
 from mcphost.testing import MemoryClient, make_host
-from tests.test_http_modern import modern
+from tests.modern_support import modern_call
 
 STOPPED: list[str] = []
 
@@ -44,17 +43,6 @@ def host_with(limit: float) -> Any:
     return make_host(("slow", Slow()), config={"server": {"max_tool_seconds": limit}})
 
 
-async def modern_call(host: Any, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
-    payload, headers = modern("tools/call", {"name": tool, "arguments": arguments})
-    request = validate_modern(payload, {k.lower(): v for k, v in headers.items()},
-                              tool_header_params=host.catalog.tool_header_params)
-
-    async def outlet(message: dict[str, Any], related: Any) -> None:
-        return None
-
-    return await host.kernel.receive_modern(host.kernel.modern_session(request, None, outlet), payload)
-
-
 async def test_session_era_a_tool_past_the_limit_is_cancelled_with_32001():
     STOPPED.clear()
     async with MemoryClient(host_with(0.2)) as client:
@@ -69,7 +57,7 @@ async def test_2026_a_tool_past_the_limit_ends_in_an_error_result():
     host = host_with(0.2)
     await host.start()
     try:
-        reply = await modern_call(host, "nap", {"seconds": 30})
+        reply = await modern_call(host, "tools/call", {"name": "nap", "arguments": {"seconds": 30}})
         assert reply["result"]["isError"] is True
         assert "timed out after 0.2s" in reply["result"]["content"][0]["text"]
     finally:

@@ -24,7 +24,7 @@ from mcphost.catalog import grant_of, permits
 from mcphost.context import Deferred
 from mcphost.errors import InsufficientScope, Refused
 from mcphost.kernel import handlers
-from mcphost.kernel.modern import MRTR_METHODS, InputRequired, Round
+from mcphost.kernel.modern import MRTR_METHODS, InputRequired, Round, principal_key
 from mcphost.kernel.tasks import TaskManager, detailed_view
 from mcphost.plugins import PluginFailures
 from mcphost.protocol import jsonrpc
@@ -262,7 +262,7 @@ class Kernel:
         answers: dict[str, Any] = {}
         state = params.get("requestState")
         if state is not None:
-            sealed = self.sealer.open(state, principal=_principal_key(session), method=method,
+            sealed = self.sealer.open(state, principal=principal_key(session), method=method,
                                       params_digest=params_digest(method, params))
             if self.settings.single_use_states:
                 # Each state is redeemed once (by any process of a shared backend) while it is valid.
@@ -279,7 +279,7 @@ class Kernel:
                         ) -> dict[str, Any]:
         # Seal only the answers this run actually used, so unknown extra keys are dropped.
         used = {key: round.answers[key] for key in round.used}
-        state = self.sealer.seal(answers=used, principal=_principal_key(session), method=method,
+        state = self.sealer.seal(answers=used, principal=principal_key(session), method=method,
                                  params_digest=params_digest(method, params))
         return {"resultType": "input_required", "inputRequests": round.asked, "requestState": state,
                 "_meta": {SERVER_INFO: self.host.server_info(session.protocol_version or "")}}
@@ -516,10 +516,6 @@ def refusal_error(exc: Refused) -> McpError:
     """The JSON-RPC error for a refusal met after the response started (or on stdio)."""
     data = {"requiredScopes": list(exc.scopes)} if isinstance(exc, InsufficientScope) else None
     return McpError(INVALID_REQUEST, exc.message, data)
-
-
-def _principal_key(session: Session) -> str | None:
-    return None if session.principal is None else repr(session.principal.key)
 
 
 def _personal(session: Session) -> bool:

@@ -26,6 +26,11 @@ MRTR_METHODS = frozenset({"tools/call", "prompts/get", "resources/read"})
 _CAPABILITY = {"elicitation/create": "elicitation", "sampling/createMessage": "sampling", "roots/list": "roots"}
 
 
+def principal_key(session: Any) -> str | None:
+    """The caller's identity as sealed request states and task records are bound to it (None: anonymous)."""
+    return None if session.principal is None else repr(session.principal.key)
+
+
 class InputRequired(BaseException):
     """Raised inside a handler when an answer is missing; the request ends with InputRequiredResult.
 

@@ -26,7 +26,7 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from mcphost.kernel.modern import ModernScope
+from mcphost.kernel.modern import ModernScope, principal_key
 from mcphost.protocol.errors import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
@@ -56,10 +56,6 @@ def declares_tasks(session: Session) -> bool:
 def missing_extension(what: str) -> McpError:
     return McpError(MISSING_CLIENT_CAPABILITY, f"{what} needs the client extension {EXTENSION!r}",
                     {"requiredCapabilities": {"extensions": {EXTENSION: {}}}})
-
-
-def owner_of(session: Session) -> str | None:
-    return None if session.principal is None else repr(session.principal.key)
 
 
 def channel(task_id: str) -> str:
@@ -148,7 +144,7 @@ class TaskRun:
                 "taskId": secrets.token_urlsafe(24), "status": status, "createdAt": now, "lastUpdatedAt": now,
                 "ttlMs": int(manager.settings.task_ttl * 1000),
                 "pollIntervalMs": manager.settings.task_poll_interval_ms,
-                "owner": owner_of(self.session), "tool": self.tool,
+                "owner": principal_key(self.session), "tool": self.tool,
                 "expires": time.time() + manager.settings.task_ttl, "beat": time.time(),
             }
             if result is not None:
@@ -384,7 +380,7 @@ class TaskManager:
         if not isinstance(task_id, str):
             raise McpError(INVALID_PARAMS, 'Invalid params: "taskId" must be a string')
         record = await self.store.load(task_id) if len(task_id) <= 200 else None
-        if record is None or record.get("owner") != owner_of(session):
+        if record is None or record.get("owner") != principal_key(session):
             raise McpError(INVALID_PARAMS, "Unknown task", {"taskId": task_id[:200]})
         if (record["status"] not in TERMINAL and task_id not in self.running
                 and time.time() - record.get("beat", time.time()) > self.lease):

@@ -78,7 +78,7 @@ async def _answer(transport: HttpTransport, payload: dict[str, Any], reply: asyn
                   respond: Callable[..., Awaitable[None]]) -> str:
     """JSON if the reply comes before any notification; otherwise SSE. Returns the disconnect reason."""
     disconnected = asyncio.ensure_future(wait_disconnect(receive))
-    first: asyncio.Future[Any] | None = asyncio.ensure_future(queue.get())
+    first: asyncio.Future[Any] = asyncio.ensure_future(queue.get())
     try:
         # A listen stream's first message is its acknowledgement, so a refused listen is plain JSON too.
         done, _ = await asyncio.wait({reply, first, disconnected}, return_when=asyncio.FIRST_COMPLETED)
@@ -116,7 +116,7 @@ async def _answer(transport: HttpTransport, payload: dict[str, Any], reply: asyn
             await send({"type": "http.response.body", "body": b": keep-alive\n\n", "more_body": True})
     finally:
         disconnected.cancel()
-        if first is not None and not first.done():
+        if not first.done():
             first.cancel()
 
 
