@@ -200,7 +200,7 @@ async def _open_in_process(app: Any, check: bool = True) -> str:
 
 
 async def _traced(count: int) -> dict[str, Any]:
-    from mcphost.transports.http import _state
+    from mcphost.transports.sse import state_of as _state
 
     app = _build_app()
     host = app.host

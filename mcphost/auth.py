@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import inspect
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from mcphost.errors import Refused
@@ -28,7 +28,7 @@ from mcphost.protocol.auth import (
 )
 
 if TYPE_CHECKING:
-    from mcphost.host import Host
+    from mcphost.hookspecs import Host
     from mcphost.sessions.session import Connection
 
 log = logging.getLogger("mcphost.auth")
@@ -44,8 +44,10 @@ _NOT_BASELINE = frozenset({"offline_access"})
 class ResourceServer:
     """What the host says about itself as a protected resource. One per host."""
 
-    def __init__(self, host: Host) -> None:
-        self.host = host
+    def __init__(self, host: Host, pm: Any, has_auth: Callable[[], bool]) -> None:
+        self.host = host  # handed to mcphost_protected_resource_metadata
+        self.pm = pm
+        self._has_auth = has_auth
         self.configured_url = host.config.server.resource_url
         self.path = host.config.server.path
         #: The merged plugin contributions (without ``resource``), or None when no plugin contributes.
@@ -64,7 +66,7 @@ class ResourceServer:
         merged: dict[str, Any] = {}
         unions: dict[str, list[str]] = {name: [] for name in _UNION_FIELDS}
         contributors: list[str] = []
-        for impl in impls(self.host.pm, "mcphost_protected_resource_metadata"):
+        for impl in impls(self.pm, "mcphost_protected_resource_metadata"):
             try:
                 document = call_impl(impl, host=self.host)
                 if inspect.isawaitable(document):
@@ -111,7 +113,7 @@ class ResourceServer:
 
     def warn_unset_url(self) -> None:
         """Say once, at startup, that tokens' audience is checked against a guessed URL."""
-        if self.host.has_auth and self.configured_url is None:
+        if self._has_auth() and self.configured_url is None:
             log.warning("[server] resource_url is not set: the canonical URL of this server is derived from each "
                         "request (scheme, Host, path), which is wrong behind a proxy and lets the Host header "
                         "choose the audience. Set it to the URL clients use, e.g. https://mcp.example.com%s",

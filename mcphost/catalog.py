@@ -1,16 +1,14 @@
 """The catalog: every tool, resource, template and prompt the plugins provide, validated once.
 
-Collection is per plugin: a plugin whose hook raises, or which hands over an invalid record
-or a name another plugin already provides, is marked failed and contributes nothing, while
-the others serve (strict mode raises instead). Accepted records are stamped with their
+Plain state: :func:`mcphost.plugins.collect_catalog` calls the hooks and hands each plugin's
+records to :meth:`Catalog.admit`, which takes them all or none (an invalid record, or a name
+another plugin already provides, refuses the lot). Accepted records are stamped with their
 provenance. Input and output validators are compiled here, once, and wire descriptors are
 built once per protocol revision and cached.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
 import dataclasses
 import logging
 from collections.abc import Callable, Iterable, Mapping
@@ -18,21 +16,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import jsonschema
-import pluggy
 
 from mcphost.errors import PluginError
-from mcphost.plugins import PluginInfo, call_impl, impls, mark_failed
-from mcphost.protocol.auth import SCOPE_TOKEN, scope_satisfied
-from mcphost.protocol.errors import invalid_params
+from mcphost.protocol.auth import NO_SCOPES, SCOPE_TOKEN, Grant, grant_of, permits  # noqa: F401 - grant_of: re-exported
 from mcphost.protocol.modern import check_x_mcp_headers, x_mcp_headers
 from mcphost.protocol.uritemplate import UriTemplate, UriTemplateError
 from mcphost.records import TOOL_NAME, Prompt, Provenance, Resource, ResourceTemplate, Tool, stamped
 
 log = logging.getLogger("mcphost.catalog")
 
-#: What a caller may use: None for everything (a trusted local client), else the scopes its token grants.
-Grant = frozenset[str] | None
-NO_SCOPES: frozenset[str] = frozenset()
 _FILTER_CACHE_SIZE = 256
 
 CATALOG_HOOKS: tuple[tuple[str, type, str], ...] = (
@@ -69,7 +61,7 @@ class TemplateEntry:
 
 
 class Catalog:
-    """What the host serves. Built by :meth:`collect`; replaced whole on reload, never mutated."""
+    """What the host serves. Built by :func:`mcphost.plugins.collect_catalog`; replaced whole on reload."""
 
     def __init__(self) -> None:
         self.tools: dict[str, ToolEntry] = {}
@@ -85,56 +77,13 @@ class Catalog:
 
     # -- building ---------------------------------------------------------------------------
 
-    @classmethod
-    def collect(cls, pm: pluggy.PluginManager, host: Any, infos: Mapping[str, PluginInfo],
-                *, strict: bool = False) -> Catalog:
-        catalog = cls()
-        by_plugin: dict[str, list[tuple[str, Any]]] = {}
-        order: list[str] = []
-        failed: set[str] = set()
-        for hook_name, record_type, kind in CATALOG_HOOKS:
-            for impl in impls(pm, hook_name):
-                name = impl.plugin_name
-                if name not in by_plugin:
-                    by_plugin[name] = []
-                    order.append(name)
-                try:
-                    records = call_impl(impl, host=host) or []
-                    for record in records:
-                        if not isinstance(record, record_type):
-                            raise PluginError(f"{hook_name} returned {type(record).__name__}, expected "
-                                              f"{record_type.__name__} (use @mcphost.{_decorator(record_type)})")
-                        by_plugin[name].append((kind, record))
-                except Exception as exc:
-                    catalog._fail(infos, name, exc, strict)
-                    failed.add(name)
-        for name in order:
-            if name in failed:
-                continue
-            info = infos.get(name)
-            provenance = Provenance(plugin=name, distribution=info.distribution if info else None,
-                                    version=info.version if info else None)
-            try:
-                catalog._admit(by_plugin[name], provenance)
-            except Exception as exc:
-                catalog._fail(infos, name, exc, strict)
-                continue
-            if info is not None:
-                kept = {kind: names for kind, names in info.provides.items() if kind not in CATALOG_KINDS}
-                info.provides = {**kept, **{kind: [_key(record) for k, record in by_plugin[name] if k == kind]
-                                            for kind in sorted({k for k, _ in by_plugin[name]})}}
-        return catalog
-
-    def _fail(self, infos: Mapping[str, PluginInfo], name: str, exc: Exception, strict: bool) -> None:
-        mark_failed(infos, name, exc, strict, what="catalog collection")
-
-    def _admit(self, records: Iterable[tuple[str, Any]], provenance: Provenance) -> None:
+    def admit(self, records: Iterable[tuple[str, Any]], provenance: Provenance) -> None:
         """Validate one plugin's records as a whole, then add them; all or nothing."""
         staged: list[tuple[str, Any]] = []
         seen: dict[tuple[str, str], Any] = {}
         for kind, record in records:
             record = _with_checked_scopes(stamped(record, provenance), kind)
-            key = (kind, _key(record))
+            key = (kind, record_key(record))
             existing = self._existing(kind, key[1]) or seen.get(key)
             if existing is not None:
                 raise PluginError(f"{_noun(kind)} {key[1]!r} is provided by both plugin "
@@ -163,7 +112,7 @@ class Catalog:
         return (self.resources if kind == "resources" else self.prompts).get(key)
 
     def _entry(self, kind: str, record: Any) -> Any:
-        where = f"{_noun(kind)} {_key(record)!r}"
+        where = f"{_noun(kind)} {record_key(record)!r}"
         if kind == "tools":
             if not TOOL_NAME.match(record.name):
                 raise PluginError(f"{where}: tool names are 1-128 characters of A-Z a-z 0-9 _ . - /")
@@ -292,27 +241,12 @@ class Catalog:
         }[kind]
 
 
-def grant_of(principal: Any, trusted: bool) -> Grant:
-    """What a caller may use: its token's scopes; everything for a trusted anonymous (local) client;
-    nothing that needs a scope for an anonymous network client."""
-    if principal is not None:
-        return frozenset(principal.scopes)
-    return None if trusted else NO_SCOPES
-
-
-def permits(grant: Grant, needed: frozenset[str]) -> bool:
-    """Whether a caller holding ``grant`` may use a record that needs ``needed``."""
-    if not needed or grant is None:
-        return True
-    return all(scope_satisfied(grant, scope) for scope in needed)
-
-
 def _with_checked_scopes(record: Any, kind: str) -> Any:
     """``record`` with its scopes as a frozenset of valid scope tokens; PluginError otherwise."""
     scopes = record.scopes
     if isinstance(scopes, frozenset) and all(isinstance(s, str) and SCOPE_TOKEN.match(s) for s in scopes):
         return record
-    where = f"{_noun(kind)} {_key(record)!r}"
+    where = f"{_noun(kind)} {record_key(record)!r}"
     if isinstance(scopes, str) or not isinstance(scopes, Iterable):
         raise PluginError(f"{where}: scopes must be a list of scope strings, not {type(scopes).__name__}")
     scopes = list(scopes)
@@ -323,7 +257,8 @@ def _with_checked_scopes(record: Any, kind: str) -> Any:
     return dataclasses.replace(record, scopes=frozenset(scopes))
 
 
-def _key(record: Any) -> str:
+def record_key(record: Any) -> str:
+    """The name a record is known by: a tool's or prompt's name, a resource's URI, a template."""
     if isinstance(record, Resource):
         return record.uri
     if isinstance(record, ResourceTemplate):
@@ -336,7 +271,7 @@ def _noun(kind: str) -> str:
             "prompts": "prompt"}[kind]
 
 
-def _decorator(record_type: type) -> str:
+def decorator_name(record_type: type) -> str:
     return {Tool: "tool", Resource: "resource", ResourceTemplate: "resource_template", Prompt: "prompt"}[record_type]
 
 
@@ -346,39 +281,3 @@ def _who(provenance: Provenance | None) -> str:
     if provenance.distribution:
         return f"{provenance.plugin!r} ({provenance.distribution} {provenance.version or ''})".replace(" )", ")")
     return repr(provenance.plugin)
-
-
-# -- pagination ------------------------------------------------------------------------------------
-
-_CURSOR_PREFIX = "mcphost:"
-
-
-def encode_cursor(offset: int) -> str:
-    return base64.urlsafe_b64encode(f"{_CURSOR_PREFIX}{offset}".encode()).decode().rstrip("=")
-
-
-def decode_cursor(cursor: object) -> int:
-    """The offset an opaque cursor stands for; -32602 for anything the host did not mint."""
-    if not isinstance(cursor, str) or len(cursor) > 64:
-        raise invalid_params("Invalid cursor")
-    try:
-        text = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
-        if not text.startswith(_CURSOR_PREFIX):
-            raise ValueError
-        offset = int(text[len(_CURSOR_PREFIX):])
-        if offset < 0:
-            raise ValueError
-    except (ValueError, binascii.Error, UnicodeDecodeError):
-        raise invalid_params("Invalid cursor") from None
-    if encode_cursor(offset) != cursor:  # "+2", "02", " 2", padding...: not a cursor the host minted
-        raise invalid_params("Invalid cursor")
-    return offset
-
-
-def page(items: list[Any], cursor: object, size: int) -> tuple[list[Any], str | None]:
-    """One page of ``items`` starting at ``cursor``, with the next cursor when more remain."""
-    offset = 0 if cursor is None else decode_cursor(cursor)
-    if offset > len(items):
-        raise invalid_params("Invalid cursor")
-    end = offset + size
-    return items[offset:end], (encode_cursor(end) if end < len(items) else None)

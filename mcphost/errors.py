@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable
 
 from mcphost.protocol.auth import bearer_challenge
@@ -100,3 +101,27 @@ class ClientRequestError(Exception):
 
 __all__ = ["ClientRequestError", "ConfigError", "Forbidden", "InsufficientScope", "McpError", "PluginError",
            "Refused", "ToolError", "Unauthorized"]
+
+
+class PluginFailures:
+    """Failures of plugin code on the request path, logged in full once per plugin and place.
+
+    A broken telemetry or lifecycle plugin fails the same way on every request; one traceback
+    tells the operator, a traceback per request would drown the log. Later failures are counted
+    (``counts``) and logged at debug level.
+    """
+
+    def __init__(self, logger: logging.Logger) -> None:
+        self.log = logger
+        self.counts: dict[tuple[str, str], int] = {}
+
+    def report(self, plugin: str, where: str, exc: BaseException) -> None:
+        key = (plugin, where)
+        count = self.counts.get(key, 0) + 1
+        self.counts[key] = count
+        if count == 1:
+            self.log.error("plugin %s: %s raised and was skipped (shown once; repeats are logged at debug "
+                           "level)", plugin, where, exc_info=exc)
+        else:
+            self.log.debug("plugin %s: %s raised again (%d times): %s: %s", plugin, where, count,
+                           type(exc).__name__, exc)

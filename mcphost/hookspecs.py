@@ -9,21 +9,41 @@ its result. Implement a hook with ``@mcphost.hookimpl``.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Protocol
 
 import pluggy
 
 if TYPE_CHECKING:
     import click
 
-    from mcphost.host import Host
-    from mcphost.kernel.dispatcher import RequestInfo
+    from mcphost.config import Config
     from mcphost.records import Middleware, Prompt, Resource, ResourceTemplate, Tool
+    from mcphost.request import RequestInfo
     from mcphost.sessions.session import Connection, Principal, Session
 
 PROJECT = "mcphost"
 hookspec = pluggy.HookspecMarker(PROJECT)
 hookimpl = pluggy.HookimplMarker(PROJECT)
+
+
+class Host(Protocol):
+    """The :class:`mcphost.host.Host` as hooks receive it (this module sits below the host and
+    names it by what plugins use: settings, their config section, notifications, deferred replies)."""
+
+    config: Config
+    catalog: Any
+    backend: Any
+    resource_server: Any
+
+    def plugin_config(self, name: str) -> Mapping[str, Any]: ...
+
+    async def notify_resource_updated(self, uri: str) -> None: ...
+
+    async def notify_list_changed(self, kind: str) -> None: ...
+
+    def respond(self, session_id: str, request_id: Any, value: Any = None,
+                error: BaseException | None = None) -> bool: ...
 
 
 # -- catalog: collected at startup and on reload ------------------------------------------------
@@ -96,7 +116,8 @@ def mcphost_exception(request: RequestInfo, exception: BaseException) -> None:
     """A request met an unexpected exception: a tool, resource, prompt or completion handler
     raised, or the host failed while serving it.
 
-    ``request`` is the :class:`mcphost.kernel.RequestInfo` being served; ``exception`` is what
+    ``request`` is the :class:`mcphost.kernel.RequestInfo`
+    (defined in :mod:`mcphost.request`) being served; ``exception`` is what
     was raised. The client's answer does not change (an ``isError`` result or -32603, never the
     exception's text). Fires in the request's own task, inside the middleware chain when a
     handler raised, so context variables such as the current trace span are the request's.

@@ -11,7 +11,6 @@ import asyncio
 import gc
 import inspect
 import logging
-import secrets
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -20,21 +19,22 @@ import pluggy
 from mcphost.auth import ResourceServer
 from mcphost.catalog import Catalog
 from mcphost.config import Config, validate_plugin_sections
-from mcphost.errors import PluginError, Refused
+from mcphost.errors import PluginFailures, Refused
 from mcphost.kernel import Kernel
+from mcphost.kernel.services import Services
 from mcphost.kernel.tasks import EXTENSION as TASKS_EXTENSION
 from mcphost.plugins import (
-    PluginFailures,
     PluginInfo,
     PluginSelection,
     call_impl,
+    collect_catalog,
+    collect_middleware,
     impls,
     load_plugins,
     make_plugin_manager,
-    mark_failed,
 )
 from mcphost.protocol.versions import at_least
-from mcphost.records import Middleware, Provenance, stamped
+from mcphost.sessions.manager import SessionManager
 from mcphost.sessions.session import Connection, Principal, Session
 
 log = logging.getLogger("mcphost.host")
@@ -66,9 +66,11 @@ class Host:
         self.pm: pluggy.PluginManager = make_plugin_manager()
         self.plugin_infos: dict[str, PluginInfo] = load_plugins(self.pm, selection, plugins)
         self.catalog = Catalog()
-        self.sessions: dict[str, Session] = {}
         self.kernel: Kernel | None = None
         self.backend: Any = None
+        #: The one owner of sessions (registry, caps, lookup, reaping, ending); its backend is set by prepare().
+        self.manager = SessionManager(self.config.server, None, connect=self.connect, disconnect=self.disconnect,
+                                      terminate=self._fire_terminate)
         self._extensions: tuple[Any, dict[str, Any]] | None = None
         #: Cooperation with other processes on a shared backend (None on the in-memory one).
         self.cluster: Any = None
@@ -84,7 +86,12 @@ class Host:
         self._backend_was_healthy = True
         self._server_info: dict[str, dict[str, Any]] = {}
         #: Canonical URL, protected resource metadata and challenge composition (docs/auth.md).
-        self.resource_server = ResourceServer(self)
+        self.resource_server = ResourceServer(self, self.pm, lambda: self.has_auth)
+
+    @property
+    def sessions(self) -> dict[str, Session]:
+        """Sessions held in this process, by id (the SessionManager's registry)."""
+        return self.manager.sessions
 
     # -- configuration and plugins ----------------------------------------------------------
 
@@ -109,42 +116,24 @@ class Host:
         if self._prepared:
             return
         validate_plugin_sections(self.config, self.config_schemas())
-        self.catalog = Catalog.collect(self.pm, self, self.plugin_infos, strict=self.selection.strict)
-        middleware = self._collect_middleware()
+        strict = self.selection.strict
+        self.catalog = collect_catalog(self.pm, self, self.plugin_infos, strict=strict)
+        middleware = collect_middleware(self.pm, self, self.plugin_infos, strict=strict)
         for name, info in self.plugin_infos.items():
             if info.status == "failed" and self.pm.get_plugin(name) is not None:
                 self.pm.unregister(name=name)
-        self.kernel = Kernel(self, middleware)
         self._authenticate = impls(self.pm, "mcphost_authenticate")
         self._connect = impls(self.pm, "mcphost_connect")
         self._disconnect = impls(self.pm, "mcphost_disconnect")
         self._terminate = impls(self.pm, "mcphost_terminate")
         self._exception = impls(self.pm, "mcphost_exception")
         self.backend = self.pm.hook.mcphost_backend(host=self)
+        self.manager.use(self.backend)
+        self.kernel = Kernel(Services(settings=self.config.server, catalog=lambda: self.catalog, backend=self.backend,
+                                      sessions=self.manager, server_info=self.server_info,
+                                      report_exception=self.report_exception, extensions=self.extensions,
+                                      host=self), middleware)
         self._prepared = True
-
-    def _collect_middleware(self) -> list[Middleware]:
-        collected: list[Middleware] = []
-        for impl in impls(self.pm, "mcphost_middleware"):
-            name = impl.plugin_name
-            info = self.plugin_infos.get(name)
-            if info is not None and info.status == "failed":
-                continue
-            try:
-                records = list(call_impl(impl, host=self) or [])
-                for record in records:
-                    if not isinstance(record, Middleware):
-                        raise PluginError(f"mcphost_middleware returned {type(record).__name__}, expected "
-                                          "Middleware (use @mcphost.middleware)")
-            except Exception as exc:
-                # Fail closed: a plugin whose middleware (policy, rate limits) is broken is not served at all.
-                mark_failed(self.plugin_infos, name, exc, self.selection.strict, what="mcphost_middleware")
-                continue
-            provenance = Provenance(name, info.distribution if info else None, info.version if info else None)
-            collected.extend(stamped(record, provenance) for record in records)
-            if info is not None and records:
-                info.provides["middleware"] = [record.name for record in records]
-        return collected
 
     async def start(self, *, freeze_gc: bool = False) -> None:
         """Prepare and run the startup hooks.
@@ -158,10 +147,11 @@ class Host:
         await await_maybe(getattr(self.backend, "start", _nothing)())
         if getattr(self.backend, "shared", False):
             from mcphost.sessions.cluster import Cluster
-            self.cluster = Cluster(self)
+            self.cluster = Cluster(self.backend, self.manager.get)
             await self.cluster.start()
             assert self.kernel is not None
             self.kernel.join(self.cluster)
+            self.manager.join(self.cluster)
         await self.resource_server.collect()
         for impl in impls(self.pm, "mcphost_startup"):
             await await_maybe(call_impl(impl, host=self))
@@ -177,11 +167,7 @@ class Host:
         if self.kernel is not None:
             self.kernel.closing.set()  # open listen streams end with their final result
             await self.kernel.tasks.stop()  # tasks nobody will finish are marked failed
-        for session in list(self.sessions.values()):
-            if self.cluster is not None:
-                self.release(session)  # a shared backend keeps it: the client goes on elsewhere
-            else:
-                await self.terminate(session, "shutdown")
+        await self.manager.stop()  # each session held here ends once (a shared store keeps them)
         for impl in impls(self.pm, "mcphost_shutdown"):
             try:
                 await await_maybe(call_impl(impl, host=self))
@@ -198,7 +184,7 @@ class Host:
         Middleware, lifecycle hooks and the backend stay as they were collected at startup.
         """
         old = self.catalog
-        self.catalog = Catalog.collect(self.pm, self, self.plugin_infos, strict=self.selection.strict)
+        self.catalog = collect_catalog(self.pm, self, self.plugin_infos, strict=self.selection.strict)
         assert self.kernel is not None
         for kind, before, after in (("tools", old.tools, self.catalog.tools),
                                     ("prompts", old.prompts, self.catalog.prompts),
@@ -262,10 +248,8 @@ class Host:
     # -- sessions and the lifecycle hooks ---------------------------------------------------
 
     def new_session(self, principal: Principal | None = None) -> Session:
-        """A fresh session with a random id (256 bits, URL-safe, visible ASCII only)."""
-        session = Session(secrets.token_urlsafe(32), principal=principal)
-        self.sessions[session.id] = session
-        return session
+        """A fresh session with a random id, held by the SessionManager (no cap)."""
+        return self.manager.new(principal)
 
     @property
     def has_auth(self) -> bool:
@@ -313,29 +297,14 @@ class Host:
 
     async def terminate(self, session: Session, reason: str) -> None:
         """End ``session``: cancel its work, forget it, run ``mcphost_terminate`` once."""
-        if session.closed:
-            return
-        self.release(session)
-        await self._notify(self._terminate, "mcphost_terminate", session, reason)
+        await self.manager.terminate(session, reason)
 
     def release(self, session: Session) -> None:
-        """Stop holding ``session`` in this process: cancel its local work, forget it.
+        """Stop holding ``session`` in this process without ending it (see SessionManager.release)."""
+        self.manager.release(session)
 
-        On a shared backend this is not the end of the session (another process, or this one
-        later, loads it again from the store), so no hook runs; :meth:`terminate` ends it.
-        """
-        if session.closed and session.id not in self.sessions:
-            return
-        session.closed = True
-        if self.sessions.get(session.id) is session:
-            del self.sessions[session.id]
-        for task in list(session.inflight.values()):
-            task.cancel()
-        for future in list(session.pending.values()):
-            if not future.done():
-                future.cancel()
-        if self.cluster is not None and session.id not in self.sessions:
-            self.cluster.detach(session.id)
+    async def _fire_terminate(self, session: Session, reason: str) -> None:
+        await self._notify(self._terminate, "mcphost_terminate", session, reason)
 
     async def _notify(self, hook: list[pluggy.HookImpl], name: str, session: Session, reason: str) -> None:
         for impl in hook:

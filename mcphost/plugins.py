@@ -1,4 +1,5 @@
-"""Build the plugin manager: entry points from installed packages, then the built-in plugins.
+"""Build the plugin manager (entry points from installed packages, then the built-in plugins) and
+collect what the plugins hand over: catalog records and middleware.
 
 Entry points in the ``mcphost`` group are loaded one at a time. One that fails to import is
 recorded as failed, with the entry point, distribution and version in the log, and the host
@@ -21,6 +22,9 @@ from typing import Any, Literal
 import pluggy
 
 from mcphost import hookspecs
+from mcphost.catalog import CATALOG_HOOKS, CATALOG_KINDS, Catalog, decorator_name, record_key
+from mcphost.errors import PluginError, PluginFailures  # noqa: F401 - PluginFailures: re-exported
+from mcphost.records import Middleware, Provenance, stamped
 
 log = logging.getLogger("mcphost.plugins")
 
@@ -156,8 +160,6 @@ def load_plugins(pm: pluggy.PluginManager, selection: PluginSelection = PluginSe
 
 def mark_failed(infos: Mapping[str, PluginInfo], name: str, exc: Exception, strict: bool, *, what: str) -> None:
     """Record that plugin ``name`` failed at ``what``; in strict mode raise instead."""
-    from mcphost.errors import PluginError
-
     if strict:
         raise exc if isinstance(exc, PluginError) else PluginError(f"plugin {name!r}: {exc}") from exc
     message = str(exc) if isinstance(exc, PluginError) else f"{type(exc).__name__}: {exc}"
@@ -190,25 +192,75 @@ def call_impl(impl: pluggy.HookImpl, **kwargs: Any) -> Any:
     return impl.function(*(kwargs[name] for name in impl.argnames))
 
 
-class PluginFailures:
-    """Failures of plugin code on the request path, logged in full once per plugin and place.
+# -- collecting what plugins hand over (at startup and on reload) ---------------------------------
 
-    A broken telemetry or lifecycle plugin fails the same way on every request; one traceback
-    tells the operator, a traceback per request would drown the log. Later failures are counted
-    (``counts``) and logged at debug level.
+def collect_catalog(pm: pluggy.PluginManager, host: Any, infos: Mapping[str, PluginInfo],
+                    *, strict: bool = False) -> Catalog:
+    """Call the catalog hooks and build a :class:`~mcphost.catalog.Catalog` from their records.
+
+    Collection is per plugin: a plugin whose hook raises, or which hands over an invalid record
+    or a name another plugin already provides, is marked failed and contributes nothing, while
+    the others serve (strict mode raises instead).
     """
+    catalog = Catalog()
+    by_plugin: dict[str, list[tuple[str, Any]]] = {}
+    order: list[str] = []
+    failed: set[str] = set()
+    for hook_name, record_type, kind in CATALOG_HOOKS:
+        for impl in impls(pm, hook_name):
+            name = impl.plugin_name
+            if name not in by_plugin:
+                by_plugin[name] = []
+                order.append(name)
+            try:
+                records = call_impl(impl, host=host) or []
+                for record in records:
+                    if not isinstance(record, record_type):
+                        raise PluginError(f"{hook_name} returned {type(record).__name__}, expected "
+                                          f"{record_type.__name__} (use @mcphost.{decorator_name(record_type)})")
+                    by_plugin[name].append((kind, record))
+            except Exception as exc:
+                mark_failed(infos, name, exc, strict, what="catalog collection")
+                failed.add(name)
+    for name in order:
+        if name in failed:
+            continue
+        info = infos.get(name)
+        provenance = Provenance(plugin=name, distribution=info.distribution if info else None,
+                                version=info.version if info else None)
+        try:
+            catalog.admit(by_plugin[name], provenance)
+        except Exception as exc:
+            mark_failed(infos, name, exc, strict, what="catalog collection")
+            continue
+        if info is not None:
+            kept = {kind: names for kind, names in info.provides.items() if kind not in CATALOG_KINDS}
+            info.provides = {**kept, **{kind: [record_key(record) for k, record in by_plugin[name] if k == kind]
+                                        for kind in sorted({k for k, _ in by_plugin[name]})}}
+    return catalog
 
-    def __init__(self, logger: logging.Logger) -> None:
-        self.log = logger
-        self.counts: dict[tuple[str, str], int] = {}
 
-    def report(self, plugin: str, where: str, exc: BaseException) -> None:
-        key = (plugin, where)
-        count = self.counts.get(key, 0) + 1
-        self.counts[key] = count
-        if count == 1:
-            self.log.error("plugin %s: %s raised and was skipped (shown once; repeats are logged at debug "
-                           "level)", plugin, where, exc_info=exc)
-        else:
-            self.log.debug("plugin %s: %s raised again (%d times): %s: %s", plugin, where, count,
-                           type(exc).__name__, exc)
+def collect_middleware(pm: pluggy.PluginManager, host: Any, infos: Mapping[str, PluginInfo],
+                       *, strict: bool = False) -> list[Middleware]:
+    """The middleware records of every plugin, stamped with provenance, outermost first."""
+    collected: list[Middleware] = []
+    for impl in impls(pm, "mcphost_middleware"):
+        name = impl.plugin_name
+        info = infos.get(name)
+        if info is not None and info.status == "failed":
+            continue
+        try:
+            records = list(call_impl(impl, host=host) or [])
+            for record in records:
+                if not isinstance(record, Middleware):
+                    raise PluginError(f"mcphost_middleware returned {type(record).__name__}, expected "
+                                      "Middleware (use @mcphost.middleware)")
+        except Exception as exc:
+            # Fail closed: a plugin whose middleware (policy, rate limits) is broken is not served at all.
+            mark_failed(infos, name, exc, strict, what="mcphost_middleware")
+            continue
+        provenance = Provenance(name, info.distribution if info else None, info.version if info else None)
+        collected.extend(stamped(record, provenance) for record in records)
+        if info is not None and records:
+            info.provides["middleware"] = [record.name for record in records]
+    return collected

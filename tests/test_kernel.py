@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 import mcphost
-from mcphost.catalog import encode_cursor
+from mcphost.kernel.paging import encode_cursor
 from mcphost.testing import MemoryClient, make_host
 from tests.wire import WireValidator
 

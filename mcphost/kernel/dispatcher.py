@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import itertools
 import logging
 import secrets
 import time
@@ -20,14 +19,16 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from mcphost.catalog import grant_of, permits
 from mcphost.context import Deferred
-from mcphost.errors import InsufficientScope, Refused
+from mcphost.errors import InsufficientScope, PluginFailures, Refused
 from mcphost.kernel import handlers
+from mcphost.kernel.listen import SUBSCRIPTION_ID, Listener  # noqa: F401 - SUBSCRIPTION_ID: re-exported
 from mcphost.kernel.modern import MRTR_METHODS, InputRequired, Round, principal_key
+from mcphost.kernel.services import Exchange, Services
 from mcphost.kernel.tasks import TaskManager, detailed_view
-from mcphost.plugins import PluginFailures
 from mcphost.protocol import jsonrpc
+from mcphost.protocol.auth import grant_of, permits
+from mcphost.protocol.era import Era, era_of, request_meta
 from mcphost.protocol.errors import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
@@ -37,13 +38,14 @@ from mcphost.protocol.errors import (
     method_not_found,
 )
 from mcphost.protocol.jsonrpc import Kind, Message, RequestId
-from mcphost.protocol.modern import ModernRequest
+from mcphost.protocol.modern import ModernError, ModernRequest, validate_modern
 from mcphost.protocol.sealed import StateRejected, StateSealer, params_digest
-from mcphost.records import Middleware, Provenance
+from mcphost.records import Middleware
+from mcphost.request import RequestInfo
 from mcphost.sessions.session import Connection, Principal, Session
 
 if TYPE_CHECKING:
-    from mcphost.host import Host
+    from mcphost.catalog import Catalog
 
 log = logging.getLogger("mcphost.kernel")
 
@@ -51,98 +53,25 @@ Reply = asyncio.Future[Message | None]
 CallNext = Callable[["RequestInfo"], Awaitable[dict[str, Any]]]
 
 
-class RequestInfo:
-    """One request as middleware sees it: the ``request`` of ``async def fn(request, call_next)``.
-
-    ``name`` is the tool/prompt name or resource URI; ``era`` is ``"legacy"`` (session era)
-    or ``"modern"`` (2026-07-28); ``round`` holds the input-required state of a modern request;
-    ``connection`` is the transport's :class:`~mcphost.sessions.session.Connection` of the
-    exchange that carried the request (HTTP headers, remote address; None for in-memory use).
-    ``principal`` is who sent this very request (a session-era client may present a refreshed
-    token mid-session; the session keeps the first). ``protocol_version`` and the owning plugin
-    (``plugin``, ``plugin_version``, ``owner``) are read on demand, so a request nobody asks
-    about pays nothing for them.
-    """
-
-    __slots__ = ("_catalog", "_owner", "connection", "era", "id", "method", "name", "params", "principal", "round",
-                 "session")
-
-    def __init__(self, session: Session, request_id: RequestId, method: str, params: dict[str, Any],
-                 round: Round | None = None, principal: Principal | None = None, *,
-                 connection: Connection | None = None, catalog: Any = None) -> None:
-        self.session = session
-        self.id = request_id
-        self.method = method
-        self.params = params
-        self.era = session.era
-        self.round = round
-        self.principal = session.principal if principal is None else principal
-        self.connection = connection
-        self._catalog = catalog
-        self._owner: Any = _UNKNOWN
-        name = params.get("name", params.get("uri"))
-        self.name = name if isinstance(name, str) else None
-
-    @property
-    def protocol_version(self) -> str | None:
-        """The session's negotiated revision (None before ``initialize`` has answered)."""
-        return self.session.protocol_version
-
-    @property
-    def owner(self) -> Provenance | None:
-        """Provenance of the catalog record this request addresses (tools/call, prompts/get,
-        resources/read), or None: the plugin, its distribution and version."""
-        if self._owner is _UNKNOWN:
-            self._owner = _owner_of(self._catalog, self.method, self.name)
-        return self._owner  # type: ignore[no-any-return]
-
-    @property
-    def plugin(self) -> str | None:
-        """Name of the plugin that provides the addressed tool, prompt or resource."""
-        owner = self.owner
-        return None if owner is None else owner.plugin
-
-    @property
-    def plugin_version(self) -> str | None:
-        """Version of that plugin's distribution (None for plugins registered in code)."""
-        owner = self.owner
-        return None if owner is None else owner.version
-
-    def __repr__(self) -> str:
-        return f"<RequestInfo {self.method} id={self.id!r} name={self.name!r}>"
-
-
 _UNKNOWN = object()
-
-
-def _owner_of(catalog: Any, method: str, name: str | None) -> Provenance | None:
-    if catalog is None or name is None:
-        return None
-    if method == "tools/call":
-        entry = catalog.tools.get(name)
-        return None if entry is None else entry.record.provenance
-    if method == "prompts/get":
-        prompt = catalog.prompts.get(name)
-        return None if prompt is None else prompt.provenance
-    if method == "resources/read":
-        found = catalog.find_resource(name)
-        return None if found is None else found[0].provenance
-    return None
 
 
 class Kernel:
     """Answers MCP messages for sessions; one per host, shared by every transport."""
 
-    def __init__(self, host: Host, middleware: list[Middleware] | None = None) -> None:
-        self.host = host
-        self.settings = host.config.server
+    def __init__(self, services: Services, middleware: list[Middleware] | None = None) -> None:
+        self.services = services
+        self.settings = services.settings
+        #: The one owner of sessions (registry, caps, lookup, lifecycle hooks, ending).
+        self.sessions = services.sessions
+        #: What ``ctx.host`` shows plugins.
+        self.host = services.host
         self._deferred: dict[tuple[str, RequestId], Deferred] = {}
         #: Open subscriptions/listen streams (2026-07-28) in this process.
         self.listeners: set[Listener] = set()
         #: Set when the host shuts down: listen streams end with their final result.
         self.closing = asyncio.Event()
         self.sealer = StateSealer(_state_keys(self.settings.state_keys), ttl=self.settings.state_ttl)
-        self._modern_ids = itertools.count(1)
         self.tasks = TaskManager(self)
         #: Middleware that raised (fail open), logged in full once per plugin.
         self.failures = PluginFailures(log)
@@ -155,6 +84,55 @@ class Kernel:
             else:
                 call = functools.partial(_guarded_middleware, self.failures, record, call)
         self._call = call
+
+    @property
+    def catalog(self) -> Catalog:
+        """The catalog being served (a reload replaces it)."""
+        return self.services.catalog()
+
+    # -- the entry for every message --------------------------------------------------------
+
+    def serve(self, message: Any, exchange: Exchange) -> Awaitable[None] | None:
+        """The one entry for every message a transport receives, of either era.
+
+        Asks ``protocol/`` once which era the message belongs to. A session-era message goes
+        to ``exchange.legacy`` (the transport runs it through its session, found through the
+        SessionManager, with :meth:`receive`); what that returns is returned. A 2026-07-28
+        message returns the coroutine of its whole lifecycle (validate, authorize, ephemeral
+        session, connect, run, disconnect, terminate): HTTP awaits it within its request, stdio
+        runs it as the task that writes the reply. Refusals (:class:`Refused`) and invalid
+        requests (:class:`ModernError`) propagate from that coroutine for the transport to word.
+        """
+        if self.era(message, exchange) == "modern":
+            return self._serve_modern(message, exchange)
+        return exchange.legacy(message)
+
+    def era(self, message: Any, exchange: Exchange) -> Era:
+        """The era of ``message`` as ``protocol/`` rules it (a batch is always session era)."""
+        if not isinstance(message, dict):
+            return "legacy"
+        headers = exchange.headers
+        return era_of(method=message.get("method"), meta=request_meta(message.get("params")),
+                      header_version=headers.get("mcp-protocol-version") if headers is not None else None,
+                      session_id=exchange.session_id)
+
+    async def _serve_modern(self, message: dict[str, Any], exchange: Exchange) -> None:
+        """The 2026-07-28 lifecycle of one request, in one place for every transport."""
+        if "method" not in message:
+            raise ModernError(INVALID_REQUEST, "Invalid request: clients may not post responses in this revision")
+        request = validate_modern(message, exchange.headers, tool_header_params=self.catalog.tool_header_params)
+        connection = exchange.connection
+        self.authorize(message, connection.principal, exchange.trusted)  # InsufficientScope before anything runs
+        sessions = self.sessions
+        session = sessions.ephemeral(request, connection.principal, exchange.send)
+        session.trusted = exchange.trusted
+        await sessions.connect(session, connection)  # a refusal propagates to the transport
+        reason = "complete"
+        try:
+            reason = await exchange.reply(self.receive_modern(session, message, connection))
+        finally:
+            await sessions.disconnect(session, reason)
+            await sessions.terminate(session, "complete")
 
     # -- entry points for transports ------------------------------------------------------
 
@@ -202,7 +180,7 @@ class Kernel:
         challenge, which cannot follow a started response); handlers check again for everyone
         else. Costs nothing while no record declares scopes.
         """
-        catalog = self.host.catalog
+        catalog = self.catalog
         if not catalog.scoped_kinds or not isinstance(message, dict) or not isinstance(message.get("method"), str):
             return
         params = message.get("params")
@@ -212,14 +190,7 @@ class Kernel:
 
     def modern_session(self, request: ModernRequest, principal: Any, outlet: Any) -> Session:
         """The short-lived session of one 2026-07-28 request (never stored, never listed)."""
-        session = Session(f"m{next(self._modern_ids)}", principal=principal, protocol_version=request.version)
-        session.era = "modern"
-        session.client_capabilities = request.client_capabilities
-        session.client_info = request.client_info or {}
-        session.log_level = request.log_level
-        session.initialized = True
-        session.outlet = outlet
-        return session
+        return self.sessions.ephemeral(request, principal, outlet)
 
     def receive_modern(self, session: Session, message: Message, connection: Connection | None = None
                        ) -> Reply | None:
@@ -246,7 +217,7 @@ class Kernel:
         round = await self._open_round(session, method, params) if method in MRTR_METHODS else None
         try:
             result = await self._call(RequestInfo(session, request_id, method, params, round, session.principal,
-                                                  connection=connection, catalog=self.host.catalog))
+                                                  connection=connection, catalog=self.catalog))
             if round is not None and round.asked:
                 raise InputRequired  # the handler swallowed the signal; its questions still stand
         except InputRequired:
@@ -267,7 +238,7 @@ class Kernel:
             if self.settings.single_use_states:
                 # Each state is redeemed once (by any process of a shared backend) while it is valid.
                 valid_for = max(1.0, self.sealer.ttl - (time.time() - sealed.issued_at))
-                if not await self.host.backend.claim(f"state:{sealed.nonce}", valid_for):
+                if not await self.services.backend.claim(f"state:{sealed.nonce}", valid_for):
                     raise StateRejected("replayed")
             answers.update(sealed.answers)
         responses = params.get("inputResponses")
@@ -282,7 +253,7 @@ class Kernel:
         state = self.sealer.seal(answers=used, principal=principal_key(session), method=method,
                                  params_digest=params_digest(method, params))
         return {"resultType": "input_required", "inputRequests": round.asked, "requestState": state,
-                "_meta": {SERVER_INFO: self.host.server_info(session.protocol_version or "")}}
+                "_meta": {SERVER_INFO: self.services.server_info(session.protocol_version or "")}}
 
     def _stamp(self, session: Session, method: str, params: dict[str, Any], result: dict[str, Any]
                ) -> dict[str, Any]:
@@ -290,11 +261,11 @@ class Kernel:
         result = dict(result)
         result.setdefault("resultType", "complete")
         meta = dict(result.get("_meta") or {})
-        meta[SERVER_INFO] = self.host.server_info(session.protocol_version or "")
+        meta[SERVER_INFO] = self.services.server_info(session.protocol_version or "")
         result["_meta"] = meta
         if method in CACHEABLE and result["resultType"] == "complete":
             retried = params.get("requestState") is not None or params.get("inputResponses") is not None
-            personal = retried or _personal(session) or bool(self.host.catalog.scoped_kinds)
+            personal = retried or _personal(session) or bool(self.catalog.scoped_kinds)
             private = personal or result.get("cacheScope") == "private"
             result["ttlMs"] = 0 if retried else result.get("ttlMs", self.settings.cache_ttl_ms)
             result["cacheScope"] = "private" if private else "public"
@@ -310,7 +281,7 @@ class Kernel:
                 result = await self._answer_modern(session, request_id, method, params, connection)
             else:
                 result = await self._call(RequestInfo(session, request_id, method, params, None, principal,
-                                                      connection=connection, catalog=self.host.catalog))
+                                                      connection=connection, catalog=self.catalog))
             reply = jsonrpc.result(request_id, result)
         except McpError as exc:
             reply = jsonrpc.error(request_id, exc)
@@ -323,8 +294,8 @@ class Kernel:
         except Exception as exc:
             log.exception("request %s (%r) failed", method, request_id)
             reply = jsonrpc.error(request_id, McpError(INTERNAL_ERROR, "Internal error"))
-            await self.host.report_exception(
-                RequestInfo(session, request_id, method, params, connection=connection, catalog=self.host.catalog), exc)
+            await self.services.report_exception(
+                RequestInfo(session, request_id, method, params, connection=connection, catalog=self.catalog), exc)
         task = asyncio.current_task()
         if task is not None and task.cancelling() and session.inflight.get(request_id) is task:
             return None  # cancelled, but the handler swallowed the cancellation: still no reply
@@ -405,7 +376,7 @@ class Kernel:
     async def _resource_updated_here(self, message: dict[str, Any]) -> None:
         uri = message.get("uri")
         note = jsonrpc.notification("notifications/resources/updated", {"uri": uri})
-        for session in list(self.host.sessions.values()):
+        for session in list(self.sessions.sessions.values()):
             if uri in session.subscriptions and session.outlet is not None and not session.closed:
                 if await self._first_delivery(message, session):
                     await _deliver(session, note)
@@ -416,7 +387,7 @@ class Kernel:
     async def _list_changed_here(self, message: dict[str, Any]) -> None:
         kind = str(message.get("kind"))
         note = jsonrpc.notification(f"notifications/{kind}/list_changed")
-        for session in list(self.host.sessions.values()):
+        for session in list(self.sessions.sessions.values()):
             if session.initialized and session.outlet is not None and not session.closed:
                 if await self._first_delivery(message, session):
                     await _deliver(session, note)
@@ -484,30 +455,7 @@ class Kernel:
 
 
 
-class Listener:
-    """One open subscriptions/listen stream: what it asked for, and how to reach it."""
-
-    __slots__ = ("kinds", "request_id", "session", "task_ids", "uris")
-
-    def __init__(self, session: Session, request_id: RequestId, kinds: set[str], uris: set[str],
-                 task_ids: set[str] | None = None) -> None:
-        self.session = session
-        self.request_id = request_id
-        self.kinds = kinds
-        self.uris = uris
-        self.task_ids = task_ids or set()
-
-    async def send(self, method: str, params: dict[str, Any]) -> None:
-        """Deliver a notification tagged with this subscription's id; a dead stream is dropped quietly."""
-        params = {**params, "_meta": {SUBSCRIPTION_ID: self.request_id}}
-        try:
-            await self.session.outlet(jsonrpc.notification(method, params), self.request_id)  # type: ignore[misc]
-        except Exception:
-            log.debug("listen stream %r is gone", self.request_id, exc_info=True)
-
-
 SERVER_INFO = "io.modelcontextprotocol/serverInfo"
-SUBSCRIPTION_ID = "io.modelcontextprotocol/subscriptionId"
 CACHEABLE = frozenset({"server/discover", "tools/list", "prompts/list", "resources/list", "resources/templates/list",
                        "resources/read"})
 

@@ -9,14 +9,16 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from mcphost.catalog import Grant, grant_of, page, permits
 from mcphost.content import Completion
 from mcphost.context import Context, Deferred
 from mcphost.errors import ClientRequestError, InsufficientScope, ToolError
 from mcphost.kernel import results
+from mcphost.kernel.listen import SUBSCRIPTION_ID, Listener
 from mcphost.kernel.modern import ModernScope
+from mcphost.kernel.paging import page
 from mcphost.kernel.scope import RequestScope
 from mcphost.kernel.tasks import TaskScope, declares_tasks, missing_extension
+from mcphost.protocol.auth import Grant, grant_of, permits
 from mcphost.protocol.errors import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
@@ -33,7 +35,8 @@ from mcphost.records import Prompt, Resource, ResourceTemplate, Tool
 from mcphost.sessions.session import LOG_RANK
 
 if TYPE_CHECKING:
-    from mcphost.kernel.dispatcher import Kernel, RequestInfo
+    from mcphost.kernel.services import KernelView as Kernel
+    from mcphost.request import RequestInfo
 
 log = logging.getLogger("mcphost.kernel")
 
@@ -98,7 +101,7 @@ def _missing_capability(request: RequestInfo, exc: ClientRequestError) -> McpErr
 
 
 def _require_capability(kernel: Kernel, request: RequestInfo, capability: str) -> None:
-    if capability not in kernel.host.catalog.capabilities():
+    if capability not in kernel.catalog.capabilities():
         raise method_not_found(request.method)
 
 
@@ -114,7 +117,7 @@ def _listing(kernel: Kernel, request: RequestInfo, capability: str, kind: str,
              field: str = "name") -> dict[str, Any]:
     """One page of the catalog's ``kind`` descriptors, narrowed to the session's allow-list."""
     _require_capability(kernel, request, capability)
-    items = kernel.host.catalog.visible_descriptors(kind, request.session.protocol_version, build,
+    items = kernel.catalog.visible_descriptors(kind, request.session.protocol_version, build,
                                                     _grant(request))
     if allowed is not None:
         items = [item for item in items if item[field] in allowed]
@@ -195,8 +198,8 @@ async def initialize(kernel: Kernel, request: RequestInfo) -> dict[str, Any]:
     session.initialized = True
     result: dict[str, Any] = {
         "protocolVersion": version,
-        "capabilities": kernel.host.catalog.capabilities(),
-        "serverInfo": kernel.host.server_info(version),
+        "capabilities": kernel.catalog.capabilities(),
+        "serverInfo": kernel.services.server_info(version),
     }
     if kernel.settings.instructions:
         result["instructions"] = kernel.settings.instructions
@@ -229,7 +232,7 @@ async def call_tool(kernel: Kernel, request: RequestInfo) -> dict[str, Any]:
     _require_capability(kernel, request, "tools")
     session = request.session
     name = _string(request.params, "name")
-    entry = kernel.host.catalog.tools.get(name)
+    entry = kernel.catalog.tools.get(name)
     if entry is None or not session.can_see_tool(name):
         raise invalid_params(f"Unknown tool: {name[:100]}")
     _require_scopes(request, entry.record.scopes)
@@ -294,7 +297,7 @@ async def _invoke_tool(kernel: Kernel, request: RequestInfo, entry: Any, kwargs:
 async def _tool_failed(kernel: Kernel, request: RequestInfo, record: Tool, exc: Exception) -> dict[str, Any]:
     log.error("tool %s (plugin %s) raised", record.name, record.provenance.plugin if record.provenance else "?",
               exc_info=exc)
-    await kernel.host.report_exception(request, exc)
+    await kernel.services.report_exception(request, exc)
     return results.error_result(f"Tool {record.name!r} failed with an internal error")
 
 
@@ -326,7 +329,7 @@ def _not_found(request: RequestInfo, uri: str) -> McpError:
 async def read_resource(kernel: Kernel, request: RequestInfo) -> dict[str, Any]:
     _require_capability(kernel, request, "resources")
     uri = _string(request.params, "uri")
-    found = kernel.host.catalog.find_resource(uri)
+    found = kernel.catalog.find_resource(uri)
     if found is None:
         raise _not_found(request, uri)
     record, variables = found
@@ -346,7 +349,7 @@ async def read_resource(kernel: Kernel, request: RequestInfo) -> dict[str, Any]:
         raise _not_found(request, uri) from None
     except Exception as exc:
         log.exception("resource %s (plugin %s) raised", uri, record.provenance.plugin if record.provenance else "?")
-        await kernel.host.report_exception(request, exc)
+        await kernel.services.report_exception(request, exc)
         raise McpError(INTERNAL_ERROR, "Internal error") from None
     if value is None:
         raise _not_found(request, uri)
@@ -381,7 +384,7 @@ async def list_prompts(kernel: Kernel, request: RequestInfo) -> dict[str, Any]:
 
 
 def _prompt(kernel: Kernel, request: RequestInfo, name: str) -> Prompt:
-    prompt = kernel.host.catalog.prompts.get(name)
+    prompt = kernel.catalog.prompts.get(name)
     if prompt is None or not request.session.can_see_prompt(name):
         raise invalid_params(f"Unknown prompt: {name[:100]}")
     _require_scopes(request, prompt.scopes)
@@ -412,7 +415,7 @@ async def get_prompt(kernel: Kernel, request: RequestInfo) -> dict[str, Any]:
     except Exception as exc:
         log.exception("prompt %s (plugin %s) raised", prompt.name,
                       prompt.provenance.plugin if prompt.provenance else "?")
-        await kernel.host.report_exception(request, exc)
+        await kernel.services.report_exception(request, exc)
         raise McpError(INTERNAL_ERROR, "Internal error") from None
 
 
@@ -436,9 +439,9 @@ async def complete(kernel: Kernel, request: RequestInfo) -> dict[str, Any]:
         completer = _prompt(kernel, request, _string(ref, "name")).completions.get(name)
     elif ref.get("type") == "ref/resource":
         uri = _string(ref, "uri")
-        entry = kernel.host.catalog.templates.get(uri)
+        entry = kernel.catalog.templates.get(uri)
         if entry is None or not request.session.can_see_template(uri):
-            if uri in kernel.host.catalog.resources:
+            if uri in kernel.catalog.resources:
                 return {"completion": {"values": []}}
             raise invalid_params(f"Unknown resource template: {uri[:200]}")
         _require_scopes(request, entry.record.scopes)
@@ -455,7 +458,7 @@ async def complete(kernel: Kernel, request: RequestInfo) -> dict[str, Any]:
         raise
     except Exception as exc:
         log.exception("completion for %s raised", name)
-        await kernel.host.report_exception(request, exc)
+        await kernel.services.report_exception(request, exc)
         raise McpError(INTERNAL_ERROR, "Internal error") from None
     return {"completion": _completion(found)}
 
@@ -481,7 +484,7 @@ def _completion(found: Any) -> dict[str, Any]:
 
 @method("server/discover")
 async def discover(kernel: Kernel, request: RequestInfo) -> dict[str, Any]:
-    capabilities = {**kernel.host.catalog.capabilities(), "extensions": kernel.host.extensions()}
+    capabilities = {**kernel.catalog.capabilities(), "extensions": kernel.services.extensions()}
     result: dict[str, Any] = {"supportedVersions": list(SUPPORTED_VERSIONS), "capabilities": capabilities}
     if kernel.settings.instructions:
         result["instructions"] = kernel.settings.instructions
@@ -510,12 +513,10 @@ _LIST_KINDS = {"toolsListChanged": ("tools", "tools"), "promptsListChanged": ("p
 @method("subscriptions/listen")
 async def listen(kernel: Kernel, request: RequestInfo) -> dict[str, Any]:
     """Acknowledge what will be honoured, then deliver matching notifications until the stream ends."""
-    from mcphost.kernel.dispatcher import SUBSCRIPTION_ID, Listener
-
     wanted = request.params.get("notifications")
     if not isinstance(wanted, dict):
         raise invalid_params('Invalid params: "notifications" must be an object')
-    capabilities = kernel.host.catalog.capabilities()
+    capabilities = kernel.catalog.capabilities()
     honoured: dict[str, Any] = {}
     kinds: set[str] = set()
     for flag, (kind, capability) in _LIST_KINDS.items():

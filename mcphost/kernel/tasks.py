@@ -37,7 +37,7 @@ from mcphost.protocol.errors import (
 from mcphost.sessions.session import Session
 
 if TYPE_CHECKING:
-    from mcphost.kernel.dispatcher import Kernel
+    from mcphost.kernel.services import KernelView as Kernel
 
 log = logging.getLogger("mcphost.tasks")
 
@@ -319,11 +319,11 @@ class TaskManager:
 
     @property
     def store(self) -> Any:
-        return self.kernel.host.backend.tasks
+        return self.kernel.services.backend.tasks
 
     @property
     def broker(self) -> Any:
-        return self.kernel.host.backend.broker
+        return self.kernel.services.backend.broker
 
     def begin(self, session: Session, tool: str, support: str) -> TaskRun | None:
         """A TaskRun when this call may become a task, None for an ordinary call (-32021 if it cannot be one)."""
@@ -341,7 +341,7 @@ class TaskManager:
 
     def keep_beating(self) -> None:
         """On a shared backend, restamp running tasks every third of a lease: proof that a process runs them."""
-        if getattr(self.kernel.host.backend, "shared", False) and (self._beating is None or self._beating.done()):
+        if getattr(self.kernel.services.backend, "shared", False) and (self._beating is None or self._beating.done()):
             self._beating = asyncio.get_running_loop().create_task(self._beat())
 
     async def _beat(self) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Set
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 SCOPE_SEPARATOR = ":"
@@ -44,6 +45,26 @@ def scope_satisfied(granted: Set[str], needed: str) -> bool:
             return True
         cut = needed.rfind(SCOPE_SEPARATOR)
     return False
+
+
+#: What a caller may use: None for everything (a trusted local client), else the scopes its token grants.
+Grant = frozenset[str] | None
+NO_SCOPES: frozenset[str] = frozenset()
+
+
+def grant_of(principal: Any, trusted: bool) -> Grant:
+    """What a caller may use: its token's scopes; everything for a trusted anonymous (local) client;
+    nothing that needs a scope for an anonymous network client."""
+    if principal is not None:
+        return frozenset(principal.scopes)
+    return None if trusted else NO_SCOPES
+
+
+def permits(grant: Grant, needed: frozenset[str]) -> bool:
+    """Whether a caller holding ``grant`` may use a record that needs ``needed``."""
+    if not needed or grant is None:
+        return True
+    return all(scope_satisfied(grant, scope) for scope in needed)
 
 
 def missing_scopes(granted: Set[str], required: Iterable[str]) -> list[str]:

@@ -26,7 +26,6 @@ from typing import TYPE_CHECKING, Any
 from mcphost.sessions.backend import BackendUnavailable
 
 if TYPE_CHECKING:
-    from mcphost.host import Host
     from mcphost.sessions.session import Session
 
 log = logging.getLogger("mcphost.cluster")
@@ -39,10 +38,11 @@ CLAIM_TTL = 120.0
 class Cluster:
     """This process's side of the cooperation between processes sharing a backend."""
 
-    def __init__(self, host: Host) -> None:
-        self.host = host
-        self.backend = host.backend
-        self.broker = host.backend.broker
+    def __init__(self, backend: Any, held: Callable[[str], Session | None]) -> None:
+        self.backend = backend
+        self.broker = backend.broker
+        #: ``held(session_id)``: the session this process holds under that id, or None.
+        self._held = held
         #: A short random name of this process, part of its stream ids.
         self.worker = secrets.token_hex(4)
         # Outbound request ids: a random 31-bit base shifted left by 20 bits (below 2**51, safe
@@ -113,7 +113,7 @@ class Cluster:
         task.add_done_callback(self._tasks.discard)
 
     def _on_session(self, session_id: str, message: dict[str, Any]) -> Any:
-        session = self.host.sessions.get(session_id)
+        session = self._held(session_id)
         handler = self.session_handlers.get(str(message.get("t")))
         if session is None or handler is None or session.closed:
             return None

@@ -1,15 +1,15 @@
-"""Streamable HTTP for the session era, as a lean ASGI handler for the MCP endpoint.
+"""Streamable HTTP for both eras, as a lean ASGI handler for the MCP endpoint.
 
-It only moves bytes and maps outcomes to HTTP: the kernel decides every protocol rule.
+It only moves bytes and maps outcomes to HTTP: the kernel decides every protocol rule (and which
+era a message belongs to), the SessionManager owns the sessions.
 
 - POST carries one message (or, on 2025-03-26 sessions, a batch). Notifications and responses
   get 202, a single message that is not JSON-RPC 400. A request gets an SSE stream (or one JSON
-  body with ``server.json_response``).
-- Every SSE event is appended to the backend's event log *before* it is written to the
-  socket, and live writers follow the log. A request runs in a task owned by the session, not
-  by the HTTP exchange: a client that drops the connection loses nothing, and resumes with
-  ``GET`` + ``Last-Event-ID`` (event ids are ``<stream>.<seq>``). A writer that falls further
-  behind than the log retains (its client stopped reading) ends its stream; a resume gets 400.
+  body with ``server.json_response``). A 2026-07-28 POST is answered by ``http_modern``.
+- Session-era SSE streams follow the backend's event log (see ``sse``): a request runs in a task
+  owned by the session, not by the HTTP exchange, so a client that drops the connection loses
+  nothing and resumes with ``GET`` + ``Last-Event-ID``. A writer that falls further behind than
+  the log retains (its client stopped reading) ends its stream; a resume gets 400.
 - GET opens the session's one standalone stream (409 for a second), which carries what is not
   related to a request (resource updates, list changes); its events wait for the next GET.
 - DELETE ends the session. Unknown, ended or foreign sessions get the same 404.
@@ -23,46 +23,49 @@ It only moves bytes and maps outcomes to HTTP: the kernel decides every protocol
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import ipaddress
 import logging
 import time
-from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Iterable, Mapping
 from typing import Any
-from urllib.parse import urlsplit
 
 from mcphost.errors import Refused, Unauthorized
 from mcphost.host import Host
 from mcphost.protocol import jsonrpc
-from mcphost.protocol.auth import bearer_challenge, bearer_token
-from mcphost.protocol.era import era_of, request_meta
-from mcphost.protocol.errors import INVALID_REQUEST, PARSE_ERROR, REQUEST_CANCELLED, SERVER_BUSY, McpError
+from mcphost.protocol.auth import bearer_token
+from mcphost.protocol.errors import PARSE_ERROR, SERVER_BUSY, McpError
 from mcphost.protocol.modern import ModernError
 from mcphost.protocol.versions import LEGACY_VERSIONS, allows_batches, is_modern
 from mcphost.sessions.backend import BackendUnavailable, UnknownEvent
+from mcphost.sessions.manager import TooManySessions
 from mcphost.sessions.session import Connection, Principal, Session
-from mcphost.transports.http_modern import post_modern
-from mcphost.transports.http_modern import wait_disconnect as _wait_disconnect
+from mcphost.transports import http_modern
+from mcphost.transports.asgi import (
+    HttpError,
+    Receive,
+    RequestGuard,
+    Scope,
+    Send,
+    check_credentials,
+    closing,
+    is_loopback,
+    respond,
+    respond_unread,
+    without_credentials,
+)
+from mcphost.transports.sse import (
+    STANDALONE,
+    HttpSessionState,
+    Outlet,
+    SseStreams,
+    frame,
+    parse_event_id,
+    patiently,
+    state_of,
+)
 
 log = logging.getLogger("mcphost.http")
 
-Scope = dict[str, Any]
-Receive = Callable[[], Awaitable[dict[str, Any]]]
-Send = Callable[[dict[str, Any]], Awaitable[None]]
-
-STANDALONE = "0"
-#: Fully written request streams kept per session for a client whose connection broke at the end.
-KEEP_WRITTEN_STREAMS = 4
-LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1", "[::1]"})
-
-_JSON = (b"content-type", b"application/json")
-_SSE_HEADERS = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache"),
-                (b"x-accel-buffering", b"no")]
-
-
-class _Stalled(Exception):
-    """An SSE write did not complete within the write timeout."""
+__all__ = ["HttpError", "HttpTransport", "Receive", "Scope", "Send", "is_loopback", "respond_unread"]
 
 
 class _RefusedRequest(Exception):
@@ -74,78 +77,48 @@ class _RefusedRequest(Exception):
         self.request_id = request_id
 
 
-class HttpError(Exception):
-    """An outcome decided before the kernel is involved: status, JSON-RPC error, extra headers."""
 
-    def __init__(self, status: int, message: str, *, code: int = INVALID_REQUEST, request_id: Any = None,
-                 headers: dict[str, str] | None = None) -> None:
-        super().__init__(message)
-        self.status = status
-        self.body = jsonrpc.error(request_id, McpError(code, message))
-        self.headers = headers or {}
+class _Exchange:
+    """One POST as the kernel sees it (see :class:`mcphost.kernel.services.Exchange`)."""
 
+    __slots__ = ("args", "connection", "headers", "legacy_run", "queue", "receive", "respond_to", "session_id",
+                 "transport")
 
-def is_loopback(host: str) -> bool:
-    host = host.strip("[]")
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
+    trusted = False  # a network client is never vouched for
 
+    def __init__(self, transport: HttpTransport, scope: Scope, headers: dict[str, str], connection: Connection,
+                 receive: Receive, send: Send) -> None:
+        self.transport = transport
+        self.connection = connection
+        self.headers = headers
+        self.session_id = headers.get("mcp-session-id")
+        self.receive = receive
+        self.respond_to = send
+        self.args = scope
+        self.queue: asyncio.Queue[Any] | None = None
+        self.legacy_run = False
 
-class HttpSessionState:
-    """What the HTTP transport keeps per live session in this process (never serialized)."""
+    def _queue(self) -> asyncio.Queue[Any]:
+        if self.queue is None:
+            self.queue = asyncio.Queue(maxsize=self.transport.settings.stream_max_events)
+        return self.queue
 
-    __slots__ = ("closers", "next_stream", "request_streams", "saved", "standalone_last", "standalone_live",
-                 "standalone_sent", "touched", "written")
+    async def send(self, message: dict[str, Any], related: Any) -> None:
+        await self._queue().put(message)
 
-    def __init__(self) -> None:
-        self.request_streams: dict[Any, str] = {}
-        self.next_stream = 1
-        self.standalone_live = False
-        self.standalone_sent = 0  # seq of the last standalone event a GET wrote
-        self.standalone_last = 0  # seq of the last standalone event appended
-        # stream id -> event set to make its live writer let go of the connection
-        self.closers: dict[str, tuple[asyncio.Event, list[int | None]]] = {}
-        self.written: deque[str] = deque()  # fully written request streams, oldest first
-        # Shared backend only: the state last saved to the store, and when it was last touched.
-        self.saved: dict[str, Any] | None = None
-        self.touched = 0.0
+    async def reply(self, reply: asyncio.Future[Any] | None) -> str:
+        if reply is None:
+            await respond(self.respond_to, 202, b"", {})
+            return "complete"
+        return await http_modern.answer(reply, self._queue(), self.receive, self.respond_to,
+                                        self.transport.keepalive)
 
-
-class Outlet:
-    """The session's outlet: server messages go to the event log of the stream they belong to."""
-
-    __slots__ = ("_events", "_session_id", "state")
-
-    def __init__(self, transport: HttpTransport, session: Session, state: HttpSessionState) -> None:
-        self._events = transport.events
-        self._session_id = session.id
-        self.state = state
-
-    async def __call__(self, message: dict[str, Any], related: Any) -> None:
-        stream = self.state.request_streams.get(related, STANDALONE) if related is not None else STANDALONE
-        seq = await self._events.append(self._session_id, stream, message)
-        if stream == STANDALONE:
-            self.state.standalone_last = max(self.state.standalone_last, seq)
-        # Let the stream's writer run: a handler that emits without awaiting anything else would
-        # otherwise fill the log past its retention before the writer read a single event.
-        await asyncio.sleep(0)
-
-    async def close_stream(self, request_id: Any, retry_ms: int | None) -> bool:
-        stream = self.state.request_streams.get(request_id)
-        if stream is None:
-            return False
-        closer = self.state.closers.get(stream)
-        if closer is not None:
-            closer[1][0] = retry_ms
-            closer[0].set()
-        return True
+    def legacy(self, message: Any) -> Awaitable[None]:
+        self.legacy_run = True
+        return self.transport._post_legacy(self.headers, self.connection, message, self.receive, self.respond_to)
 
 
-class HttpTransport:
+class HttpTransport(SseStreams):
     """The ASGI application for the MCP endpoint of one host."""
 
     def __init__(self, host: Host) -> None:
@@ -157,160 +130,65 @@ class HttpTransport:
         self.keepalive = settings.sse_keepalive
         self.retry_ms = settings.sse_retry_ms
         self.write_timeout = settings.sse_write_timeout
-        self.loopback = is_loopback(settings.host)
-        self.allowed_hosts = {h.lower() for h in settings.allowed_hosts}
-        self.allowed_origins = {o.lower().rstrip("/") for o in settings.allowed_origins}
+        self.guard = RequestGuard(settings)
         self.closing = asyncio.Event()
         self._background: set[asyncio.Task[Any]] = set()
-        self._reaper: asyncio.Task[None] | None = None
-        self._heartbeat: asyncio.Task[None] | None = None
-        backend = host.backend
-        #: Sessions live in a store shared with other processes (any of them serves any session).
-        self.shared = bool(getattr(backend, "shared", False))
-        #: Seconds a request stream's lease lasts; 0 when the backend has no leases (one process).
-        self.lease = float(getattr(backend, "lease", 0) or 0) if hasattr(backend.events, "settle") else 0.0
+        #: The one owner of sessions; this transport keeps only its streams (see ``sse``).
+        self.manager = host.manager
 
     @property
     def events(self) -> Any:
         return self.host.backend.events
 
+    @property
+    def shared(self) -> bool:
+        return self.manager.shared
+
+    @property
+    def lease(self) -> float:  # type: ignore[override]
+        return self.manager.lease
+
     # -- lifecycle ----------------------------------------------------------------------------
 
     async def start(self) -> None:
-        loop = asyncio.get_running_loop()
-        self._reaper = loop.create_task(self._reap())
-        if self.shared and self.host.cluster is not None:
-            self.host.cluster.session_handlers["end"] = lambda session, _m: self.host.release(session)
-        if self.lease:
-            self._heartbeat = loop.create_task(self._beat())
+        self.manager.drive(self)
+        await self.manager.start()
 
     async def stop(self) -> None:
-        """Let SSE clients go (with a retry hint), give requests time to finish, then end sessions."""
+        """Let SSE clients go (with a retry hint) and give requests time to finish; the host then
+        ends the sessions (``Host.stop``)."""
         self.closing.set()
-        if self._reaper is not None:
-            self._reaper.cancel()
-        inflight = [t for s in self.host.sessions.values() for t in s.inflight.values()]
-        if inflight:
-            await asyncio.wait(inflight, timeout=self.settings.graceful_timeout)
+        await self.manager.drain(self.settings.graceful_timeout)
         if self._background:
             await asyncio.wait(list(self._background), timeout=5)
-        if self._heartbeat is not None:
-            self._heartbeat.cancel()
-        for session in list(self.host.sessions.values()):
-            if self.shared:
-                self.host.release(session)  # the store keeps it: its client goes on with another process
-            else:
-                await self._end(session, "shutdown")
 
-    async def _reap(self) -> None:
-        """End sessions that were idle too long or lived too long."""
-        settings = self.settings
-        limits = [settings.session_idle_timeout]
-        if settings.session_max_lifetime:
-            limits.append(settings.session_max_lifetime)
-        period = max(0.05, min(30.0, *(limit / 4 for limit in limits)))
-        while True:
-            await asyncio.sleep(period)
-            now = time.time()
-            for session in list(self.host.sessions.values()):
-                state = _state(session)
-                busy = session.inflight or (state is not None and (state.standalone_live or state.closers))
-                try:
-                    if settings.session_max_lifetime and now - session.created_at > settings.session_max_lifetime:
-                        await self._end(session, "lifetime")
-                    elif not busy and now - session.last_active > settings.session_idle_timeout:
-                        if self.shared:
-                            # Idle here, maybe busy elsewhere: the store expires it (its TTL is the
-                            # idle timeout, restarted by every request on any process).
-                            self.host.release(session)
-                        else:
-                            await self._end(session, "expired")
-                except Exception:  # a backend hiccup must not stop the reaper for good
-                    log.exception("could not end session %s…", session.id[:8])
+    # -- what the SessionManager asks of this transport (its Driver) ---------------------------
 
-    async def _end(self, session: Session, reason: str) -> None:
-        await self.host.terminate(session, reason)
-        await self.events.drop(session.id)
-        await self.host.backend.sessions.delete(session.id)
-        if self.shared and self.host.cluster is not None:
-            await self.host.cluster.publish(f"s:{session.id}", {"t": "end"})  # other holders let go
-
-    # -- shared backend: sessions in the store, leases on request streams ----------------------
-
-    async def _load(self, session_id: str) -> Session | None:
-        """A session another process (or an earlier run of this one) created, from the store."""
-        data = await self.host.backend.sessions.load(session_id)
-        if data is None:
-            return None
-        held = self.host.sessions.get(session_id)
-        if held is not None:  # a concurrent request loaded it meanwhile
-            return held
-        session = Session.from_state(data)
+    async def attach(self, session: Session, stored: Mapping[str, Any] | None) -> None:
         state = HttpSessionState()
-        state.standalone_sent = int((data.get("http") or {}).get("standalone_sent", 0))
-        state.saved = _snapshot(session, state)
-        state.touched = time.monotonic()
-        session.outlet = Outlet(self, session, state)
-        self.host.sessions[session_id] = session
-        if self.host.cluster is not None:
-            self.host.cluster.attach(session)
-        await self.events.open(session_id, STANDALONE)
-        return session
+        if stored is not None:
+            state.standalone_sent = int((stored.get("http") or {}).get("standalone_sent", 0))
+        session.outlet = Outlet(self.events, session, state)
+        await self.events.open(session.id, STANDALONE)
 
-    async def _still_there(self, session: Session) -> bool:
-        """Restart the session's TTL in the store (at most once a second); False when it is gone."""
-        state = _state(session)
-        now = time.monotonic()
-        if state is None or now - state.touched < 1.0:
-            return True
-        state.touched = now
-        if not await self.host.backend.sessions.touch(session.id):
-            self.host.release(session)  # ended elsewhere (or expired): gone here too
-            return False
+    async def keep(self, session: Session) -> None:
         await self.events.open(session.id, STANDALONE)  # keeps the log's keys alive with the session
-        return True
 
-    async def _persist(self, session: Session) -> None:
-        """Save the session's durable state when it changed (shared backend only)."""
-        state = _state(session)
-        if not self.shared or state is None or session.closed:
-            return
-        snapshot = _snapshot(session, state)
-        if snapshot != state.saved:
-            await self.host.backend.sessions.save({**snapshot, "last_active": session.last_active})
-            state.saved = snapshot
-            state.touched = time.monotonic()
+    def durable(self, session: Session) -> dict[str, Any]:
+        state = state_of(session)
+        return {"http": {"standalone_sent": state.standalone_sent if state is not None else 0}}
 
-    async def _beat(self) -> None:
-        """Renew the leases of the request streams this process is writing, three times a lease."""
-        while True:
-            await asyncio.sleep(self.lease / 3)
-            streams: dict[tuple[str, str], list[Any]] = {}
-            for session in list(self.host.sessions.values()):
-                state = _state(session)
-                if state is None:
-                    continue
-                for request_id, stream in list(state.request_streams.items()):
-                    streams.setdefault((session.id, stream), []).append(request_id)
-            try:
-                await self.events.lease([(sid, stream, ids) for (sid, stream), ids in streams.items()], self.lease)
-            except BackendUnavailable as exc:
-                log.warning("could not renew %d request leases: %s", len(streams), exc)
-            except Exception:
-                log.exception("renewing request leases failed")
+    def busy(self, session: Session) -> bool:
+        state = state_of(session)
+        return state is not None and (state.standalone_live or bool(state.closers))
 
-    async def _settle(self, session: Session, stream: str) -> bool:
-        """End a request stream whose process died with an error reply for each of its requests."""
-        request_ids = await self.events.orphaned(session.id, stream)
-        if not request_ids:
-            return False
-        error = McpError(REQUEST_CANCELLED, "Request ended without a response: the server process handling it "
-                                            "stopped; send it again")
-        settled = await self.events.settle(session.id, stream, [jsonrpc.error(i, error) for i in request_ids])
-        if settled:
-            log.warning("request stream %s of session %s… lost its process; ended it with an error",
-                        stream, session.id[:8])
-        return bool(settled)
+    def leased(self, session: Session) -> Iterable[tuple[str, list[Any]]]:
+        state = state_of(session)
+        streams: dict[str, list[Any]] = {}
+        if state is not None:
+            for request_id, stream in list(state.request_streams.items()):
+                streams.setdefault(stream, []).append(request_id)
+        return streams.items()
 
     # -- ASGI entry ---------------------------------------------------------------------------
 
@@ -328,7 +206,7 @@ class HttpTransport:
             return message
 
         try:
-            self._check_host_and_origin(headers)
+            self.guard.check(headers)
             # Who is calling is settled first, for every method, before any session is looked up.
             connection = await self._authenticate(scope, headers)
             method = scope["method"]
@@ -347,21 +225,23 @@ class HttpTransport:
             refused, request_id = (exc.refused, exc.request_id) if isinstance(exc, _RefusedRequest) else (exc, None)
             error = self._refusal(refused, scope, headers, request_id)
             await respond_unread(receive, send, error.status, jsonrpc.encode(error.body),
-                                 _closing(error.headers, unread), unread)
+                                 closing(error.headers, unread), unread)
         except HttpError as exc:
-            await respond_unread(receive, send, exc.status, jsonrpc.encode(exc.body), _closing(exc.headers, unread),
+            await respond_unread(receive, send, exc.status, jsonrpc.encode(exc.body), closing(exc.headers, unread),
                                  unread)
         except BackendUnavailable as exc:
             log.warning("answering 503: %s", exc)
             body = jsonrpc.encode(jsonrpc.error(None, McpError(
                 SERVER_BUSY, "Service unavailable: session state cannot be reached; retry later")))
             headers = {"retry-after": str(max(1, int(exc.retry_after)))}
-            await respond_unread(receive, send, 503, body, _closing(headers, unread), unread)
+            await respond_unread(receive, send, 503, body, closing(headers, unread), unread)
 
     def _refusal(self, exc: Refused, scope: Scope, headers: dict[str, str], request_id: Any) -> HttpError:
         """A plugin's (or the host's) refusal as an HTTP answer; challenges are composed in one place."""
         extra = self.host.resource_server.response_headers(exc, scope.get("scheme", "http"), headers.get("host", ""))
         return HttpError(exc.status, exc.message, request_id=request_id, headers=extra)
+
+    # -- authentication -----------------------------------------------------------------------
 
     # -- authentication -----------------------------------------------------------------------
 
@@ -376,53 +256,21 @@ class HttpTransport:
         method, path, scheme = scope["method"], scope["path"], scope.get("scheme", "http")
         host = self.host
         if not host.has_auth:
-            return Connection(transport="http", headers=_without_credentials(headers), remote=remote,
+            return Connection(transport="http", headers=without_credentials(headers), remote=remote,
                               method=method, path=path, scheme=scheme)
         credentials = headers.get("authorization")
         if credentials is not None:
-            _check_credentials(scope, headers, credentials)
+            check_credentials(scope, headers, credentials)
         principal = await host.authenticate(Connection(transport="http", headers=headers, remote=remote,
                                                        method=method, path=path, scheme=scheme))
         if principal is None and host.auth_required:
             if bearer_token(credentials) is not None:  # a token, but no plugin accepted it
                 raise Unauthorized("Invalid or unknown access token", error="invalid_token")
             raise Unauthorized("Authentication required")
-        return Connection(transport="http", headers=_without_credentials(headers), remote=remote, method=method,
+        return Connection(transport="http", headers=without_credentials(headers), remote=remote, method=method,
                           path=path, principal=principal, scheme=scheme)
 
     # -- checks -------------------------------------------------------------------------------
-
-    def _check_host_and_origin(self, headers: dict[str, str]) -> None:
-        origin = headers.get("origin")
-        if origin is not None and not self._origin_allowed(origin, headers.get("host", "")):
-            raise HttpError(403, "Forbidden: invalid Origin header")
-        host = headers.get("host", "").lower()
-        if self.allowed_hosts:
-            if host not in self.allowed_hosts and _hostname(host) not in self.allowed_hosts:
-                raise HttpError(421, "Misdirected request: invalid Host header")
-        elif self.loopback and _hostname(host) not in LOOPBACK_NAMES:
-            raise HttpError(421, "Misdirected request: invalid Host header")
-
-    def _origin_allowed(self, origin: str, host: str) -> bool:
-        origin = origin.strip().lower().rstrip("/")
-        try:
-            parts = urlsplit(origin)
-            hostname = parts.hostname
-            port = parts.port  # ValueError when out of range
-        except ValueError:
-            return False
-        if parts.scheme not in ("http", "https") or not hostname or parts.path or parts.query or parts.fragment:
-            return False
-        # A browser's Origin is exactly scheme://host[:port]: anything around the host (user info,
-        # text after an IPv6 literal, an odd port spelling) is no Origin a browser sends; deny it.
-        shown = f"[{hostname}]" if ":" in hostname else hostname
-        if parts.netloc != (shown if port is None else f"{shown}:{port}"):
-            return False
-        if self.allowed_origins:
-            return origin in self.allowed_origins
-        if self.loopback:
-            return hostname in LOOPBACK_NAMES or hostname == "::1"
-        return parts.netloc == host.lower()  # same origin
 
     async def _read_body(self, headers: dict[str, str], receive: Receive) -> bytes:
         length = headers.get("content-length")
@@ -451,18 +299,13 @@ class HttpTransport:
             raise HttpError(408, "Timed out reading the request body") from None
         return bytes(body)
 
+
     async def _session(self, headers: dict[str, str], connection: Connection) -> Session:
         session_id = headers.get("mcp-session-id")
         if not session_id:
             raise HttpError(400, "Bad request: Mcp-Session-Id header is required")
-        session = self.host.sessions.get(session_id)
-        if self.shared:
-            if session is None:
-                session = await self._load(session_id) if len(session_id) <= 128 else None
-            elif not session.closed and not await self._still_there(session):
-                session = None
-        # A foreign principal gets exactly the unknown-session answer: no existence oracle.
-        if session is None or session.closed or _key(session.principal) != _key(connection.principal):
+        session = await self.manager.lookup(session_id, connection.principal)
+        if session is None:
             raise HttpError(404, "Session not found")
         return session
 
@@ -482,15 +325,23 @@ class HttpTransport:
             payload = jsonrpc.parse(body)
         except McpError as exc:
             raise HttpError(400, exc.message, code=PARSE_ERROR) from None
+        assert self.host.kernel is not None
+        exchange = _Exchange(self, scope, headers, connection, receive, send)
+        work = self.host.kernel.serve(payload, exchange)
+        try:
+            if work is not None:
+                await work
+        except ModernError as exc:
+            await respond(send, exc.status, jsonrpc.encode(jsonrpc.error(jsonrpc.readable_id(payload), exc)), {})
+        except Refused as exc:
+            if exchange.legacy_run:
+                raise
+            raise _RefusedRequest(exc, jsonrpc.readable_id(payload)) from None
+
+    async def _post_legacy(self, headers: dict[str, str], connection: Connection, payload: Any, receive: Receive,
+                           send: Send) -> None:
+        """A session-era POST: create or find the session, run its messages, stream the replies."""
         version = headers.get("mcp-protocol-version")
-        if isinstance(payload, dict) and _era(payload, headers) == "modern":
-            try:
-                await post_modern(self, connection, headers, payload, receive, send, _respond)
-            except ModernError as exc:
-                await _respond(send, exc.status, jsonrpc.encode(jsonrpc.error(jsonrpc.readable_id(payload), exc)), {})
-            except Refused as exc:
-                raise _RefusedRequest(exc, jsonrpc.readable_id(payload)) from None
-            return
         if version is not None and version not in LEGACY_VERSIONS:
             raise HttpError(400, f"Bad request: Unsupported protocol version: {version[:40]} "
                                  f"(supported: {', '.join(LEGACY_VERSIONS)})")
@@ -527,7 +378,7 @@ class HttpTransport:
         await self._connect(session, connection, discard=is_initialize)
         pumping = False
         try:
-            state = _state(session)
+            state = state_of(session)
             assert state is not None
             for message in requests:
                 # A request id is taken from the moment its stream is assigned until its reply is stored.
@@ -540,12 +391,12 @@ class HttpTransport:
                 replies = [r for r in (self.host.kernel.receive(session, m, connection, principal) for m in messages)
                            if r is not None]
                 if self.shared:
-                    await self._persist(session)  # notifications/initialized, say
+                    await self.manager.persist(session)  # notifications/initialized, say
                 if replies:  # invalid messages get their error replies
                     done = [await r for r in replies]
-                    await _respond(send, 400, jsonrpc.encode(done if batch else done[0]), extra)
+                    await respond(send, 400, jsonrpc.encode(done if batch else done[0]), extra)
                 else:
-                    await _respond(send, 202, b"", extra)
+                    await respond(send, 202, b"", extra)
                 return
             if self.settings.json_response:
                 await self._reply_json(session, connection, messages, batch, send, extra, principal)
@@ -578,40 +429,34 @@ class HttpTransport:
                 # The priming event (seq 1) is stored; write it as is, so the client holds a
                 # resumable id even if the shared log cannot be read a moment later.
                 await self._pump(session, stream, 1, receive, send, extra,
-                                 priming=_frame(stream, 1, None, self.retry_ms))
+                                 priming=frame(stream, 1, None, self.retry_ms))
             else:  # read from the log with the reply, when it is ready, in one write
                 await self._pump(session, stream, 0, receive, send, extra)
         finally:
             if not pumping:  # the pump reports its own disconnect
-                await self.host.disconnect(session, "complete")
+                await self.manager.disconnect(session, "complete")
 
     async def _connect(self, session: Session, connection: Connection, *, discard: bool = False) -> None:
         """Run the connect hooks; a refusal is reported to the disconnect hooks too (and a session
         minted by this very request is forgotten without a trace)."""
         try:
-            await self.host.connect(session, connection)
+            await self.manager.connect(session, connection)
         except Refused:
             if discard:
-                self.host.release(session)
-                await self.events.drop(session.id)
-            await self.host.disconnect(session, "refused")
+                await self.manager.discard(session)
+            await self.manager.disconnect(session, "refused")
             raise
         if session.closed:  # ended (DELETE, expiry) while an async connect hook ran
-            await self.host.disconnect(session, "complete")
+            await self.manager.disconnect(session, "complete")
             raise HttpError(404, "Session not found")
         session.last_active = time.time()  # any request counts as activity, a GET too
 
+
     async def _create_session(self, connection: Connection) -> Session:
-        held = await self.host.backend.sessions.count() if self.shared else len(self.host.sessions)
-        if held >= self.settings.max_sessions:
-            raise HttpError(503, "Too many sessions; retry later", code=-32000, headers={"retry-after": "5"})
-        session = self.host.new_session(connection.principal)
-        state = HttpSessionState()
-        session.outlet = Outlet(self, session, state)
-        if self.shared and self.host.cluster is not None:
-            self.host.cluster.attach(session)
-        await self.events.open(session.id, STANDALONE)
-        return session
+        try:
+            return await self.manager.create(connection.principal)
+        except TooManySessions:
+            raise HttpError(503, "Too many sessions; retry later", code=-32000, headers={"retry-after": "5"}) from None
 
     async def _finish_stream(self, session: Session, state: HttpSessionState, stream: str,
                              replies: list[asyncio.Future[Any]], request_ids: list[Any]) -> None:
@@ -630,11 +475,11 @@ class HttpTransport:
                 # What the request changed (initialize, setLevel, subscribe) is saved before its
                 # reply is out, so the client's next request finds it on any process; a short
                 # store outage delays the reply instead of losing it.
-                await _patiently(lambda: self._persist(session))
+                await patiently(lambda: self.manager.persist(session))
                 if message is not None:
-                    await _patiently(lambda m=message: self.events.append(session.id, stream, m))
+                    await patiently(lambda m=message: self.events.append(session.id, stream, m))
             if self.shared:
-                await _patiently(lambda: self.events.finish(session.id, stream))
+                await patiently(lambda: self.events.finish(session.id, stream))
             else:
                 await self.events.finish(session.id, stream)
         except UnknownEvent:
@@ -652,9 +497,9 @@ class HttpTransport:
                    if r is not None]
         results = [m for m in [await r for r in replies] if m is not None]
         if not results:
-            await _respond(send, 202, b"", extra)
+            await respond(send, 202, b"", extra)
             return
-        await _respond(send, 200, jsonrpc.encode(results if batch else results[0]), extra)
+        await respond(send, 200, jsonrpc.encode(results if batch else results[0]), extra)
 
     # -- GET ----------------------------------------------------------------------------------
 
@@ -668,11 +513,11 @@ class HttpTransport:
         await self._connect(session, connection)
         pumping = False
         try:
-            state = _state(session)
+            state = state_of(session)
             assert state is not None
             last_event = headers.get("last-event-id")
             if last_event is not None:
-                stream, after = _parse_event_id(last_event)
+                stream, after = parse_event_id(last_event)
                 if stream is None or not await self.events.exists(session.id, stream):
                     raise HttpError(400, "Unknown or expired Last-Event-ID")
             else:
@@ -691,280 +536,26 @@ class HttpTransport:
             # Priming: an id pointing at the current position, so even an idle stream can be resumed.
             pumping = True
             await self._pump(session, stream, after, receive, send, {},
-                             priming=_frame(stream, after, None, self.retry_ms))
+                             priming=frame(stream, after, None, self.retry_ms))
         finally:
             if not pumping:
-                await self.host.disconnect(session, "complete")
+                await self.manager.disconnect(session, "complete")
 
-    async def _standalone_start(self, session: Session, state: HttpSessionState) -> int:
-        oldest_kept = state.standalone_last - self.settings.stream_max_events
-        for after in (state.standalone_sent, max(state.standalone_sent, oldest_kept), state.standalone_last):
-            try:
-                await self.events.read(session.id, STANDALONE, after, 0)
-            except UnknownEvent:
-                continue
-            return after
-        return state.standalone_sent
 
     # -- DELETE -------------------------------------------------------------------------------
 
     async def _delete(self, headers: dict[str, str], connection: Connection, receive: Receive, send: Send) -> None:
         session = await self._session(headers, connection)
         await self._connect(session, connection)
-        await self.host.disconnect(session, "complete")
-        await self._end(session, "deleted")
+        await self.manager.disconnect(session, "complete")
+        await self.manager.end(session, "deleted")
         body = "transfer-encoding" in headers or headers.get("content-length", "0") not in ("", "0")
-        await respond_unread(receive, send, 204, b"", _closing({}, body), body)  # a body is never read
+        await respond_unread(receive, send, 204, b"", closing({}, body), body)  # a body is never read
 
     # -- SSE writer ---------------------------------------------------------------------------
-
-    async def _pump(self, session: Session, stream: str, after: int, receive: Receive, send: Send,
-                    extra: dict[str, str], priming: bytes = b"") -> None:
-        """Follow ``stream`` from ``after`` and write it as SSE until it ends or the client leaves."""
-        state = _state(session)
-        assert state is not None
-        standalone = stream == STANDALONE
-        if standalone:
-            state.standalone_live = True
-        closer: tuple[asyncio.Event, list[int | None]] = (asyncio.Event(), [None])
-        state.closers[stream] = closer
-        headers = list(_SSE_HEADERS)
-        headers.extend((k.encode(), v.encode()) for k, v in extra.items())
-        reason = "complete"
-        # Three ways to stop following the stream, besides its end: the client leaves, the
-        # handler asks to close the connection (polling), the server shuts down.
-        disconnected = asyncio.ensure_future(_wait_disconnect(receive))
-        stoppers = {disconnected, asyncio.ensure_future(closer[0].wait()), asyncio.ensure_future(self.closing.wait())}
-        read_task: asyncio.Future[Any] | None = None
-        # A request stream on a shared backend is checked for a lost writer twice a lease.
-        leased = bool(self.lease) and not standalone
-        wait = min(self.keepalive, self.lease / 2) if leased else self.keepalive
-        quiet = 0.0
-        try:
-            await send({"type": "http.response.start", "status": 200, "headers": headers})
-            if priming:
-                await self._write(send, priming)
-            while True:
-                read_task = asyncio.ensure_future(self.events.read(session.id, stream, after, wait))
-                done, _ = await asyncio.wait({read_task, *stoppers}, return_when=asyncio.FIRST_COMPLETED)
-                if read_task not in done:
-                    read_task.cancel()
-                    reason = "dropped"
-                    if disconnected not in done:
-                        retry = closer[1][0] if closer[0].is_set() and closer[1][0] is not None else self.retry_ms
-                        await self._write(send, f"retry: {retry}\n\n".encode())
-                    return
-                try:
-                    result = read_task.result()
-                except UnknownEvent:
-                    # The session ended, or this writer fell more than the retention behind (a
-                    # client that stopped reading): end the stream; a resume then gets 400.
-                    if await self.events.exists(session.id, stream):
-                        log.warning("SSE stream %s of session %s… fell behind the event log's retention; "
-                                    "closing it", stream, session.id[:8])
-                    return
-                if not result.events and not result.done:
-                    if leased and await self._settle(session, stream):
-                        continue  # its process died: the error replies are there to read now
-                    quiet += wait
-                    if quiet >= self.keepalive or not leased:
-                        quiet = 0.0
-                        await self._write(send, b": keep-alive\n\n")
-                    continue
-                chunk = bytearray()
-                for event in result.events:
-                    chunk += _frame(stream, event.seq, event.message, self.retry_ms)
-                    after = event.seq
-                if chunk:
-                    await self._write(send, bytes(chunk))
-                    if standalone:
-                        state.standalone_sent = after
-                if result.done and not await self._more(session, stream, after):
-                    if not standalone:
-                        await self._retire(session.id, state, stream)
-                    return
-        except BackendUnavailable as exc:
-            reason = "dropped"  # the client resumes once the store is back (here or elsewhere)
-            log.warning("SSE stream %s of session %s… lost the state backend: %s", stream, session.id[:8], exc)
-            with contextlib.suppress(Exception):
-                await self._write(send, f"retry: {max(1, exc.retry_after) * 1000}\n\n".encode())
-        except _Stalled:
-            reason = "dropped"  # the events stay in the log: the client can resume elsewhere
-            log.info("SSE stream %s of session %s… stalled: the client read nothing for %ss; closing it",
-                     stream, session.id[:8], self.write_timeout)
-        except (OSError, asyncio.CancelledError):
-            reason = "dropped"
-            raise
-        finally:
-            # Idle time counts from the end of a stream, not from the request that opened it: a
-            # session is not reaped the moment its long call or listening stream is over.
-            session.last_active = time.time()
-            for future in (*stoppers, read_task):
-                if future is not None:
-                    future.cancel()
-            if state.closers.get(stream) is closer:
-                del state.closers[stream]
-            if standalone:
-                state.standalone_live = False
-                if self.shared:  # where the next GET, on any process, picks up
-                    with contextlib.suppress(BackendUnavailable):
-                        await self._persist(session)
-            try:
-                async with asyncio.timeout(1 if reason == "dropped" else self.write_timeout):
-                    await send({"type": "http.response.body", "body": b"", "more_body": False})
-            except Exception:  # the client is gone (or stalled); nothing more to say
-                pass
-            await self.host.disconnect(session, reason)
-
-    async def _write(self, send: Send, data: bytes) -> None:
-        """One SSE write; a client that reads nothing for ``sse_write_timeout`` seconds is let go."""
-        try:
-            async with asyncio.timeout(self.write_timeout):
-                await send({"type": "http.response.body", "body": data, "more_body": True})
-        except TimeoutError:
-            raise _Stalled from None
-
-    async def _retire(self, session_id: str, state: HttpSessionState, stream: str) -> None:
-        """A stream was written in full. Written is not received (the bytes may sit in a socket
-        buffer of a connection about to break), so the last few stay resumable; older ones go."""
-        state.written.append(stream)
-        while len(state.written) > KEEP_WRITTEN_STREAMS:
-            await self.events.discard(session_id, state.written.popleft())
-
-    async def _more(self, session: Session, stream: str, after: int) -> bool:
-        try:
-            return bool((await self.events.read(session.id, stream, after, 0)).events)
-        except UnknownEvent:
-            return False
-
 
 def _kind(message: Any) -> jsonrpc.Kind | None:
     try:
         return jsonrpc.classify(message)
     except McpError:
         return None
-
-
-def _parse_event_id(value: str) -> tuple[str | None, int]:
-    """``<stream>.<seq>`` as (stream, seq); (None, -1) when it cannot be one of ours."""
-    stream, _, seq = value.strip().partition(".")
-    if not stream or not seq.isascii() or not seq.isdigit() or len(seq) > 18:
-        return None, -1
-    return stream, int(seq)
-
-
-def _frame(stream: str, seq: int, message: dict[str, Any] | None, retry_ms: int) -> bytes:
-    if message is None:
-        # The priming event: an id the client can resume from, no data.
-        return f"id: {stream}.{seq}\nretry: {retry_ms}\ndata: \n\n".encode()
-    return b"id: " + f"{stream}.{seq}".encode() + b"\nevent: message\ndata: " + jsonrpc.encode(message) + b"\n\n"
-
-
-async def respond_unread(receive: Receive, send: Send, status: int, body: bytes, headers: dict[str, str],
-                         unread: bool) -> None:
-    """Answer a request whose body may still be arriving, discarding it meanwhile.
-
-    Hypercorn hands body chunks to the app through a small queue, and finishing a response
-    waits for room in it: with nobody reading, a client sending many small chunks would leave
-    the response (and the server's shutdown) hanging for good.
-    """
-    if not unread:
-        await _respond(send, status, body, headers)
-        return
-    drain = asyncio.ensure_future(_discard_body(receive))
-    try:
-        await _respond(send, status, body, headers)
-    finally:
-        drain.cancel()
-
-
-async def _discard_body(receive: Receive) -> None:
-    while True:
-        message = await receive()
-        if message["type"] != "http.request" or not message.get("more_body"):
-            return
-
-
-async def _respond(send: Send, status: int, body: bytes, headers: dict[str, str]) -> None:
-    raw = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in headers.items()]
-    if body:
-        raw.append(_JSON)
-    raw.append((b"content-length", str(len(body)).encode()))
-    await send({"type": "http.response.start", "status": status, "headers": raw})
-    await send({"type": "http.response.body", "body": body})
-
-
-def _era(message: dict[str, Any], headers: dict[str, str]) -> str:
-    params = message.get("params")
-    return era_of(method=message.get("method"), meta=request_meta(params),
-                  header_version=headers.get("mcp-protocol-version"), session_id=headers.get("mcp-session-id"))
-
-
-def _closing(headers: dict[str, str], close: bool) -> dict[str, str]:
-    return {**headers, "connection": "close"} if close else headers
-
-
-def _snapshot(session: Session, state: HttpSessionState) -> dict[str, Any]:
-    """What a shared store keeps of a session (activity time aside, which is in the TTL)."""
-    snapshot = session.to_state()
-    del snapshot["last_active"]
-    snapshot["http"] = {"standalone_sent": state.standalone_sent}
-    return snapshot
-
-
-async def _patiently(operation: Callable[[], Awaitable[Any]], limit: float = 30.0) -> Any:
-    """Run a store operation that must not be lost (a reply), retrying through a short outage."""
-    deadline = time.monotonic() + limit
-    delay = 0.1
-    while True:
-        try:
-            return await operation()
-        except BackendUnavailable:
-            if time.monotonic() + delay > deadline:
-                raise
-            await asyncio.sleep(delay)
-            delay = min(1.0, delay * 2)
-
-
-def _state(session: Session) -> HttpSessionState | None:
-    outlet = session.outlet
-    return outlet.state if isinstance(outlet, Outlet) else None
-
-
-def _hostname(host: str) -> str:
-    if host.startswith("["):
-        return host[: host.find("]") + 1] if "]" in host else host
-    return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
-
-
-def _key(principal: Any) -> Any:
-    return None if principal is None else principal.key
-
-
-#: Request headers that carry credentials: for ``mcphost_authenticate`` only, never handed on.
-CREDENTIAL_HEADERS = ("authorization", "proxy-authorization")
-
-
-def _without_credentials(headers: dict[str, str]) -> dict[str, str]:
-    if "authorization" not in headers and "proxy-authorization" not in headers:
-        return headers
-    return {name: value for name, value in headers.items() if name not in CREDENTIAL_HEADERS}
-
-
-def _check_credentials(scope: Scope, headers: dict[str, str], credentials: str) -> None:
-    """400 ``invalid_request`` for credentials no plugin should have to guess at.
-
-    Two Authorization header lines, or a Bearer value that is not exactly one token (proxies
-    join duplicate headers with commas), are refused rather than read one way or another.
-    Other schemes are left to the plugins.
-    """
-    raw = scope["headers"]
-    # Repeated header names are rare: only then count (``headers`` kept the last of each name).
-    if len(raw) != len(headers) and sum(1 for name, _ in raw if name.lower() == b"authorization") > 1:
-        problem = "more than one Authorization header"
-    elif credentials.strip().partition(" ")[0].lower() == "bearer" and bearer_token(credentials) is None:
-        problem = "malformed Bearer credentials (exactly one token expected)"
-    else:
-        return
-    raise Refused(f"Bad request: {problem}", status=400,
-                  headers={"WWW-Authenticate": bearer_challenge(error="invalid_request", description=problem)})

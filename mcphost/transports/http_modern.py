@@ -1,6 +1,7 @@
-"""Streamable HTTP for 2026-07-28: one POST, one request, one short-lived session.
+"""Streamable HTTP for 2026-07-28: how one request's reply goes out, as JSON or as SSE.
 
-No session id is minted or read, nothing is stored and nothing is resumable. A request's
+The kernel runs the request's whole lifecycle (``Kernel.serve``); this module only chooses the
+response. No session id is minted or read, nothing is stored and nothing is resumable. A request's
 notifications (progress, logs it asked for) travel on its own response: the reply is plain
 JSON when the handler finishes without saying anything first, otherwise an SSE stream. The
 client closing that response cancels the handler (the spec's cancellation for this revision).
@@ -10,25 +11,16 @@ client closing that response cancels the handler (the spec's cancellation for th
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from mcphost.protocol import jsonrpc
 from mcphost.protocol.errors import (
     HEADER_MISMATCH,
-    INVALID_REQUEST,
     METHOD_NOT_FOUND,
     MISSING_CLIENT_CAPABILITY,
     UNSUPPORTED_PROTOCOL_VERSION,
 )
-from mcphost.protocol.modern import ModernError, validate_modern
-
-if TYPE_CHECKING:
-    from mcphost.sessions.session import Connection
-    from mcphost.transports.http import HttpTransport
-
-Send = Callable[[dict[str, Any]], Awaitable[None]]
-Receive = Callable[[], Awaitable[dict[str, Any]]]
+from mcphost.transports.asgi import Receive, Send, respond, wait_disconnect
 
 #: JSON-RPC error codes that are answered with an HTTP error status in this revision.
 STATUS_OF = {METHOD_NOT_FOUND: 404, HEADER_MISMATCH: 400, MISSING_CLIENT_CAPABILITY: 400,
@@ -42,40 +34,8 @@ def status_for(reply: dict[str, Any] | None) -> int:
     return STATUS_OF.get(error.get("code"), 200) if isinstance(error, dict) else 200
 
 
-async def post_modern(transport: HttpTransport, connection: Connection, headers: dict[str, str], payload: Any,
-                      receive: Receive, send: Send, respond: Callable[..., Awaitable[None]]) -> None:
-    """Answer one 2026-07-28 POST whose body is already parsed, from an authenticated ``connection``."""
-    host = transport.host
-    kernel = host.kernel
-    assert kernel is not None
-    if not isinstance(payload, dict):
-        raise ModernError(INVALID_REQUEST, "Invalid request: send exactly one JSON-RPC message per POST")
-    if "method" not in payload:
-        raise ModernError(INVALID_REQUEST, "Invalid request: clients may not post responses in this revision")
-    request = validate_modern(payload, headers, tool_header_params=host.catalog.tool_header_params)
-    kernel.authorize(payload, connection.principal)  # InsufficientScope: 403 before anything runs
-    queue: asyncio.Queue[Any] = asyncio.Queue(maxsize=transport.settings.stream_max_events)
-
-    async def outlet(message: dict[str, Any], related: Any) -> None:
-        await queue.put(message)
-
-    session = kernel.modern_session(request, connection.principal, outlet)
-    await host.connect(session, connection)  # a refusal propagates to the transport's handler
-    reason = "complete"
-    try:
-        reply = kernel.receive_modern(session, payload, connection)
-        if reply is None:
-            await respond(send, 202, b"", {})
-            return
-        reason = await _answer(transport, payload, reply, queue, receive, send, respond)
-    finally:
-        await host.disconnect(session, reason)
-        await host.terminate(session, "complete")
-
-
-async def _answer(transport: HttpTransport, payload: dict[str, Any], reply: asyncio.Future[Any],
-                  queue: asyncio.Queue[Any], receive: Receive, send: Send,
-                  respond: Callable[..., Awaitable[None]]) -> str:
+async def answer(reply: asyncio.Future[Any], queue: asyncio.Queue[Any], receive: Receive, send: Send,
+                 keepalive: float) -> str:
     """JSON if the reply comes before any notification; otherwise SSE. Returns the disconnect reason."""
     disconnected = asyncio.ensure_future(wait_disconnect(receive))
     first: asyncio.Future[Any] = asyncio.ensure_future(queue.get())
@@ -95,7 +55,7 @@ async def _answer(transport: HttpTransport, payload: dict[str, Any], reply: asyn
         while True:
             getter = pending or asyncio.ensure_future(queue.get())
             pending = None
-            done, _ = await asyncio.wait({getter, reply, disconnected}, timeout=transport.keepalive,
+            done, _ = await asyncio.wait({getter, reply, disconnected}, timeout=keepalive,
                                          return_when=asyncio.FIRST_COMPLETED)
             if disconnected in done:
                 getter.cancel()
@@ -123,9 +83,3 @@ async def _answer(transport: HttpTransport, payload: dict[str, Any], reply: asyn
 async def _event(send: Send, message: dict[str, Any]) -> None:
     body = b"event: message\ndata: " + jsonrpc.encode(message) + b"\n\n"
     await send({"type": "http.response.body", "body": body, "more_body": True})
-
-
-async def wait_disconnect(receive: Receive) -> None:
-    """Return when the client closes the connection."""
-    while (await receive())["type"] != "http.disconnect":
-        pass

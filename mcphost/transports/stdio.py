@@ -4,7 +4,9 @@ One process serves one session. Lines are bounded (``server.max_body_bytes``): a
 over-long line is discarded up to its newline and answered with one -32600 error, so the
 stream resynchronizes instead of growing without bound. ``print`` from plugins goes to
 stderr, because stdout carries only MCP messages. On EOF, in-flight requests are cancelled
-and the disconnect and terminate hooks run with reason ``eof``.
+and the disconnect and terminate hooks run with reason ``eof``. Every message goes to the
+kernel's one entry (``Kernel.serve``); a 2026-07-28 request runs its whole lifecycle there,
+disconnect and terminate included.
 """
 
 from __future__ import annotations
@@ -19,9 +21,7 @@ from typing import Any, BinaryIO
 from mcphost.errors import Refused
 from mcphost.host import Host
 from mcphost.protocol import jsonrpc
-from mcphost.protocol.era import era_of
 from mcphost.protocol.errors import INVALID_REQUEST, McpError
-from mcphost.protocol.modern import validate_modern
 from mcphost.protocol.versions import allows_batches
 from mcphost.sessions.session import Connection, Session
 
@@ -46,7 +46,9 @@ class StdioServer:
         self._write_lock = asyncio.Lock()
         self._replies: set[asyncio.Future[Any]] = set()
         self._refusal: Refused | None = None
-        self._modern: dict[Any, Session] = {}
+        #: Running 2026-07-28 requests by id: their reply futures (stdio cancels with notifications/cancelled).
+        self._modern: dict[Any, asyncio.Future[Any]] = {}
+        self.session: Session | None = None
         #: stdio connects once: one Connection for the lifecycle hooks and every request's middleware.
         self.connection = Connection(transport="stdio", remote="stdio")
 
@@ -59,7 +61,7 @@ class StdioServer:
     async def serve(self) -> None:
         host = self.host
         await host.start(freeze_gc=self.freeze_gc)
-        session = host.new_session()
+        session = self.session = host.new_session()
         session.trusted = True  # whoever started this process is its user: no network credentials here
 
         async def outlet(message: jsonrpc.Message, related: Any) -> None:
@@ -82,7 +84,7 @@ class StdioServer:
             # request without a trailing newline, say), then cancel the rest.
             if session.inflight:
                 await asyncio.wait(list(session.inflight.values()), timeout=EOF_GRACE)
-            for task in [*session.inflight.values(), *(t for m in self._modern.values() for t in m.inflight.values())]:
+            for task in [*session.inflight.values(), *self._modern.values()]:
                 task.cancel()
             if self._replies:
                 await asyncio.wait(list(self._replies), timeout=5)
@@ -139,54 +141,49 @@ class StdioServer:
         if isinstance(message, list):
             await self._handle_batch(session, message)
             return
-        if isinstance(message, dict) and session.protocol_version is None:
-            if self._cancel_modern(message):
-                return
-            params = message.get("params")
-            meta = params.get("_meta") if isinstance(params, dict) else None
-            if era_of(method=message.get("method"), meta=meta, header_version=None, session_id=None) == "modern":
-                await self._handle_modern(message)
-                return
+        if isinstance(message, dict) and session.protocol_version is None and self._cancel_modern(message):
+            return
+        assert self.host.kernel is not None
+        work = self.host.kernel.serve(message, _Line(self, message))
+        if work is not None:  # a 2026-07-28 request: its lifecycle runs as the task that writes its reply
+            task = asyncio.ensure_future(self._modern_request(work, message))
+            self._replies.add(task)
+            task.add_done_callback(self._replies.discard)
+
+    def legacy(self, session: Session, message: Any) -> None:
+        """A session-era message: the kernel answers it for this process's session."""
         reply = self.host.kernel.receive(session, message, self.connection)  # type: ignore[union-attr]
         if reply is not None:
             self._track(reply, self._send_reply)
 
-    async def _handle_modern(self, message: dict[str, Any]) -> None:
-        """A 2026-07-28 request: its own short-lived session; replies and notifications share stdout."""
-        kernel = self.host.kernel
-        assert kernel is not None
+    async def _modern_request(self, work: Any, message: dict[str, Any]) -> None:
+        """Run one 2026-07-28 request's lifecycle (``Kernel.serve``); word what refuses it."""
         try:
-            request = validate_modern(message, None)
-        except McpError as exc:
+            await work
+        except McpError as exc:  # invalid (a ModernError): nothing ran
             if "id" in message:
                 await self.write(jsonrpc.error(jsonrpc.readable_id(message), exc))
-            return
-
-        async def outlet(out: jsonrpc.Message, related: Any) -> None:
-            await self.write(out)
-
-        session = kernel.modern_session(request, None, outlet)
-        session.trusted = True
-        try:
-            await self.host.connect(session, self.connection)
         except Refused as refusal:
             if "id" in message:
                 await self.write(jsonrpc.error(message["id"], McpError(REFUSED, refusal.message)))
-            return
-        reply = kernel.receive_modern(session, message, self.connection)
+
+    async def reply(self, request_id: Any, reply: asyncio.Future[Any] | None) -> str:
+        """Write the reply of a 2026-07-28 request when it is ready; a cancelled one gets none."""
         if reply is None:
-            await self.host.terminate(session, "complete")
-            return
-        request_id = message.get("id")
-        self._modern[request_id] = session
-
-        async def send_and_end(out: Any) -> None:
-            if self._modern.get(request_id) is session:
+            return "complete"
+        self._modern[request_id] = reply
+        try:
+            out = await reply
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                raise
+            return "complete"  # cancelled before it started: no reply
+        finally:
+            if self._modern.get(request_id) is reply:
                 del self._modern[request_id]
-            await self._send_reply(out)
-            await self.host.terminate(session, "complete")
-
-        self._track(reply, send_and_end)
+        await self._send_reply(out)
+        return "complete"
 
     def _cancel_modern(self, message: dict[str, Any]) -> bool:
         """notifications/cancelled for a running 2026-07-28 request (stdio's way to cancel)."""
@@ -194,12 +191,10 @@ class StdioServer:
             return False
         params = message.get("params")
         request_id = params.get("requestId") if isinstance(params, dict) else None
-        session = self._modern.get(request_id) if jsonrpc.valid_id(request_id) else None
-        if session is None:
+        reply = self._modern.get(request_id) if jsonrpc.valid_id(request_id) else None
+        if reply is None:
             return False
-        task = session.inflight.get(request_id)
-        if task is not None:
-            task.cancel()
+        reply.cancel()
         return True
 
     async def _handle_batch(self, session: Session, batch: list[Any]) -> None:
@@ -234,6 +229,38 @@ class StdioServer:
         messages = [m for m in messages if m is not None]
         if messages:
             await self.write(messages)
+
+
+class _Line:
+    """One message read from stdin, as the kernel's exchange (see ``mcphost.kernel.services``)."""
+
+    __slots__ = ("id", "server")
+
+    headers = None
+    trusted = True  # whoever started this process is its user: no network credentials here
+
+    def __init__(self, server: StdioServer, message: Any) -> None:
+        self.server = server
+        self.id = message.get("id") if isinstance(message, dict) else None
+
+    @property
+    def connection(self) -> Connection:
+        return self.server.connection
+
+    @property
+    def session_id(self) -> str | None:
+        session = self.server.session
+        return session.id if session is not None and session.protocol_version is not None else None
+
+    async def send(self, message: Any, related: Any) -> None:
+        await self.server.write(message)
+
+    async def reply(self, reply: asyncio.Future[Any] | None) -> str:
+        return await self.server.reply(self.id, reply)
+
+    def legacy(self, message: Any) -> None:
+        assert self.server.session is not None
+        self.server.legacy(self.server.session, message)
 
 
 def _watchable(fd: int) -> bool:

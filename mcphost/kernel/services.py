@@ -1,0 +1,95 @@
+"""What the kernel is handed: the host's services once, and an exchange per connection or request.
+
+The kernel never names the host. The host builds one :class:`Services` at startup (the catalog
+getter, the backend, the session manager, server info, the exception reporter) and every
+transport hands each message over with an :class:`Exchange` describing where it came from.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from mcphost.catalog import Catalog
+    from mcphost.context import Deferred
+    from mcphost.request import RequestInfo
+    from mcphost.sessions.manager import SessionManager
+    from mcphost.sessions.session import Connection, Session
+
+
+@dataclass(frozen=True, slots=True)
+class Services:
+    """The host's side of the kernel, built once by the host."""
+
+    #: ``[server]`` settings.
+    settings: Any
+    #: The current catalog (a reload replaces it whole).
+    catalog: Callable[[], Catalog]
+    #: The state backend (session store, event log, broker, task store, claims).
+    backend: Any
+    #: The one owner of sessions.
+    sessions: SessionManager
+    #: ``server_info(version)``: the serverInfo object for a protocol revision.
+    server_info: Callable[[str], dict[str, Any]]
+    #: ``await report_exception(request, exception)``: runs the ``mcphost_exception`` hooks.
+    report_exception: Callable[[RequestInfo, BaseException], Awaitable[None]]
+    #: Protocol extensions served (2026-07-28 ``capabilities.extensions``).
+    extensions: Callable[[], dict[str, Any]]
+    #: What :attr:`mcphost.Context.host` shows plugins (the host); the kernel itself never calls it.
+    host: Any = None
+
+
+class Exchange(Protocol):
+    """Where a message came from, and how the kernel answers it: one per transport exchange.
+
+    stdio has one for the whole process; HTTP one per request.
+    """
+
+    #: The connection facts the lifecycle hooks and middleware see.
+    connection: Connection
+    #: HTTP request headers, lower-case names (None on stdio).
+    headers: Mapping[str, str] | None
+    #: ``Mcp-Session-Id`` of the exchange, or the id of an initialized stdio session (None when absent).
+    session_id: str | None
+    #: The transport vouches for an anonymous client (stdio: whoever started the process).
+    trusted: bool
+
+    async def send(self, message: dict[str, Any], related: Any) -> None:
+        """Deliver a server message of a 2026-07-28 request (its outlet)."""
+
+    async def reply(self, reply: Awaitable[Any] | None) -> str:
+        """Deliver the reply of a 2026-07-28 request (None for a notification): return the
+        disconnect reason (``complete`` or ``dropped``)."""
+
+    def legacy(self, message: Any) -> Awaitable[None] | None:
+        """Run a session-era message through the transport's session (found through the manager)."""
+
+
+class KernelView(Protocol):
+    """The kernel as its handlers, request scopes and tasks use it.
+
+    They cannot import :class:`mcphost.kernel.dispatcher.Kernel` (the dispatcher imports them),
+    so they name this instead; the Kernel satisfies it.
+    """
+
+    settings: Any
+    services: Services
+    sessions: SessionManager
+    host: Any
+    tasks: Any
+    listeners: set[Any]
+    closing: asyncio.Event
+
+    @property
+    def catalog(self) -> Catalog: ...
+
+    def defer(self, session: Session, request_id: Any) -> Deferred: ...
+
+    def validator_for(self, schema: Mapping[str, Any]) -> Any: ...
+
+    async def notify_resource_updated(self, uri: str) -> None: ...
+
+    async def notify_task(self, record: dict[str, Any]) -> None: ...

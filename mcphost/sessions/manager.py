@@ -1,0 +1,349 @@
+"""The SessionManager: the one owner of sessions in this process.
+
+It answers every question about a session's life, whatever transport carries it:
+
+- the registry of sessions held here, and creation with the caps (``server.max_sessions``,
+  counted in the store on a shared backend; a per-principal cap belongs in :meth:`create`);
+- lookup with the owner check (a foreign principal gets exactly the unknown-session answer);
+- on a shared backend: loading a session another process created, restarting its TTL, saving
+  its durable state when it changed, and renewing the leases of the request streams this
+  process writes;
+- idle and lifetime reaping, and ending: DELETE, expiry, lifetime and shutdown each fire
+  ``mcphost_terminate`` once;
+- the ephemeral sessions of 2026-07-28 requests (never stored, never listed).
+
+Transports keep only their per-connection state. One that needs per-session state of its own
+(the HTTP transport's streams) registers a :class:`Driver` with :meth:`drive`: the manager calls it
+when it creates or loads a session, asks it which sessions are busy and which streams it leases,
+and saves what it returns from ``durable`` with the session.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import secrets
+import time
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from typing import Any, Protocol
+
+from mcphost.sessions.backend import BackendUnavailable
+from mcphost.sessions.session import Connection, Principal, Session
+
+log = logging.getLogger("mcphost.sessions")
+
+#: Longest session id looked up in a shared store (ours are 43 characters).
+MAX_SESSION_ID = 128
+
+
+class TooManySessions(Exception):
+    """The session cap is reached; the client should retry later."""
+
+
+class Driver(Protocol):
+    """What a transport with per-session state of its own tells the manager."""
+
+    async def attach(self, session: Session, stored: Mapping[str, Any] | None) -> None:
+        """Give a session created (``stored`` None) or loaded here its outlet and transport state."""
+
+    async def keep(self, session: Session) -> None:
+        """The session's TTL was restarted in a shared store: keep the transport's stored state alive too."""
+
+    def durable(self, session: Session) -> dict[str, Any]:
+        """Transport state saved with the session in a shared store (JSON-able)."""
+
+    def busy(self, session: Session) -> bool:
+        """Whether a connection of the transport still uses the session (it is not idle then)."""
+
+    def leased(self, session: Session) -> Iterable[tuple[str, list[Any]]]:
+        """(stream, request ids) the transport writes for the session and must keep leased."""
+
+
+Hook = Callable[[Session, str], Awaitable[None]]
+ConnectHook = Callable[[Session, Connection], Awaitable[None]]
+
+
+class SessionManager:
+    """Sessions of one host in this process; see the module docstring."""
+
+    def __init__(self, settings: Any, backend: Any, *, connect: ConnectHook, disconnect: Hook,
+                 terminate: Hook) -> None:
+        self.settings = settings
+        self._connect = connect
+        self._disconnect = disconnect
+        self._terminate = terminate
+        #: Sessions held in this process, by id.
+        self.sessions: dict[str, Session] = {}
+        self.use(backend)
+        #: Cooperation with other processes on a shared backend (set by :meth:`join`).
+        self.cluster: Any = None
+        self.driver: Driver | None = None
+        # Shared backend only: per session, the state last saved and when the TTL was last restarted.
+        self._saved: dict[str, dict[str, Any]] = {}
+        self._touched: dict[str, float] = {}
+        self._modern_ids = itertools.count(1)
+        self._reaper: asyncio.Task[None] | None = None
+        self._heartbeat: asyncio.Task[None] | None = None
+
+    # -- wiring ---------------------------------------------------------------------------------
+
+    def use(self, backend: Any) -> None:
+        """Keep sessions in ``backend`` (the host sets it once plugins are loaded)."""
+        self.backend = backend
+        #: Sessions live in a store shared with other processes (any of them serves any session).
+        self.shared = bool(getattr(backend, "shared", False))
+        #: Seconds a request stream's lease lasts; 0 when the backend has no leases (one process).
+        events = getattr(backend, "events", None)
+        self.lease = float(getattr(backend, "lease", 0) or 0) if hasattr(events, "settle") else 0.0
+
+    def join(self, cluster: Any) -> None:
+        """Share sessions with other processes through ``cluster``: an end elsewhere lets go here."""
+        self.cluster = cluster
+        cluster.session_handlers["end"] = lambda session, _m: self.release(session)
+
+    def drive(self, driver: Driver) -> None:
+        """Register the transport that keeps per-session state (one per manager)."""
+        self.driver = driver
+
+    def get(self, session_id: str) -> Session | None:
+        """The session held here under ``session_id`` (no store lookup, no owner check)."""
+        return self.sessions.get(session_id)
+
+    # -- creation ---------------------------------------------------------------------------------
+
+    def new(self, principal: Principal | None = None) -> Session:
+        """A fresh session with a random id (256 bits, URL-safe, visible ASCII only), held here.
+
+        No cap: for a transport that serves one session (stdio) or for in-process use.
+        """
+        session = Session(secrets.token_urlsafe(32), principal=principal)
+        self.sessions[session.id] = session
+        return session
+
+    async def create(self, principal: Principal | None) -> Session:
+        """A new session for a network client, within the caps; :class:`TooManySessions` beyond them."""
+        held = await self.backend.sessions.count() if self.shared else len(self.sessions)
+        if held >= self.settings.max_sessions:
+            raise TooManySessions
+        # A per-principal cap (max_sessions_per_principal) is checked here too, when there is one.
+        session = self.new(principal)
+        if self.cluster is not None:
+            self.cluster.attach(session)
+        if self.driver is not None:
+            await self.driver.attach(session, None)
+        return session
+
+    def ephemeral(self, request: Any, principal: Principal | None, outlet: Any) -> Session:
+        """The short-lived session of one 2026-07-28 request (never stored, never listed)."""
+        session = Session(f"m{next(self._modern_ids)}", principal=principal, protocol_version=request.version)
+        session.era = "modern"
+        session.client_capabilities = request.client_capabilities
+        session.client_info = request.client_info or {}
+        session.log_level = request.log_level
+        session.initialized = True
+        session.outlet = outlet
+        return session
+
+    # -- lookup -----------------------------------------------------------------------------------
+
+    async def lookup(self, session_id: str, principal: Principal | None) -> Session | None:
+        """The live session ``session_id`` of ``principal``; None when unknown, ended or foreign.
+
+        On a shared backend a session another process created is loaded from the store, and a
+        held one is checked to be still there (restarting its TTL).
+        """
+        session = self.sessions.get(session_id)
+        if self.shared:
+            if session is None:
+                session = await self._load(session_id) if len(session_id) <= MAX_SESSION_ID else None
+            elif not session.closed and not await self._still_there(session):
+                session = None
+        # A foreign principal gets exactly the unknown-session answer: no existence oracle.
+        if session is None or session.closed or _key(session.principal) != _key(principal):
+            return None
+        return session
+
+    async def _load(self, session_id: str) -> Session | None:
+        """A session another process (or an earlier run of this one) created, from the store."""
+        data = await self.backend.sessions.load(session_id)
+        if data is None:
+            return None
+        held = self.sessions.get(session_id)
+        if held is not None:  # a concurrent request loaded it meanwhile
+            return held
+        session = Session.from_state(data)
+        self.sessions[session_id] = session
+        if self.cluster is not None:
+            self.cluster.attach(session)
+        if self.driver is not None:
+            await self.driver.attach(session, data)
+        self._saved[session_id] = self._snapshot(session)
+        self._touched[session_id] = time.monotonic()
+        return session
+
+    async def _still_there(self, session: Session) -> bool:
+        """Restart the session's TTL in the store (at most once a second); False when it is gone."""
+        now = time.monotonic()
+        if now - self._touched.get(session.id, 0.0) < 1.0:
+            return True
+        self._touched[session.id] = now
+        if not await self.backend.sessions.touch(session.id):
+            self.release(session)  # ended elsewhere (or expired): gone here too
+            return False
+        if self.driver is not None:
+            await self.driver.keep(session)
+        return True
+
+    # -- the store (shared backend) ---------------------------------------------------------------
+
+    def _snapshot(self, session: Session) -> dict[str, Any]:
+        """What a shared store keeps of a session (activity time aside, which is in the TTL)."""
+        snapshot = session.to_state()
+        del snapshot["last_active"]
+        if self.driver is not None:
+            snapshot.update(self.driver.durable(session))
+        return snapshot
+
+    async def persist(self, session: Session) -> None:
+        """Save the session's durable state when it changed (shared backend only)."""
+        if not self.shared or session.closed or session.id not in self.sessions:
+            return
+        snapshot = self._snapshot(session)
+        if snapshot != self._saved.get(session.id):
+            await self.backend.sessions.save({**snapshot, "last_active": session.last_active})
+            self._saved[session.id] = snapshot
+            self._touched[session.id] = time.monotonic()
+
+    # -- the lifecycle hooks ----------------------------------------------------------------------
+
+    async def connect(self, session: Session, connection: Connection) -> None:
+        """Run ``mcphost_connect``; raises :class:`~mcphost.errors.Refused` when a plugin turns the client away."""
+        await self._connect(session, connection)
+
+    async def disconnect(self, session: Session, reason: str) -> None:
+        """Run ``mcphost_disconnect``: one connection of ``session`` closed (not its end)."""
+        await self._disconnect(session, reason)
+
+    async def terminate(self, session: Session, reason: str) -> None:
+        """End ``session`` here: cancel its work, forget it, run ``mcphost_terminate`` once."""
+        if session.closed:
+            return
+        self.release(session)
+        await self._terminate(session, reason)
+
+    def release(self, session: Session) -> None:
+        """Stop holding ``session`` in this process: cancel its local work, forget it.
+
+        On a shared backend this is not the end of the session (another process, or this one
+        later, loads it again from the store), so no hook runs; :meth:`terminate` ends it.
+        """
+        if session.closed and session.id not in self.sessions:
+            return
+        session.closed = True
+        if self.sessions.get(session.id) is session:
+            del self.sessions[session.id]
+            self._saved.pop(session.id, None)
+            self._touched.pop(session.id, None)
+        for task in list(session.inflight.values()):
+            task.cancel()
+        for future in list(session.pending.values()):
+            if not future.done():
+                future.cancel()
+        if self.cluster is not None and session.id not in self.sessions:
+            self.cluster.detach(session.id)
+
+    async def end(self, session: Session, reason: str) -> None:
+        """The session is over everywhere (DELETE, expiry, lifetime, shutdown): terminate it once,
+        drop its event logs and its stored state, and tell other holders to let go."""
+        await self.terminate(session, reason)
+        await self.backend.events.drop(session.id)
+        await self.backend.sessions.delete(session.id)
+        if self.shared and self.cluster is not None:
+            await self.cluster.publish(f"s:{session.id}", {"t": "end"})  # other holders let go
+
+    async def discard(self, session: Session) -> None:
+        """Forget a session minted by a request that was refused: no hook ever saw it."""
+        self.release(session)
+        await self.backend.events.drop(session.id)
+
+    # -- background work --------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Start reaping idle and over-age sessions, and renewing leases on a shared backend."""
+        loop = asyncio.get_running_loop()
+        if self._reaper is None:
+            self._reaper = loop.create_task(self._reap())
+        if self.lease and self._heartbeat is None:
+            self._heartbeat = loop.create_task(self._beat())
+
+    async def drain(self, timeout: float) -> None:
+        """Stop reaping, and give requests in flight up to ``timeout`` seconds to finish."""
+        if self._reaper is not None:
+            self._reaper.cancel()
+            self._reaper = None
+        inflight = [t for s in self.sessions.values() for t in s.inflight.values()]
+        if inflight:
+            await asyncio.wait(inflight, timeout=timeout)
+
+    async def stop(self) -> None:
+        """End every session held here (reason ``shutdown``), once.
+
+        On a shared backend the store keeps them: their clients go on with another process.
+        """
+        await self.drain(0)
+        if self._heartbeat is not None:
+            self._heartbeat.cancel()
+            self._heartbeat = None
+        for session in list(self.sessions.values()):
+            if self.shared:
+                self.release(session)
+            else:
+                try:
+                    await self.end(session, "shutdown")
+                except Exception:
+                    log.exception("could not end session %s…", session.id[:8])
+
+    async def _reap(self) -> None:
+        """End sessions that were idle too long or lived too long."""
+        settings = self.settings
+        limits = [settings.session_idle_timeout]
+        if settings.session_max_lifetime:
+            limits.append(settings.session_max_lifetime)
+        period = max(0.05, min(30.0, *(limit / 4 for limit in limits)))
+        while True:
+            await asyncio.sleep(period)
+            now = time.time()
+            for session in list(self.sessions.values()):
+                busy = bool(session.inflight) or (self.driver is not None and self.driver.busy(session))
+                try:
+                    if settings.session_max_lifetime and now - session.created_at > settings.session_max_lifetime:
+                        await self.end(session, "lifetime")
+                    elif not busy and now - session.last_active > settings.session_idle_timeout:
+                        if self.shared:
+                            # Idle here, maybe busy elsewhere: the store expires it (its TTL is the
+                            # idle timeout, restarted by every request on any process).
+                            self.release(session)
+                        else:
+                            await self.end(session, "expired")
+                except Exception:  # a backend hiccup must not stop the reaper for good
+                    log.exception("could not end session %s…", session.id[:8])
+
+    async def _beat(self) -> None:
+        """Renew the leases of the request streams this process is writing, three times a lease."""
+        while True:
+            await asyncio.sleep(self.lease / 3)
+            streams: list[tuple[str, str, list[Any]]] = []
+            if self.driver is not None:
+                for session in list(self.sessions.values()):
+                    streams.extend((session.id, stream, ids) for stream, ids in self.driver.leased(session))
+            try:
+                await self.backend.events.lease(streams, self.lease)
+            except BackendUnavailable as exc:
+                log.warning("could not renew %d request leases: %s", len(streams), exc)
+            except Exception:
+                log.exception("renewing request leases failed")
+
+
+def _key(principal: Any) -> Any:
+    return None if principal is None else principal.key

@@ -1,0 +1,278 @@
+"""Session-era SSE streams over the backend's event log: the writer that follows a stream, and
+the per-session state the HTTP transport keeps (never serialized beyond ``durable``).
+
+Every SSE event is appended to the event log *before* it is written to the socket, and live
+writers follow the log, so a client that drops the connection resumes with ``GET`` +
+``Last-Event-ID`` (event ids are ``<stream>.<seq>``), on any process of a shared backend.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from mcphost.protocol import jsonrpc
+from mcphost.protocol.errors import REQUEST_CANCELLED, McpError
+from mcphost.sessions.backend import BackendUnavailable, UnknownEvent
+from mcphost.sessions.session import Session
+from mcphost.transports.asgi import Receive, Send, wait_disconnect
+
+log = logging.getLogger("mcphost.http")
+
+STANDALONE = "0"
+#: Fully written request streams kept per session for a client whose connection broke at the end.
+KEEP_WRITTEN_STREAMS = 4
+SSE_HEADERS = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache"),
+               (b"x-accel-buffering", b"no")]
+
+
+class _Stalled(Exception):
+    """An SSE write did not complete within the write timeout."""
+
+
+
+class HttpSessionState:
+    """What the HTTP transport keeps per live session in this process (never serialized)."""
+
+    __slots__ = ("closers", "next_stream", "request_streams", "standalone_last", "standalone_live",
+                 "standalone_sent", "written")
+
+    def __init__(self) -> None:
+        self.request_streams: dict[Any, str] = {}
+        self.next_stream = 1
+        self.standalone_live = False
+        self.standalone_sent = 0  # seq of the last standalone event a GET wrote
+        self.standalone_last = 0  # seq of the last standalone event appended
+        # stream id -> event set to make its live writer let go of the connection
+        self.closers: dict[str, tuple[asyncio.Event, list[int | None]]] = {}
+        self.written: deque[str] = deque()  # fully written request streams, oldest first
+
+
+class Outlet:
+    """The session's outlet: server messages go to the event log of the stream they belong to."""
+
+    __slots__ = ("_events", "_session_id", "state")
+
+    def __init__(self, events: Any, session: Session, state: HttpSessionState) -> None:
+        self._events = events
+        self._session_id = session.id
+        self.state = state
+
+    async def __call__(self, message: dict[str, Any], related: Any) -> None:
+        stream = self.state.request_streams.get(related, STANDALONE) if related is not None else STANDALONE
+        seq = await self._events.append(self._session_id, stream, message)
+        if stream == STANDALONE:
+            self.state.standalone_last = max(self.state.standalone_last, seq)
+        # Let the stream's writer run: a handler that emits without awaiting anything else would
+        # otherwise fill the log past its retention before the writer read a single event.
+        await asyncio.sleep(0)
+
+    async def close_stream(self, request_id: Any, retry_ms: int | None) -> bool:
+        stream = self.state.request_streams.get(request_id)
+        if stream is None:
+            return False
+        closer = self.state.closers.get(stream)
+        if closer is not None:
+            closer[1][0] = retry_ms
+            closer[0].set()
+        return True
+
+
+
+class SseStreams:
+    """The SSE side of :class:`~mcphost.transports.http.HttpTransport` (a mixin: it uses the
+    transport's settings, event log and session manager)."""
+
+    events: Any
+    manager: Any
+    settings: Any
+    closing: asyncio.Event
+    keepalive: float
+    lease: float
+    retry_ms: int
+    write_timeout: float
+
+    async def _settle(self, session: Session, stream: str) -> bool:
+        """End a request stream whose process died with an error reply for each of its requests."""
+        request_ids = await self.events.orphaned(session.id, stream)
+        if not request_ids:
+            return False
+        error = McpError(REQUEST_CANCELLED, "Request ended without a response: the server process handling it "
+                                            "stopped; send it again")
+        settled = await self.events.settle(session.id, stream, [jsonrpc.error(i, error) for i in request_ids])
+        if settled:
+            log.warning("request stream %s of session %s… lost its process; ended it with an error",
+                        stream, session.id[:8])
+        return bool(settled)
+
+    async def _standalone_start(self, session: Session, state: HttpSessionState) -> int:
+        oldest_kept = state.standalone_last - self.settings.stream_max_events
+        for after in (state.standalone_sent, max(state.standalone_sent, oldest_kept), state.standalone_last):
+            try:
+                await self.events.read(session.id, STANDALONE, after, 0)
+            except UnknownEvent:
+                continue
+            return after
+        return state.standalone_sent
+
+    # -- DELETE -------------------------------------------------------------------------------
+
+    async def _pump(self, session: Session, stream: str, after: int, receive: Receive, send: Send,
+                    extra: dict[str, str], priming: bytes = b"") -> None:
+        """Follow ``stream`` from ``after`` and write it as SSE until it ends or the client leaves."""
+        state = state_of(session)
+        assert state is not None
+        standalone = stream == STANDALONE
+        if standalone:
+            state.standalone_live = True
+        closer: tuple[asyncio.Event, list[int | None]] = (asyncio.Event(), [None])
+        state.closers[stream] = closer
+        headers = list(SSE_HEADERS)
+        headers.extend((k.encode(), v.encode()) for k, v in extra.items())
+        reason = "complete"
+        # Three ways to stop following the stream, besides its end: the client leaves, the
+        # handler asks to close the connection (polling), the server shuts down.
+        disconnected = asyncio.ensure_future(wait_disconnect(receive))
+        stoppers = {disconnected, asyncio.ensure_future(closer[0].wait()), asyncio.ensure_future(self.closing.wait())}
+        read_task: asyncio.Future[Any] | None = None
+        # A request stream on a shared backend is checked for a lost writer twice a lease.
+        leased = bool(self.lease) and not standalone
+        wait = min(self.keepalive, self.lease / 2) if leased else self.keepalive
+        quiet = 0.0
+        try:
+            await send({"type": "http.response.start", "status": 200, "headers": headers})
+            if priming:
+                await self._write(send, priming)
+            while True:
+                read_task = asyncio.ensure_future(self.events.read(session.id, stream, after, wait))
+                done, _ = await asyncio.wait({read_task, *stoppers}, return_when=asyncio.FIRST_COMPLETED)
+                if read_task not in done:
+                    read_task.cancel()
+                    reason = "dropped"
+                    if disconnected not in done:
+                        retry = closer[1][0] if closer[0].is_set() and closer[1][0] is not None else self.retry_ms
+                        await self._write(send, f"retry: {retry}\n\n".encode())
+                    return
+                try:
+                    result = read_task.result()
+                except UnknownEvent:
+                    # The session ended, or this writer fell more than the retention behind (a
+                    # client that stopped reading): end the stream; a resume then gets 400.
+                    if await self.events.exists(session.id, stream):
+                        log.warning("SSE stream %s of session %s… fell behind the event log's retention; "
+                                    "closing it", stream, session.id[:8])
+                    return
+                if not result.events and not result.done:
+                    if leased and await self._settle(session, stream):
+                        continue  # its process died: the error replies are there to read now
+                    quiet += wait
+                    if quiet >= self.keepalive or not leased:
+                        quiet = 0.0
+                        await self._write(send, b": keep-alive\n\n")
+                    continue
+                chunk = bytearray()
+                for event in result.events:
+                    chunk += frame(stream, event.seq, event.message, self.retry_ms)
+                    after = event.seq
+                if chunk:
+                    await self._write(send, bytes(chunk))
+                    if standalone:
+                        state.standalone_sent = after
+                if result.done and not await self._more(session, stream, after):
+                    if not standalone:
+                        await self._retire(session.id, state, stream)
+                    return
+        except BackendUnavailable as exc:
+            reason = "dropped"  # the client resumes once the store is back (here or elsewhere)
+            log.warning("SSE stream %s of session %s… lost the state backend: %s", stream, session.id[:8], exc)
+            with contextlib.suppress(Exception):
+                await self._write(send, f"retry: {max(1, exc.retry_after) * 1000}\n\n".encode())
+        except _Stalled:
+            reason = "dropped"  # the events stay in the log: the client can resume elsewhere
+            log.info("SSE stream %s of session %s… stalled: the client read nothing for %ss; closing it",
+                     stream, session.id[:8], self.write_timeout)
+        except (OSError, asyncio.CancelledError):
+            reason = "dropped"
+            raise
+        finally:
+            # Idle time counts from the end of a stream, not from the request that opened it: a
+            # session is not reaped the moment its long call or listening stream is over.
+            session.last_active = time.time()
+            for future in (*stoppers, read_task):
+                if future is not None:
+                    future.cancel()
+            if state.closers.get(stream) is closer:
+                del state.closers[stream]
+            if standalone:
+                state.standalone_live = False
+                if self.manager.shared:  # where the next GET, on any process, picks up
+                    with contextlib.suppress(BackendUnavailable):
+                        await self.manager.persist(session)
+            try:
+                async with asyncio.timeout(1 if reason == "dropped" else self.write_timeout):
+                    await send({"type": "http.response.body", "body": b"", "more_body": False})
+            except Exception:  # the client is gone (or stalled); nothing more to say
+                pass
+            await self.manager.disconnect(session, reason)
+
+    async def _write(self, send: Send, data: bytes) -> None:
+        """One SSE write; a client that reads nothing for ``sse_write_timeout`` seconds is let go."""
+        try:
+            async with asyncio.timeout(self.write_timeout):
+                await send({"type": "http.response.body", "body": data, "more_body": True})
+        except TimeoutError:
+            raise _Stalled from None
+
+    async def _retire(self, session_id: str, state: HttpSessionState, stream: str) -> None:
+        """A stream was written in full. Written is not received (the bytes may sit in a socket
+        buffer of a connection about to break), so the last few stay resumable; older ones go."""
+        state.written.append(stream)
+        while len(state.written) > KEEP_WRITTEN_STREAMS:
+            await self.events.discard(session_id, state.written.popleft())
+
+    async def _more(self, session: Session, stream: str, after: int) -> bool:
+        try:
+            return bool((await self.events.read(session.id, stream, after, 0)).events)
+        except UnknownEvent:
+            return False
+
+
+
+def parse_event_id(value: str) -> tuple[str | None, int]:
+    """``<stream>.<seq>`` as (stream, seq); (None, -1) when it cannot be one of ours."""
+    stream, _, seq = value.strip().partition(".")
+    if not stream or not seq.isascii() or not seq.isdigit() or len(seq) > 18:
+        return None, -1
+    return stream, int(seq)
+
+
+def frame(stream: str, seq: int, message: dict[str, Any] | None, retry_ms: int) -> bytes:
+    if message is None:
+        # The priming event: an id the client can resume from, no data.
+        return f"id: {stream}.{seq}\nretry: {retry_ms}\ndata: \n\n".encode()
+    return b"id: " + f"{stream}.{seq}".encode() + b"\nevent: message\ndata: " + jsonrpc.encode(message) + b"\n\n"
+
+
+
+async def patiently(operation: Callable[[], Awaitable[Any]], limit: float = 30.0) -> Any:
+    """Run a store operation that must not be lost (a reply), retrying through a short outage."""
+    deadline = time.monotonic() + limit
+    delay = 0.1
+    while True:
+        try:
+            return await operation()
+        except BackendUnavailable:
+            if time.monotonic() + delay > deadline:
+                raise
+            await asyncio.sleep(delay)
+            delay = min(1.0, delay * 2)
+
+
+def state_of(session: Session) -> HttpSessionState | None:
+    outlet = session.outlet
+    return outlet.state if isinstance(outlet, Outlet) else None
