@@ -26,6 +26,7 @@ from mcphost.kernel.listen import SUBSCRIPTION_ID, Listener  # noqa: F401 - SUBS
 from mcphost.kernel.modern import MRTR_METHODS, InputRequired, Round, principal_key
 from mcphost.kernel.services import Exchange, Services
 from mcphost.kernel.tasks import TaskManager, detailed_view
+from mcphost.kernel.visibility import Visibility
 from mcphost.protocol import jsonrpc
 from mcphost.protocol.auth import grant_of, permits
 from mcphost.protocol.era import Era, era_of, request_meta
@@ -265,7 +266,7 @@ class Kernel:
         result["_meta"] = meta
         if method in CACHEABLE and result["resultType"] == "complete":
             retried = params.get("requestState") is not None or params.get("inputResponses") is not None
-            personal = retried or _personal(session) or bool(self.catalog.scoped_kinds)
+            personal = retried or Visibility.differs_per_caller(session, self.catalog)
             private = personal or result.get("cacheScope") == "private"
             result["ttlMs"] = 0 if retried else result.get("ttlMs", self.settings.cache_ttl_ms)
             result["cacheScope"] = "private" if private else "public"
@@ -464,12 +465,6 @@ def refusal_error(exc: Refused) -> McpError:
     """The JSON-RPC error for a refusal met after the response started (or on stdio)."""
     data = {"requiredScopes": list(exc.scopes)} if isinstance(exc, InsufficientScope) else None
     return McpError(INVALID_REQUEST, exc.message, data)
-
-
-def _personal(session: Session) -> bool:
-    """Whether answers may differ per caller (then caches must keep them private)."""
-    return session.principal is not None or any(
-        allowed is not None for allowed in (session.allowed_tools, session.allowed_prompts, session.allowed_templates))
 
 
 def _state_keys(configured: tuple[str, ...]) -> list[bytes]:

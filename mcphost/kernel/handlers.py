@@ -11,14 +11,14 @@ from typing import TYPE_CHECKING, Any
 
 from mcphost.content import Completion
 from mcphost.context import Context, Deferred
-from mcphost.errors import ClientRequestError, InsufficientScope, ToolError
+from mcphost.errors import ClientRequestError, ToolError
 from mcphost.kernel import results
 from mcphost.kernel.listen import SUBSCRIPTION_ID, Listener
 from mcphost.kernel.modern import ModernScope
 from mcphost.kernel.paging import page
 from mcphost.kernel.scope import RequestScope
 from mcphost.kernel.tasks import TaskScope, declares_tasks, missing_extension
-from mcphost.protocol.auth import Grant, grant_of, permits
+from mcphost.kernel.visibility import Visibility
 from mcphost.protocol.errors import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
@@ -83,14 +83,9 @@ def _scope(kernel: Kernel, request: RequestInfo) -> RequestScope:
     return RequestScope(kernel, request.session, request.id, request.method, token, request.principal)
 
 
-def _grant(request: RequestInfo) -> Grant:
-    return grant_of(request.principal, request.session.trusted)
-
-
-def _require_scopes(request: RequestInfo, needed: frozenset[str]) -> None:
-    """Refuse a record the caller's token does not cover (transports usually refused it already)."""
-    if needed and not permits(_grant(request), needed):
-        raise InsufficientScope(needed)
+def _visibility(request: RequestInfo) -> Visibility:
+    """What the request's sender may see and use (scopes and the session's allow-lists)."""
+    return Visibility(request.session, request.principal)
 
 
 def _missing_capability(request: RequestInfo, exc: ClientRequestError) -> McpError | None:
@@ -113,14 +108,10 @@ def _string(params: dict[str, Any], key: str) -> str:
 
 
 def _listing(kernel: Kernel, request: RequestInfo, capability: str, kind: str,
-             build: Callable[[Any, str], dict[str, Any]], allowed: set[str] | None = None,
-             field: str = "name") -> dict[str, Any]:
-    """One page of the catalog's ``kind`` descriptors, narrowed to the session's allow-list."""
+             build: Callable[[Any, str], dict[str, Any]]) -> dict[str, Any]:
+    """One page of the catalog's ``kind`` descriptors this caller sees (scopes and allow-lists)."""
     _require_capability(kernel, request, capability)
-    items = kernel.catalog.visible_descriptors(kind, request.session.protocol_version, build,
-                                                    _grant(request))
-    if allowed is not None:
-        items = [item for item in items if item[field] in allowed]
+    items = _visibility(request).listing(kernel.catalog, kind, request.session.protocol_version, build)
     chunk, next_cursor = page(items, request.params.get("cursor"), kernel.settings.page_size)
     result: dict[str, Any] = {kind: chunk}
     if next_cursor is not None:
@@ -224,7 +215,7 @@ async def set_level(kernel: Kernel, request: RequestInfo) -> dict[str, Any]:
 
 @method("tools/list")
 async def list_tools(kernel: Kernel, request: RequestInfo) -> dict[str, Any]:
-    return _listing(kernel, request, "tools", "tools", tool_descriptor, request.session.allowed_tools)
+    return _listing(kernel, request, "tools", "tools", tool_descriptor)
 
 
 @method("tools/call")
@@ -233,9 +224,10 @@ async def call_tool(kernel: Kernel, request: RequestInfo) -> dict[str, Any]:
     session = request.session
     name = _string(request.params, "name")
     entry = kernel.catalog.tools.get(name)
-    if entry is None or not session.can_see_tool(name):
+    visibility = _visibility(request)
+    if entry is None or not visibility.allows(entry.record):
         raise invalid_params(f"Unknown tool: {name[:100]}")
-    _require_scopes(request, entry.record.scopes)
+    visibility.require(entry.record.scopes)
     arguments = request.params.get("arguments")
     if arguments is None:
         arguments = {}
@@ -315,8 +307,7 @@ async def list_resources(kernel: Kernel, request: RequestInfo) -> dict[str, Any]
 
 @method("resources/templates/list")
 async def list_templates(kernel: Kernel, request: RequestInfo) -> dict[str, Any]:
-    return _listing(kernel, request, "resources", "resourceTemplates", template_descriptor,
-                    request.session.allowed_templates, "uriTemplate")
+    return _listing(kernel, request, "resources", "resourceTemplates", template_descriptor)
 
 
 def _not_found(request: RequestInfo, uri: str) -> McpError:
@@ -329,13 +320,12 @@ def _not_found(request: RequestInfo, uri: str) -> McpError:
 async def read_resource(kernel: Kernel, request: RequestInfo) -> dict[str, Any]:
     _require_capability(kernel, request, "resources")
     uri = _string(request.params, "uri")
-    found = kernel.catalog.find_resource(uri)
+    visibility = _visibility(request)
+    found = visibility.resource(kernel.catalog, uri)
     if found is None:
         raise _not_found(request, uri)
     record, variables = found
-    if isinstance(record, ResourceTemplate) and not request.session.can_see_template(record.uri_template):
-        raise _not_found(request, uri)
-    _require_scopes(request, record.scopes)
+    visibility.require(record.scopes)
     kwargs: dict[str, Any] = dict(variables)
     if record.context_param:
         kwargs[record.context_param] = Context(_scope(kernel, request))
@@ -365,8 +355,17 @@ async def read_resource(kernel: Kernel, request: RequestInfo) -> dict[str, Any]:
 @method("resources/subscribe")
 async def subscribe(kernel: Kernel, request: RequestInfo) -> dict[str, Any]:
     _require_capability(kernel, request, "resources")
-    request.session.subscriptions.add(_string(request.params, "uri"))
+    uri = _string(request.params, "uri")
+    if not _subscribable(kernel, _visibility(request), uri):
+        raise _not_found(request, uri)  # hidden from this session: as if it did not exist
+    request.session.subscriptions.add(uri)
     return {}
+
+
+def _subscribable(kernel: Kernel, visibility: Visibility, uri: str) -> bool:
+    """Whether the caller may follow ``uri``: any URI but one the allow-lists hide."""
+    found = kernel.catalog.find_resource(uri)
+    return found is None or visibility.allows(found[0])
 
 
 @method("resources/unsubscribe")
@@ -380,14 +379,15 @@ async def unsubscribe(kernel: Kernel, request: RequestInfo) -> dict[str, Any]:
 
 @method("prompts/list")
 async def list_prompts(kernel: Kernel, request: RequestInfo) -> dict[str, Any]:
-    return _listing(kernel, request, "prompts", "prompts", prompt_descriptor, request.session.allowed_prompts)
+    return _listing(kernel, request, "prompts", "prompts", prompt_descriptor)
 
 
 def _prompt(kernel: Kernel, request: RequestInfo, name: str) -> Prompt:
     prompt = kernel.catalog.prompts.get(name)
-    if prompt is None or not request.session.can_see_prompt(name):
+    visibility = _visibility(request)
+    if prompt is None or not visibility.allows(prompt):
         raise invalid_params(f"Unknown prompt: {name[:100]}")
-    _require_scopes(request, prompt.scopes)
+    visibility.require(prompt.scopes)
     return prompt
 
 
@@ -440,11 +440,13 @@ async def complete(kernel: Kernel, request: RequestInfo) -> dict[str, Any]:
     elif ref.get("type") == "ref/resource":
         uri = _string(ref, "uri")
         entry = kernel.catalog.templates.get(uri)
-        if entry is None or not request.session.can_see_template(uri):
-            if uri in kernel.catalog.resources:
+        visibility = _visibility(request)
+        if entry is None or not visibility.allows(entry.record):
+            resource = kernel.catalog.resources.get(uri)
+            if resource is not None and visibility.allows(resource):
                 return {"completion": {"values": []}}
             raise invalid_params(f"Unknown resource template: {uri[:200]}")
-        _require_scopes(request, entry.record.scopes)
+        visibility.require(entry.record.scopes)
         completer = entry.record.completions.get(name)
     else:
         raise invalid_params('Invalid params: ref.type must be "ref/prompt" or "ref/resource"')
@@ -526,7 +528,8 @@ async def listen(kernel: Kernel, request: RequestInfo) -> dict[str, Any]:
     uris: set[str] = set()
     subscriptions = wanted.get("resourceSubscriptions")
     if isinstance(subscriptions, list) and capabilities.get("resources", {}).get("subscribe"):
-        uris = {uri for uri in subscriptions if isinstance(uri, str)}
+        visibility = _visibility(request)  # resources hidden from the caller are not honoured
+        uris = {uri for uri in subscriptions if isinstance(uri, str) and _subscribable(kernel, visibility, uri)}
         honoured["resourceSubscriptions"] = sorted(uris)
     task_ids: set[str] = set()
     asked_tasks = wanted.get("taskIds")

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -86,10 +86,11 @@ class Session:
     """One client's session. See the module docstring for which fields persist."""
 
     __slots__ = (
+        "_allowed_prompts",
+        "_allowed_resources",
+        "_allowed_templates",
+        "_allowed_tools",
         "_outbound_ids",
-        "allowed_prompts",
-        "allowed_templates",
-        "allowed_tools",
         "assigns",
         "client_capabilities",
         "client_info",
@@ -119,9 +120,10 @@ class Session:
         self.log_level: str | None = None
         self.assigns: dict[str, Any] = {}
         # None means "everything the catalog holds"; a set narrows what this client sees and calls.
-        self.allowed_tools: set[str] | None = None
-        self.allowed_prompts: set[str] | None = None
-        self.allowed_templates: set[str] | None = None
+        self._allowed_tools: set[str] | None = None
+        self._allowed_prompts: set[str] | None = None
+        self._allowed_templates: set[str] | None = None
+        self._allowed_resources: set[str] | None = None
         self.subscriptions: set[str] = set()
         self.initialized = False
         self.closed = False
@@ -136,16 +138,73 @@ class Session:
         self.outlet: Outlet | None = None
         self._outbound_ids = itertools.count(1)
 
-    # -- visibility -------------------------------------------------------------------------
+    # -- allow-lists: narrow only ------------------------------------------------------------
+    #
+    # Assigning an allow-list intersects it with the one already set, so a connect hook can
+    # narrow what an earlier one allowed but never widen it (None, "everything", narrows nothing).
+    # The kernel asks them through one Visibility value (mcphost.kernel.visibility).
+
+    def narrow(self, *, tools: Iterable[str] | None = None, prompts: Iterable[str] | None = None,
+               templates: Iterable[str] | None = None, resources: Iterable[str] | None = None) -> None:
+        """Narrow the allow-lists: each given one is intersected with what is already allowed."""
+        self._allowed_tools = _narrowed(self._allowed_tools, tools)
+        self._allowed_prompts = _narrowed(self._allowed_prompts, prompts)
+        self._allowed_templates = _narrowed(self._allowed_templates, templates)
+        self._allowed_resources = _narrowed(self._allowed_resources, resources)
+
+    @property
+    def allowed_tools(self) -> set[str] | None:
+        """Tool names this client may see and call (None: all). Assigning narrows."""
+        return self._allowed_tools
+
+    @allowed_tools.setter
+    def allowed_tools(self, names: Iterable[str] | None) -> None:
+        self._allowed_tools = _narrowed(self._allowed_tools, names)
+
+    @property
+    def allowed_prompts(self) -> set[str] | None:
+        """Prompt names this client may see and get (None: all). Assigning narrows."""
+        return self._allowed_prompts
+
+    @allowed_prompts.setter
+    def allowed_prompts(self, names: Iterable[str] | None) -> None:
+        self._allowed_prompts = _narrowed(self._allowed_prompts, names)
+
+    @property
+    def allowed_templates(self) -> set[str] | None:
+        """Resource templates (by URI template) this client may see, read and complete (None: all)."""
+        return self._allowed_templates
+
+    @allowed_templates.setter
+    def allowed_templates(self, uri_templates: Iterable[str] | None) -> None:
+        self._allowed_templates = _narrowed(self._allowed_templates, uri_templates)
+
+    @property
+    def allowed_resources(self) -> set[str] | None:
+        """Static resources (by URI) this client may see, read and subscribe to (None: all)."""
+        return self._allowed_resources
+
+    @allowed_resources.setter
+    def allowed_resources(self, uris: Iterable[str] | None) -> None:
+        self._allowed_resources = _narrowed(self._allowed_resources, uris)
+
+    @property
+    def narrowed(self) -> bool:
+        """Whether any allow-list is set (answers may then differ per client)."""
+        return not (self._allowed_tools is None and self._allowed_prompts is None
+                    and self._allowed_templates is None and self._allowed_resources is None)
 
     def can_see_tool(self, name: str) -> bool:
-        return self.allowed_tools is None or name in self.allowed_tools
+        return self._allowed_tools is None or name in self._allowed_tools
 
     def can_see_prompt(self, name: str) -> bool:
-        return self.allowed_prompts is None or name in self.allowed_prompts
+        return self._allowed_prompts is None or name in self._allowed_prompts
 
     def can_see_template(self, uri_template: str) -> bool:
-        return self.allowed_templates is None or uri_template in self.allowed_templates
+        return self._allowed_templates is None or uri_template in self._allowed_templates
+
+    def can_see_resource(self, uri: str) -> bool:
+        return self._allowed_resources is None or uri in self._allowed_resources
 
     def wants_log(self, level: str) -> bool:
         if self.log_level is None:
@@ -178,6 +237,7 @@ class Session:
             "allowed_tools": listed(self.allowed_tools),
             "allowed_prompts": listed(self.allowed_prompts),
             "allowed_templates": listed(self.allowed_templates),
+            "allowed_resources": listed(self.allowed_resources),
             "subscriptions": sorted(self.subscriptions),
             "principal": None if self.principal is None else self.principal.to_state(),
             "initialized": self.initialized,
@@ -194,7 +254,7 @@ class Session:
         session.client_capabilities = dict(data.get("client_capabilities") or {})
         session.log_level = data.get("log_level")
         session.assigns = dict(data.get("assigns") or {})
-        for name in ("allowed_tools", "allowed_prompts", "allowed_templates"):
+        for name in ("allowed_tools", "allowed_prompts", "allowed_templates", "allowed_resources"):
             value = data.get(name)
             setattr(session, name, None if value is None else set(value))
         session.subscriptions = set(data.get("subscriptions") or ())
@@ -205,3 +265,11 @@ class Session:
 
     def __repr__(self) -> str:
         return f"<Session {self.id[:8]}… {self.protocol_version} inflight={len(self.inflight)}>"
+
+
+def _narrowed(current: set[str] | None, given: Iterable[str] | None) -> set[str] | None:
+    """``current`` intersected with ``given``; None (everything) narrows nothing."""
+    if given is None:
+        return current
+    wanted = set(given)
+    return wanted if current is None else current & wanted

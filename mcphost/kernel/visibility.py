@@ -1,0 +1,99 @@
+"""What one caller may see and call: the one answer to that question, for every method.
+
+A :class:`Visibility` combines the caller's grant (the scopes its token grants; everything for
+a trusted local client) with the session's allow-lists (tools, prompts, resource templates and
+static resources, narrowed by connect hooks through ``Session.narrow`` or by assigning
+``session.allowed_*``, which intersects: a hook can narrow but never widen). Listing, calls,
+reads, subscribe, listen, completion and the cache-scope decision all ask it.
+
+Two answers differ on purpose: a record the allow-lists hide is unknown to the caller (it is not
+listed and using it is answered like a name that does not exist), while a record whose scopes
+the caller lacks is refused with ``insufficient_scope`` when used (:meth:`require`), so the
+client can ask for a better token.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from mcphost.errors import InsufficientScope
+from mcphost.protocol.auth import Grant, grant_of, permits
+from mcphost.records import Prompt, Resource, ResourceTemplate, Tool
+
+if TYPE_CHECKING:
+    from mcphost.catalog import Catalog
+    from mcphost.sessions.session import Principal, Session
+
+
+class Visibility:
+    """What the sender of one request may see and use (see the module docstring)."""
+
+    __slots__ = ("grant", "session")
+
+    def __init__(self, session: Session, principal: Principal | None) -> None:
+        self.session = session
+        #: None: everything (a trusted local client); else the scopes the caller holds.
+        self.grant: Grant = grant_of(principal, session.trusted)
+
+    # -- the allow-lists (hidden is unknown) ------------------------------------------------------
+
+    def allows(self, record: Any) -> bool:
+        """Whether the session's allow-lists let the caller see ``record`` at all."""
+        session = self.session
+        if isinstance(record, Tool):
+            return session.can_see_tool(record.name)
+        if isinstance(record, Prompt):
+            return session.can_see_prompt(record.name)
+        if isinstance(record, ResourceTemplate):
+            return session.can_see_template(record.uri_template)
+        if isinstance(record, Resource):
+            return session.can_see_resource(record.uri)
+        return True
+
+    # -- scopes (lacking is refused) --------------------------------------------------------------
+
+    def permits(self, scopes: frozenset[str]) -> bool:
+        """Whether the caller's grant covers ``scopes``."""
+        return permits(self.grant, scopes)
+
+    def require(self, scopes: frozenset[str]) -> None:
+        """Refuse (``insufficient_scope``) a record the caller's token does not cover."""
+        if scopes and not permits(self.grant, scopes):
+            raise InsufficientScope(scopes)
+
+    def sees(self, record: Any) -> bool:
+        """Listed for this caller: allowed by the allow-lists and covered by its scopes."""
+        return self.allows(record) and permits(self.grant, record.scopes)
+
+    # -- answers built on the two -----------------------------------------------------------------
+
+    def listing(self, catalog: Catalog, kind: str, version: str, build: Any) -> list[dict[str, Any]]:
+        """The descriptors of ``kind`` this caller sees (cached per grant by the catalog)."""
+        items = catalog.visible_descriptors(kind, version, build, self.grant)
+        allowed, field = self._allow_list(kind)
+        if allowed is None:
+            return items
+        return [item for item in items if item[field] in allowed]
+
+    def _allow_list(self, kind: str) -> tuple[set[str] | None, str]:
+        session = self.session
+        if kind == "tools":
+            return session.allowed_tools, "name"
+        if kind == "prompts":
+            return session.allowed_prompts, "name"
+        if kind == "resourceTemplates":
+            return session.allowed_templates, "uriTemplate"
+        return session.allowed_resources, "uri"
+
+    def resource(self, catalog: Catalog, uri: str) -> tuple[Any, dict[str, Any]] | None:
+        """The resource or template ``uri`` resolves to, with its variables, if the caller may see it."""
+        found = catalog.find_resource(uri)
+        if found is None or not self.allows(found[0]):
+            return None
+        return found
+
+    @staticmethod
+    def differs_per_caller(session: Session, catalog: Catalog) -> bool:
+        """Whether answers may differ per caller (then caches must keep them private): the
+        cache-scope decision. Asked of the session, so the request path builds nothing for it."""
+        return session.principal is not None or session.narrowed or bool(catalog.scoped_kinds)
