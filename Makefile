@@ -23,8 +23,10 @@ SERVE_FLAGS ?= --disable-plugin jwt --disable-plugin otel
 serve: setup
 	$(VENV)/bin/mcphost $(SERVE_FLAGS) serve
 
+# lint-imports checks the layering contracts in pyproject.toml (docs/architecture.md) first.
 test: setup
 	scripts/ensure-tools
+	$(VENV)/bin/lint-imports
 	$(PY) -m pytest -q tests $(foreach p,$(PLUGINS),$(dir $(p))tests)
 
 lint: setup

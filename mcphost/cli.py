@@ -6,6 +6,7 @@ import asyncio
 import json
 import logging
 import sys
+from collections.abc import Iterable
 from typing import Any
 
 import click
@@ -14,7 +15,17 @@ from mcphost import __version__
 from mcphost.config import Config, config_from_dict, load_config, resolve_path
 from mcphost.errors import ConfigError, McpError, PluginError
 from mcphost.host import Host
-from mcphost.plugins import PluginSelection, load_plugins, make_plugin_manager
+from mcphost.plugins import PluginInfo, PluginSelection, load_plugins, make_plugin_manager
+
+#: The plugin manager ``main`` loaded (to let plugins add commands), by the selection it honoured:
+#: the command then uses it instead of loading the plugins a second time.
+_loaded: tuple[PluginSelection, Any, dict[str, PluginInfo]] | None = None
+
+
+def _selection(config: Config, block: Iterable[str], allow: list[str] | None, strict: bool) -> PluginSelection:
+    """Which plugins to load: the flags, the environment and the config file, in one place."""
+    return PluginSelection.from_env(block=(*config.block, *block), allow=allow, config_allow=config.allow,
+                                    strict=strict or config.strict)
 
 
 class Options:
@@ -23,7 +34,7 @@ class Options:
     def __init__(self, config_path: str | None, block: tuple[str, ...], allow: str | None, strict: bool) -> None:
         self.config_path = config_path
         self.block = block
-        self.allow = [a.strip() for a in allow.split(",") if a.strip()] if allow else None
+        self.allow = _names(allow)
         self.strict = strict
 
     def config(self) -> Config:
@@ -32,16 +43,24 @@ class Options:
         except ConfigError as exc:
             raise click.ClickException(str(exc)) from None
 
-    def host(self, config: Config | None = None) -> Host:
+    def selection(self, config: Config) -> PluginSelection:
+        return _selection(config, self.block, self.allow, self.strict)
+
+    def host(self, config: Config | None = None, *, prepare: bool = True) -> Host:
         config = config or self.config()
-        selection = PluginSelection.from_env(block=(*config.block, *self.block), allow=self.allow,
-                                             config_allow=config.allow, strict=self.strict or config.strict)
+        selection = self.selection(config)
+        loaded = _loaded[1:] if _loaded is not None and _loaded[0] == selection else None
         try:
-            host = Host(config, selection=selection)
-            host.prepare()
+            host = Host(config, selection=selection, loaded=loaded)
+            if prepare:
+                host.prepare()
         except (ConfigError, PluginError) as exc:
             raise click.ClickException(str(exc)) from None
         return host
+
+
+def _names(value: str | None) -> list[str] | None:
+    return [a.strip() for a in value.split(",") if a.strip()] if value else None
 
 
 def _setup_logging(level: str) -> None:
@@ -192,10 +211,10 @@ def call(options: Options, tool_name: str, args: tuple[str, ...], json_args: str
     entry = host.catalog.tools.get(tool_name)
     schema = dict(entry.record.input_schema) if entry is not None else {}
     arguments.update(_parse_arg(pair, schema) for pair in args)
-    from mcphost.testing import MemoryClient
+    from mcphost.transports.memory import MemoryTransport
 
     async def run() -> dict[str, Any]:
-        async with MemoryClient(host) as client:
+        async with MemoryTransport(host) as client:
             return await client.call_tool(tool_name, arguments)
 
     try:
@@ -242,8 +261,7 @@ def config_show(options: Options) -> None:
 @click.pass_obj
 def config_schema(options: Options) -> None:
     """Print the JSON Schema each plugin declares for its [plugins.<name>] section."""
-    host = Host(options.config(), selection=PluginSelection.from_env(block=options.block))
-    click.echo(json.dumps(host.config_schemas(), indent=2))
+    click.echo(json.dumps(options.host(prepare=False).config_schemas(), indent=2))
 
 
 def main() -> None:
@@ -252,10 +270,32 @@ def main() -> None:
         # Before any plugin is imported: whatever they print must not reach the protocol stream.
         from mcphost.transports.stdio import protect_stdout
         protect_stdout()
+    global _loaded
+    # One plugin manager for the whole command, honouring --config, --disable-plugin, --plugins
+    # and --strict-plugins (read here, before click runs, since plugins may add commands): a
+    # plugin those block is never imported.
+    config_path, block, allow, strict = _global_options(sys.argv[1:])
+    try:
+        config = load_config(config_path)
+    except ConfigError:
+        config = Config()  # the command itself reports the broken file
+    selection = _selection(config, block, _names(allow), strict)
     pm = make_plugin_manager()
     try:
-        load_plugins(pm, PluginSelection.from_env())
+        infos = load_plugins(pm, selection)
+        _loaded = (selection, pm, infos)
         pm.hook.mcphost_register_commands(cli=cli)
     except Exception as exc:  # a plugin's commands must not make the whole CLI unusable
         logging.getLogger("mcphost.cli").warning("plugin commands unavailable: %s", exc)
     cli(prog_name="mcphost")
+
+
+def _global_options(argv: list[str]) -> tuple[str | None, tuple[str, ...], str | None, bool]:
+    """The group's own options as click will read them (whatever follows is left alone)."""
+    try:
+        ctx = cli.make_context("mcphost", list(argv), resilient_parsing=True)
+    except (click.ClickException, click.exceptions.Exit):
+        return None, (), None, False
+    params = ctx.params
+    return (params.get("config_path"), tuple(params.get("block") or ()), params.get("allow"),
+            bool(params.get("strict")))

@@ -54,7 +54,10 @@ class Host:
     """One MCP host: plugins, catalog, kernel and live sessions of this process."""
 
     def __init__(self, config: Config | None = None, *, plugins: Sequence[tuple[str, Any]] = (),
-                 selection: PluginSelection | None = None, entry_points: bool = True) -> None:
+                 selection: PluginSelection | None = None, entry_points: bool = True,
+                 loaded: tuple[pluggy.PluginManager, dict[str, PluginInfo]] | None = None) -> None:
+        """``loaded``: a plugin manager already loaded for ``selection`` (with its report), used
+        instead of loading the plugins again (the command line loads them once, before parsing)."""
         self.config = config or Config()
         if selection is None:
             selection = PluginSelection.from_env(block=self.config.block, config_allow=self.config.allow,
@@ -63,8 +66,12 @@ class Host:
             selection = PluginSelection(block=selection.block, allow=selection.allow, strict=selection.strict,
                                         entry_points=False)
         self.selection = selection
-        self.pm: pluggy.PluginManager = make_plugin_manager()
-        self.plugin_infos: dict[str, PluginInfo] = load_plugins(self.pm, selection, plugins)
+        if loaded is not None and not plugins:
+            self.pm: pluggy.PluginManager = loaded[0]
+            self.plugin_infos: dict[str, PluginInfo] = loaded[1]
+        else:
+            self.pm = make_plugin_manager()
+            self.plugin_infos = load_plugins(self.pm, selection, plugins)
         self.catalog = Catalog()
         self.kernel: Kernel | None = None
         self.backend: Any = None

@@ -260,3 +260,46 @@ def test_allow_list_flag_that_names_no_installed_plugin_leaves_only_builtins() -
     plugins = json.loads(ok("--plugins", "demo", "plugins", "--json").stdout)
     assert [p["name"] for p in plugins if p["status"] == "active"] == ["demo"]
     assert {p["status"] for p in plugins if p["name"] != "demo"} <= {"disabled"}
+
+
+# -- one plugin manager per command (RELIABILITY H10) ---------------------------------------------------
+
+def _marker_site(tmp_path: Path) -> tuple[Path, Path]:
+    """A fake installed distribution ``marker-dist`` whose plugin module writes a file when imported."""
+    from tests.fixtures.distributions import make_distribution
+
+    site = tmp_path / "site"
+    marker = tmp_path / "imported"
+    make_distribution(site, "marker-dist", "1.0", {"marker": "marker_plugin"},
+                      {"marker_plugin": f"from pathlib import Path\nPath({str(marker)!r}).write_text('yes')\n"})
+    return site, marker
+
+
+@pytest.mark.parametrize("how", ["flag", "config"])
+def test_a_blocked_plugin_is_never_imported_and_is_listed_disabled(tmp_path: Path, how: str) -> None:
+    import os
+    import subprocess
+
+    from tests.stdio_support import mcphost_argv
+
+    site, marker = _marker_site(tmp_path)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MCPHOST_")}
+    env.update(PYTHONPATH=os.pathsep.join([str(site), str(Path(__file__).resolve().parents[1])]),
+               XDG_CONFIG_HOME=str(tmp_path / "xdg"))
+    if how == "flag":
+        args = ["--disable-plugin", "marker"]
+    else:
+        config = tmp_path / "mcphost.toml"
+        config.write_text('[plugins]\nblock = ["marker"]\n', encoding="utf-8")
+        args = ["--config", str(config)]
+    done = subprocess.run(mcphost_argv(*args, "plugins", "--json"), env=env, capture_output=True, text=True,
+                          timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    listed = {p["name"]: p for p in json.loads(done.stdout)}
+    assert listed["marker"]["status"] == "disabled"
+    assert not marker.exists(), "a blocked plugin was imported"
+    call = subprocess.run(mcphost_argv(*args, "--plugins", "demo", "call", "echo", "--arg", "text=hi"), env=env,
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert call.returncode == 0, call.stderr
+    assert json.loads(call.stdout)["content"][0]["text"] == "hi"
+    assert not marker.exists()

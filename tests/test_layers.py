@@ -1,43 +1,96 @@
-"""The layer rule of ARCHITECTURE.md, checked on the source: the protocol kernel never imports the
-web stack or the stdio transport.
+"""The layering of ARCHITECTURE.md, checked on the source.
 
-``mcphost/protocol``, ``mcphost/kernel``, ``mcphost/sessions``, the catalog, records, signatures
-and the auth helpers are pure: they may import the standard library, pure libraries (orjson,
-jsonschema, pluggy) and each other, but not Quart, Hypercorn, ASGI servers or
-``mcphost.transports``/``mcphost.app``/``mcphost.serve``.
+The contract itself is import-linter's ``layers`` contract in pyproject.toml (``lint-imports``,
+which ``make test`` runs before pytest); this test runs it too, and checks that no import cycle
+exists among ``mcphost`` modules, TYPE_CHECKING and function-level imports included.
 """
 
 from __future__ import annotations
 
 import ast
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1] / "mcphost"
-PURE = sorted([*ROOT.joinpath("protocol").rglob("*.py"), *ROOT.joinpath("kernel").rglob("*.py"),
-               *ROOT.joinpath("sessions").rglob("*.py"),
-               *(ROOT / name for name in ("catalog.py", "records.py", "signature.py", "auth.py", "context.py"))])
-FORBIDDEN = ("quart", "hypercorn", "uvicorn", "starlette", "h11", "h2", "mcphost.transports", "mcphost.app",
-             "mcphost.serve", "mcphost.cli")
+REPO = Path(__file__).resolve().parents[1]
+ROOT = REPO / "mcphost"
 
 
-def imported(path: Path) -> set[str]:
-    names: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.Import):
-            names.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names.add(node.module)
-    return names
+def _module(path: Path) -> str:
+    parts = list(path.relative_to(REPO).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def test_the_pure_layers_exist():
-    assert len(PURE) > 10 and all(path.is_file() for path in PURE)
+def _imports() -> dict[str, set[str]]:
+    """Every mcphost module and the mcphost modules it imports (anywhere in its source)."""
+    files = {_module(path): path for path in ROOT.rglob("*.py")}
+
+    def resolve(name: str) -> str | None:
+        while name and name not in files:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    graph: dict[str, set[str]] = {}
+    for module, path in files.items():
+        package = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
+        found: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names: list[str] = []
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = package[: len(package) - node.level + 1] if node.level else []
+                source = ".".join([*base, *([node.module] if node.module else [])])
+                names = [f"{source}.{alias.name}" for alias in node.names] + [source]
+            for name in names:
+                target = resolve(name) if name.split(".")[0] == "mcphost" else None
+                if target and target != "mcphost" and target != module and not module.startswith(target + "."):
+                    found.add(target)
+        graph[module] = found
+    return graph
 
 
-@pytest.mark.parametrize("path", PURE, ids=lambda p: str(p.relative_to(ROOT)))
-def test_a_pure_module_imports_no_web_stack_or_transport(path: Path):
-    bad = sorted(name for name in imported(path) for prefix in FORBIDDEN
-                 if name == prefix or name.startswith(prefix + "."))
-    assert bad == [], f"{path.relative_to(ROOT)} imports {bad}"
+def test_no_import_cycles_among_mcphost_modules() -> None:
+    graph = _imports()
+    assert len(graph) > 40
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    cycles: list[list[str]] = []
+
+    def visit(node: str) -> None:  # Tarjan's strongly connected components
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for target in graph[node]:
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for module in sorted(graph):
+        if module not in index:
+            visit(module)
+    assert cycles == []
+
+
+@pytest.mark.skipif(shutil.which("lint-imports", path=str(Path(sys.executable).parent)) is None,
+                    reason="import-linter is not installed (pip install -e '.[test]')")
+def test_the_import_linter_contracts_are_kept() -> None:
+    command = str(Path(sys.executable).parent / "lint-imports")
+    done = subprocess.run([command, "--no-cache"], cwd=REPO, capture_output=True, text=True, timeout=300,
+                          check=False)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-2000:]
+    assert "BROKEN" not in done.stdout
