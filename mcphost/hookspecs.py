@@ -84,9 +84,14 @@ def mcphost_connect(session: Session, request: Connection) -> None:
     headers, remote address, principal). The headers never include ``Authorization``: only
     ``mcphost_authenticate`` sees credentials. Raise :class:`mcphost.Unauthorized` (401 with a
     challenge) or :class:`mcphost.Forbidden` (403) to refuse the client. May set
-    ``session.assigns`` and narrow ``session.allowed_tools`` / ``allowed_prompts`` /
-    ``allowed_templates``; the narrowing applies to listings and calls alike. The return
-    value is ignored. Every implementation runs, in plugin order, until one refuses.
+    ``session.assigns`` and narrow what the client sees: assign ``session.allowed_tools`` /
+    ``allowed_prompts`` / ``allowed_templates`` / ``allowed_resources`` (static resources, by
+    URI), or call ``session.narrow(tools=..., resources=...)``. Narrowing only ever narrows:
+    an assignment is intersected with what an earlier hook (or an earlier request of the
+    session) allowed, and ``None`` changes nothing, so a later plugin cannot widen what an
+    earlier one hid. The narrowing applies to listings, calls, reads, subscriptions and
+    completion alike. The return value is ignored. Every implementation runs, in plugin
+    order, until one refuses.
     """
 
 
@@ -95,7 +100,9 @@ def mcphost_disconnect(session: Session, reason: str) -> None:
     """A connection closed: the HTTP response finished, a stream dropped, stdin reached EOF.
 
     Not the end of the session (see ``mcphost_terminate``). ``reason`` is one of
-    ``"complete"``, ``"dropped"``, ``"eof"``, ``"refused"``. Exceptions are logged and ignored.
+    ``"complete"``, ``"dropped"``, ``"eof"``, ``"refused"``. Every 2026-07-28 request fires
+    it once, over stdio as over HTTP, between its connect and its terminate. Exceptions are
+    logged and ignored.
     """
 
 
@@ -106,8 +113,9 @@ def mcphost_terminate(session: Session, reason: str) -> None:
     ``reason`` is one of ``"deleted"`` (client DELETE), ``"expired"`` (idle timeout),
     ``"lifetime"`` (maximum age), ``"shutdown"``, ``"eof"`` (stdio client went away), or
     ``"complete"``: in the 2026-07-28 revision every request is its own short-lived session,
-    so connect, disconnect and terminate all fire for each request (``session.era`` is
-    ``"modern"`` then). Exceptions are logged and ignored.
+    so connect, disconnect and terminate all fire once for each request, in that order, on
+    every transport (``session.era`` is ``"modern"`` then). The SessionManager ends sessions,
+    so each fires terminate once however it ends. Exceptions are logged and ignored.
     """
 
 
