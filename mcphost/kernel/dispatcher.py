@@ -110,6 +110,9 @@ class Kernel:
 
     def era(self, message: Any, exchange: Exchange) -> Era:
         """The era of ``message`` as ``protocol/`` rules it (a batch is always session era)."""
+        settled = exchange.era
+        if settled is not None:
+            return settled
         if not isinstance(message, dict):
             return "legacy"
         headers = exchange.headers

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from mcphost.catalog import Catalog
     from mcphost.context import Deferred
+    from mcphost.protocol.era import Era
     from mcphost.request import RequestInfo
     from mcphost.sessions.manager import SessionManager
     from mcphost.sessions.session import Connection, Session
@@ -52,8 +53,10 @@ class Exchange(Protocol):
     connection: Connection
     #: HTTP request headers, lower-case names (None on stdio).
     headers: Mapping[str, str] | None
-    #: ``Mcp-Session-Id`` of the exchange, or the id of an initialized stdio session (None when absent).
+    #: ``Mcp-Session-Id`` of the exchange (None when absent, and always on stdio).
     session_id: str | None
+    #: The era the connection already settled (stdio once its session is initialized), else None.
+    era: Era | None
     #: The transport vouches for an anonymous client (stdio: whoever started the process).
     trusted: bool
 

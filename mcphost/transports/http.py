@@ -85,6 +85,7 @@ class _Exchange:
                  "transport")
 
     trusted = False  # a network client is never vouched for
+    era = None  # every POST is ruled on its own
 
     def __init__(self, transport: HttpTransport, scope: Scope, headers: dict[str, str], connection: Connection,
                  receive: Receive, send: Send) -> None:

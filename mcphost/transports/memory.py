@@ -24,6 +24,7 @@ class MemoryTransport:
 
     headers = None
     trusted = True
+    era = "legacy"  # initialize first: a session-era client
 
     def __init__(self, host: Host, *, client_info: dict[str, Any] | None = None) -> None:
         self.host = host
@@ -36,10 +37,7 @@ class MemoryTransport:
         self._started = False
         self._replies: asyncio.Queue[Any] = asyncio.Queue()
 
-    @property
-    def session_id(self) -> str | None:
-        session = self.session
-        return session.id if session is not None and session.protocol_version is not None else None
+    session_id = None
 
     async def __aenter__(self) -> MemoryTransport:
         if not self.host.started:

@@ -247,10 +247,13 @@ class _Line:
     def connection(self) -> Connection:
         return self.server.connection
 
+    session_id = None
+
     @property
-    def session_id(self) -> str | None:
+    def era(self) -> str | None:
+        """An initialized session settles the era of this connection: the session era."""
         session = self.server.session
-        return session.id if session is not None and session.protocol_version is not None else None
+        return "legacy" if session is not None and session.protocol_version is not None else None
 
     async def send(self, message: Any, related: Any) -> None:
         await self.server.write(message)
