@@ -43,7 +43,6 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-
 class RequestGuard:
     """The Host and Origin checks (DNS rebinding, cross-site requests), made before anything else."""
 

@@ -77,25 +77,22 @@ class _RefusedRequest(Exception):
         self.request_id = request_id
 
 
-
 class _Exchange:
     """One POST as the kernel sees it (see :class:`mcphost.kernel.services.Exchange`)."""
 
-    __slots__ = ("args", "connection", "headers", "legacy_run", "queue", "receive", "respond_to", "session_id",
-                 "transport")
+    __slots__ = ("connection", "headers", "legacy_run", "queue", "receive", "respond_to", "session_id", "transport")
 
     trusted = False  # a network client is never vouched for
     era = None  # every POST is ruled on its own
 
-    def __init__(self, transport: HttpTransport, scope: Scope, headers: dict[str, str], connection: Connection,
-                 receive: Receive, send: Send) -> None:
+    def __init__(self, transport: HttpTransport, headers: dict[str, str], connection: Connection, receive: Receive,
+                 send: Send) -> None:
         self.transport = transport
         self.connection = connection
         self.headers = headers
         self.session_id = headers.get("mcp-session-id")
         self.receive = receive
         self.respond_to = send
-        self.args = scope
         self.queue: asyncio.Queue[Any] | None = None
         self.legacy_run = False
 
@@ -327,7 +324,7 @@ class HttpTransport(SseStreams):
         except McpError as exc:
             raise HttpError(400, exc.message, code=PARSE_ERROR) from None
         assert self.host.kernel is not None
-        exchange = _Exchange(self, scope, headers, connection, receive, send)
+        exchange = _Exchange(self, headers, connection, receive, send)
         work = self.host.kernel.serve(payload, exchange)
         try:
             if work is not None:
