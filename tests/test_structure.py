@@ -43,7 +43,7 @@ class Recorder:
     """Records every lifecycle hook, by session id."""
 
     def __init__(self) -> None:
-        self.events: list[tuple[str, str, str]] = []
+        self.events: list[tuple[str, mcphost.Session, str]] = []
 
     @mcphost.hookimpl
     def mcphost_tools(self, host: Any) -> list[Any]:
@@ -51,22 +51,22 @@ class Recorder:
 
     @mcphost.hookimpl
     def mcphost_connect(self, session: mcphost.Session, request: mcphost.Connection) -> None:
-        self.events.append(("connect", session.id, request.transport))
+        self.events.append(("connect", session, request.transport))
 
     @mcphost.hookimpl
     def mcphost_disconnect(self, session: mcphost.Session, reason: str) -> None:
-        self.events.append(("disconnect", session.id, reason))
+        self.events.append(("disconnect", session, reason))
 
     @mcphost.hookimpl
     def mcphost_terminate(self, session: mcphost.Session, reason: str) -> None:
-        self.events.append(("terminate", session.id, reason))
+        self.events.append(("terminate", session, reason))
 
     def modern(self) -> dict[str, list[tuple[str, str]]]:
-        """Per 2026-07-28 session (ids ``m<n>``): the hooks in order, with their detail."""
+        """Per 2026-07-28 (short-lived) session: the hooks in order, with their detail."""
         out: dict[str, list[tuple[str, str]]] = {}
-        for hook, session_id, detail in self.events:
-            if session_id.startswith("m"):
-                out.setdefault(session_id, []).append((hook, detail))
+        for hook, session, detail in self.events:
+            if session.era == "modern":
+                out.setdefault(session.id, []).append((hook, detail))
         return out
 
 
