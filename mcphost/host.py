@@ -193,6 +193,7 @@ class Host:
         old = self.catalog
         self.catalog = collect_catalog(self.pm, self, self.plugin_infos, strict=self.selection.strict)
         assert self.kernel is not None
+        self.kernel.catalog_changed()
         for kind, before, after in (("tools", old.tools, self.catalog.tools),
                                     ("prompts", old.prompts, self.catalog.prompts),
                                     ("resources", {**old.resources, **old.templates},

@@ -29,7 +29,7 @@ from mcphost.kernel.tasks import TaskManager, detailed_view
 from mcphost.kernel.visibility import Visibility
 from mcphost.protocol import jsonrpc
 from mcphost.protocol.auth import grant_of, permits
-from mcphost.protocol.era import Era, era_of, request_meta
+from mcphost.protocol.era import era_of, request_meta
 from mcphost.protocol.errors import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
@@ -67,6 +67,8 @@ class Kernel:
         self.sessions = services.sessions
         #: What ``ctx.host`` shows plugins.
         self.host = services.host
+        #: The catalog being served, read once from the services' getter (again after a reload).
+        self.catalog: Catalog = services.catalog()
         self._deferred: dict[tuple[str, RequestId], Deferred] = {}
         #: Open subscriptions/listen streams (2026-07-28) in this process.
         self.listeners: set[Listener] = set()
@@ -86,10 +88,9 @@ class Kernel:
                 call = functools.partial(_guarded_middleware, self.failures, record, call)
         self._call = call
 
-    @property
-    def catalog(self) -> Catalog:
-        """The catalog being served (a reload replaces it)."""
-        return self.services.catalog()
+    def catalog_changed(self) -> None:
+        """Serve the catalog the services' getter returns now (the host calls this after a reload)."""
+        self.catalog = self.services.catalog()
 
     # -- the entry for every message --------------------------------------------------------
 
@@ -104,21 +105,13 @@ class Kernel:
         runs it as the task that writes the reply. Refusals (:class:`Refused`) and invalid
         requests (:class:`ModernError`) propagate from that coroutine for the transport to word.
         """
-        if self.era(message, exchange) == "modern":
-            return self._serve_modern(message, exchange)
-        return exchange.legacy(message)
-
-    def era(self, message: Any, exchange: Exchange) -> Era:
-        """The era of ``message`` as ``protocol/`` rules it (a batch is always session era)."""
-        settled = exchange.era
-        if settled is not None:
-            return settled
-        if not isinstance(message, dict):
-            return "legacy"
-        headers = exchange.headers
-        return era_of(method=message.get("method"), meta=request_meta(message.get("params")),
+        if exchange.era is None and isinstance(message, dict):  # else settled, or a batch: session era
+            headers = exchange.headers
+            if era_of(method=message.get("method"), meta=request_meta(message.get("params")),
                       header_version=headers.get("mcp-protocol-version") if headers is not None else None,
-                      session_id=exchange.session_id)
+                      session_id=exchange.session_id) == "modern":
+                return self._serve_modern(message, exchange)
+        return exchange.legacy(message)
 
     async def _serve_modern(self, message: dict[str, Any], exchange: Exchange) -> None:
         """The 2026-07-28 lifecycle of one request, in one place for every transport."""

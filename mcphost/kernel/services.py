@@ -86,8 +86,7 @@ class KernelView(Protocol):
     listeners: set[Any]
     closing: asyncio.Event
 
-    @property
-    def catalog(self) -> Catalog: ...
+    catalog: Catalog
 
     def defer(self, session: Session, request_id: Any) -> Deferred: ...
 

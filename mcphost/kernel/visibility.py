@@ -25,15 +25,26 @@ if TYPE_CHECKING:
     from mcphost.sessions.session import Principal, Session
 
 
+_UNSET = object()
+
+
 class Visibility:
     """What the sender of one request may see and use (see the module docstring)."""
 
-    __slots__ = ("grant", "session")
+    __slots__ = ("_grant", "principal", "session")
 
     def __init__(self, session: Session, principal: Principal | None) -> None:
         self.session = session
-        #: None: everything (a trusted local client); else the scopes the caller holds.
-        self.grant: Grant = grant_of(principal, session.trusted)
+        self.principal = principal
+        self._grant: Any = _UNSET
+
+    @property
+    def grant(self) -> Grant:
+        """None: everything (a trusted local client); else the scopes the caller holds."""
+        grant = self._grant
+        if grant is _UNSET:
+            grant = self._grant = grant_of(self.principal, self.session.trusted)
+        return grant  # type: ignore[no-any-return]
 
     # -- the allow-lists (hidden is unknown) ------------------------------------------------------
 
@@ -63,7 +74,7 @@ class Visibility:
 
     def sees(self, record: Any) -> bool:
         """Listed for this caller: allowed by the allow-lists and covered by its scopes."""
-        return self.allows(record) and permits(self.grant, record.scopes)
+        return self.allows(record) and (not record.scopes or permits(self.grant, record.scopes))
 
     # -- answers built on the two -----------------------------------------------------------------
 

@@ -70,8 +70,12 @@ class SessionManager:
     def __init__(self, settings: Any, backend: Any, *, connect: ConnectHook, disconnect: Hook,
                  terminate: Hook) -> None:
         self.settings = settings
-        self._connect = connect
-        self._disconnect = disconnect
+        #: ``await connect(session, connection)``: run ``mcphost_connect``; raises
+        #: :class:`~mcphost.errors.Refused` when a plugin turns the client away.
+        self.connect = connect
+        #: ``await disconnect(session, reason)``: run ``mcphost_disconnect`` (one connection closed,
+        #: not the end of the session).
+        self.disconnect = disconnect
         self._terminate = terminate
         #: Sessions held in this process, by id.
         self.sessions: dict[str, Session] = {}
@@ -215,15 +219,7 @@ class SessionManager:
             self._saved[session.id] = snapshot
             self._touched[session.id] = time.monotonic()
 
-    # -- the lifecycle hooks ----------------------------------------------------------------------
-
-    async def connect(self, session: Session, connection: Connection) -> None:
-        """Run ``mcphost_connect``; raises :class:`~mcphost.errors.Refused` when a plugin turns the client away."""
-        await self._connect(session, connection)
-
-    async def disconnect(self, session: Session, reason: str) -> None:
-        """Run ``mcphost_disconnect``: one connection of ``session`` closed (not its end)."""
-        await self._disconnect(session, reason)
+    # -- the lifecycle hooks (connect and disconnect are the host's, set in __init__) -----------------
 
     async def terminate(self, session: Session, reason: str) -> None:
         """End ``session`` here: cancel its work, forget it, run ``mcphost_terminate`` once."""
