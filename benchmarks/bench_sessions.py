@@ -200,7 +200,10 @@ async def _open_in_process(app: Any, check: bool = True) -> str:
 
 
 async def _traced(count: int) -> dict[str, Any]:
-    from mcphost.transports.sse import state_of as _state
+    try:
+        from mcphost.transports.sse import state_of as _state
+    except ImportError:  # a copy from before the SSE writer moved out of transports/http.py
+        from mcphost.transports.http import _state  # type: ignore[attr-defined,no-redef]
 
     app = _build_app()
     host = app.host
