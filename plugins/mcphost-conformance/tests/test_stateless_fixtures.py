@@ -1,7 +1,7 @@
 """The 2026-07-28 fixtures, driven through the host's kernel the way a stateless client reaches it.
 
 Each request gets its own short-lived modern session (``kernel.modern_session``) and goes through
-``kernel.receive_modern``, exactly as the stdio and HTTP transports do; the notifications the
+``kernel.receive_modern``, the steps ``Kernel.serve`` runs for the stdio and HTTP transports; the notifications the
 kernel sends meanwhile are collected from the session's outlet. Every reply and notification is
 validated against the official 2026-07-28 schema (``tests/wire.py`` of the mcphost repository).
 The scenarios follow ``CONFORMANCE.md``: server-stateless (the diagnostic tools) and the
