@@ -11,7 +11,7 @@ setup: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml $(PLUGINS)
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test]' $(foreach p,$(PLUGINS),-e $(dir $(p)))
+	$(PY) -m pip install -q -e '.[test,dev]' $(foreach p,$(PLUGINS),-e $(dir $(p)))
 	touch $@
 
 # setup installs every package under plugins/. The development server leaves out the ones that need
@@ -27,5 +27,6 @@ test: setup
 	scripts/ensure-tools
 	$(PY) -m pytest -q tests $(foreach p,$(PLUGINS),$(dir $(p))tests)
 
+# One line per checker; the import contract and the type checker join ruff here.
 lint: setup
-	$(VENV)/bin/ruff check mcphost plugins tests examples benchmarks
+	$(VENV)/bin/ruff check mcphost plugins tests examples benchmarks scripts scripts/conformance
