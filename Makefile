@@ -4,14 +4,14 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PLUGINS := $(wildcard plugins/*/pyproject.toml)
 
-.PHONY: setup serve test lint
+.PHONY: setup serve test lint docs docs-build
 
 setup: $(VENV)/.installed
 
 $(VENV)/.installed: pyproject.toml $(PLUGINS)
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test]' $(foreach p,$(PLUGINS),-e $(dir $(p)))
+	$(PY) -m pip install -q -e '.[test,dev,docs]' $(foreach p,$(PLUGINS),-e $(dir $(p)))
 	touch $@
 
 # setup installs every package under plugins/. The development server leaves out the ones that need
@@ -24,10 +24,20 @@ serve: setup
 	$(VENV)/bin/mcphost $(SERVE_FLAGS) serve
 
 # lint-imports checks the layering contracts in pyproject.toml (docs/architecture.md) first.
-test: setup
+test: setup docs-build
 	scripts/ensure-tools
 	$(VENV)/bin/lint-imports
 	$(PY) -m pytest -q tests $(foreach p,$(PLUGINS),$(dir $(p))tests)
 
+# One line per checker; the import contract and the type checker join ruff here.
 lint: setup
-	$(VENV)/bin/ruff check mcphost plugins tests examples benchmarks
+	$(VENV)/bin/ruff check mcphost plugins tests examples benchmarks scripts scripts/conformance
+	$(VENV)/bin/lint-imports
+
+# The documentation site: `make docs` serves it on http://127.0.0.1:8001 and rebuilds on edits;
+# docs-build is the check `make test` runs (a broken link, anchor or nav entry fails it).
+docs: setup
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs serve --dev-addr 127.0.0.1:8001
+
+docs-build: setup
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet

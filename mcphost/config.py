@@ -32,13 +32,21 @@ FILE_NAME = "mcphost.toml"
 class ServerSettings:
     """The ``[server]`` section. Every field can be overridden by ``MCPHOST_<FIELD>``."""
 
+    #: ``serverInfo.name`` in the initialize result.
     name: str = "mcphost"
+    #: ``serverInfo.version``; unset: mcphost's own version.
     version: str | None = None
+    #: ``serverInfo.title`` (2025-06-18 and later).
     title: str | None = None
+    #: Instructions for the client's model, sent in the initialize result.
     instructions: str | None = None
+    #: Address the HTTP transport listens on.
     host: str = "127.0.0.1"
+    #: Port the HTTP transport listens on.
     port: int = 8000
+    #: Path of the MCP endpoint.
     path: str = "/mcp"
+    #: HTTP worker processes on one socket; more than one needs a shared state backend (mcphost-redis).
     workers: int = 1
     #: Largest request body (HTTP) or line (stdio) accepted, in bytes.
     max_body_bytes: int = 4 * 1024 * 1024

@@ -6,7 +6,7 @@
   example database lives in the gitignored ``.hypothesis/`` (or ``MCPHOST_FUZZ_DB``);
 - :func:`from_schema`: a Hypothesis strategy for values valid against a definition of the
   official MCP JSON schema (the subset of draft 2020-12 those schemas use), so requests are
-  generated from ``shared/spec/schema/<revision>.json`` rather than written by hand;
+  generated from ``tests/data/schema/<revision>.json`` rather than written by hand;
 - JSON, envelope and header strategies, and :data:`A11_BODIES`, the parser edge cases of
   RELIABILITY.md row A11 that every run replays;
 - :func:`check_http_reply`, :func:`check_message` and :func:`log_problems`: what a reply must

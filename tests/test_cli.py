@@ -7,6 +7,7 @@ directory and ``MCPHOST_*`` variables are cleared so no developer configuration 
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 from pathlib import Path
 
@@ -47,6 +48,11 @@ def assert_clean_error(result: Result, exit_code: int = 1) -> None:
 
 def test_version() -> None:
     assert ok("version").stdout == f"mcphost {mcphost.__version__}\n"
+
+
+def test_the_distribution_version_is_mcphost_version() -> None:
+    """pyproject.toml reads the version from ``mcphost.__version__``: one place to change it."""
+    assert importlib.metadata.version("mcphost") == mcphost.__version__
 
 
 def test_plugins_table() -> None:

@@ -1,13 +1,13 @@
 """The official MCP conformance suite scores a real ``mcphost serve`` (Streamable HTTP).
 
 Each test starts ``mcphost serve`` with the demo and conformance plugins and runs
-``../shared/tools/conformance.sh`` against it, which installs what it needs through npm
+``scripts/conformance`` against it, which installs what it needs through npm
 (``@modelcontextprotocol/conformance`` at the version asked for and, when the system node lacks
 ``fs.globSync``, Node 22) into ``$CONFORMANCE_CACHE`` (default here: ``<tmp>/conformance-cache``,
 kept between runs so reruns do not download anything). The figures are exact: a new scenario
 or a regression changes them. The URL uses ``localhost``: ``dns-rebinding-protection`` needs it.
 
-Without bash/curl/npm (or the script) the tests are skipped locally and fail in CI (``CI`` set).
+Without npm the tests are skipped locally and fail in CI (``CI`` set).
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -26,7 +27,7 @@ import pytest
 from tests.http_support import HttpServer
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-CONFORMANCE_SH = REPO_ROOT.parent / "shared" / "tools" / "conformance.sh"
+CONFORMANCE = REPO_ROOT / "scripts" / "conformance"
 ALPHA = "0.2.0-alpha.12"
 RUN_TIMEOUT = 600  # CONFORMANCE_TIMEOUT: the suite itself
 # On top of the run: up to two `npm install`s (Node 22, the suite) on a cold cache, 300 s each.
@@ -40,12 +41,7 @@ def _cache_dir() -> str:
 
 @pytest.fixture(scope="module")
 def conformance_tools() -> None:
-    missing = [tool for tool in ("bash", "curl", "npm", "flock") if shutil.which(tool) is None]
-    reason = ""
-    if not CONFORMANCE_SH.is_file():
-        reason = f"{CONFORMANCE_SH} not found"
-    elif missing:
-        reason = f"missing on PATH: {', '.join(missing)}"
+    reason = "" if shutil.which("npm") else "npm is not on PATH"
     if reason:
         if os.environ.get("CI"):
             pytest.fail(f"the conformance suite is required in CI but cannot run: {reason}")
@@ -73,7 +69,7 @@ def _tail(path: str | None, lines: int = LOG_TAIL_LINES) -> str:
 
 
 def _run(server: HttpServer, record_property, *args: str) -> tuple[list[str], str]:
-    """Run conformance.sh against ``server``; return its stdout lines and its log's text.
+    """Run scripts/conformance against ``server``; return its stdout lines and its log's text.
 
     Any failure (exit status, timeout) is raised with the FAIL line, the tail of the log file
     the script names and the tail of the server's log.
@@ -81,7 +77,7 @@ def _run(server: HttpServer, record_property, *args: str) -> tuple[list[str], st
     url = f"http://localhost:{server.port}/mcp"
     env = {**os.environ, "CONFORMANCE_CACHE": _cache_dir(), "CONFORMANCE_TIMEOUT": str(RUN_TIMEOUT),
            "NO_COLOR": "1"}
-    command = ["bash", str(CONFORMANCE_SH), url, *args]
+    command = [sys.executable, str(CONFORMANCE), url, *args]
     started = time.monotonic()
     try:
         proc = subprocess.run(command, capture_output=True, text=True, env=env, timeout=SUBPROCESS_TIMEOUT)
@@ -96,7 +92,7 @@ def _run(server: HttpServer, record_property, *args: str) -> tuple[list[str], st
     lines = proc.stdout.splitlines()
     if proc.returncode != 0:  # stdout has the PASS and FAIL lines; stderr an ERROR naming the log
         raise AssertionError(
-            f"conformance.sh {' '.join(args)} exited {proc.returncode} after {wall:.1f}s\n"
+            f"scripts/conformance {' '.join(args)} exited {proc.returncode} after {wall:.1f}s\n"
             f"stdout:\n{proc.stdout}stderr:\n{proc.stderr[-3000:]}\n"
             f"--- tail of {log_path} ---\n{_tail(log_path)}\n"
             f"--- tail of the server log ---\n{server.log()[-3000:]}")

@@ -1,7 +1,7 @@
 """Wire-level schema checks for messages an MCP server sends.
 
 :class:`WireValidator` validates every JSON-RPC message the host *sends* against the official MCP JSON
-schema of the negotiated protocol revision (``<root>/../shared/spec/schema/<revision>.json``).
+schema of the negotiated protocol revision (``tests/data/schema/<revision>.json``, see its README).
 
 The schemas have no root schema, so each check validates against named definitions:
 
@@ -34,10 +34,10 @@ from jsonschema.exceptions import ValidationError, best_match
 from jsonschema.protocols import Validator
 from referencing import Registry, Resource
 
-#: Where the official schemas live: ``<project root>/../shared/spec/schema``; overridable for odd checkouts.
+#: Where the official schemas live: ``tests/data/schema`` (copies kept with the tests, so a bare clone
+#: runs them); ``MCPHOST_SPEC_SCHEMA_DIR`` points elsewhere, e.g. at a newer checkout of the spec.
 SCHEMA_DIR: Final = Path(
-    os.environ.get("MCPHOST_SPEC_SCHEMA_DIR")
-    or Path(__file__).resolve().parents[1].parent / "shared" / "spec" / "schema"
+    os.environ.get("MCPHOST_SPEC_SCHEMA_DIR") or Path(__file__).resolve().parent / "data" / "schema"
 )
 
 #: The revisions this module knows, oldest first.

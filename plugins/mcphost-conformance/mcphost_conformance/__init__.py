@@ -4,7 +4,7 @@ The suite (``@modelcontextprotocol/conformance``, ``conformance server --url ...
 reads resources and gets prompts with fixed names and checks the exact shapes that come back.
 This plugin provides them for the dated (session-era) protocol revisions and for 2026-07-28
 (the stateless diagnostics and ``input_required`` fixtures live in :mod:`mcphost_conformance.stateless`);
-see ``/work/shared/spec/CONFORMANCE.md`` for the scenario-by-scenario list.
+the suite's repository lists the scenarios one by one.
 
 The plugin is a class: the ``conformance`` entry point names :class:`ConformancePlugin`, which
 mcphost instantiates once per Host. Per-host state (the watched resource and the background task
