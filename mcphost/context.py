@@ -90,6 +90,10 @@ class Context:
         """Report progress; sent only when the client asked for it with a progress token."""
         await self._scope.progress(progress, total, message)
 
+    async def report_progress(self, progress: float, total: float | None = None, message: str | None = None) -> None:
+        """The same as :meth:`progress`, under the name FastMCP and the official SDK's MCPServer use."""
+        await self._scope.progress(progress, total, message)
+
     async def log(self, level: LogLevel, data: Any, *, logger: str | None = None) -> None:
         """Send a log message to the client, subject to the level the client chose."""
         await self._scope.log(level, data, logger)
