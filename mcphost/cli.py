@@ -246,6 +246,29 @@ def config_schema(options: Options) -> None:
     click.echo(json.dumps(host.config_schemas(), indent=2))
 
 
+@cli.group()
+def new() -> None:
+    """Start a new project from a template."""
+
+
+@new.command("plugin")
+@click.argument("name")
+@click.option("--directory", "-d", type=click.Path(file_okay=False), default=".", show_default=True,
+              help="Where to create the mcphost-NAME folder.")
+def new_plugin(name: str, directory: str) -> None:
+    """Write a ready plugin package mcphost-NAME: entry point, a tool, a resource, a prompt, tests."""
+    from pathlib import Path
+
+    from mcphost.scaffold import ScaffoldError
+    from mcphost.scaffold import new_plugin as scaffold_plugin
+    try:
+        root = scaffold_plugin(name, Path(directory))
+    except (ScaffoldError, OSError) as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(f"Created {root}")
+    click.echo(f"Next: pip install -e '{root}[test]' && pytest {root}")
+
+
 def main() -> None:
     """Entry point of the ``mcphost`` console script: plugins may add commands first."""
     if "serve" in sys.argv[1:] and "--stdio" in sys.argv[1:]:
