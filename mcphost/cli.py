@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import sys
 from typing import Any
 
@@ -75,9 +76,12 @@ def cli(ctx: click.Context, config_path: str | None, block: tuple[str, ...], all
 @click.option("--allow-remote", is_flag=True,
               help="Listen on a non-loopback address without auth or allowed_hosts (something in front "
                    "of mcphost must authenticate).")
+@click.option("--reload", "reload_", is_flag=True,
+              help="Restart the server when a source file of an installed plugin changes (for plugin "
+                   "authors; needs watchfiles: pip install 'mcphost[reload]').")
 @click.pass_obj
 def serve(options: Options, stdio: bool, bind_host: str | None, port: int | None, mcp_path: str | None,
-          workers: int | None, allow_remote: bool) -> None:
+          workers: int | None, allow_remote: bool, reload_: bool = False) -> None:
     """Serve the installed plugins to MCP clients (Streamable HTTP, or stdio with --stdio)."""
     config = options.config()
     overrides = {k: v for k, v in (("host", bind_host), ("port", port), ("path", mcp_path),
@@ -92,6 +96,12 @@ def serve(options: Options, stdio: bool, bind_host: str | None, port: int | None
         except ConfigError as exc:
             raise click.ClickException(str(exc)) from None
     _setup_logging(config.server.log_level)
+    if reload_ and not os.environ.get("MCPHOST_RELOAD_CHILD"):
+        if stdio:
+            raise click.ClickException("--reload serves HTTP; a stdio client cannot follow a restart")
+        from mcphost.reload import run_with_reload
+        extra = [config.path] if config.path else []
+        raise SystemExit(run_with_reload(sys.argv[1:], extra_paths=extra))
     host = options.host(config)
     if stdio:
         from mcphost.transports.stdio import serve_stdio
