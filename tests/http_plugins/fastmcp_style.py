@@ -63,7 +63,7 @@ async def count_down(start: int, ctx: Context) -> str:
     """Count down from start, reporting progress and logging at the end."""
     for step in range(start):
         await ctx.report_progress(step + 1, start, f"step {step + 1}")
-    await ctx.info(f"counted down from {start}")
+    await ctx.info(f"counted down from {start}", logger_name="countdown")
     return f"liftoff after {start}"
 
 
