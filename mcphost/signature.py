@@ -219,8 +219,8 @@ def _typeddict_copy(cls: Any, copies: dict[Any, Any]) -> Any:
     hints = _type_hints(cls) or {}
     fields = {}
     for name, hint in hints.items():
-        # Python 3.11 reads Required/NotRequired wrongly from string annotations: ask the hint itself.
-        required = name in cls.__required_keys__ if "__total__" not in vars(cls) else cls.__total__
+        # Python 3.11 reads Required/NotRequired wrongly from string annotations: the hint itself wins.
+        required = name in cls.__required_keys__
         while typing.get_origin(hint) in (typing.Required, typing.NotRequired):
             required = typing.get_origin(hint) is typing.Required
             hint = typing.get_args(hint)[0]
