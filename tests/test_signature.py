@@ -1065,3 +1065,40 @@ def test_prompt_arguments() -> None:
 def test_prompt_arguments_reject_non_strings(annotation: Any) -> None:
     with pytest.raises(SignatureError, match=r"handler\(\): parameter 'x'"):
         prompt_arguments(_fn_with(annotation))
+
+
+def test_typing_typeddict_keys_with_future_annotations_and_inheritance() -> None:
+    # Python 3.11's typing.TypedDict misreads NotRequired/Required in string annotations; pydantic refuses
+    # typing.TypedDict there, and mcphost's stand-in must get the required keys right.
+    source = '''
+from __future__ import annotations
+from typing import NotRequired, Required, TypedDict
+
+class Base(TypedDict, total=False):
+    a: int
+
+class Child(Base):
+    b: str
+    c: NotRequired[int]
+
+class Loose(TypedDict, total=False):
+    d: Required[str]
+    e: int
+
+def handler(x: Child, y: Loose) -> Child:
+    return x
+'''
+    module = types.ModuleType("sigtest_typeddict_mod")
+    sys.modules[module.__name__] = module
+    try:
+        exec(compile(source, "<sigtest>", "exec"), module.__dict__)
+        sig = sig_of(module.handler)
+        defs = sig.input_schema["$defs"]
+        assert defs["Child"]["required"] == ["b"]
+        assert defs["Loose"]["required"] == ["d"]
+        assert sig.bind({"x": {"b": "s"}, "y": {"d": "t"}}) == {"x": {"b": "s"}, "y": {"d": "t"}}
+        with pytest.raises(ValueError, match="argument 'x' at b is required"):
+            sig.bind({"x": {"a": 1}, "y": {"d": "t"}})
+        assert sig.output_schema is not None and sig.output_schema["required"] == ["b"]
+    finally:
+        del sys.modules[module.__name__]
