@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import sys
 from collections.abc import Iterable
 from typing import Any
@@ -94,9 +95,12 @@ def cli(ctx: click.Context, config_path: str | None, block: tuple[str, ...], all
 @click.option("--allow-remote", is_flag=True,
               help="Listen on a non-loopback address without auth or allowed_hosts (something in front "
                    "of mcphost must authenticate).")
+@click.option("--reload", "reload_", is_flag=True,
+              help="Restart the server when a source file of an installed plugin changes (for plugin "
+                   "authors; needs watchfiles: pip install 'mcphost[reload]').")
 @click.pass_obj
 def serve(options: Options, stdio: bool, bind_host: str | None, port: int | None, mcp_path: str | None,
-          workers: int | None, allow_remote: bool) -> None:
+          workers: int | None, allow_remote: bool, reload_: bool = False) -> None:
     """Serve the installed plugins to MCP clients (Streamable HTTP, or stdio with --stdio)."""
     config = options.config()
     overrides = {k: v for k, v in (("host", bind_host), ("port", port), ("path", mcp_path),
@@ -111,6 +115,12 @@ def serve(options: Options, stdio: bool, bind_host: str | None, port: int | None
         except ConfigError as exc:
             raise click.ClickException(str(exc)) from None
     _setup_logging(config.server.log_level)
+    if reload_ and not os.environ.get("MCPHOST_RELOAD_CHILD"):
+        if stdio:
+            raise click.ClickException("--reload serves HTTP; a stdio client cannot follow a restart")
+        from mcphost.reload import run_with_reload
+        extra = [config.path] if config.path else []
+        raise SystemExit(run_with_reload(sys.argv[1:], extra_paths=extra))
     host = options.host(config)
     if stdio:
         from mcphost.transports.stdio import serve_stdio
@@ -262,6 +272,29 @@ def config_show(options: Options) -> None:
 def config_schema(options: Options) -> None:
     """Print the JSON Schema each plugin declares for its [plugins.<name>] section."""
     click.echo(json.dumps(options.host(prepare=False).config_schemas(), indent=2))
+
+
+@cli.group()
+def new() -> None:
+    """Start a new project from a template."""
+
+
+@new.command("plugin")
+@click.argument("name")
+@click.option("--directory", "-d", type=click.Path(file_okay=False), default=".", show_default=True,
+              help="Where to create the mcphost-NAME folder.")
+def new_plugin(name: str, directory: str) -> None:
+    """Write a ready plugin package mcphost-NAME: entry point, a tool, a resource, a prompt, tests."""
+    from pathlib import Path
+
+    from mcphost.scaffold import ScaffoldError
+    from mcphost.scaffold import new_plugin as scaffold_plugin
+    try:
+        root = scaffold_plugin(name, Path(directory))
+    except (ScaffoldError, OSError) as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(f"Created {root}")
+    click.echo(f"Next: pip install -e '{root}[test]' && pytest {root}")
 
 
 def main() -> None:

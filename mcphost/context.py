@@ -90,21 +90,28 @@ class Context:
         """Report progress; sent only when the client asked for it with a progress token."""
         await self._scope.progress(progress, total, message)
 
-    async def log(self, level: LogLevel, data: Any, *, logger: str | None = None) -> None:
+    async def report_progress(self, progress: float, total: float | None = None, message: str | None = None) -> None:
+        """The same as :meth:`progress`, under the name FastMCP and the official SDK's MCPServer use."""
+        await self._scope.progress(progress, total, message)
+
+    # ``logger_name=`` is the spelling FastMCP and the official SDK's MCPServer use; both are accepted.
+
+    async def log(self, level: LogLevel, data: Any, *, logger: str | None = None,
+                  logger_name: str | None = None) -> None:
         """Send a log message to the client, subject to the level the client chose."""
-        await self._scope.log(level, data, logger)
+        await self._scope.log(level, data, logger or logger_name)
 
-    async def debug(self, data: Any, *, logger: str | None = None) -> None:
-        await self._scope.log("debug", data, logger)
+    async def debug(self, data: Any, *, logger: str | None = None, logger_name: str | None = None) -> None:
+        await self._scope.log("debug", data, logger or logger_name)
 
-    async def info(self, data: Any, *, logger: str | None = None) -> None:
-        await self._scope.log("info", data, logger)
+    async def info(self, data: Any, *, logger: str | None = None, logger_name: str | None = None) -> None:
+        await self._scope.log("info", data, logger or logger_name)
 
-    async def warning(self, data: Any, *, logger: str | None = None) -> None:
-        await self._scope.log("warning", data, logger)
+    async def warning(self, data: Any, *, logger: str | None = None, logger_name: str | None = None) -> None:
+        await self._scope.log("warning", data, logger or logger_name)
 
-    async def error(self, data: Any, *, logger: str | None = None) -> None:
-        await self._scope.log("error", data, logger)
+    async def error(self, data: Any, *, logger: str | None = None, logger_name: str | None = None) -> None:
+        await self._scope.log("error", data, logger or logger_name)
 
     async def elicit(self, message: str, schema: dict[str, Any], *, timeout: float | None = None,
                      key: str | None = None) -> ElicitResult:

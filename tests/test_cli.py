@@ -133,7 +133,7 @@ def test_failing_call_prints_the_error_result_and_exits_1() -> None:
     assert result.exit_code == 1
     data = json.loads(result.stdout)
     assert data["isError"] is True
-    assert "'text' is a required property" in data["content"][0]["text"]
+    assert "argument 'text' is required" in data["content"][0]["text"]
 
 
 def test_call_unknown_tool_is_a_clean_error() -> None:

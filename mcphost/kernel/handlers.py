@@ -233,17 +233,25 @@ async def call_tool(kernel: Kernel, request: RequestInfo) -> dict[str, Any]:
         arguments = {}
     elif not isinstance(arguments, dict):
         raise invalid_params('Invalid params: "arguments" must be an object')
-    try:
-        errors = sorted(entry.validator.iter_errors(arguments), key=lambda e: list(e.absolute_path))
-        details = "; ".join(_describe(error) for error in errors[:5])
-    except RecursionError:
-        errors, details = [True], "the arguments are nested too deeply"
-    if errors:
-        return results.error_result(f"Invalid arguments for tool {name!r}: {details}")
     record = entry.record
+    signature = record.signature
+    # A schema derived from the signature is checked by the signature's own (pydantic) validator while
+    # binding; an explicit input_schema is checked by the catalog's jsonschema validator first.
+    derived = signature is not None and signature.input_schema is record.input_schema
+    if not derived:
+        try:
+            errors = sorted(entry.validator.iter_errors(arguments), key=lambda e: list(e.absolute_path))
+            details = "; ".join(_describe(error) for error in errors[:5])
+        except RecursionError:
+            errors, details = [True], "the arguments are nested too deeply"
+        if errors:
+            return results.error_result(f"Invalid arguments for tool {name!r}: {details}")
     try:
-        kwargs = record.signature.bind(arguments) if record.signature is not None else dict(arguments)
-    except ValueError as exc:  # a value the schema let through but the annotation cannot take
+        if signature is None:
+            kwargs = dict(arguments)
+        else:
+            kwargs = signature.bind(arguments) if derived else signature.convert(arguments)
+    except ValueError as exc:  # names the argument and the rule it breaks
         return results.error_result(f"Invalid arguments for tool {name!r}: {exc}")
     run = kernel.tasks.begin(session, name, record.task)
     if record.signature is not None and record.signature.context_param:

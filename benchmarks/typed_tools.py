@@ -1,0 +1,116 @@
+"""The benchmark tools, written once and served by mcphost, the official SDK and FastMCP alike.
+
+``echo(text)`` and ``plan_trip``, a tool with seven typed parameters: a string, a bounded integer,
+an enum, a list of strings, a nested object, an optional boolean and a float. Echo hides what
+argument validation costs; ``plan_trip`` shows it. The functions are plain FastMCP-style functions
+(``Annotated[..., Field(...)]``, a pydantic model for the nested object), so every server derives
+its schema and validates from the same source.
+
+    python benchmarks/typed_tools.py mcphost --port 8123    # mcphost serve with these tools (plugin "typed")
+    python benchmarks/typed_tools.py sdk --port 8124        # mcp 2.3.0 MCPServer, stateless, JSON replies, uvicorn
+    /tmp/fastmcp-venv/bin/python benchmarks/typed_tools.py fastmcp --port 8125   # FastMCP (its own venv)
+
+FastMCP pins an ``mcp`` older than 2.3.0, so it lives in its own virtual environment:
+``python3 -m venv /tmp/fastmcp-venv && /tmp/fastmcp-venv/bin/pip install fastmcp``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import enum
+import sys
+from typing import Annotated, Any
+
+from pydantic import BaseModel, Field
+
+
+class Cabin(enum.Enum):
+    ECONOMY = "economy"
+    BUSINESS = "business"
+    FIRST = "first"
+
+
+class Traveller(BaseModel):
+    name: Annotated[str, Field(min_length=1, max_length=100)]
+    age: Annotated[int, Field(ge=0, le=130)]
+
+
+def echo(text: str) -> str:
+    """Echo the text back."""
+    return text
+
+
+def plan_trip(
+    destination: Annotated[str, Field(min_length=1, max_length=100, description="Where to")],
+    nights: Annotated[int, Field(ge=1, le=30, description="How many nights")],
+    cabin: Cabin,
+    activities: Annotated[list[str], Field(max_length=20, description="What to do there")],
+    traveller: Traveller,
+    insured: bool | None = None,
+    budget: Annotated[float, Field(gt=0, description="Budget in euros")] = 1000.0,
+) -> str:
+    """Plan a trip (seven typed parameters)."""
+    return (f"{traveller.name}: {nights} nights in {destination}, {cabin.value}, "
+            f"{len(activities)} activities, insured={insured}, budget={budget:g}")
+
+
+PLAN_TRIP_ARGUMENTS: dict[str, Any] = {
+    "destination": "Lisbon", "nights": 4, "cabin": "business", "activities": ["tram", "fado", "pasteis"],
+    "traveller": {"name": "Ada", "age": 36}, "insured": True, "budget": 1500.5,
+}
+PLAN_TRIP_TEXT = "Ada: 4 nights in Lisbon, business, 3 activities, insured=True, budget=1500.5"
+
+
+# -- servers ----------------------------------------------------------------------------------------------
+
+def serve_mcphost(host: str, port: int) -> None:
+    """``mcphost serve`` with a plugin "typed" holding these tools, registered next to the installed ones."""
+    import mcphost
+    from mcphost import cli
+    from mcphost.host import Host
+
+    class Typed:
+        @mcphost.hookimpl
+        def mcphost_tools(self, host: Any) -> list[mcphost.Tool]:
+            return [mcphost.tool(echo), mcphost.tool(plan_trip)]
+
+    original = Host.__init__
+
+    def with_typed(self: Host, config: Any = None, *, plugins: Any = (), **options: Any) -> None:
+        original(self, config, plugins=[*plugins, ("typed", Typed())], **options)
+
+    Host.__init__ = with_typed  # type: ignore[method-assign]
+    sys.argv = ["mcphost", "serve", "--host", host, "--port", str(port)]
+    cli.main()
+
+
+def serve_sdk(host: str, port: int) -> None:
+    from mcp.server.mcpserver import MCPServer
+
+    server = MCPServer("bench", log_level="WARNING")
+    server.tool()(echo)
+    server.tool()(plan_trip)
+    server.run("streamable-http", host=host, port=port, stateless_http=True, json_response=True)
+
+
+def serve_fastmcp(host: str, port: int) -> None:
+    from fastmcp import FastMCP  # type: ignore[import-not-found]
+
+    server = FastMCP("bench")
+    server.tool(echo)
+    server.tool(plan_trip)
+    server.run(transport="http", host=host, port=port, stateless_http=True, json_response=True,
+               log_level="warning", show_banner=False)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("server", choices=["mcphost", "sdk", "fastmcp"])
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, required=True)
+    args = parser.parse_args()
+    {"mcphost": serve_mcphost, "sdk": serve_sdk, "fastmcp": serve_fastmcp}[args.server](args.host, args.port)
+
+
+if __name__ == "__main__":
+    main()
