@@ -24,6 +24,7 @@ from mcphost.catalog import grant_of, permits
 from mcphost.context import Deferred
 from mcphost.errors import InsufficientScope, Refused
 from mcphost.kernel import handlers
+from mcphost.kernel.continuation import Continuations
 from mcphost.kernel.modern import MRTR_METHODS, InputRequired, Round, principal_key
 from mcphost.kernel.tasks import TaskManager, detailed_view
 from mcphost.plugins import PluginFailures
@@ -144,6 +145,8 @@ class Kernel:
         self.sealer = StateSealer(_state_keys(self.settings.state_keys), ttl=self.settings.state_ttl)
         self._modern_ids = itertools.count(1)
         self.tasks = TaskManager(self)
+        #: Parked runs of resumable handlers (2026-07-28 questions that must not re-run the handler).
+        self.continuations = Continuations(self)
         #: Middleware that raised (fail open), logged in full once per plugin.
         self.failures = PluginFailures(log)
         #: Set by the host on a shared backend (mcphost.sessions.cluster.Cluster), else None.
