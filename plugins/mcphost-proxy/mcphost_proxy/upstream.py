@@ -1,0 +1,374 @@
+"""One upstream MCP server: its connection through the official ``mcp`` client, and its lifecycle.
+
+A supervisor task owns the connection (the ``mcp`` client's context managers are entered and
+left in that one task, as anyio requires): it connects, lists what the server offers, and waits
+until the connection dies; then it reconnects after a delay that doubles up to a limit. Meanwhile
+calls answer a clear error. The server's questions to its client (elicitation, sampling, roots)
+are forwarded to the downstream caller whose call is in flight: the ``mcp`` client does not say
+which call a question belongs to, so a question is forwarded only when exactly one call is in
+flight on the connection, and refused otherwise (``per_session = true`` gives each client session
+its own connection).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import httpx2
+import mcp_types as types
+from mcp import ClientSession, MCPError, StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+
+import mcphost
+from mcphost_proxy.settings import ServerSettings
+
+log = logging.getLogger("mcphost.proxy")
+
+#: Upstream states, as ``mcphost plugins`` shows them.
+STOPPED, STARTING, RUNNING, RESTARTING, FAILED = "stopped", "starting", "running", "restarting", "failed"
+CLIENT_INFO = types.Implementation(name="mcphost-proxy", version="0.1.0")
+
+
+class UpstreamUnavailable(mcphost.ToolError):
+    """The upstream cannot be reached right now (not started, restarting, or it died mid-call)."""
+
+
+@dataclass
+class Listing:
+    """What an upstream offers, as wire dicts (as its server sent them)."""
+
+    tools: list[dict[str, Any]] = field(default_factory=list)
+    prompts: list[dict[str, Any]] = field(default_factory=list)
+    resources: list[dict[str, Any]] = field(default_factory=list)
+    templates: list[dict[str, Any]] = field(default_factory=list)
+    capabilities: dict[str, Any] = field(default_factory=dict)
+
+
+def _dump(model: Any) -> dict[str, Any]:
+    return model.model_dump(by_alias=True, mode="json", exclude_none=True)  # type: ignore[no-any-return]
+
+
+class Upstream:
+    """A connection to one upstream server, kept alive by a supervisor task."""
+
+    def __init__(self, settings: ServerSettings, *, backoff: float = 0.5, backoff_max: float = 30.0,
+                 on_change: Callable[[Upstream], Awaitable[None]] | None = None, label: str | None = None) -> None:
+        self.settings = settings
+        self.label = label or settings.name
+        self.backoff = backoff
+        self.backoff_max = backoff_max
+        self.on_change = on_change
+        #: The host whose clients get the upstream's resource updates (set by the plugin).
+        self.host: Any = None
+        self.state = STOPPED
+        self.error: str | None = None
+        self.restarts = 0
+        self.listing = Listing()
+        self._session: ClientSession | None = None
+        self._ready = asyncio.Event()
+        self._dead = asyncio.Event()
+        self._stopping = False
+        self._task: asyncio.Task[None] | None = None
+        self._callers: dict[int, mcphost.Context] = {}
+        self._ids = itertools.count(1)
+        self._refresh: asyncio.Task[None] | None = None
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start the supervisor (idempotent); :meth:`wait_ready` waits for the first connection."""
+        if self._task is None or self._task.done():
+            self._stopping = False
+            self._task = asyncio.get_running_loop().create_task(self._supervise(), name=f"proxy:{self.label}")
+
+    async def wait_ready(self, timeout: float) -> bool:
+        self.start()
+        try:
+            async with asyncio.timeout(timeout):
+                while not self._ready.is_set():
+                    if self.state == FAILED:
+                        return False
+                    waiter = asyncio.ensure_future(self._ready.wait())
+                    try:
+                        await asyncio.wait([waiter], timeout=0.1)
+                    finally:
+                        waiter.cancel()
+        except TimeoutError:
+            return False
+        return True
+
+    async def stop(self) -> None:
+        self._stopping = True
+        self._dead.set()
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(BaseException):
+                await asyncio.wait_for(asyncio.shield(task), 10)
+        self.state = STOPPED
+
+    def status(self) -> str:
+        """One line for ``mcphost plugins``: name, transport, state, what is mounted, last error."""
+        text = f"{self.label} ({self.settings.transport}: {self.state}"
+        if self.state == RUNNING:
+            text += f", {len(self.listing.tools)} tools"
+        if self.restarts:
+            text += f", {self.restarts} restarts"
+        if self.error and self.state != RUNNING:
+            text += f", last error: {self.error}"
+        return text + ")"
+
+    async def _supervise(self) -> None:
+        delay = self.backoff
+        while not self._stopping:
+            self.state = STARTING if self.restarts == 0 and not self._ready.is_set() else RESTARTING
+            started = time.monotonic()
+            try:
+                await self._connect_and_serve()
+            except asyncio.CancelledError:
+                raise
+            except BaseException as exc:
+                self.error = _describe(exc)
+                log.warning("upstream %s: %s", self.label, self.error)
+            finally:
+                self._session = None
+                self._ready.clear()
+            if self._stopping:
+                break
+            if time.monotonic() - started > 10 * delay:
+                delay = self.backoff  # it ran a good while: start over with a short delay
+            self.restarts += 1
+            self.state = RESTARTING
+            log.info("upstream %s: restarting in %.1fs", self.label, delay)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, self.backoff_max)
+        self.state = STOPPED
+
+    async def _connect_and_serve(self) -> None:
+        self._dead.clear()
+        settings = self.settings
+        async with contextlib.AsyncExitStack() as stack:
+            if settings.command:
+                params = StdioServerParameters(command=settings.command, args=list(settings.args),
+                                               env=settings.resolved_env() or None, cwd=settings.cwd)
+                read, write = await stack.enter_async_context(stdio_client(params, errlog=sys.stderr))
+            else:
+                # Only the configured headers: nothing from the downstream request (its bearer
+                # token in particular) ever reaches the upstream.
+                client = httpx2.AsyncClient(headers=settings.resolved_headers(),
+                                            timeout=httpx2.Timeout(settings.timeout, read=None))
+                await stack.enter_async_context(client)
+                read, write = await stack.enter_async_context(
+                    streamable_http_client(settings.url or "", http_client=client))
+            inbox_send, inbox = anyio.create_memory_object_stream[Any](64)
+
+            async def pump() -> None:  # follows the transport so that its end is noticed
+                try:
+                    async with inbox_send:
+                        async for item in read:
+                            await inbox_send.send(item)
+                finally:
+                    self._dead.set()
+
+            group = await stack.enter_async_context(anyio.create_task_group())
+            group.start_soon(pump)
+            session = await stack.enter_async_context(ClientSession(
+                inbox, write, read_timeout_seconds=settings.timeout,
+                sampling_callback=self._on_sampling, elicitation_callback=self._on_elicitation,
+                list_roots_callback=self._on_roots, logging_callback=self._on_log,
+                message_handler=self._on_message, client_info=CLIENT_INFO))
+            if settings.era == "auto":
+                try:
+                    await session.discover()
+                except Exception:
+                    await session.initialize()
+            else:
+                await session.initialize()
+            self._session = session
+            self.listing = await self._list(session)
+            self.state = RUNNING
+            self.error = None
+            await self._changed()
+            self._ready.set()
+            log.info("upstream %s is running: %d tools, %d prompts, %d resources, %d templates", self.label,
+                     len(self.listing.tools), len(self.listing.prompts), len(self.listing.resources),
+                     len(self.listing.templates))
+            await self._dead.wait()
+            self._session = None
+            group.cancel_scope.cancel()
+            if not self._stopping:
+                raise ConnectionError("the connection closed" if settings.command is None
+                                      else "the process exited")
+
+    async def _changed(self) -> None:
+        if self.on_change is not None:
+            try:
+                await self.on_change(self)
+            except Exception:
+                log.exception("upstream %s: refreshing the catalog failed", self.label)
+
+    async def _list(self, session: ClientSession) -> Listing:
+        caps = session.server_capabilities
+        listing = Listing(capabilities=_dump(caps) if caps is not None else {})
+        if caps is None or caps.tools is not None:
+            listing.tools = await _all_pages(session.list_tools, "tools")
+        if caps is None or caps.prompts is not None:
+            listing.prompts = await _all_pages(session.list_prompts, "prompts")
+        if caps is None or caps.resources is not None:
+            listing.resources = await _all_pages(session.list_resources, "resources")
+            listing.templates = await _all_pages(session.list_resource_templates, "resourceTemplates")
+        return listing
+
+    # -- notifications and questions from the upstream ------------------------------------------
+
+    async def _on_message(self, message: Any) -> None:
+        if isinstance(message, Exception):
+            log.warning("upstream %s: transport error: %s", self.label, _describe(message))
+            return
+        root = getattr(message, "root", message)
+        method = getattr(root, "method", "")
+        if method.endswith("/list_changed") and method != "notifications/roots/list_changed":
+            if self._refresh is None or self._refresh.done():
+                self._refresh = asyncio.ensure_future(self._relist())
+        elif method == "notifications/resources/updated":
+            uri = getattr(getattr(root, "params", None), "uri", None)
+            if self.host is not None and uri is not None:
+                await self.host.notify_resource_updated(str(uri))
+
+    async def _relist(self) -> None:
+        await asyncio.sleep(0.05)  # a burst of list_changed notifications makes one refresh
+        session = self._session
+        if session is None:
+            return
+        try:
+            self.listing = await self._list(session)
+        except Exception as exc:
+            log.warning("upstream %s: listing after list_changed failed: %s", self.label, _describe(exc))
+            return
+        await self._changed()
+
+    def _caller(self) -> mcphost.Context | None:
+        """The one downstream call in flight, to which the upstream's question belongs."""
+        if len(self._callers) == 1:
+            return next(iter(self._callers.values()))
+        return None
+
+    def _no_caller(self, what: str) -> types.ErrorData:
+        why = "no call is in flight" if not self._callers else "several calls are in flight"
+        return types.ErrorData(code=types.INVALID_REQUEST,
+                               message=f"mcphost-proxy cannot forward {what}: {why} on this upstream connection")
+
+    async def _on_elicitation(self, context: Any, params: types.ElicitRequestParams) -> Any:
+        ctx = self._caller()
+        if ctx is None:
+            return self._no_caller("elicitation")
+        wire = _dump(params)
+        try:
+            if wire.get("mode") == "url":
+                answer = await ctx.elicit_url(str(wire.get("message", "")), str(wire.get("url", "")),
+                                              elicitation_id=wire.get("elicitationId"))
+            else:
+                schema = wire.get("requestedSchema") or {"type": "object", "properties": {}}
+                answer = await ctx.elicit(str(wire.get("message", "")), schema)
+        except mcphost.ClientRequestError as exc:
+            return types.ErrorData(code=exc.code, message=exc.message, data=exc.data)
+        return types.ElicitResult(action=answer.action, content=answer.content)
+
+    async def _on_sampling(self, context: Any, params: types.CreateMessageRequestParams) -> Any:
+        ctx = self._caller()
+        if ctx is None:
+            return self._no_caller("sampling")
+        wire = _dump(params)
+        wire.pop("_meta", None)
+        messages = wire.pop("messages", [])
+        max_tokens = wire.pop("maxTokens", 1000)
+        try:
+            answer = await ctx.sample(messages, max_tokens=max_tokens, **wire)
+        except mcphost.ClientRequestError as exc:
+            return types.ErrorData(code=exc.code, message=exc.message, data=exc.data)
+        return types.CreateMessageResult.model_validate(answer)
+
+    async def _on_roots(self, context: Any) -> Any:
+        ctx = self._caller()
+        if ctx is None:
+            return self._no_caller("roots/list")
+        try:
+            roots = await ctx.list_roots()
+        except mcphost.ClientRequestError as exc:
+            return types.ErrorData(code=exc.code, message=exc.message, data=exc.data)
+        return types.ListRootsResult.model_validate({"roots": roots})
+
+    async def _on_log(self, params: types.LoggingMessageNotificationParams) -> None:
+        ctx = self._caller()
+        if ctx is None:
+            log.info("upstream %s log (%s): %s", self.label, params.level, params.data)
+            return
+        await ctx.log(params.level, params.data, logger=params.logger)
+
+    # -- requests ---------------------------------------------------------------------------
+
+    async def session(self, timeout: float | None = None) -> ClientSession:
+        """The live client session; UpstreamUnavailable when there is none (within ``timeout``)."""
+        if self._session is None and timeout:
+            self.start()
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(timeout):
+                    await self._ready.wait()
+        if self._session is None:
+            detail = f": {self.error}" if self.error else ""
+            raise UpstreamUnavailable(f"Upstream server {self.label!r} is not available ({self.state}{detail}); "
+                                      "retry shortly")
+        return self._session
+
+    async def request(self, ctx: mcphost.Context | None, call: Callable[[ClientSession], Awaitable[Any]],
+                      wait: float | None = None) -> Any:
+        """Run ``call`` on the live session with ``ctx`` as the caller questions are forwarded to."""
+        session = await self.session(wait)
+        token = next(self._ids)
+        if ctx is not None:
+            self._callers[token] = ctx
+        try:
+            return await call(session)
+        except MCPError as exc:
+            if exc.error.code == types.CONNECTION_CLOSED:
+                self._dead.set()
+                raise UpstreamUnavailable(f"Upstream server {self.label!r} went away during the call") from None
+            raise mcphost.McpError(exc.error.code, exc.error.message, exc.error.data) from None
+        except (httpx2.HTTPError, anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
+            self._dead.set()
+            raise UpstreamUnavailable(f"Upstream server {self.label!r} failed: {_describe(exc)}") from None
+        finally:
+            self._callers.pop(token, None)
+
+
+async def _all_pages(fetch: Callable[..., Awaitable[Any]], key: str) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = []
+    cursor: str | None = None
+    for _ in range(1000):
+        result = await fetch(params=types.PaginatedRequestParams(cursor=cursor) if cursor else None)
+        dumped = _dump(result)
+        items.extend(dumped.get(key) or [])
+        cursor = dumped.get("nextCursor")
+        if not cursor:
+            break
+    return items
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, BaseExceptionGroup):
+        inner = [e for e in exc.exceptions if not isinstance(e, asyncio.CancelledError)]
+        if inner:
+            return _describe(inner[0])
+    if isinstance(exc, MCPError):
+        return f"{exc.error.message} ({exc.error.code})"
+    text = str(exc) or type(exc).__name__
+    return f"{type(exc).__name__}: {text}"[:300] if text != type(exc).__name__ else text
