@@ -1,0 +1,71 @@
+"""Upstream lifecycle: a killed upstream fails its in-flight call, is restarted, and serves again."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+
+from proxy_support import front, sdk_upstream
+
+import mcphost
+
+
+def _text(result) -> str:
+    return "".join(getattr(block, "text", "") for block in result.content)
+
+
+async def _wait_for(predicate, timeout: float = 20.0) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not predicate():
+        assert asyncio.get_running_loop().time() < deadline, "timed out"
+        await asyncio.sleep(0.05)
+
+
+async def test_upstream_killed_mid_call_then_restarted(side, tmp_path):
+    pid_file = tmp_path / "pid"
+    upstream = sdk_upstream(env={"PROXY_TEST_PID_FILE": str(pid_file)})
+    async with front({"sdk": upstream}) as live, side.client(live.url) as client:
+        call = asyncio.ensure_future(client.call_tool("sdk_slow", {"seconds": 60}))
+        await _wait_for(pid_file.exists)
+        pid = int(pid_file.read_text())
+        os.kill(pid, signal.SIGKILL)  # the upstream process this test's host started
+        result = await asyncio.wait_for(call, 30)
+        assert result.is_error
+        assert "sdk" in _text(result) and ("went away" in _text(result) or "failed" in _text(result)), _text(result)
+        upstream_state = live.plugin.upstreams["sdk"]
+        await _wait_for(lambda: upstream_state.restarts >= 1 and upstream_state.state == "running")
+        assert _text(await client.call_tool("sdk_add", {"a": 1, "b": 1})) == "2"
+        info = live.host.plugin_infos["proxy"]
+        assert any("sdk (stdio: running" in line for line in info.provides["upstreams"]), info.provides
+
+
+async def test_upstream_that_cannot_start_answers_a_clear_error(side):
+    broken = {"command": "/nonexistent/mcp-server"}
+    async with front({"gone": broken, "sdk": sdk_upstream()}, proxy={"startup_timeout": 3}) as live, \
+            side.client(live.url) as client:
+        # The host serves the upstreams that work.
+        assert _text(await client.call_tool("sdk_add", {"a": 1, "b": 2})) == "3"
+        gone = live.plugin.upstreams["gone"]
+        assert gone.state in ("restarting", "starting")
+        assert gone.error
+        status = next(line for line in live.host.plugin_infos["proxy"].provides["upstreams"] if line.startswith("gone"))
+        assert "last error" in status
+
+
+async def test_allow_list_from_a_connect_hook_hides_mounted_tools(side):
+    class Policy:
+        @mcphost.hookimpl
+        def mcphost_connect(self, session, request):
+            session.allowed_tools = {"sdk_add"}
+
+    async with front({"sdk": sdk_upstream()}, ("policy", Policy())) as live, side.client(live.url) as client:
+        names = {tool.name for tool in (await client.list_tools()).tools}
+        assert names == {"sdk_add"}
+        assert _text(await client.call_tool("sdk_add", {"a": 2, "b": 2})) == "4"
+        try:
+            result = await client.call_tool("sdk_slow", {"seconds": 0})
+        except Exception as exc:  # the SDK raises for a JSON-RPC error
+            assert "Unknown tool" in str(exc)
+        else:
+            raise AssertionError(f"a hidden tool was called: {result}")

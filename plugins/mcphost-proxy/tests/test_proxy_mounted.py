@@ -1,0 +1,85 @@
+"""Three real upstreams mounted together: the official Python SDK server and the official TypeScript
+SDK server over stdio, and an mcphost serving the conformance plugin over Streamable HTTP."""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Iterator
+
+import pytest
+from proxy_support import TS_SERVER, front, sdk_upstream
+
+from tests.http_support import HttpServer
+from tests.js.run import ensure_ts_client, node_executable
+
+
+def _text(result) -> str:
+    return "".join(getattr(block, "text", "") for block in result.content)
+
+
+@pytest.fixture(scope="module")
+def conformance_upstream(tmp_path_factory) -> Iterator[HttpServer]:
+    server = HttpServer(tmp_path_factory.mktemp("upstream"), plugins="conformance")
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def node() -> str:
+    status = ensure_ts_client()
+    if not status:
+        pytest.skip(status.reason)
+    return node_executable()
+
+
+def _three(node: str, conformance: HttpServer) -> dict:
+    return {"py": sdk_upstream(), "ts": {"command": node, "args": [str(TS_SERVER)]},
+            "conf": {"url": conformance.url, "exclude": ["test_reconnection"]}}
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_three_upstreams_mounted_together(side, node, conformance_upstream, mode):
+    async with front(_three(node, conformance_upstream)) as live, side.client(live.url, mode) as client:
+        names = {tool.name for tool in (await client.list_tools()).tools}
+        assert {"py_add", "ts_shout", "ts_pixel", "conf_test_simple_text", "conf_test_elicitation"} <= names
+        assert "conf_test_reconnection" not in names  # exclude
+        catalog = live.host.catalog.tools
+        assert catalog["ts_shout"].record.provenance.origin == "ts"
+        assert catalog["conf_test_simple_text"].record.provenance.plugin == "proxy"
+        assert _text(await client.call_tool("py_add", {"a": 20, "b": 22})) == "42"
+        assert _text(await client.call_tool("ts_shout", {"text": "hi"})) == "HI"
+        pixel = await client.call_tool("ts_pixel", {})
+        image, link = pixel.content
+        assert image.type == "image" and image.mime_type == "image/png"
+        assert base64.b64decode(image.data).startswith(b"\x89PNG")
+        assert link.type == "resource_link" and str(link.uri) == "ts://readme"
+        failed = await client.call_tool("ts_fail", {})
+        assert failed.is_error and _text(failed) == "it broke"
+        assert "error" in _text(await client.call_tool("conf_test_error_handling", {})).lower()
+        # An HTTP upstream that elicits mid-call.
+        answer = await client.call_tool("conf_test_elicitation", {"message": "Your name?"})
+        assert "Ada" in _text(answer), _text(answer)
+        assert side.elicitations and side.elicitations[-1].message == "Your name?"
+        # Resources: text, binary and a template, from the HTTP upstream.
+        text = await client.read_resource("test://static-text")
+        assert text.contents[0].text
+        blob = await client.read_resource("test://static-binary")
+        assert base64.b64decode(blob.contents[0].blob).startswith(b"\x89PNG")
+        data = await client.read_resource("test://template/7/data")
+        assert '"7"' in data.contents[0].text or "7" in data.contents[0].text
+        prompts = {prompt.name for prompt in (await client.list_prompts()).prompts}
+        assert {"py_greet", "conf_test_simple_prompt"} <= prompts
+        got = await client.get_prompt("conf_test_prompt_with_arguments", {"arg1": "a", "arg2": "b"})
+        assert got.messages
+
+
+async def test_upstream_progress_forwarded_from_http(side, node, conformance_upstream):
+    async with front(_three(node, conformance_upstream)) as live, side.client(live.url) as client:
+        seen = []
+
+        async def progress(value, total, message):
+            seen.append(value)
+
+        result = await client.call_tool("conf_test_tool_with_progress", {}, progress_callback=progress)
+        assert _text(result) == "Progress test completed"
+        assert seen == [0, 50, 100]
