@@ -36,6 +36,12 @@ def origin_of(upstream: Upstream) -> Provenance:
     return Provenance(plugin="proxy", origin=upstream.settings.name)
 
 
+def _first_wait(settings: Any) -> float | None:
+    """How long a call waits for an upstream that has not connected yet: connections started on
+    demand (lazy, per session) are waited for; a restarting one answers an error at once."""
+    return settings.timeout if settings.start == "lazy" or settings.per_session else None
+
+
 def _dump(model: Any) -> dict[str, Any]:
     return model.model_dump(by_alias=True, mode="json", exclude_none=True)  # type: ignore[no-any-return]
 
@@ -80,7 +86,7 @@ def _tool_record(upstream: Upstream, resolve: Resolver, item: Mapping[str, Any])
         async def call(session: Any) -> Any:
             return await session.call_tool(upstream_name, arguments, progress_callback=progress)
 
-        result = await target.request(ctx, call, wait=settings.timeout if settings.start == "lazy" else None)
+        result = await target.request(ctx, call, wait=_first_wait(settings))
         wire = _dump(result)
         return mcphost.ToolResult(content=list(wire.get("content") or []), structured=wire.get("structuredContent"),
                                   is_error=bool(wire.get("isError")), meta=wire.get("_meta"))
@@ -109,7 +115,7 @@ def _completions(upstream: Upstream, resolve: Resolver, ref: dict[str, Any], nam
                 return await session.complete(reference, {"name": argument, "value": value},
                                               context_arguments=dict(context) or None)
 
-            result = _dump(await resolve(None).request(None, call))
+            result = _dump(await resolve(None).request(None, call, wait=_first_wait(upstream.settings)))
             completion = result.get("completion") or {}
             return mcphost.Completion(values=list(completion.get("values") or []), total=completion.get("total"),
                                       has_more=completion.get("hasMore"))
@@ -129,7 +135,7 @@ def _prompt_record(upstream: Upstream, resolve: Resolver, item: Mapping[str, Any
         async def call(session: Any) -> Any:
             return await session.get_prompt(upstream_name, {k: str(v) for k, v in kwargs.items()})
 
-        wire = _dump(await resolve(ctx).request(ctx, call))
+        wire = _dump(await resolve(ctx).request(ctx, call, wait=_first_wait(upstream.settings)))
         wire.pop("_meta", None)
         return wire
 
@@ -146,7 +152,7 @@ async def _read(upstream: Upstream, resolve: Resolver, ctx: mcphost.Context, uri
     async def call(session: Any) -> Any:
         return await session.read_resource(uri)
 
-    wire = _dump(await resolve(ctx).request(ctx, call))
+    wire = _dump(await resolve(ctx).request(ctx, call, wait=_first_wait(upstream.settings)))
     return [dict(item) for item in wire.get("contents") or []]
 
 

@@ -26,6 +26,12 @@ def add(a: int, b: int) -> int:
 
 
 @server.tool()
+def pid() -> int:
+    """The upstream process id (per_session tests tell connections apart by it)."""
+    return os.getpid()
+
+
+@server.tool()
 async def ask_name(ctx: Context) -> str:
     """Ask the user for a name mid-call."""
     path = os.environ.get("PROXY_TEST_COUNT_FILE")
