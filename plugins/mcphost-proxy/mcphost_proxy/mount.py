@@ -27,6 +27,7 @@ log = logging.getLogger("mcphost.proxy")
 
 #: The keyword under which the host passes the Context to a forwarding handler (never an upstream argument).
 CTX = "__mcphost_proxy_ctx"
+TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
 
 #: Picks the upstream connection serving a call (per_session servers have one per client session).
 Resolver = Callable[[mcphost.Context | None], Upstream]
@@ -75,6 +76,8 @@ def _tool_record(upstream: Upstream, resolve: Resolver, item: Mapping[str, Any])
         return None
     execution = item.get("execution") if isinstance(item.get("execution"), dict) else {}
     task = execution.get("taskSupport") if execution.get("taskSupport") in ("optional", "required") else "forbidden"
+    if task == "forbidden" and TASKS_EXTENSION in (upstream.listing.capabilities.get("extensions") or {}):
+        task = "optional"  # the upstream runs long calls as tasks; so may the host, in front of it
 
     async def forward(**arguments: Any) -> mcphost.ToolResult:
         ctx: mcphost.Context = arguments.pop(CTX)
@@ -84,7 +87,9 @@ def _tool_record(upstream: Upstream, resolve: Resolver, item: Mapping[str, Any])
             await ctx.progress(value, total, message)
 
         async def call(session: Any) -> Any:
-            return await session.call_tool(upstream_name, arguments, progress_callback=progress)
+            modern = session.discover_result is not None
+            return await target.rounds(ctx, lambda **more: session.call_tool(
+                upstream_name, arguments, progress_callback=progress, allow_input_required=modern, **more))
 
         result = await target.request(ctx, call, wait=_first_wait(settings))
         wire = _dump(result)
@@ -132,10 +137,14 @@ def _prompt_record(upstream: Upstream, resolve: Resolver, item: Mapping[str, Any
     async def forward(**kwargs: Any) -> dict[str, Any]:
         ctx: mcphost.Context = kwargs.pop(CTX)
 
-        async def call(session: Any) -> Any:
-            return await session.get_prompt(upstream_name, {k: str(v) for k, v in kwargs.items()})
+        target = resolve(ctx)
 
-        wire = _dump(await resolve(ctx).request(ctx, call, wait=_first_wait(upstream.settings)))
+        async def call(session: Any) -> Any:
+            modern = session.discover_result is not None
+            return await target.rounds(ctx, lambda **more: session.get_prompt(
+                upstream_name, {k: str(v) for k, v in kwargs.items()}, allow_input_required=modern, **more))
+
+        wire = _dump(await target.request(ctx, call, wait=_first_wait(upstream.settings)))
         wire.pop("_meta", None)
         return wire
 
@@ -149,10 +158,14 @@ def _prompt_record(upstream: Upstream, resolve: Resolver, item: Mapping[str, Any
 
 
 async def _read(upstream: Upstream, resolve: Resolver, ctx: mcphost.Context, uri: str) -> list[dict[str, Any]]:
-    async def call(session: Any) -> Any:
-        return await session.read_resource(uri)
+    target = resolve(ctx)
 
-    wire = _dump(await resolve(ctx).request(ctx, call, wait=_first_wait(upstream.settings)))
+    async def call(session: Any) -> Any:
+        modern = session.discover_result is not None
+        return await target.rounds(ctx, lambda **more: session.read_resource(
+            uri, allow_input_required=modern, **more))
+
+    wire = _dump(await target.request(ctx, call, wait=_first_wait(upstream.settings)))
     return [dict(item) for item in wire.get("contents") or []]
 
 

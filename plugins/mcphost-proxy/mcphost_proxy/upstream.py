@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import itertools
 import logging
 import sys
@@ -36,6 +37,9 @@ log = logging.getLogger("mcphost.proxy")
 #: Upstream states, as ``mcphost plugins`` shows them.
 STOPPED, STARTING, RUNNING, RESTARTING, FAILED = "stopped", "starting", "running", "restarting", "failed"
 CLIENT_INFO = types.Implementation(name="mcphost-proxy", version="0.1.0")
+#: Input-required rounds one forwarded request may take with a 2026-07-28 upstream.
+MAX_ROUNDS = 16
+MISSING_CLIENT_CAPABILITY = -32021
 
 
 class UpstreamUnavailable(mcphost.ToolError):
@@ -185,7 +189,7 @@ class Upstream:
                 inbox, write, read_timeout_seconds=settings.timeout,
                 sampling_callback=self._on_sampling, elicitation_callback=self._on_elicitation,
                 list_roots_callback=self._on_roots, logging_callback=self._on_log,
-                message_handler=self._on_message, client_info=CLIENT_INFO))
+                message_handler=self._on_message, client_info=CLIENT_INFO, log_level="debug"))
             if settings.era == "auto":
                 try:
                     await session.discover()
@@ -193,6 +197,12 @@ class Upstream:
                     await session.initialize()
             else:
                 await session.initialize()
+            if session.discover_result is not None:
+                _forward_capabilities(session)
+            elif session.server_capabilities is not None and session.server_capabilities.logging is not None:
+                # Everything: the host filters by each downstream client's own level.
+                with contextlib.suppress(MCPError):
+                    await session.set_logging_level("debug")
             self._session = session
             self.listing = await self._list(session)
             self.state = RUNNING
@@ -256,7 +266,7 @@ class Upstream:
             return
         await self._changed()
 
-    def _caller(self) -> mcphost.Context | None:
+    def _caller(self) -> _Call | None:
         """The one downstream call in flight, to which the upstream's question belongs."""
         if len(self._callers) == 1:
             return next(iter(self._callers.values()))
@@ -267,52 +277,58 @@ class Upstream:
         return types.ErrorData(code=types.INVALID_REQUEST,
                                message=f"mcphost-proxy cannot forward {what}: {why} on this upstream connection")
 
-    async def _on_elicitation(self, context: Any, params: types.ElicitRequestParams) -> Any:
-        ctx = self._caller()
-        if ctx is None:
-            return self._no_caller("elicitation")
-        wire = _dump(params)
+    async def _forward(self, what: str, ask: Callable[[mcphost.Context], Awaitable[Any]]) -> Any:
+        """Ask the downstream client on behalf of the upstream (a session-era server-to-client request).
+
+        A failure the downstream caller must see (a capability its client lacks, a 2026-07-28 round
+        that ends the handler) is kept on the call and raised there once the upstream answers.
+        """
+        call = self._caller()
+        if call is None:
+            return self._no_caller(what)
         try:
-            if wire.get("mode") == "url":
-                answer = await ctx.elicit_url(str(wire.get("message", "")), str(wire.get("url", "")),
-                                              elicitation_id=wire.get("elicitationId"))
-            else:
-                schema = wire.get("requestedSchema") or {"type": "object", "properties": {}}
-                answer = await ctx.elicit(str(wire.get("message", "")), schema)
+            return await ask(call.ctx)
+        except asyncio.CancelledError:
+            raise
         except mcphost.ClientRequestError as exc:
+            if exc.code == MISSING_CLIENT_CAPABILITY:
+                call.failure = exc
             return types.ErrorData(code=exc.code, message=exc.message, data=exc.data)
-        return types.ElicitResult(action=answer.action, content=answer.content)
+        except BaseException as exc:
+            call.failure = exc
+            return types.ErrorData(code=types.INTERNAL_ERROR, message=f"The client could not be asked ({what})")
+
+    async def _on_elicitation(self, context: Any, params: types.ElicitRequestParams) -> Any:
+        return await self._forward("elicitation", lambda ctx: _elicit(ctx, _dump(params)))
 
     async def _on_sampling(self, context: Any, params: types.CreateMessageRequestParams) -> Any:
-        ctx = self._caller()
-        if ctx is None:
-            return self._no_caller("sampling")
-        wire = _dump(params)
-        wire.pop("_meta", None)
-        messages = wire.pop("messages", [])
-        max_tokens = wire.pop("maxTokens", 1000)
-        try:
-            answer = await ctx.sample(messages, max_tokens=max_tokens, **wire)
-        except mcphost.ClientRequestError as exc:
-            return types.ErrorData(code=exc.code, message=exc.message, data=exc.data)
-        return types.CreateMessageResult.model_validate(answer)
+        return await self._forward("sampling", lambda ctx: _sample(ctx, _dump(params)))
 
     async def _on_roots(self, context: Any) -> Any:
-        ctx = self._caller()
+        return await self._forward("roots/list", lambda ctx: _roots(ctx))
+
+    async def answer_inputs(self, ctx: mcphost.Context | None, requests: dict[str, Any]) -> dict[str, Any]:
+        """Answers to a 2026-07-28 upstream's InputRequiredResult, asked of the downstream client under
+        the upstream's own keys (all at once, so they travel in one round)."""
         if ctx is None:
-            return self._no_caller("roots/list")
-        try:
-            roots = await ctx.list_roots()
-        except mcphost.ClientRequestError as exc:
-            return types.ErrorData(code=exc.code, message=exc.message, data=exc.data)
-        return types.ListRootsResult.model_validate({"roots": roots})
+            raise mcphost.ToolError("The upstream asked a question, but nobody can answer it here")
+
+        async def one(key: str, request: Any) -> tuple[str, Any]:
+            params = _dump(request.params) if getattr(request, "params", None) is not None else {}
+            if isinstance(request, types.ElicitRequest):
+                return key, await _elicit(ctx, params, key)
+            if isinstance(request, types.CreateMessageRequest):
+                return key, await _sample(ctx, params, key)
+            return key, await _roots(ctx, key)
+
+        return dict(await asyncio.gather(*(one(key, request) for key, request in requests.items())))
 
     async def _on_log(self, params: types.LoggingMessageNotificationParams) -> None:
-        ctx = self._caller()
-        if ctx is None:
+        call = self._caller()
+        if call is None or call.ctx is None:
             log.info("upstream %s log (%s): %s", self.label, params.level, params.data)
             return
-        await ctx.log(params.level, params.data, logger=params.logger)
+        await call.ctx.log(params.level, params.data, logger=params.logger)
 
     # -- requests ---------------------------------------------------------------------------
 
@@ -334,10 +350,12 @@ class Upstream:
         """Run ``call`` on the live session with ``ctx`` as the caller questions are forwarded to."""
         session = await self.session(wait)
         token = next(self._ids)
+        record = _Call(ctx)
         if ctx is not None:
-            self._callers[token] = ctx
+            self._callers[token] = record
+            _DOWNSTREAM_CAPABILITIES.set(dict(ctx.session.client_capabilities or {}))
         try:
-            return await call(session)
+            result = await call(session)
         except MCPError as exc:
             if exc.error.code == types.CONNECTION_CLOSED:
                 self._dead.set()
@@ -348,6 +366,93 @@ class Upstream:
             raise UpstreamUnavailable(f"Upstream server {self.label!r} failed: {_describe(exc)}") from None
         finally:
             self._callers.pop(token, None)
+        if record.failure is not None:
+            raise record.failure
+        return result
+
+    async def rounds(self, ctx: mcphost.Context | None, send: Callable[..., Awaitable[Any]]) -> Any:
+        """Call ``send(input_responses=, request_state=)`` until the upstream stops asking (2026-07-28
+        upstreams answer questions with an InputRequiredResult; session-era ones never do)."""
+        responses: dict[str, Any] | None = None
+        state: str | None = None
+        for _ in range(MAX_ROUNDS):
+            result = await send(input_responses=responses, request_state=state)
+            if not isinstance(result, types.InputRequiredResult):
+                return result
+            responses = await self.answer_inputs(ctx, dict(result.input_requests or {}))
+            state = result.request_state
+        raise mcphost.ToolError(f"Upstream server {self.label!r} kept asking questions; gave up after "
+                                f"{MAX_ROUNDS} rounds")
+
+
+#: The downstream client's capabilities, for the 2026-07-28 upstream request being sent in this task.
+_DOWNSTREAM_CAPABILITIES: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar(
+    "mcphost_proxy_downstream_capabilities", default=None)
+_CAPABILITIES_META = "io.modelcontextprotocol/clientCapabilities"
+_QUESTION_CAPABILITIES = ("elicitation", "sampling", "roots")
+
+
+def _forward_capabilities(session: ClientSession) -> None:
+    """Make each 2026-07-28 request declare what the downstream client can answer, not what the proxy can.
+
+    A stateless upstream decides per request which questions it may ask from the capabilities in
+    ``_meta``; the proxy can forward elicitation, sampling and roots only when the client it serves
+    declared them. The ``mcp`` client stamps its own capabilities on every request and has no
+    per-request override, so its stamp is wrapped (a private attribute: checked when mcp is upgraded).
+    """
+    original = getattr(session, "_stamp", None)
+    if original is None:
+        return
+
+    def stamp(data: dict[str, Any], opts: Any) -> None:
+        original(data, opts)
+        downstream = _DOWNSTREAM_CAPABILITIES.get()
+        meta = (data.get("params") or {}).get("_meta")
+        if downstream is not None and isinstance(meta, dict):
+            declared = dict(meta.get(_CAPABILITIES_META) or {})
+            for name in _QUESTION_CAPABILITIES:
+                if name in downstream:
+                    declared[name] = downstream[name]
+                else:
+                    declared.pop(name, None)
+            meta[_CAPABILITIES_META] = declared
+
+    session._stamp = stamp  # type: ignore[method-assign]
+
+
+class _Call:
+    """One downstream request being forwarded: whom to ask, and a failure to raise in its handler."""
+
+    __slots__ = ("ctx", "failure")
+
+    def __init__(self, ctx: mcphost.Context | None) -> None:
+        self.ctx = ctx
+        self.failure: BaseException | None = None
+
+
+async def _elicit(ctx: mcphost.Context, wire: dict[str, Any], key: str | None = None) -> types.ElicitResult:
+    wire.pop("_meta", None)
+    if wire.get("mode") == "url":
+        answer = await ctx.elicit_url(str(wire.get("message", "")), str(wire.get("url", "")),
+                                      elicitation_id=wire.get("elicitationId"), key=key)
+    else:
+        schema = wire.get("requestedSchema") or {"type": "object", "properties": {}}
+        answer = await ctx.elicit(str(wire.get("message", "")), schema, key=key)
+    return types.ElicitResult(action=answer.action, content=answer.content)
+
+
+async def _sample(ctx: mcphost.Context, wire: dict[str, Any], key: str | None = None) -> Any:
+    wire.pop("_meta", None)
+    messages = wire.pop("messages", [])
+    max_tokens = wire.pop("maxTokens", 1000)
+    answer = await ctx.sample(messages, max_tokens=max_tokens, key=key, **wire)
+    if "toolUse" in str(answer.get("content")) or isinstance(answer.get("content"), list):
+        return types.CreateMessageResultWithTools.model_validate(answer)
+    return types.CreateMessageResult.model_validate(answer)
+
+
+async def _roots(ctx: mcphost.Context, key: str | None = None) -> types.ListRootsResult:
+    return types.ListRootsResult.model_validate({"roots": await ctx.list_roots(key=key)})
 
 
 async def _all_pages(fetch: Callable[..., Awaitable[Any]], key: str) -> list[dict[str, Any]]:
