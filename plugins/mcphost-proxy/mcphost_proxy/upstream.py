@@ -19,7 +19,7 @@ import itertools
 import logging
 import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -85,6 +85,7 @@ class Upstream:
         self._callers: dict[int, mcphost.Context] = {}
         self._ids = itertools.count(1)
         self._refresh: asyncio.Task[None] | None = None
+        self._http: httpx2.AsyncClient | None = None
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -145,6 +146,7 @@ class Upstream:
                 log.warning("upstream %s: %s", self.label, self.error)
             finally:
                 self._session = None
+                self._http = None
                 self._ready.clear()
             if self._stopping:
                 break
@@ -171,6 +173,7 @@ class Upstream:
                 client = httpx2.AsyncClient(headers=settings.resolved_headers(),
                                             timeout=httpx2.Timeout(settings.timeout, read=None))
                 await stack.enter_async_context(client)
+                self._http = client
                 read, write = await stack.enter_async_context(
                     streamable_http_client(settings.url or "", http_client=client))
             inbox_send, inbox = anyio.create_memory_object_stream[Any](64)
@@ -277,14 +280,15 @@ class Upstream:
         return types.ErrorData(code=types.INVALID_REQUEST,
                                message=f"mcphost-proxy cannot forward {what}: {why} on this upstream connection")
 
-    async def _forward(self, what: str, ask: Callable[[mcphost.Context], Awaitable[Any]]) -> Any:
+    async def _forward(self, what: str, ask: Callable[[mcphost.Context], Awaitable[Any]],
+                       call: _Call | None = None) -> Any:
         """Ask the downstream client on behalf of the upstream (a session-era server-to-client request).
 
         A failure the downstream caller must see (a capability its client lacks, a 2026-07-28 round
         that ends the handler) is kept on the call and raised there once the upstream answers.
         """
-        call = self._caller()
-        if call is None:
+        call = call or self._caller()
+        if call is None or call.ctx is None:
             return self._no_caller(what)
         try:
             return await ask(call.ctx)
@@ -324,7 +328,9 @@ class Upstream:
         return dict(await asyncio.gather(*(one(key, request) for key, request in requests.items())))
 
     async def _on_log(self, params: types.LoggingMessageNotificationParams) -> None:
-        call = self._caller()
+        await self._log_to(self._caller(), params)
+
+    async def _log_to(self, call: _Call | None, params: types.LoggingMessageNotificationParams) -> None:
         if call is None or call.ctx is None:
             log.info("upstream %s log (%s): %s", self.label, params.level, params.data)
             return
@@ -355,7 +361,11 @@ class Upstream:
             self._callers[token] = record
             _DOWNSTREAM_CAPABILITIES.set(dict(ctx.session.client_capabilities or {}))
         try:
-            result = await call(session)
+            if self._http is not None and session.discover_result is not None and ctx is not None:
+                async with self._per_call(session, record) as own:
+                    result = await call(own)
+            else:
+                result = await call(session)
         except MCPError as exc:
             if exc.error.code == types.CONNECTION_CLOSED:
                 self._dead.set()
@@ -369,6 +379,43 @@ class Upstream:
         if record.failure is not None:
             raise record.failure
         return result
+
+    @contextlib.asynccontextmanager
+    async def _per_call(self, shared: ClientSession, record: _Call) -> AsyncIterator[ClientSession]:
+        """A client session of its own for one call to a 2026-07-28 HTTP upstream.
+
+        Each 2026-07-28 request is independent (no handshake: the shared session's discover result is
+        adopted), so a session per call costs little, and the notifications and questions arriving on
+        the call's stream then belong to that call for certain, however many calls are in flight.
+        """
+        settings = self.settings
+        assert self._http is not None and shared.discover_result is not None
+        async with contextlib.AsyncExitStack() as stack:
+            read, write = await stack.enter_async_context(
+                streamable_http_client(settings.url or "", http_client=self._http, terminate_on_close=False))
+
+            async def elicit(context: Any, params: Any) -> Any:
+                return await self._forward("elicitation", lambda ctx: _elicit(ctx, _dump(params)), record)
+
+            async def sample(context: Any, params: Any) -> Any:
+                return await self._forward("sampling", lambda ctx: _sample(ctx, _dump(params)), record)
+
+            async def roots(context: Any) -> Any:
+                return await self._forward("roots/list", lambda ctx: _roots(ctx), record)
+
+            async def logged(params: types.LoggingMessageNotificationParams) -> None:
+                await self._log_to(record, params)
+
+            own = await stack.enter_async_context(ClientSession(
+                read, write, read_timeout_seconds=settings.timeout, sampling_callback=sample,
+                elicitation_callback=elicit, list_roots_callback=roots, logging_callback=logged,
+                message_handler=self._on_message, client_info=CLIENT_INFO, log_level="debug"))
+            own.adopt(shared.discover_result)
+            _forward_capabilities(own)
+            maps = getattr(shared, "_x_mcp_header_maps", None)  # Mcp-Param-* headers the listing declared
+            if maps is not None and hasattr(own, "_x_mcp_header_maps"):
+                own._x_mcp_header_maps = maps
+            yield own
 
     async def rounds(self, ctx: mcphost.Context | None, send: Callable[..., Awaitable[Any]]) -> Any:
         """Call ``send(input_responses=, request_state=)`` until the upstream stops asking (2026-07-28

@@ -3,11 +3,12 @@ SDK server over stdio, and an mcphost serving the conformance plugin over Stream
 
 from __future__ import annotations
 
+import asyncio
 import base64
 from collections.abc import Iterator
 
 import pytest
-from proxy_support import TS_SERVER, front, sdk_upstream
+from proxy_support import TS_SERVER, Side, front, sdk_upstream
 
 from tests.http_support import HttpServer
 from tests.js.run import ensure_ts_client, node_executable
@@ -83,3 +84,23 @@ async def test_upstream_progress_forwarded_from_http(side, node, conformance_ups
         result = await client.call_tool("conf_test_tool_with_progress", {}, progress_callback=progress)
         assert _text(result) == "Progress test completed"
         assert seen == [0, 50, 100]
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_2026_upstream_questions_and_logs_belong_to_their_own_call(conformance_upstream, mode):
+    """era = auto: the upstream speaks 2026-07-28; each call has its own upstream stream, so two calls
+    in flight at once each get their own question, answer and log messages."""
+    servers = {"conf": {"url": conformance_upstream.url, "era": "auto"}}
+    async with front(servers) as live:
+        assert live.plugin.upstreams["conf"]._session.discover_result is not None
+        first, second = Side("Ada"), Side("Grace")
+        async with first.client(live.url, mode) as one, second.client(live.url, mode) as two:
+            answers = await asyncio.gather(
+                one.call_tool("conf_test_elicitation", {"message": "Who are you?"}),
+                two.call_tool("conf_test_elicitation", {"message": "Who are you?"}))
+            assert "Ada" in _text(answers[0]) and "Grace" in _text(answers[1])
+            assert len(first.elicitations) == len(second.elicitations) == 1
+            logged = await one.call_tool("conf_test_tool_with_logging", {})
+            assert _text(logged) == "Logging test completed"
+            if mode == "legacy":  # 2026-07-28 clients get logs only when they ask for a level
+                assert any(type(n).__name__ == "LoggingMessageNotification" for n in first.notifications)
