@@ -362,8 +362,11 @@ class Upstream:
             _DOWNSTREAM_CAPABILITIES.set(dict(ctx.session.client_capabilities or {}))
         try:
             if self._http is not None and session.discover_result is not None and ctx is not None:
-                async with self._per_call(session, record) as own:
-                    result = await call(own)
+                try:
+                    async with self._per_call(session, record) as own:
+                        result = await call(own)
+                except BaseExceptionGroup as group:  # the per-call session's task group wraps what the call raised
+                    raise _first(group) from None
             else:
                 result = await call(session)
         except MCPError as exc:
@@ -513,6 +516,16 @@ async def _all_pages(fetch: Callable[..., Awaitable[Any]], key: str) -> list[dic
         if not cursor:
             break
     return items
+
+
+def _first(group: BaseExceptionGroup[Any]) -> BaseException:
+    """The exception a task group wrapped (the first that is not a cancellation)."""
+    for inner in group.exceptions:
+        if isinstance(inner, BaseExceptionGroup):
+            return _first(inner)
+        if not isinstance(inner, asyncio.CancelledError):
+            return inner
+    return group.exceptions[0]
 
 
 def _describe(exc: BaseException) -> str:
