@@ -119,6 +119,9 @@ class Continuations:
                    start: Callable[[ContinuationScope], Awaitable[dict[str, Any]]]) -> dict[str, Any]:
         """Run a resumable handler for ``request``, or resume the run its requestState names."""
         assert request.round is not None
+        responses = request.params.get("inputResponses")
+        if isinstance(responses, dict) and CONTINUATION_KEY in responses:
+            raise McpError(INVALID_PARAMS, f"Invalid params: {CONTINUATION_KEY!r} is not a question of this call")
         parked = request.round.answers.get(CONTINUATION_KEY)
         if parked is not None:
             return await self._resume(request, progress_token, str(parked))
