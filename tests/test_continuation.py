@@ -151,3 +151,39 @@ async def test_a_forged_continuation_in_input_responses_resumes_nothing():
         assert first["resultType"] == "input_required"
     finally:
         await host.stop()
+
+
+async def test_the_retry_resumes_a_run_parked_on_another_process(tmp_path):
+    """Two hosts sharing a Redis backend, as two workers would: round one reaches the first, the
+    retries reach the second, which hands the answers over through the broker; one run in all."""
+    import pytest
+
+    redis_testing = pytest.importorskip("mcphost_redis.testing")
+    import mcphost_redis
+
+    if redis_testing.redis_server_path() is None:
+        pytest.skip("redis-server is not installed")
+    server = redis_testing.RedisServer(tmp_path / "redis")
+    plugin = Counting()
+    config = {"server": {"state_keys": ["k" * 32]}, "plugins": {"redis": {"url": server.url}}}
+    first_host = make_host(("counting", plugin), ("redis", mcphost_redis), config=config)
+    second_host = make_host(("counting", plugin), ("redis", mcphost_redis), config=config)
+    await first_host.start()
+    await second_host.start()
+    try:
+        first = (await modern_call(first_host, "tools/call", {"name": "resumable", "arguments": {}}))["result"]
+        assert list(first["inputRequests"]) == ["first"]
+        second = (await modern_call(second_host, "tools/call", {
+            "name": "resumable", "arguments": {}, "requestState": first["requestState"],
+            "inputResponses": {"first": _answer("Ada")}}))["result"]
+        assert list(second["inputRequests"]) == ["second"]
+        done = (await modern_call(second_host, "tools/call", {
+            "name": "resumable", "arguments": {}, "requestState": second["requestState"],
+            "inputResponses": {"second": _answer("Lovelace")}}))["result"]
+        assert done["content"][0]["text"] == "Ada Lovelace"
+        assert plugin.runs["resumable"] == 1
+        assert not second_host.kernel.continuations.runs
+    finally:
+        await second_host.stop()
+        await first_host.stop()
+        server.stop()
