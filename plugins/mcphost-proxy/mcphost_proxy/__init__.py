@@ -60,7 +60,7 @@ class ProxyPlugin:
     def _report(self) -> None:
         """Show each upstream's state in ``mcphost plugins`` (PROVIDES: upstreams)."""
         info = self.host.plugin_infos.get("proxy") if self.host is not None else None
-        if info is not None:
+        if info is not None and self.upstreams:
             info.provides["upstreams"] = [u.status() for u in self.upstreams.values()]
 
     # -- catalog ------------------------------------------------------------------------------------
