@@ -69,3 +69,32 @@ async def test_allow_list_from_a_connect_hook_hides_mounted_tools(side):
             assert "Unknown tool" in str(exc)
         else:
             raise AssertionError(f"a hidden tool was called: {result}")
+
+
+async def test_lazy_upstream_starts_with_the_first_request(side):
+    async with front({"py": sdk_upstream(start="lazy")}) as live:
+        assert live.plugin.upstreams["py"].state == "stopped"
+        assert "py_add" not in live.host.catalog.tools
+        async with side.client(live.url) as client:
+            names = {tool.name for tool in (await client.list_tools()).tools}
+            assert "py_add" in names
+            assert _text(await client.call_tool("py_add", {"a": 3, "b": 4})) == "7"
+        assert live.plugin.upstreams["py"].state == "running"
+
+
+def test_mcphost_plugins_shows_each_upstream(tmp_path):
+    import json
+
+    from click.testing import CliRunner
+
+    from mcphost.cli import cli
+
+    config = tmp_path / "mcphost.toml"
+    config.write_text('[plugins.proxy.servers.files]\ncommand = "npx"\nargs = ["-y", "some-server"]\n'
+                      '[plugins.proxy.servers.remote]\nurl = "https://mcp.example.com/mcp"\n')
+    result = CliRunner().invoke(cli, ["--config", str(config), "plugins", "--json"],
+                                env={"MCPHOST_PLUGINS": "proxy"})
+    assert result.exit_code == 0, result.output
+    proxy = next(plugin for plugin in json.loads(result.output) if plugin["name"] == "proxy")
+    assert proxy["status"] == "active"
+    assert proxy["provides"]["upstreams"] == ["files (stdio: stopped)", "remote (http: stopped)"]
