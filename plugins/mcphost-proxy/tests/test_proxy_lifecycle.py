@@ -98,3 +98,16 @@ def test_mcphost_plugins_shows_each_upstream(tmp_path):
     proxy = next(plugin for plugin in json.loads(result.output) if plugin["name"] == "proxy")
     assert proxy["status"] == "active"
     assert proxy["provides"]["upstreams"] == ["files (stdio: stopped)", "remote (http: stopped)"]
+
+
+async def test_a_cancelled_call_is_cancelled_at_the_upstream(side, tmp_path):
+    pid_file, cancel_file = tmp_path / "pid", tmp_path / "cancelled"
+    upstream = sdk_upstream(env={"PROXY_TEST_PID_FILE": str(pid_file), "PROXY_TEST_CANCEL_FILE": str(cancel_file)})
+    async with front({"sdk": upstream}) as live, side.client(live.url) as client:
+        call = asyncio.ensure_future(client.call_tool("sdk_slow", {"seconds": 60}))
+        await _wait_for(pid_file.exists)
+        call.cancel()  # the SDK client sends notifications/cancelled
+        await _wait_for(cancel_file.exists)
+        assert cancel_file.read_text() == "cancelled"
+        assert _text(await client.call_tool("sdk_add", {"a": 1, "b": 1})) == "2"
+        assert live.plugin.upstreams["sdk"].restarts == 0

@@ -53,7 +53,14 @@ async def slow(seconds: float, ctx: Context) -> str:
     if path:
         with open(path, "w", encoding="utf-8") as file:
             file.write(str(os.getpid()))
-    await asyncio.sleep(seconds)
+    try:
+        await asyncio.sleep(seconds)
+    except asyncio.CancelledError:
+        cancelled = os.environ.get("PROXY_TEST_CANCEL_FILE")
+        if cancelled:
+            with open(cancelled, "w", encoding="utf-8") as file:
+                file.write("cancelled")
+        raise
     return "slept"
 
 
