@@ -133,6 +133,8 @@ class ProxyPlugin:
     async def mcphost_startup(self, host: Any) -> None:
         self._configure(host)
         assert self.settings is not None
+        if not self.upstreams:
+            return
         eager = [u for u in self.upstreams.values() if u.settings.start == "startup"]
         ready = await asyncio.gather(*(u.wait_ready(self.settings.startup_timeout) for u in eager))
         for upstream, ok in zip(eager, ready, strict=True):
