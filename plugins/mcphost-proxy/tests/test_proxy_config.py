@@ -186,3 +186,31 @@ async def test_upstream_list_changed_reaches_clients():
             names = {tool.name for tool in (await client.list_tools()).tools}
             assert "up_grown" in names
             assert _text(await client.call_tool("up_grown", {})) == "new"
+
+
+def test_a_table_overrides_the_file_entry_of_the_same_name(tmp_path, monkeypatch):
+    servers = tmp_path / "servers.json"
+    servers.write_text(json.dumps({"mcpServers": {
+        "web": {"type": "http", "url": "https://file.example/mcp", "headers": {"X-Key": "${WEB_KEY}"}},
+        "local": {"command": "uvx", "args": ["some-server"], "env": {"LEVEL": "debug"}},
+    }}))
+    settings = load_settings({"mcp_servers_file": [str(servers)],
+                              "servers": {"web": {"url": "https://table.example/mcp", "prefix": ""}}})
+    by_name = {server.name: server for server in settings.servers}
+    assert by_name["web"].url == "https://table.example/mcp" and by_name["web"].headers == {}
+    assert by_name["web"].prefix == ""
+    local = by_name["local"]
+    assert (local.transport, local.command, local.args, local.prefix) == ("stdio", "uvx", ("some-server",), "local_")
+    monkeypatch.setenv("WEB_KEY", "k1")
+    file_only = load_settings({"mcp_servers_file": str(servers)})
+    web = next(server for server in file_only.servers if server.name == "web")
+    assert web.resolved_headers() == {"X-Key": "k1"}
+    assert "k1" not in web.describe()  # header values (secrets) never appear in status lines
+
+
+def test_include_and_exclude_patterns():
+    settings = load_settings({"servers": {"s": {"command": "x", "include": ["read_*", "list_*"],
+                                                "exclude": ["read_secret*"]}}})
+    server = settings.servers[0]
+    assert server.mounts("read_file") and server.mounts("list_dir")
+    assert not server.mounts("read_secret_key") and not server.mounts("write_file")
