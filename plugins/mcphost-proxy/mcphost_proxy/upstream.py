@@ -28,6 +28,7 @@ import httpx2
 import mcp_types as types
 from mcp import ClientSession, MCPError, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.client.subscriptions import listen
 
 import mcphost
 from mcphost_proxy.settings import ServerSettings
@@ -207,6 +208,8 @@ class Upstream:
                 with contextlib.suppress(MCPError):
                     await session.set_logging_level("debug")
             self._session = session
+            if session.discover_result is not None:
+                group.start_soon(self._follow_changes, session)
             self.listing = await self._list(session)
             self.state = RUNNING
             self.error = None
@@ -256,6 +259,17 @@ class Upstream:
             uri = getattr(getattr(root, "params", None), "uri", None)
             if self.host is not None and uri is not None:
                 await self.host.notify_resource_updated(str(uri))
+
+    async def _follow_changes(self, session: ClientSession) -> None:
+        """A 2026-07-28 upstream tells of list changes on a subscriptions/listen stream, kept open here."""
+        try:
+            async with listen(session, tools_list_changed=True, prompts_list_changed=True,
+                              resources_list_changed=True) as changes:
+                async for _event in changes:
+                    if self._refresh is None or self._refresh.done():
+                        self._refresh = asyncio.ensure_future(self._relist())
+        except Exception as exc:  # an upstream without listen: its lists are read at (re)connect only
+            log.info("upstream %s: no list_changed stream (%s)", self.label, _describe(exc))
 
     async def _relist(self) -> None:
         await asyncio.sleep(0.05)  # a burst of list_changed notifications makes one refresh

@@ -167,7 +167,8 @@ class Growing:
         return [grow, *self.extra]
 
 
-async def test_upstream_list_changed_reaches_clients():
+@pytest.mark.parametrize("era", ["session", "auto"])
+async def test_upstream_list_changed_reaches_clients(era):
     changed = asyncio.Event()
 
     class Watch(Side):
@@ -177,7 +178,7 @@ async def test_upstream_list_changed_reaches_clients():
                 changed.set()
 
     upstream = make_host(("growing", Growing()))
-    async with serve_http(upstream) as remote, front({"up": {"url": remote.url}}) as live:
+    async with serve_http(upstream) as remote, front({"up": {"url": remote.url, "era": era}}) as live:
         async with Watch().client(live.url) as client:
             names = {tool.name for tool in (await client.list_tools()).tools}
             assert "up_grown" not in names
