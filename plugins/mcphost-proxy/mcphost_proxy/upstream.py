@@ -26,6 +26,7 @@ from typing import Any
 import anyio
 import httpx2
 import mcp_types as types
+import pydantic
 from mcp import ClientSession, MCPError, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.client.subscriptions import listen
@@ -391,6 +392,9 @@ class Upstream:
         except (httpx2.HTTPError, anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
             self._dead.set()
             raise UpstreamUnavailable(f"Upstream server {self.label!r} failed: {_describe(exc)}") from None
+        except pydantic.ValidationError as exc:  # a result the mcp client refuses to parse
+            log.warning("upstream %s sent an invalid result: %s", self.label, exc)
+            raise mcphost.ToolError(f"Upstream server {self.label!r} sent a result that is not valid MCP") from None
         finally:
             self._callers.pop(token, None)
         if record.failure is not None:
