@@ -143,6 +143,11 @@ class Upstream:
                 await self._connect_and_serve()
             except asyncio.CancelledError:
                 raise
+            except mcphost.ConfigError as exc:  # a setting only a restart of the host can change
+                self.error = str(exc)
+                self.state = FAILED
+                log.error("upstream %s cannot start: %s", self.label, exc)
+                return
             except BaseException as exc:
                 self.error = _describe(exc)
                 log.warning("upstream %s: %s", self.label, self.error)
