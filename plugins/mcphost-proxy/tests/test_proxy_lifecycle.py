@@ -6,6 +6,7 @@ import asyncio
 import os
 import signal
 
+import pytest
 from proxy_support import front, sdk_upstream
 
 import mcphost
@@ -53,13 +54,14 @@ async def test_upstream_that_cannot_start_answers_a_clear_error(side):
         assert "last error" in status
 
 
-async def test_allow_list_from_a_connect_hook_hides_mounted_tools(side):
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_allow_list_from_a_connect_hook_hides_mounted_tools(side, mode):
     class Policy:
         @mcphost.hookimpl
         def mcphost_connect(self, session, request):
             session.allowed_tools = {"sdk_add"}
 
-    async with front({"sdk": sdk_upstream()}, ("policy", Policy())) as live, side.client(live.url) as client:
+    async with front({"sdk": sdk_upstream()}, ("policy", Policy())) as live, side.client(live.url, mode) as client:
         names = {tool.name for tool in (await client.list_tools()).tools}
         assert names == {"sdk_add"}
         assert _text(await client.call_tool("sdk_add", {"a": 2, "b": 2})) == "4"
