@@ -89,7 +89,8 @@ def _tool_record(upstream: Upstream, resolve: Resolver, item: Mapping[str, Any])
         async def call(session: Any) -> Any:
             modern = session.discover_result is not None
             return await target.rounds(ctx, lambda **more: session.call_tool(
-                upstream_name, arguments, progress_callback=progress, allow_input_required=modern, **more))
+                upstream_name, arguments, progress_callback=progress, allow_input_required=modern,
+                allow_claimed=modern, **more), session)
 
         result = await target.request(ctx, call, wait=_first_wait(settings))
         wire = _dump(result)

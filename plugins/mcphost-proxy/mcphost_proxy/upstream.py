@@ -32,6 +32,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.client.subscriptions import listen
 
 import mcphost
+from mcphost_proxy import tasks
 from mcphost_proxy.settings import ServerSettings
 
 log = logging.getLogger("mcphost.proxy")
@@ -435,7 +436,8 @@ class Upstream:
             own = await stack.enter_async_context(ClientSession(
                 read, write, read_timeout_seconds=settings.timeout, sampling_callback=sample,
                 elicitation_callback=elicit, list_roots_callback=roots, logging_callback=logged,
-                message_handler=self._on_message, client_info=CLIENT_INFO, log_level="debug"))
+                message_handler=self._on_message, client_info=CLIENT_INFO, log_level="debug",
+                extensions={tasks.EXTENSION: {}}, result_claims=tasks.CLAIMS))
             own.adopt(shared.discover_result)
             _forward_capabilities(own)
             maps = getattr(shared, "_x_mcp_header_maps", None)  # Mcp-Param-* headers the listing declared
@@ -443,13 +445,16 @@ class Upstream:
                 own._x_mcp_header_maps = maps
             yield own
 
-    async def rounds(self, ctx: mcphost.Context | None, send: Callable[..., Awaitable[Any]]) -> Any:
+    async def rounds(self, ctx: mcphost.Context | None, send: Callable[..., Awaitable[Any]],
+                     session: ClientSession | None = None) -> Any:
         """Call ``send(input_responses=, request_state=)`` until the upstream stops asking (2026-07-28
         upstreams answer questions with an InputRequiredResult; session-era ones never do)."""
         responses: dict[str, Any] | None = None
         state: str | None = None
         for _ in range(MAX_ROUNDS):
             result = await send(input_responses=responses, request_state=state)
+            if isinstance(result, tasks.TaskCreated) and session is not None:  # tools/call only
+                return await tasks.follow(session, ctx, result, self.answer_inputs)
             if not isinstance(result, types.InputRequiredResult):
                 return result
             responses = await self.answer_inputs(ctx, dict(result.input_requests or {}))
@@ -488,6 +493,16 @@ def _forward_capabilities(session: ClientSession) -> None:
                     declared[name] = downstream[name]
                 else:
                     declared.pop(name, None)
+            extensions = dict(declared.get("extensions") or {})
+            theirs = downstream.get("extensions")
+            if isinstance(theirs, dict) and tasks.EXTENSION in theirs:
+                extensions[tasks.EXTENSION] = theirs[tasks.EXTENSION]
+            else:
+                extensions.pop(tasks.EXTENSION, None)
+            if extensions:
+                declared["extensions"] = extensions
+            else:
+                declared.pop("extensions", None)
             meta[_CAPABILITIES_META] = declared
 
     session._stamp = stamp  # type: ignore[method-assign]

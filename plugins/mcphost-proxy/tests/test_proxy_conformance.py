@@ -3,12 +3,8 @@
 An upstream ``mcphost serve`` runs the conformance plugin; the front ``mcphost serve`` runs only the
 proxy plugin (the conformance plugin is not loaded there, so no name clashes) and mounts the upstream
 with ``prefix = ""`` and ``era = "auto"`` (the upstream speaks 2026-07-28 to the proxy, so the keys
-of its input requests reach the client unchanged), so the names the suite expects are the upstream's own.
-
-Known gap: the tasks extension is not forwarded to the upstream. The front runs tasks itself for
-mounted tools (the upstream advertises the extension, so they are ``task="optional"``), but it cannot
-tell which upstream tools *require* a task, nor turn an upstream's own task into the front's; the four
-scenarios that need that fail and are listed here, so a change in either direction shows.
+of its input requests reach the client unchanged, and tasks are forwarded), so the names the suite
+expects are the upstream's own.
 """
 
 from __future__ import annotations
@@ -70,9 +66,6 @@ def test_conformance_alpha_suite_all_2025_11_25_through_the_proxy(fronted):
     assert "PASS 33/33" in out, f"{out}\nfailed: {_failed(log)}\n{fronted[1].log()[-3000:]}"
 
 
-KNOWN_TASK_GAPS = ["tasks-dispatch-and-envelope", "tasks-lifecycle", "tasks-mrtr-composition", "tasks-mrtr-input"]
-
-
 def test_conformance_alpha_requirements_2026_07_28_through_the_proxy(fronted):
     out, log = _run(fronted[1], ALPHA, "--", "--requirements", "2026-07-28")
     print(out)
@@ -82,5 +75,5 @@ def test_conformance_alpha_requirements_2026_07_28_through_the_proxy(fronted):
 def test_conformance_alpha_suite_all_through_the_proxy(fronted):
     out, log = _run(fronted[1], ALPHA, "--", "--suite", "all")
     print(out)
-    assert "PASS 61/65" in out and _failed(log) == KNOWN_TASK_GAPS, \
-        f"{out}\nfailed: {_failed(log)}\n{fronted[1].log()[-3000:]}"
+    assert "PASS 65/65" in out, f"{out}\nfailed: {_failed(log)}\n{fronted[1].log()[-3000:]}"
+    assert len(_summary(log)) == 65 and all(_summary(log).values())
