@@ -104,3 +104,30 @@ async def test_2026_upstream_questions_and_logs_belong_to_their_own_call(conform
             assert _text(logged) == "Logging test completed"
             if mode == "legacy":  # 2026-07-28 clients get logs only when they ask for a level
                 assert any(type(n).__name__ == "LoggingMessageNotification" for n in first.notifications)
+
+
+async def test_an_upstream_task_becomes_the_hosts_task(conformance_upstream):
+    """Tasks extension: the upstream runs slow_compute as a task; so does the host in front of it."""
+    import httpx
+
+    from tests.test_http_modern import modern
+
+    tasks = {"io.modelcontextprotocol/clientCapabilities": {"extensions": {"io.modelcontextprotocol/tasks": {}}}}
+    async with front({"conf": {"url": conformance_upstream.url, "era": "auto", "prefix": ""}}) as live, \
+            httpx.AsyncClient(timeout=30) as http:
+        async def post(method: str, params: dict, meta: dict | None = None, name: str | None = None) -> dict:
+            payload, headers = modern(method, params, meta_extra=meta, name=name)
+            return (await http.post(live.url, json=payload, headers=headers)).json()
+
+        created = (await post("tools/call", {"name": "slow_compute", "arguments": {"seconds": 0.5}}, tasks))["result"]
+        assert created["resultType"] == "task" and created["status"] == "working"
+        for _ in range(100):
+            task = (await post("tasks/get", {"taskId": created["taskId"]}, tasks, name=created["taskId"]))["result"]
+            if task["status"] != "working":
+                break
+            await asyncio.sleep(0.1)
+        assert task["status"] == "completed", task
+        assert task["result"]["content"][0]["text"] == "compute: computed after 0.5s"
+        # Without the extension the upstream refuses a tool that only runs as a task, as it would itself.
+        refused = await post("tools/call", {"name": "failing_job", "arguments": {}})
+        assert refused["error"]["code"] == -32021
