@@ -192,6 +192,8 @@ class Upstream:
                         async for item in read:
                             await inbox_send.send(item)
                 finally:
+                    if not self._dead.is_set() and not self._stopping:
+                        log.warning("upstream %s: the transport closed", self.label)
                     self._dead.set()
 
             group = await stack.enter_async_context(anyio.create_task_group())
@@ -381,8 +383,9 @@ class Upstream:
         if ctx is not None:
             self._callers[token] = record
             _DOWNSTREAM_CAPABILITIES.set(dict(ctx.session.client_capabilities or {}))
+        per_call = self._http is not None and session.discover_result is not None and ctx is not None
         try:
-            if self._http is not None and session.discover_result is not None and ctx is not None:
+            if per_call:
                 try:
                     async with self._per_call(session, record) as own:
                         result = await call(own)
@@ -392,11 +395,15 @@ class Upstream:
                 result = await call(session)
         except MCPError as exc:
             if exc.error.code == types.CONNECTION_CLOSED:
-                self._dead.set()
+                if not per_call:  # the shared connection died: reconnect (a call's own stream may just end)
+                    log.warning("upstream %s: the connection closed during a call; reconnecting", self.label)
+                    self._dead.set()
                 raise UpstreamUnavailable(f"Upstream server {self.label!r} went away during the call") from None
             raise mcphost.McpError(exc.error.code, exc.error.message, exc.error.data) from None
         except (httpx2.HTTPError, anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
-            self._dead.set()
+            if not per_call or isinstance(exc, httpx2.ConnectError | ConnectionError):
+                log.warning("upstream %s: %s; reconnecting", self.label, _describe(exc))
+                self._dead.set()  # the upstream itself is gone, not only this call's stream
             raise UpstreamUnavailable(f"Upstream server {self.label!r} failed: {_describe(exc)}") from None
         except pydantic.ValidationError as exc:  # a result the mcp client refuses to parse
             log.warning("upstream %s sent an invalid result: %s", self.label, exc)
