@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from pathlib import Path
 from typing import Any
 
 import mcphost
 from mcphost_proxy.mount import records
 from mcphost_proxy.settings import CONFIG_SCHEMA, ProxySettings, ServerSettings, load_settings
-from mcphost_proxy.upstream import STOPPED, Upstream, UpstreamUnavailable
+from mcphost_proxy.upstream import Upstream, UpstreamUnavailable
 
 log = logging.getLogger("mcphost.proxy")
 
@@ -47,7 +48,7 @@ class ProxyPlugin:
         if self.settings is not None:
             return
         config_path = getattr(host.config, "path", None)
-        base = None if config_path is None else __import__("pathlib").Path(config_path).parent
+        base = None if config_path is None else Path(config_path).parent
         self.settings = load_settings(host.plugin_config("proxy"), base=base)
         self.host = host
         for server in self.settings.servers:
@@ -176,7 +177,3 @@ class ProxyPlugin:
         await asyncio.gather(*(u.stop() for u in everything), return_exceptions=True)
         self._report()
 
-
-def states(plugin: ProxyPlugin) -> dict[str, str]:
-    """Each upstream's state by name (stopped, starting, running, restarting, failed)."""
-    return {name: upstream.state for name, upstream in plugin.upstreams.items()} or {"": STOPPED}
