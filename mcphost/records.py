@@ -28,11 +28,16 @@ TOOL_NAME = re.compile(r"^[A-Za-z0-9_.\-/]{1,128}$")
 
 @dataclass(frozen=True, slots=True)
 class Provenance:
-    """Where a record came from: the plugin's registered name and its distribution."""
+    """Where a record came from: the plugin's registered name and its distribution.
+
+    ``origin`` says where inside the plugin it comes from when that matters (the upstream server
+    a proxy mounts, say); a plugin may set it on its records and the host keeps it when stamping.
+    """
 
     plugin: str
     distribution: str | None = None
     version: str | None = None
+    origin: str | None = None
 
 
 @dataclass(frozen=True)
@@ -51,6 +56,9 @@ class Tool:
     thread: bool = False
     #: Whether a call may run as a task (2026-07-28 tasks extension): forbidden, optional or required.
     task: str = "forbidden"
+    #: The handler must not run twice for one call: a 2026-07-28 question keeps it waiting across the
+    #: input-required round trip and the retry resumes it (mcphost.kernel.continuation).
+    resumable: bool = False
     signature: sig.Signature | None = field(default=None, repr=False, compare=False)
     provenance: Provenance | None = None
     #: Scopes a caller's token must grant (hierarchically, see ``mcphost.scope_satisfied``).
@@ -193,14 +201,15 @@ def tool(*, name: str | None = ..., title: str | None = ..., description: str | 
          input_schema: Mapping[str, Any] | None = ..., output_schema: Mapping[str, Any] | None = ...,
          annotations: Mapping[str, Any] | None = ..., icons: list[Mapping[str, Any]] | None = ...,
          meta: Mapping[str, Any] | None = ..., thread: bool = ..., task: str = ...,
-         scopes: Iterable[str] | None = ...) -> Callable[[Handler], Tool]: ...
+         scopes: Iterable[str] | None = ..., resumable: bool = ...) -> Callable[[Handler], Tool]: ...
 
 
 def tool(fn: Handler | None = None, /, *, name: str | None = None, title: str | None = None,
          description: str | None = None, input_schema: Mapping[str, Any] | None = None,
          output_schema: Mapping[str, Any] | None = None, annotations: Mapping[str, Any] | None = None,
          icons: list[Mapping[str, Any]] | None = None, meta: Mapping[str, Any] | None = None,
-         thread: bool = False, task: str = "forbidden", scopes: Iterable[str] | None = None) -> Any:
+         thread: bool = False, task: str = "forbidden", scopes: Iterable[str] | None = None,
+         resumable: bool = False) -> Any:
     """Turn a function into a :class:`Tool`.
 
     The input schema comes from the signature, the description from the docstring and the
@@ -208,7 +217,9 @@ def tool(fn: Handler | None = None, /, *, name: str | None = None, title: str | 
     ``thread=True`` runs a blocking synchronous handler in a worker thread. ``task`` says
     whether a 2026-07-28 call may outlive its request as a task: ``"forbidden"`` (the
     default), ``"optional"`` or ``"required"`` (see ``Context.start_task``). ``scopes`` are the
-    OAuth scopes a caller needs to see and call the tool (docs/auth.md).
+    OAuth scopes a caller needs to see and call the tool (docs/auth.md). ``resumable=True``: the
+    handler must not run twice for one call, so a 2026-07-28 question keeps it waiting across the
+    input-required round trip instead of ending it (docs/plugins.md).
     """
     required = _scopes(scopes)
 
@@ -226,6 +237,7 @@ def tool(fn: Handler | None = None, /, *, name: str | None = None, title: str | 
             meta=meta,
             thread=thread,
             task=task,
+            resumable=resumable,
             signature=inspected,
             scopes=required,
         )
@@ -314,5 +326,8 @@ def middleware(fn: Callable[..., Any] | None = None, /, *, name: str | None = No
 
 
 def stamped(record: Any, provenance: Provenance) -> Any:
-    """A copy of ``record`` carrying ``provenance``."""
+    """A copy of ``record`` carrying ``provenance`` (and the ``origin`` the record named itself)."""
+    own = record.provenance
+    if own is not None and own.origin is not None:
+        provenance = dataclasses.replace(provenance, origin=own.origin)
     return dataclasses.replace(record, provenance=provenance)

@@ -22,6 +22,7 @@ import orjson
 from mcphost.context import Deferred
 from mcphost.errors import InsufficientScope, PluginFailures, Refused
 from mcphost.kernel import handlers
+from mcphost.kernel.continuation import Continuations
 from mcphost.kernel.listen import SUBSCRIPTION_ID, Listener  # noqa: F401 - SUBSCRIPTION_ID: re-exported
 from mcphost.kernel.modern import MRTR_METHODS, InputRequired, Round, principal_key
 from mcphost.kernel.services import Exchange, Services
@@ -76,6 +77,8 @@ class Kernel:
         self.closing = asyncio.Event()
         self.sealer = StateSealer(_state_keys(self.settings.state_keys), ttl=self.settings.state_ttl)
         self.tasks = TaskManager(self)
+        #: Parked runs of resumable handlers (2026-07-28 questions that must not re-run the handler).
+        self.continuations = Continuations(self)
         #: Middleware that raised (fail open), logged in full once per plugin.
         self.failures = PluginFailures(log)
         #: Set by the host on a shared backend (mcphost.sessions.cluster.Cluster), else None.

@@ -254,6 +254,9 @@ async def call_tool(kernel: Kernel, request: RequestInfo) -> dict[str, Any]:
     except ValueError as exc:  # names the argument and the rule it breaks
         return results.error_result(f"Invalid arguments for tool {name!r}: {exc}")
     run = kernel.tasks.begin(session, name, record.task)
+    if record.resumable and request.round is not None and run is None:  # a 2026-07-28 call that must not re-run
+        return await kernel.continuations.call(request, _progress_token(request), functools.partial(
+            _resume_tool, kernel, request, entry, kwargs))
     if record.signature is not None and record.signature.context_param:
         scope = _scope(kernel, request) if run is None else TaskScope(
             kernel, session, request.id, request.method, _progress_token(request), round=request.round, run=run)
@@ -261,6 +264,14 @@ async def call_tool(kernel: Kernel, request: RequestInfo) -> dict[str, Any]:
     if run is not None:  # a task may run until its record expires
         return await run.execute(functools.partial(_invoke_tool, kernel, request, entry, kwargs,
                                                    kernel.settings.task_ttl))
+    return await _invoke_tool(kernel, request, entry, kwargs, kernel.settings.max_tool_seconds)
+
+
+async def _resume_tool(kernel: Kernel, request: RequestInfo, entry: Any, kwargs: dict[str, Any],
+                       scope: Any) -> dict[str, Any]:
+    signature = entry.record.signature
+    if signature is not None and signature.context_param:
+        kwargs[signature.context_param] = Context(scope)
     return await _invoke_tool(kernel, request, entry, kwargs, kernel.settings.max_tool_seconds)
 
 

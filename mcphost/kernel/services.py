@@ -83,6 +83,9 @@ class KernelView(Protocol):
     sessions: SessionManager
     host: Any
     tasks: Any
+    continuations: Any
+    cluster: Any
+    sealer: Any
     listeners: set[Any]
     closing: asyncio.Event
 

@@ -1,0 +1,229 @@
+"""Turn what an upstream lists into mcphost records whose handlers forward to it.
+
+Names of tools and prompts get the server's prefix; resource URIs stay as they are (they are
+the upstream's identifiers, and clients follow them from resource links). Every record carries
+provenance naming the upstream (``Provenance.origin``). A listed item that mcphost would refuse
+(a tool name outside the allowed characters, an invalid schema) is skipped with a warning, so one
+odd upstream tool never takes the other mounts down.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import jsonschema
+import mcp_types as types
+
+import mcphost
+from mcphost import signature as sig
+from mcphost.catalog import compile_validator
+from mcphost.protocol.uritemplate import UriTemplate, UriTemplateError
+from mcphost.records import TOOL_NAME, Provenance
+from mcphost_proxy.upstream import Upstream
+
+log = logging.getLogger("mcphost.proxy")
+
+#: The keyword under which the host passes the Context to a forwarding handler (never an upstream argument).
+CTX = "__mcphost_proxy_ctx"
+TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
+
+#: Picks the upstream connection serving a call (per_session servers have one per client session).
+Resolver = Callable[[mcphost.Context | None], Upstream]
+
+
+def origin_of(upstream: Upstream) -> Provenance:
+    return Provenance(plugin="proxy", origin=upstream.settings.name)
+
+
+def _first_wait(settings: Any) -> float | None:
+    """How long a call waits for an upstream that has not connected yet: connections started on
+    demand (lazy, per session) are waited for; a restarting one answers an error at once."""
+    return settings.timeout if settings.start == "lazy" or settings.per_session else None
+
+
+def _dump(model: Any) -> dict[str, Any]:
+    return model.model_dump(by_alias=True, mode="json", exclude_none=True)  # type: ignore[no-any-return]
+
+
+def _icons(item: Mapping[str, Any]) -> tuple[Mapping[str, Any], ...]:
+    icons = item.get("icons")
+    return tuple(icon for icon in icons if isinstance(icon, dict)) if isinstance(icons, list) else ()
+
+
+def _tool_record(upstream: Upstream, resolve: Resolver, item: Mapping[str, Any]) -> mcphost.Tool | None:
+    settings = upstream.settings
+    upstream_name = str(item.get("name", ""))
+    name = settings.prefix + upstream_name
+    if not TOOL_NAME.match(name):
+        log.warning("upstream %s: tool %r is not mounted: %r is not a valid tool name", settings.name,
+                    upstream_name, name)
+        return None
+    input_schema = item.get("inputSchema") if isinstance(item.get("inputSchema"), dict) else None
+    output_schema = item.get("outputSchema") if isinstance(item.get("outputSchema"), dict) else None
+    try:
+        if input_schema is None or input_schema.get("type") != "object":
+            raise ValueError("its inputSchema is not an object schema")
+        compile_validator(input_schema)
+        if output_schema is not None:
+            if output_schema.get("type") != "object":
+                raise ValueError("its outputSchema is not an object schema")
+            compile_validator(output_schema)
+    except (ValueError, jsonschema.SchemaError) as exc:
+        log.warning("upstream %s: tool %r is not mounted: %s", settings.name, upstream_name,
+                    getattr(exc, "message", exc))
+        return None
+    execution = item.get("execution") if isinstance(item.get("execution"), dict) else {}
+    task = execution.get("taskSupport") if execution.get("taskSupport") in ("optional", "required") else "forbidden"
+    if task == "forbidden" and TASKS_EXTENSION in (upstream.listing.capabilities.get("extensions") or {}):
+        task = "optional"  # the upstream runs long calls as tasks; so may the host, in front of it
+
+    async def forward(**arguments: Any) -> mcphost.ToolResult:
+        ctx: mcphost.Context = arguments.pop(CTX)
+        target = resolve(ctx)
+
+        async def progress(value: float, total: float | None, message: str | None) -> None:
+            await ctx.progress(value, total, message)
+
+        async def call(session: Any) -> Any:
+            modern = session.discover_result is not None
+            return await target.rounds(ctx, lambda **more: session.call_tool(
+                upstream_name, arguments, progress_callback=progress, allow_input_required=modern,
+                allow_claimed=modern, **more), session)
+
+        result = await target.request(ctx, call, wait=_first_wait(settings))
+        wire = _dump(result)
+        return mcphost.ToolResult(content=list(wire.get("content") or []), structured=wire.get("structuredContent"),
+                                  is_error=bool(wire.get("isError")), meta=wire.get("_meta"))
+
+    return mcphost.Tool(
+        name=name, fn=forward, input_schema=dict(input_schema), description=item.get("description"),
+        title=item.get("title"), output_schema=dict(output_schema) if output_schema is not None else None,
+        annotations=item.get("annotations") if isinstance(item.get("annotations"), dict) else None,
+        icons=_icons(item), meta=item.get("_meta") if isinstance(item.get("_meta"), dict) else None,
+        task=task, resumable=True,
+        signature=sig.Signature(input_schema=dict(input_schema), output_schema=None, wrap_output=False,
+                                context_param=CTX),
+        provenance=origin_of(upstream))
+
+
+def _completions(upstream: Upstream, resolve: Resolver, ref: dict[str, Any], names: list[str]
+                 ) -> dict[str, Any]:
+    if "completions" not in upstream.listing.capabilities:
+        return {}
+
+    def completer(argument: str) -> Any:
+        async def complete(value: str, context: Mapping[str, str]) -> mcphost.Completion:
+            async def call(session: Any) -> Any:
+                reference = (types.PromptReference(type="ref/prompt", name=ref["name"]) if ref["type"] == "ref/prompt"
+                             else types.ResourceTemplateReference(type="ref/resource", uri=ref["uri"]))
+                return await session.complete(reference, {"name": argument, "value": value},
+                                              context_arguments=dict(context) or None)
+
+            result = _dump(await resolve(None).request(None, call, wait=_first_wait(upstream.settings)))
+            completion = result.get("completion") or {}
+            return mcphost.Completion(values=list(completion.get("values") or []), total=completion.get("total"),
+                                      has_more=completion.get("hasMore"))
+        return complete
+
+    return {argument: completer(argument) for argument in names}
+
+
+def _prompt_record(upstream: Upstream, resolve: Resolver, item: Mapping[str, Any]) -> mcphost.Prompt | None:
+    settings = upstream.settings
+    upstream_name = str(item.get("name", ""))
+    arguments = tuple(a for a in item.get("arguments") or () if isinstance(a, dict) and isinstance(a.get("name"), str))
+
+    async def forward(**kwargs: Any) -> dict[str, Any]:
+        ctx: mcphost.Context = kwargs.pop(CTX)
+
+        target = resolve(ctx)
+
+        async def call(session: Any) -> Any:
+            modern = session.discover_result is not None
+            return await target.rounds(ctx, lambda **more: session.get_prompt(
+                upstream_name, {k: str(v) for k, v in kwargs.items()}, allow_input_required=modern, **more))
+
+        wire = _dump(await target.request(ctx, call, wait=_first_wait(upstream.settings)))
+        wire.pop("_meta", None)
+        return wire
+
+    return mcphost.Prompt(
+        name=settings.prefix + upstream_name, fn=forward, arguments=arguments, description=item.get("description"),
+        title=item.get("title"), icons=_icons(item),
+        meta=item.get("_meta") if isinstance(item.get("_meta"), dict) else None,
+        completions=_completions(upstream, resolve, {"type": "ref/prompt", "name": upstream_name},
+                                 [a["name"] for a in arguments]),
+        context_param=CTX, provenance=origin_of(upstream))
+
+
+async def _read(upstream: Upstream, resolve: Resolver, ctx: mcphost.Context, uri: str) -> list[dict[str, Any]]:
+    target = resolve(ctx)
+
+    async def call(session: Any) -> Any:
+        modern = session.discover_result is not None
+        return await target.rounds(ctx, lambda **more: session.read_resource(
+            uri, allow_input_required=modern, **more))
+
+    wire = _dump(await target.request(ctx, call, wait=_first_wait(upstream.settings)))
+    return [dict(item) for item in wire.get("contents") or []]
+
+
+def _resource_record(upstream: Upstream, resolve: Resolver, item: Mapping[str, Any]) -> mcphost.Resource | None:
+    uri = item.get("uri")
+    if not isinstance(uri, str) or not uri:
+        return None
+
+    async def forward(**kwargs: Any) -> list[dict[str, Any]]:
+        return await _read(upstream, resolve, kwargs[CTX], uri)
+
+    return mcphost.Resource(
+        uri=uri, name=str(item.get("name") or uri), fn=forward, description=item.get("description"),
+        title=item.get("title"), mime_type=item.get("mimeType"),
+        size=item.get("size") if isinstance(item.get("size"), int) else None,
+        annotations=item.get("annotations") if isinstance(item.get("annotations"), dict) else None,
+        icons=_icons(item), meta=item.get("_meta") if isinstance(item.get("_meta"), dict) else None,
+        context_param=CTX, cache_scope="private", provenance=origin_of(upstream))
+
+
+def _template_record(upstream: Upstream, resolve: Resolver, item: Mapping[str, Any]
+                     ) -> mcphost.ResourceTemplate | None:
+    settings = upstream.settings
+    template = item.get("uriTemplate")
+    try:
+        parsed = UriTemplate(str(template))
+    except (UriTemplateError, TypeError) as exc:
+        log.warning("upstream %s: resource template %r is not mounted: %s", settings.name, template, exc)
+        return None
+
+    async def forward(**kwargs: Any) -> list[dict[str, Any]]:
+        ctx = kwargs.pop(CTX)
+        return await _read(upstream, resolve, ctx, parsed.expand(kwargs))
+
+    return mcphost.ResourceTemplate(
+        uri_template=parsed.template, name=str(item.get("name") or parsed.template), fn=forward,
+        description=item.get("description"), title=item.get("title"), mime_type=item.get("mimeType"),
+        annotations=item.get("annotations") if isinstance(item.get("annotations"), dict) else None,
+        icons=_icons(item), meta=item.get("_meta") if isinstance(item.get("_meta"), dict) else None,
+        completions=_completions(upstream, resolve, {"type": "ref/resource", "uri": parsed.template},
+                                 list(parsed.variables)),
+        context_param=CTX, cache_scope="private", provenance=origin_of(upstream))
+
+
+def records(upstream: Upstream, resolve: Resolver) -> dict[str, list[Any]]:
+    """The records an upstream's current listing mounts, by kind, include/exclude applied."""
+    settings = upstream.settings
+    listing = upstream.listing
+    out: dict[str, list[Any]] = {"tools": [], "prompts": [], "resources": [], "templates": []}
+    for kind, items, build, key in (("tools", listing.tools, _tool_record, "name"),
+                                    ("prompts", listing.prompts, _prompt_record, "name"),
+                                    ("resources", listing.resources, _resource_record, "uri"),
+                                    ("templates", listing.templates, _template_record, "uriTemplate")):
+        for item in items:
+            if not settings.mounts(str(item.get(key, ""))):
+                continue
+            record = build(upstream, resolve, item)
+            if record is not None:
+                out[kind].append(record)
+    return out

@@ -1,0 +1,225 @@
+"""The ``[plugins.proxy]`` section: which upstream servers to mount, and how.
+
+Servers come from ``[plugins.proxy.servers.NAME]`` tables and from ``mcp_servers_file`` (the
+``{"mcpServers": {...}}`` JSON that MCP clients such as Claude Desktop or Cursor read); a
+table of the same name wins over the file. Everything is checked here, before the host starts,
+so a typo is a startup error naming the server instead of a failure at the first call.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from mcphost import ConfigError
+
+_NAME = re.compile(r"^[A-Za-z0-9_.\-]{1,64}$")
+#: ``${NAME}`` in a header value (or an env value) names an environment variable of the host.
+_ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+_SERVER_PROPERTIES: dict[str, Any] = {
+    "command": {"type": "string", "minLength": 1, "description": "stdio: the program to run"},
+    "args": {"type": "array", "items": {"type": "string"}, "description": "stdio: its arguments"},
+    "env": {"type": "object", "additionalProperties": {"type": "string"},
+            "description": "stdio: extra environment variables (values may use ${VAR})"},
+    "cwd": {"type": "string", "description": "stdio: working directory"},
+    "url": {"type": "string", "pattern": "^https?://", "description": "Streamable HTTP: the MCP endpoint"},
+    "headers": {"type": "object", "additionalProperties": {"type": "string"},
+                "description": "Streamable HTTP: request headers; ${VAR} names an environment variable"},
+    "prefix": {"type": "string", "description": "prepended to tool and prompt names (default 'NAME_')"},
+    "include": {"type": "array", "items": {"type": "string"},
+                "description": "glob patterns of upstream names to mount (default: all)"},
+    "exclude": {"type": "array", "items": {"type": "string"}, "description": "glob patterns of names to hide"},
+    "timeout": {"type": "number", "exclusiveMinimum": 0, "description": "seconds per upstream request"},
+    "era": {"enum": ["session", "auto"],
+            "description": "'session' (default): speak the session era to the upstream so it can ask "
+                           "questions mid-call; 'auto': let the upstream choose (2026-07-28 if it can)"},
+    "start": {"enum": ["startup", "lazy"],
+              "description": "'startup' (default): start with the host; 'lazy': at the first request"},
+    "per_session": {"type": "boolean",
+                    "description": "one upstream connection per client session (stateful upstreams)"},
+    "enabled": {"type": "boolean", "description": "false: keep the entry but do not mount it"},
+}
+
+CONFIG_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "servers": {
+            "type": "object",
+            "additionalProperties": {"type": "object", "properties": _SERVER_PROPERTIES,
+                                     "additionalProperties": False},
+            "description": "upstream MCP servers by name",
+        },
+        "mcp_servers_file": {
+            "anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}],
+            "description": "JSON file(s) in the mcpServers format MCP clients use",
+        },
+        "restart_backoff": {"type": "number", "exclusiveMinimum": 0,
+                            "description": "first delay (seconds) before restarting a dead upstream; doubles"},
+        "restart_backoff_max": {"type": "number", "exclusiveMinimum": 0,
+                                "description": "longest delay between restarts"},
+        "startup_timeout": {"type": "number", "exclusiveMinimum": 0,
+                            "description": "seconds the host waits for an upstream at startup"},
+    },
+    "additionalProperties": False,
+}
+
+
+@dataclass(frozen=True)
+class ServerSettings:
+    """One upstream server, resolved: either ``command`` (stdio) or ``url`` (Streamable HTTP)."""
+
+    name: str
+    command: str | None = None
+    args: tuple[str, ...] = ()
+    env: Mapping[str, str] = field(default_factory=dict)
+    cwd: str | None = None
+    url: str | None = None
+    #: Header values as configured; ``${VAR}`` is resolved when connecting (see :meth:`resolved_headers`).
+    headers: Mapping[str, str] = field(default_factory=dict)
+    prefix: str = ""
+    include: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
+    timeout: float = 60.0
+    era: str = "session"
+    start: str = "startup"
+    per_session: bool = False
+
+    @property
+    def transport(self) -> str:
+        return "stdio" if self.command else "http"
+
+    def mounts(self, upstream_name: str) -> bool:
+        """Whether the upstream's tool/prompt/resource ``upstream_name`` passes include and exclude."""
+        if self.include and not any(fnmatch.fnmatchcase(upstream_name, p) for p in self.include):
+            return False
+        return not any(fnmatch.fnmatchcase(upstream_name, p) for p in self.exclude)
+
+    def resolved_headers(self) -> dict[str, str]:
+        """Header values with ``${VAR}`` replaced from the environment; a missing variable is an error."""
+        return {key: _expand(value, f"[plugins.proxy.servers.{self.name}.headers.{key}]")
+                for key, value in self.headers.items()}
+
+    def resolved_env(self) -> dict[str, str]:
+        return {key: _expand(value, f"[plugins.proxy.servers.{self.name}.env.{key}]")
+                for key, value in self.env.items()}
+
+    def describe(self) -> str:
+        """Where the upstream is, for logs and ``mcphost plugins`` (never header values: they hold secrets)."""
+        if self.command:
+            return " ".join([self.command, *self.args])[:120]
+        return str(self.url)
+
+
+def _expand(value: str, where: str) -> str:
+    def replace(match: re.Match[str]) -> str:
+        name = match.group(1)
+        if name not in os.environ:
+            raise ConfigError(f"{where}: environment variable {name} is not set")
+        return os.environ[name]
+
+    return _ENV_REF.sub(replace, value)
+
+
+@dataclass(frozen=True)
+class ProxySettings:
+    servers: tuple[ServerSettings, ...] = ()
+    restart_backoff: float = 0.5
+    restart_backoff_max: float = 30.0
+    startup_timeout: float = 30.0
+
+
+def load_settings(section: Mapping[str, Any], *, base: Path | None = None) -> ProxySettings:
+    """Resolve the validated ``[plugins.proxy]`` section (and the mcpServers files it names)."""
+    raw: dict[str, dict[str, Any]] = {}
+    files = section.get("mcp_servers_file") or []
+    for file in [files] if isinstance(files, str) else files:
+        raw.update(read_mcp_servers_file(Path(file).expanduser() if base is None
+                                         else (base / Path(file).expanduser())))
+    for name, table in (section.get("servers") or {}).items():
+        raw[name] = dict(table)
+    servers = tuple(server_settings(name, table) for name, table in raw.items() if table.get("enabled", True))
+    return ProxySettings(servers=servers,
+                         restart_backoff=float(section.get("restart_backoff", 0.5)),
+                         restart_backoff_max=float(section.get("restart_backoff_max", 30.0)),
+                         startup_timeout=float(section.get("startup_timeout", 30.0)))
+
+
+def read_mcp_servers_file(path: Path) -> dict[str, dict[str, Any]]:
+    """The servers of an ``{"mcpServers": {...}}`` file, as server tables.
+
+    Entries carry ``command``/``args``/``env``/``cwd`` or ``url``/``headers`` (``type`` and
+    ``disabled`` as MCP clients write them are understood; other client-specific keys are ignored).
+    """
+    where = f"[plugins.proxy.mcp_servers_file] {path}"
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"{where}: cannot read it: {exc.strerror or exc}") from None
+    except ValueError as exc:
+        raise ConfigError(f"{where}: not valid JSON: {exc}") from None
+    servers = document.get("mcpServers") if isinstance(document, dict) else None
+    if not isinstance(servers, dict):
+        raise ConfigError(f"{where}: expected an object with an \"mcpServers\" object")
+    tables: dict[str, dict[str, Any]] = {}
+    for name, entry in servers.items():
+        if not isinstance(entry, dict):
+            raise ConfigError(f"{where}: server {name!r} must be an object")
+        kind = entry.get("type")
+        if kind not in (None, "stdio", "http", "streamable-http", "streamableHttp"):
+            raise ConfigError(f"{where}: server {name!r}: transport {kind!r} is not supported "
+                              "(stdio or Streamable HTTP)")
+        table = {key: entry[key] for key in ("command", "args", "env", "cwd", "url", "headers") if key in entry}
+        if entry.get("disabled") is True:
+            table["enabled"] = False
+        tables[str(name)] = table
+    return tables
+
+
+def server_settings(name: str, table: Mapping[str, Any]) -> ServerSettings:
+    where = f"[plugins.proxy.servers.{name}]"
+    if not _NAME.match(name):
+        raise ConfigError(f"{where}: server names are 1-64 characters of A-Z a-z 0-9 _ . -")
+    unknown = set(table) - set(_SERVER_PROPERTIES)
+    if unknown:
+        raise ConfigError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}")
+    command, url = table.get("command"), table.get("url")
+    if bool(command) == bool(url):
+        raise ConfigError(f"{where}: give either command (stdio) or url (Streamable HTTP)")
+    if url is not None and not re.match(r"^https?://", str(url)):
+        raise ConfigError(f"{where}.url: must start with http:// or https://")
+    if command is not None and (table.get("headers")):
+        raise ConfigError(f"{where}: headers apply to url servers only")
+    if url is not None and any(table.get(k) for k in ("args", "env", "cwd")):
+        raise ConfigError(f"{where}: args, env and cwd apply to command servers only")
+    for key in ("args", "include", "exclude"):
+        value = table.get(key, [])
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise ConfigError(f"{where}.{key}: must be a list of strings")
+    for key in ("env", "headers"):
+        value = table.get(key, {})
+        if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
+            raise ConfigError(f"{where}.{key}: must be a table of strings")
+    era = table.get("era", "session")
+    if era not in ("session", "auto"):
+        raise ConfigError(f"{where}.era: 'session' or 'auto', not {era!r}")
+    start = table.get("start", "startup")
+    if start not in ("startup", "lazy"):
+        raise ConfigError(f"{where}.start: 'startup' or 'lazy', not {start!r}")
+    timeout = table.get("timeout", 60.0)
+    if not isinstance(timeout, int | float) or isinstance(timeout, bool) or timeout <= 0:
+        raise ConfigError(f"{where}.timeout: a positive number of seconds")
+    prefix = table.get("prefix", f"{name}_")
+    if not isinstance(prefix, str) or (prefix and not re.match(r"^[A-Za-z0-9_.\-/]*$", prefix)):
+        raise ConfigError(f"{where}.prefix: characters A-Z a-z 0-9 _ . - / only")
+    return ServerSettings(
+        name=name, command=command, args=tuple(table.get("args", [])), env=dict(table.get("env", {})),
+        cwd=table.get("cwd"), url=url, headers=dict(table.get("headers", {})), prefix=prefix,
+        include=tuple(table.get("include", [])), exclude=tuple(table.get("exclude", [])),
+        timeout=float(timeout), era=era, start=start, per_session=bool(table.get("per_session", False)))

@@ -1,0 +1,584 @@
+"""One upstream MCP server: its connection through the official ``mcp`` client, and its lifecycle.
+
+A supervisor task owns the connection (the ``mcp`` client's context managers are entered and
+left in that one task, as anyio requires): it connects, lists what the server offers, and waits
+until the connection dies; then it reconnects after a delay that doubles up to a limit. Meanwhile
+calls answer a clear error. The server's questions to its client (elicitation, sampling, roots)
+are forwarded to the downstream caller whose call is in flight: the ``mcp`` client does not say
+which call a question belongs to, so a question is forwarded only when exactly one call is in
+flight on the connection, and refused otherwise (``per_session = true`` gives each client session
+its own connection).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+import itertools
+import logging
+import sys
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import httpx2
+import mcp_types as types
+import pydantic
+from mcp import ClientSession, MCPError, StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.client.subscriptions import listen
+
+import mcphost
+from mcphost_proxy import tasks
+from mcphost_proxy.settings import ServerSettings
+
+log = logging.getLogger("mcphost.proxy")
+
+#: Upstream states, as ``mcphost plugins`` shows them.
+STOPPED, STARTING, RUNNING, RESTARTING, FAILED = "stopped", "starting", "running", "restarting", "failed"
+CLIENT_INFO = types.Implementation(name="mcphost-proxy", version="0.1.0")
+#: Input-required rounds one forwarded request may take with a 2026-07-28 upstream.
+MAX_ROUNDS = 16
+MISSING_CLIENT_CAPABILITY = -32021
+
+
+class UpstreamUnavailable(mcphost.ToolError):
+    """The upstream cannot be reached right now (not started, restarting, or it died mid-call)."""
+
+
+@dataclass
+class Listing:
+    """What an upstream offers, as wire dicts (as its server sent them)."""
+
+    tools: list[dict[str, Any]] = field(default_factory=list)
+    prompts: list[dict[str, Any]] = field(default_factory=list)
+    resources: list[dict[str, Any]] = field(default_factory=list)
+    templates: list[dict[str, Any]] = field(default_factory=list)
+    capabilities: dict[str, Any] = field(default_factory=dict)
+
+
+def _dump(model: Any) -> dict[str, Any]:
+    return model.model_dump(by_alias=True, mode="json", exclude_none=True)  # type: ignore[no-any-return]
+
+
+class Upstream:
+    """A connection to one upstream server, kept alive by a supervisor task."""
+
+    def __init__(self, settings: ServerSettings, *, backoff: float = 0.5, backoff_max: float = 30.0,
+                 on_change: Callable[[Upstream], Awaitable[None]] | None = None, label: str | None = None) -> None:
+        self.settings = settings
+        self.label = label or settings.name
+        self.backoff = backoff
+        self.backoff_max = backoff_max
+        self.on_change = on_change
+        #: The host whose clients get the upstream's resource updates (set by the plugin).
+        self.host: Any = None
+        self.state = STOPPED
+        self.error: str | None = None
+        self.restarts = 0
+        self.listing = Listing()
+        self._session: ClientSession | None = None
+        self._ready = asyncio.Event()
+        self._dead = asyncio.Event()
+        self._stopping = False
+        self._task: asyncio.Task[None] | None = None
+        self._callers: dict[int, mcphost.Context] = {}
+        self._ids = itertools.count(1)
+        self._refresh: asyncio.Task[None] | None = None
+        self._http: httpx2.AsyncClient | None = None
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start the supervisor (idempotent); :meth:`wait_ready` waits for the first connection."""
+        if self._task is None or self._task.done():
+            self._stopping = False
+            self._task = asyncio.get_running_loop().create_task(self._supervise(), name=f"proxy:{self.label}")
+
+    async def wait_ready(self, timeout: float) -> bool:
+        self.start()
+        try:
+            async with asyncio.timeout(timeout):
+                while not self._ready.is_set():
+                    if self.state == FAILED:
+                        return False
+                    waiter = asyncio.ensure_future(self._ready.wait())
+                    try:
+                        await asyncio.wait([waiter], timeout=0.1)
+                    finally:
+                        waiter.cancel()
+        except TimeoutError:
+            return False
+        return True
+
+    async def stop(self) -> None:
+        self._stopping = True
+        self._dead.set()
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(BaseException):
+                await asyncio.wait_for(asyncio.shield(task), 10)
+        self.state = STOPPED
+
+    def status(self) -> str:
+        """One line for ``mcphost plugins``: name, transport, state, what is mounted, last error."""
+        text = f"{self.label} ({self.settings.transport}: {self.state}"
+        if self.state == RUNNING:
+            text += f", {len(self.listing.tools)} tools"
+        if self.restarts:
+            text += f", {self.restarts} restarts"
+        if self.error and self.state != RUNNING:
+            text += f", last error: {self.error}"
+        return text + ")"
+
+    async def _supervise(self) -> None:
+        delay = self.backoff
+        while not self._stopping:
+            self.state = STARTING if self.restarts == 0 and not self._ready.is_set() else RESTARTING
+            started = time.monotonic()
+            try:
+                await self._connect_and_serve()
+            except asyncio.CancelledError:
+                raise
+            except mcphost.ConfigError as exc:  # a setting only a restart of the host can change
+                self.error = str(exc)
+                self.state = FAILED
+                log.error("upstream %s cannot start: %s", self.label, exc)
+                return
+            except BaseException as exc:
+                self.error = _describe(exc)
+                log.warning("upstream %s: %s", self.label, self.error)
+            finally:
+                self._session = None
+                self._http = None
+                self._ready.clear()
+            if self._stopping:
+                break
+            if time.monotonic() - started > 10 * delay:
+                delay = self.backoff  # it ran a good while: start over with a short delay
+            self.restarts += 1
+            self.state = RESTARTING
+            log.info("upstream %s: restarting in %.1fs", self.label, delay)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, self.backoff_max)
+        self.state = STOPPED
+
+    async def _connect_and_serve(self) -> None:
+        self._dead.clear()
+        settings = self.settings
+        async with contextlib.AsyncExitStack() as stack:
+            if settings.command:
+                params = StdioServerParameters(command=settings.command, args=list(settings.args),
+                                               env=settings.resolved_env() or None, cwd=settings.cwd)
+                read, write = await stack.enter_async_context(stdio_client(params, errlog=sys.stderr))
+            else:
+                # Only the configured headers: nothing from the downstream request (its bearer
+                # token in particular) ever reaches the upstream.
+                client = httpx2.AsyncClient(headers=settings.resolved_headers(),
+                                            timeout=httpx2.Timeout(settings.timeout, read=None))
+                await stack.enter_async_context(client)
+                self._http = client
+                read, write = await stack.enter_async_context(
+                    streamable_http_client(settings.url or "", http_client=client))
+            inbox_send, inbox = anyio.create_memory_object_stream[Any](64)
+
+            async def pump() -> None:  # follows the transport so that its end is noticed
+                try:
+                    async with inbox_send:
+                        async for item in read:
+                            await inbox_send.send(item)
+                finally:
+                    if not self._dead.is_set() and not self._stopping:
+                        log.warning("upstream %s: the transport closed", self.label)
+                    self._dead.set()
+
+            group = await stack.enter_async_context(anyio.create_task_group())
+            group.start_soon(pump)
+            session = await stack.enter_async_context(ClientSession(
+                inbox, write, read_timeout_seconds=settings.timeout,
+                sampling_callback=self._on_sampling, elicitation_callback=self._on_elicitation,
+                list_roots_callback=self._on_roots, logging_callback=self._on_log,
+                message_handler=self._on_message, client_info=CLIENT_INFO, log_level="debug"))
+            if settings.era == "auto":
+                try:
+                    await session.discover()
+                except Exception:
+                    await session.initialize()
+            else:
+                await session.initialize()
+            if session.discover_result is not None:
+                _forward_capabilities(session)
+            elif session.server_capabilities is not None and session.server_capabilities.logging is not None:
+                # Everything: the host filters by each downstream client's own level.
+                with contextlib.suppress(MCPError):
+                    await session.set_logging_level("debug")
+            self._session = session
+            if session.discover_result is not None:
+                group.start_soon(self._follow_changes, session)
+            self.listing = await self._list(session)
+            self.state = RUNNING
+            self.error = None
+            await self._changed()
+            self._ready.set()
+            log.info("upstream %s is running: %d tools, %d prompts, %d resources, %d templates", self.label,
+                     len(self.listing.tools), len(self.listing.prompts), len(self.listing.resources),
+                     len(self.listing.templates))
+            await self._dead.wait()
+            self._session = None
+            group.cancel_scope.cancel()
+            if not self._stopping:
+                raise ConnectionError("the connection closed" if settings.command is None
+                                      else "the process exited")
+
+    async def _changed(self) -> None:
+        if self.on_change is not None:
+            try:
+                await self.on_change(self)
+            except Exception:
+                log.exception("upstream %s: refreshing the catalog failed", self.label)
+
+    async def _list(self, session: ClientSession) -> Listing:
+        caps = session.server_capabilities
+        listing = Listing(capabilities=_dump(caps) if caps is not None else {})
+        if caps is None or caps.tools is not None:
+            listing.tools = await _all_pages(session.list_tools, "tools")
+        if caps is None or caps.prompts is not None:
+            listing.prompts = await _all_pages(session.list_prompts, "prompts")
+        if caps is None or caps.resources is not None:
+            listing.resources = await _all_pages(session.list_resources, "resources")
+            listing.templates = await _all_pages(session.list_resource_templates, "resourceTemplates")
+        return listing
+
+    # -- notifications and questions from the upstream ------------------------------------------
+
+    async def _on_message(self, message: Any) -> None:
+        if isinstance(message, Exception):
+            log.warning("upstream %s: transport error: %s", self.label, _describe(message))
+            return
+        root = getattr(message, "root", message)
+        method = getattr(root, "method", "")
+        if method.endswith("/list_changed") and method != "notifications/roots/list_changed":
+            if self._refresh is None or self._refresh.done():
+                self._refresh = asyncio.ensure_future(self._relist())
+        elif method == "notifications/resources/updated":
+            uri = getattr(getattr(root, "params", None), "uri", None)
+            if self.host is not None and uri is not None:
+                await self.host.notify_resource_updated(str(uri))
+
+    async def _follow_changes(self, session: ClientSession) -> None:
+        """A 2026-07-28 upstream tells of list changes on a subscriptions/listen stream, kept open here."""
+        try:
+            async with listen(session, tools_list_changed=True, prompts_list_changed=True,
+                              resources_list_changed=True) as changes:
+                async for _event in changes:
+                    if self._refresh is None or self._refresh.done():
+                        self._refresh = asyncio.ensure_future(self._relist())
+        except Exception as exc:  # an upstream without listen: its lists are read at (re)connect only
+            log.info("upstream %s: no list_changed stream (%s)", self.label, _describe(exc))
+
+    async def _relist(self) -> None:
+        await asyncio.sleep(0.05)  # a burst of list_changed notifications makes one refresh
+        session = self._session
+        if session is None:
+            return
+        try:
+            self.listing = await self._list(session)
+        except Exception as exc:
+            log.warning("upstream %s: listing after list_changed failed: %s", self.label, _describe(exc))
+            return
+        await self._changed()
+
+    def _caller(self) -> _Call | None:
+        """The one downstream call in flight, to which the upstream's question belongs."""
+        if len(self._callers) == 1:
+            return next(iter(self._callers.values()))
+        return None
+
+    def _no_caller(self, what: str) -> types.ErrorData:
+        why = "no call is in flight" if not self._callers else "several calls are in flight"
+        return types.ErrorData(code=types.INVALID_REQUEST,
+                               message=f"mcphost-proxy cannot forward {what}: {why} on this upstream connection")
+
+    async def _forward(self, what: str, ask: Callable[[mcphost.Context], Awaitable[Any]],
+                       call: _Call | None = None) -> Any:
+        """Ask the downstream client on behalf of the upstream (a session-era server-to-client request).
+
+        A failure the downstream caller must see (a capability its client lacks, a 2026-07-28 round
+        that ends the handler) is kept on the call and raised there once the upstream answers.
+        """
+        call = call or self._caller()
+        if call is None or call.ctx is None:
+            return self._no_caller(what)
+        try:
+            return await ask(call.ctx)
+        except asyncio.CancelledError:
+            raise
+        except mcphost.ClientRequestError as exc:
+            if exc.code == MISSING_CLIENT_CAPABILITY:
+                call.failure = exc
+            return types.ErrorData(code=exc.code, message=exc.message, data=exc.data)
+        except BaseException as exc:
+            call.failure = exc
+            return types.ErrorData(code=types.INTERNAL_ERROR, message=f"The client could not be asked ({what})")
+
+    async def _on_elicitation(self, context: Any, params: types.ElicitRequestParams) -> Any:
+        return await self._forward("elicitation", lambda ctx: _elicit(ctx, _dump(params)))
+
+    async def _on_sampling(self, context: Any, params: types.CreateMessageRequestParams) -> Any:
+        return await self._forward("sampling", lambda ctx: _sample(ctx, _dump(params)))
+
+    async def _on_roots(self, context: Any) -> Any:
+        return await self._forward("roots/list", lambda ctx: _roots(ctx))
+
+    async def answer_inputs(self, ctx: mcphost.Context | None, requests: dict[str, Any]) -> dict[str, Any]:
+        """Answers to a 2026-07-28 upstream's InputRequiredResult, asked of the downstream client under
+        the upstream's own keys (all at once, so they travel in one round)."""
+        if ctx is None:
+            raise mcphost.ToolError("The upstream asked a question, but nobody can answer it here")
+
+        async def one(key: str, request: Any) -> tuple[str, Any]:
+            params = _dump(request.params) if getattr(request, "params", None) is not None else {}
+            if isinstance(request, types.ElicitRequest):
+                return key, await _elicit(ctx, params, key)
+            if isinstance(request, types.CreateMessageRequest):
+                return key, await _sample(ctx, params, key)
+            return key, await _roots(ctx, key)
+
+        return dict(await asyncio.gather(*(one(key, request) for key, request in requests.items())))
+
+    async def _on_log(self, params: types.LoggingMessageNotificationParams) -> None:
+        await self._log_to(self._caller(), params)
+
+    async def _log_to(self, call: _Call | None, params: types.LoggingMessageNotificationParams) -> None:
+        if call is None or call.ctx is None:
+            log.info("upstream %s log (%s): %s", self.label, params.level, params.data)
+            return
+        await call.ctx.log(params.level, params.data, logger=params.logger)
+
+    # -- requests ---------------------------------------------------------------------------
+
+    async def session(self, timeout: float | None = None) -> ClientSession:
+        """The live client session; UpstreamUnavailable when there is none (within ``timeout``)."""
+        if self._session is None and timeout:
+            self.start()
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(timeout):
+                    await self._ready.wait()
+        if self._session is None:
+            detail = f": {self.error}" if self.error else ""
+            raise UpstreamUnavailable(f"Upstream server {self.label!r} is not available ({self.state}{detail}); "
+                                      "retry shortly")
+        return self._session
+
+    async def request(self, ctx: mcphost.Context | None, call: Callable[[ClientSession], Awaitable[Any]],
+                      wait: float | None = None) -> Any:
+        """Run ``call`` on the live session with ``ctx`` as the caller questions are forwarded to."""
+        session = await self.session(wait)
+        token = next(self._ids)
+        record = _Call(ctx)
+        if ctx is not None:
+            self._callers[token] = record
+            _DOWNSTREAM_CAPABILITIES.set(dict(ctx.session.client_capabilities or {}))
+        per_call = self._http is not None and session.discover_result is not None and ctx is not None
+        try:
+            if per_call:
+                try:
+                    async with self._per_call(session, record) as own:
+                        result = await call(own)
+                except BaseExceptionGroup as group:  # the per-call session's task group wraps what the call raised
+                    raise _first(group) from None
+            else:
+                result = await call(session)
+        except MCPError as exc:
+            if exc.error.code == types.CONNECTION_CLOSED:
+                if not per_call:  # the shared connection died: reconnect (a call's own stream may just end)
+                    log.warning("upstream %s: the connection closed during a call; reconnecting", self.label)
+                    self._dead.set()
+                raise UpstreamUnavailable(f"Upstream server {self.label!r} went away during the call") from None
+            raise mcphost.McpError(exc.error.code, exc.error.message, exc.error.data) from None
+        except (httpx2.HTTPError, anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
+            if not per_call or isinstance(exc, httpx2.ConnectError | ConnectionError):
+                log.warning("upstream %s: %s; reconnecting", self.label, _describe(exc))
+                self._dead.set()  # the upstream itself is gone, not only this call's stream
+            raise UpstreamUnavailable(f"Upstream server {self.label!r} failed: {_describe(exc)}") from None
+        except pydantic.ValidationError as exc:  # a result the mcp client refuses to parse
+            log.warning("upstream %s sent an invalid result: %s", self.label, exc)
+            raise mcphost.ToolError(f"Upstream server {self.label!r} sent a result that is not valid MCP") from None
+        finally:
+            self._callers.pop(token, None)
+        if record.failure is not None:
+            raise record.failure
+        return result
+
+    @contextlib.asynccontextmanager
+    async def _per_call(self, shared: ClientSession, record: _Call) -> AsyncIterator[ClientSession]:
+        """A client session of its own for one call to a 2026-07-28 HTTP upstream.
+
+        Each 2026-07-28 request is independent (no handshake: the shared session's discover result is
+        adopted), so a session per call costs little, and the notifications and questions arriving on
+        the call's stream then belong to that call for certain, however many calls are in flight.
+        """
+        settings = self.settings
+        assert self._http is not None and shared.discover_result is not None
+        async with contextlib.AsyncExitStack() as stack:
+            read, write = await stack.enter_async_context(
+                streamable_http_client(settings.url or "", http_client=self._http, terminate_on_close=False))
+
+            async def elicit(context: Any, params: Any) -> Any:
+                return await self._forward("elicitation", lambda ctx: _elicit(ctx, _dump(params)), record)
+
+            async def sample(context: Any, params: Any) -> Any:
+                return await self._forward("sampling", lambda ctx: _sample(ctx, _dump(params)), record)
+
+            async def roots(context: Any) -> Any:
+                return await self._forward("roots/list", lambda ctx: _roots(ctx), record)
+
+            async def logged(params: types.LoggingMessageNotificationParams) -> None:
+                await self._log_to(record, params)
+
+            own = await stack.enter_async_context(ClientSession(
+                read, write, read_timeout_seconds=settings.timeout, sampling_callback=sample,
+                elicitation_callback=elicit, list_roots_callback=roots, logging_callback=logged,
+                message_handler=self._on_message, client_info=CLIENT_INFO, log_level="debug",
+                extensions={tasks.EXTENSION: {}}, result_claims=tasks.CLAIMS))
+            own.adopt(shared.discover_result)
+            _forward_capabilities(own)
+            maps = getattr(shared, "_x_mcp_header_maps", None)  # Mcp-Param-* headers the listing declared
+            if maps is not None and hasattr(own, "_x_mcp_header_maps"):
+                own._x_mcp_header_maps = maps
+            yield own
+
+    async def rounds(self, ctx: mcphost.Context | None, send: Callable[..., Awaitable[Any]],
+                     session: ClientSession | None = None) -> Any:
+        """Call ``send(input_responses=, request_state=)`` until the upstream stops asking (2026-07-28
+        upstreams answer questions with an InputRequiredResult; session-era ones never do)."""
+        responses: dict[str, Any] | None = None
+        state: str | None = None
+        for _ in range(MAX_ROUNDS):
+            result = await send(input_responses=responses, request_state=state)
+            if isinstance(result, tasks.TaskCreated) and session is not None:  # tools/call only
+                return await tasks.follow(session, ctx, result, self.answer_inputs)
+            if not isinstance(result, types.InputRequiredResult):
+                return result
+            responses = await self.answer_inputs(ctx, dict(result.input_requests or {}))
+            state = result.request_state
+        raise mcphost.ToolError(f"Upstream server {self.label!r} kept asking questions; gave up after "
+                                f"{MAX_ROUNDS} rounds")
+
+
+#: The downstream client's capabilities, for the 2026-07-28 upstream request being sent in this task.
+_DOWNSTREAM_CAPABILITIES: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar(
+    "mcphost_proxy_downstream_capabilities", default=None)
+_CAPABILITIES_META = "io.modelcontextprotocol/clientCapabilities"
+_QUESTION_CAPABILITIES = ("elicitation", "sampling", "roots")
+
+
+def _forward_capabilities(session: ClientSession) -> None:
+    """Make each 2026-07-28 request declare what the downstream client can answer, not what the proxy can.
+
+    A stateless upstream decides per request which questions it may ask from the capabilities in
+    ``_meta``; the proxy can forward elicitation, sampling and roots only when the client it serves
+    declared them. The ``mcp`` client stamps its own capabilities on every request and has no
+    per-request override, so its stamp is wrapped (a private attribute: checked when mcp is upgraded).
+    """
+    original = getattr(session, "_stamp", None)
+    if original is None:
+        return
+
+    def stamp(data: dict[str, Any], opts: Any) -> None:
+        original(data, opts)
+        downstream = _DOWNSTREAM_CAPABILITIES.get()
+        meta = (data.get("params") or {}).get("_meta")
+        if downstream is not None and isinstance(meta, dict):
+            declared = dict(meta.get(_CAPABILITIES_META) or {})
+            for name in _QUESTION_CAPABILITIES:
+                if name in downstream:
+                    declared[name] = downstream[name]
+                else:
+                    declared.pop(name, None)
+            extensions = dict(declared.get("extensions") or {})
+            theirs = downstream.get("extensions")
+            if isinstance(theirs, dict) and tasks.EXTENSION in theirs:
+                extensions[tasks.EXTENSION] = theirs[tasks.EXTENSION]
+            else:
+                extensions.pop(tasks.EXTENSION, None)
+            if extensions:
+                declared["extensions"] = extensions
+            else:
+                declared.pop("extensions", None)
+            meta[_CAPABILITIES_META] = declared
+
+    session._stamp = stamp  # type: ignore[method-assign]
+
+
+class _Call:
+    """One downstream request being forwarded: whom to ask, and a failure to raise in its handler."""
+
+    __slots__ = ("ctx", "failure")
+
+    def __init__(self, ctx: mcphost.Context | None) -> None:
+        self.ctx = ctx
+        self.failure: BaseException | None = None
+
+
+async def _elicit(ctx: mcphost.Context, wire: dict[str, Any], key: str | None = None) -> types.ElicitResult:
+    wire.pop("_meta", None)
+    if wire.get("mode") == "url":
+        answer = await ctx.elicit_url(str(wire.get("message", "")), str(wire.get("url", "")),
+                                      elicitation_id=wire.get("elicitationId"), key=key)
+    else:
+        schema = wire.get("requestedSchema") or {"type": "object", "properties": {}}
+        answer = await ctx.elicit(str(wire.get("message", "")), schema, key=key)
+    return types.ElicitResult(action=answer.action, content=answer.content)
+
+
+async def _sample(ctx: mcphost.Context, wire: dict[str, Any], key: str | None = None) -> Any:
+    wire.pop("_meta", None)
+    messages = wire.pop("messages", [])
+    max_tokens = wire.pop("maxTokens", 1000)
+    answer = await ctx.sample(messages, max_tokens=max_tokens, key=key, **wire)
+    if "toolUse" in str(answer.get("content")) or isinstance(answer.get("content"), list):
+        return types.CreateMessageResultWithTools.model_validate(answer)
+    return types.CreateMessageResult.model_validate(answer)
+
+
+async def _roots(ctx: mcphost.Context, key: str | None = None) -> types.ListRootsResult:
+    return types.ListRootsResult.model_validate({"roots": await ctx.list_roots(key=key)})
+
+
+async def _all_pages(fetch: Callable[..., Awaitable[Any]], key: str) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = []
+    cursor: str | None = None
+    for _ in range(1000):
+        result = await fetch(params=types.PaginatedRequestParams(cursor=cursor) if cursor else None)
+        dumped = _dump(result)
+        items.extend(dumped.get(key) or [])
+        cursor = dumped.get("nextCursor")
+        if not cursor:
+            break
+    return items
+
+
+def _first(group: BaseExceptionGroup[Any]) -> BaseException:
+    """The exception a task group wrapped (the first that is not a cancellation)."""
+    for inner in group.exceptions:
+        if isinstance(inner, BaseExceptionGroup):
+            return _first(inner)
+        if not isinstance(inner, asyncio.CancelledError):
+            return inner
+    return group.exceptions[0]
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, BaseExceptionGroup):
+        inner = [e for e in exc.exceptions if not isinstance(e, asyncio.CancelledError)]
+        if inner:
+            return _describe(inner[0])
+    if isinstance(exc, MCPError):
+        return f"{exc.error.message} ({exc.error.code})"
+    text = str(exc) or type(exc).__name__
+    return f"{type(exc).__name__}: {text}"[:300] if text != type(exc).__name__ else text

@@ -1,0 +1,79 @@
+"""The official conformance suite (alpha.12) scores mcphost fronting a mounted conformance server.
+
+An upstream ``mcphost serve`` runs the conformance plugin; the front ``mcphost serve`` runs only the
+proxy plugin (the conformance plugin is not loaded there, so no name clashes) and mounts the upstream
+with ``prefix = ""`` and ``era = "auto"`` (the upstream speaks 2026-07-28 to the proxy, so the keys
+of its input requests reach the client unchanged, and tasks are forwarded), so the names the suite
+expects are the upstream's own.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.http_support import HttpServer
+
+REPO = Path(__file__).resolve().parents[3]
+CONFORMANCE_SH = REPO.parent / "shared" / "tools" / "conformance.sh"
+ALPHA = "0.2.0-alpha.12"
+TIMEOUT = 600 + 2 * 300 + 120
+
+
+@pytest.fixture(scope="module")
+def fronted(tmp_path_factory) -> Iterator[tuple[HttpServer, HttpServer]]:
+    missing = [tool for tool in ("bash", "curl", "npm", "flock") if shutil.which(tool) is None]
+    if not CONFORMANCE_SH.is_file() or missing:
+        pytest.skip(f"conformance suite unavailable ({CONFORMANCE_SH}, missing: {missing})")
+    where = tmp_path_factory.mktemp("conformance-proxy")
+    upstream = HttpServer(where, plugins="demo,conformance")
+    config = f'[plugins.proxy.servers.conformance]\nurl = "{upstream.url}"\nprefix = ""\nera = "auto"\n'
+    front = HttpServer(where, plugins="proxy", config=config)
+    yield upstream, front
+    front.stop()
+    upstream.stop()
+
+
+def _run(front: HttpServer, *args: str) -> tuple[str, str]:
+    cache = os.environ.get("CONFORMANCE_CACHE") or str(Path(tempfile.gettempdir()) / "conformance-cache")
+    env = {**os.environ, "CONFORMANCE_CACHE": cache, "CONFORMANCE_TIMEOUT": "600", "NO_COLOR": "1"}
+    proc = subprocess.run(["bash", str(CONFORMANCE_SH), f"http://localhost:{front.port}/mcp", *args],
+                          capture_output=True, text=True, env=env, timeout=TIMEOUT)
+    match = re.search(r"log: (\S+?\.log)", proc.stderr)
+    log = Path(match.group(1)).read_text(encoding="utf-8", errors="replace") if match else ""
+    return proc.stdout, log
+
+
+def _summary(log: str) -> dict[str, bool]:
+    block = log.split("=== SUMMARY ===", 1)[-1]
+    return {m.group(2): m.group(1) == "✓" for m in re.finditer(r"^(✓|✗) ([^ :]+):", block, re.MULTILINE)}
+
+
+def _failed(log: str) -> list[str]:
+    return sorted(name for name, passed in _summary(log).items() if not passed)
+
+
+def test_conformance_alpha_suite_all_2025_11_25_through_the_proxy(fronted):
+    out, log = _run(fronted[1], ALPHA, "--", "--suite", "all", "--spec-version", "2025-11-25")
+    print(out)
+    assert "PASS 33/33" in out, f"{out}\nfailed: {_failed(log)}\n{fronted[1].log()[-3000:]}"
+
+
+def test_conformance_alpha_requirements_2026_07_28_through_the_proxy(fronted):
+    out, log = _run(fronted[1], ALPHA, "--", "--requirements", "2026-07-28")
+    print(out)
+    assert "SCORED PASS 37/37" in out, f"{out}\nfailed: {_failed(log)}\n{fronted[1].log()[-3000:]}"
+
+
+def test_conformance_alpha_suite_all_through_the_proxy(fronted):
+    out, log = _run(fronted[1], ALPHA, "--", "--suite", "all")
+    print(out)
+    assert "PASS 65/65" in out, f"{out}\nfailed: {_failed(log)}\n{fronted[1].log()[-3000:]}"
+    assert len(_summary(log)) == 65 and all(_summary(log).values())

@@ -1,0 +1,80 @@
+"""A small MCP server written with the official Python SDK (mcp 2.3.0's MCPServer), run over stdio.
+
+The proxy tests mount it as an upstream. ``PROXY_TEST_COUNT_FILE`` names a file where each run of
+``ask_name`` appends a line, so a test can count how many times the tool really ran.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+
+from mcp.server.mcpserver import Context, MCPServer
+from pydantic import BaseModel
+
+server = MCPServer("sdk-upstream")
+
+
+class Name(BaseModel):
+    name: str
+
+
+@server.tool()
+def add(a: int, b: int) -> int:
+    """Add two numbers."""
+    return a + b
+
+
+@server.tool()
+def pid() -> int:
+    """The upstream process id (per_session tests tell connections apart by it)."""
+    return os.getpid()
+
+
+@server.tool()
+async def ask_name(ctx: Context) -> str:
+    """Ask the user for a name mid-call."""
+    path = os.environ.get("PROXY_TEST_COUNT_FILE")
+    if path:
+        with open(path, "a", encoding="utf-8") as file:
+            file.write("run\n")
+    answer = await ctx.elicit("What is your name?", Name)
+    if answer.action == "accept":
+        return f"Hello, {answer.data.name}!"
+    return f"no name ({answer.action})"
+
+
+@server.tool()
+async def slow(seconds: float, ctx: Context) -> str:
+    """Report progress, log, then sleep."""
+    await ctx.report_progress(1, 2, "started")
+    await ctx.info("sleeping")
+    path = os.environ.get("PROXY_TEST_PID_FILE")
+    if path:
+        with open(path, "w", encoding="utf-8") as file:
+            file.write(str(os.getpid()))
+    try:
+        await asyncio.sleep(seconds)
+    except asyncio.CancelledError:
+        cancelled = os.environ.get("PROXY_TEST_CANCEL_FILE")
+        if cancelled:
+            with open(cancelled, "w", encoding="utf-8") as file:
+                file.write("cancelled")
+        raise
+    return "slept"
+
+
+@server.prompt()
+def greet(name: str) -> str:
+    """A greeting prompt."""
+    return f"Say hello to {name}"
+
+
+@server.resource("sdk://motd")
+def motd() -> str:
+    """Message of the day."""
+    return "hello from the SDK"
+
+
+if __name__ == "__main__":
+    server.run("stdio")
