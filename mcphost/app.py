@@ -12,13 +12,20 @@ without auth: probes are frequent, and they reveal nothing but whether this proc
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import functools
+import logging
 from typing import Any
 
 import orjson
 from quart import Quart, Response, request
 
 from mcphost.host import Host
+from mcphost.plugins import run_plugin
 from mcphost.transports.http import HttpTransport, Receive, Scope, Send, respond_unread
+
+log = logging.getLogger("mcphost.app")
 
 
 class McpApp:
@@ -51,7 +58,11 @@ class McpApp:
             self.quart.add_url_rule(path, f"mcphost_protected_resource_{index}", self._metadata,
                                     methods=["GET", "HEAD", "OPTIONS", "POST", "PUT", "PATCH", "DELETE"],
                                     provide_automatic_options=False)
+        own = set(self.quart.view_functions)
         host.pm.hook.mcphost_routes(app=self.quart)
+        for endpoint, view in list(self.quart.view_functions.items()):
+            if endpoint not in own:  # a plugin's: its SystemExit becomes a 500, as an Exception would
+                self.quart.view_functions[endpoint] = _contained_view(self.quart, view)
 
     async def _metadata(self) -> Response:
         """The protected resource metadata document: public, read-only, readable cross-origin."""
@@ -70,6 +81,21 @@ class McpApp:
         return _json(document, 200, cors)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await self._serve(scope, receive, send)
+        except (Exception, asyncio.CancelledError):
+            raise
+        except BaseException as exc:
+            # SystemExit or KeyboardInterrupt from plugin code the host did not wrap (a plugin's
+            # own route, say): leaving this task it would stop the event loop and the process.
+            log.error("plugin code raised %s while serving %s %s; answered 500", type(exc).__name__,
+                      scope.get("method", scope["type"]), scope.get("path", ""), exc_info=exc)
+            if scope["type"] == "http":
+                with contextlib.suppress(Exception):
+                    await respond_unread(receive, send, 500, orjson.dumps({"error": "Internal error"}),
+                                         {"connection": "close"}, False)
+
+    async def _serve(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
             # The declared size is checked first, on every route and method (the MCP endpoint's
             # own checks - Accept, Content-Type - would otherwise answer first for some requests).
@@ -112,6 +138,21 @@ class McpApp:
             ok, body = await self.readiness()
         payload = b"" if scope["method"] == "HEAD" else orjson.dumps(body)
         await respond_unread(receive, send, 200 if ok else 503, payload, {"cache-control": "no-store"}, unread)
+
+
+def _contained_view(quart: Quart, view: Any) -> Any:
+    """``view`` (a plugin's route) with BaseExceptions other than cancellation made Exceptions.
+
+    Quart runs each request in a task of its own and catches ``Exception`` only: a ``SystemExit``
+    leaving that task would stop the event loop.
+    """
+    call = quart.ensure_async(view)
+
+    @functools.wraps(view)
+    async def contained_view(*args: Any, **kwargs: Any) -> Any:
+        return await run_plugin(call, *args, **kwargs)
+
+    return contained_view
 
 
 #: Probe paths answered by the app itself (they shadow plugin routes of the same path).

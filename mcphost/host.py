@@ -20,7 +20,7 @@ import pluggy
 from mcphost.auth import ResourceServer
 from mcphost.catalog import Catalog
 from mcphost.config import Config, validate_plugin_sections
-from mcphost.errors import PluginError, Refused
+from mcphost.errors import PluginAborted, PluginError, Refused
 from mcphost.kernel import Kernel
 from mcphost.kernel.tasks import EXTENSION as TASKS_EXTENSION
 from mcphost.plugins import (
@@ -32,6 +32,7 @@ from mcphost.plugins import (
     load_plugins,
     make_plugin_manager,
     mark_failed,
+    run_plugin,
 )
 from mcphost.protocol.versions import at_least
 from mcphost.records import Middleware, Provenance, stamped
@@ -184,12 +185,14 @@ class Host:
                 await self.terminate(session, "shutdown")
         for impl in impls(self.pm, "mcphost_shutdown"):
             try:
-                await await_maybe(call_impl(impl, host=self))
+                await run_plugin(call_impl, impl, host=self)
             except Exception:
                 log.exception("plugin %s: mcphost_shutdown raised", impl.plugin_name)
         if self.cluster is not None:
             await self.cluster.stop()
         await await_maybe(getattr(self.backend, "close", _nothing)())
+        if self.kernel is not None:
+            self.kernel.close()
         self._started = False
 
     async def reload(self) -> None:
@@ -285,9 +288,12 @@ class Host:
         """
         for impl in self._authenticate:
             try:
-                principal = await await_maybe(call_impl(impl, request=connection))
+                principal = await run_plugin(call_impl, impl, request=connection)
             except Refused:
                 raise
+            except PluginAborted as exc:  # SystemExit and the like: the plugin's bug, not an outage
+                log.error("plugin %s: mcphost_authenticate raised %s", impl.plugin_name, exc, exc_info=exc.cause)
+                raise Refused("Internal error", status=500) from None
             except Exception:
                 log.exception("plugin %s: mcphost_authenticate raised", impl.plugin_name)
                 raise Refused("Authentication is unavailable; retry later", status=503,
@@ -300,7 +306,7 @@ class Host:
         """Run ``mcphost_connect``; raises :class:`Refused` when a plugin turns the client away."""
         for impl in self._connect:
             try:
-                await await_maybe(call_impl(impl, session=session, request=connection))
+                await run_plugin(call_impl, impl, session=session, request=connection)
             except Refused:
                 raise
             except Exception:
@@ -340,7 +346,7 @@ class Host:
     async def _notify(self, hook: list[pluggy.HookImpl], name: str, session: Session, reason: str) -> None:
         for impl in hook:
             try:
-                await await_maybe(call_impl(impl, session=session, reason=reason))
+                await run_plugin(call_impl, impl, session=session, reason=reason)
             except Exception as exc:
                 self.failures.report(impl.plugin_name, name, exc)
 
@@ -352,7 +358,7 @@ class Host:
         """
         for impl in self._exception:
             try:
-                await await_maybe(call_impl(impl, request=request, exception=exception))
+                await run_plugin(call_impl, impl, request=request, exception=exception)
             except Exception as exc:
                 self.failures.report(impl.plugin_name, "mcphost_exception", exc)
 

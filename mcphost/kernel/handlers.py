@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import functools
 import inspect
 import logging
 from collections.abc import Awaitable, Callable
+from concurrent.futures import Executor
 from typing import TYPE_CHECKING, Any
 
 from mcphost.catalog import Grant, grant_of, page, permits
 from mcphost.content import Completion
 from mcphost.context import Context, Deferred
-from mcphost.errors import ClientRequestError, InsufficientScope, ToolError
+from mcphost.errors import ClientRequestError, InsufficientScope, PluginAborted, ToolError
 from mcphost.kernel import results
 from mcphost.kernel.modern import ModernScope
 from mcphost.kernel.scope import RequestScope
@@ -57,14 +59,32 @@ def method(name: str) -> Callable[[Handler], Handler]:
     return register
 
 
-async def call_handler(fn: Callable[..., Any], kwargs: dict[str, Any], *, thread: bool = False) -> Any:
-    """Run a plugin's handler (sync, async or in a thread) and wait for a Deferred it returns."""
-    value = await asyncio.to_thread(fn, **kwargs) if thread else fn(**kwargs)
-    if inspect.isawaitable(value) and not isinstance(value, Deferred):
-        value = await value
-    if isinstance(value, Deferred):
-        value = await value
-    return value
+async def call_handler(fn: Callable[..., Any], kwargs: dict[str, Any], *, pool: Executor | None = None,
+                       thread: bool = False) -> Any:
+    """Run a plugin's handler and wait for a Deferred it returns.
+
+    A synchronous (``def``) handler runs in ``pool`` (the kernel's bounded thread pool), so one
+    that blocks never freezes the event loop; ``async def`` handlers run on the loop, unless
+    ``thread`` asks for a thread anyway. Whatever the handler raises but cancellation comes out as
+    an ``Exception`` (:class:`~mcphost.errors.PluginAborted` for SystemExit and the like).
+    """
+    try:
+        if pool is not None and (thread or not inspect.iscoroutinefunction(fn)):
+            loop = asyncio.get_running_loop()
+            # The caller's context variables (a trace span, say) go along, as asyncio.to_thread does.
+            call = functools.partial(contextvars.copy_context().run, fn, **kwargs)
+            value = await loop.run_in_executor(pool, call)
+        else:
+            value = await asyncio.to_thread(fn, **kwargs) if thread else fn(**kwargs)
+        if inspect.isawaitable(value) and not isinstance(value, Deferred):
+            value = await value
+        if isinstance(value, Deferred):
+            value = await value
+        return value
+    except (Exception, asyncio.CancelledError):
+        raise
+    except BaseException as exc:
+        raise PluginAborted(exc) from exc
 
 
 def _progress_token(request: RequestInfo) -> Any:
@@ -269,7 +289,7 @@ async def _invoke_tool(kernel: Kernel, request: RequestInfo, entry: Any, kwargs:
     deadline = asyncio.timeout(limit or None)
     try:
         async with deadline:
-            value = await call_handler(record.fn, kwargs, thread=record.thread)
+            value = await call_handler(record.fn, kwargs, pool=kernel.sync_pool, thread=record.thread)
     except TimeoutError as exc:
         if not deadline.expired():  # the tool's own timeout (an HTTP client's, say): a tool failure
             return await _tool_failed(kernel, request, record, exc)
@@ -337,7 +357,7 @@ async def read_resource(kernel: Kernel, request: RequestInfo) -> dict[str, Any]:
     if record.context_param:
         kwargs[record.context_param] = Context(_scope(kernel, request))
     try:
-        value = await call_handler(record.fn, kwargs)
+        value = await call_handler(record.fn, kwargs, pool=kernel.sync_pool)
     except McpError:
         raise
     except ClientRequestError as exc:
@@ -403,7 +423,7 @@ async def get_prompt(kernel: Kernel, request: RequestInfo) -> dict[str, Any]:
     if prompt.context_param:
         kwargs[prompt.context_param] = Context(_scope(kernel, request))
     try:
-        value = await call_handler(prompt.fn, kwargs)
+        value = await call_handler(prompt.fn, kwargs, pool=kernel.sync_pool)
         return results.prompt_result(prompt.description, value)
     except McpError:
         raise
@@ -448,9 +468,8 @@ async def complete(kernel: Kernel, request: RequestInfo) -> dict[str, Any]:
     if completer is None:
         return {"completion": {"values": []}}
     try:
-        found = completer(value, dict(context_args))
-        if inspect.isawaitable(found):
-            found = await found
+        found = await call_handler(functools.partial(completer, value, dict(context_args)), {},
+                                   pool=kernel.sync_pool)
     except McpError:
         raise
     except Exception as exc:

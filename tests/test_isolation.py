@@ -1,0 +1,194 @@
+"""Isolation (RELIABILITY H): no plugin stops, freezes or starves the host, over real HTTP.
+
+Each test runs a real ``mcphost serve`` subprocess with the ``httpunruly`` plugin
+(tests/http_plugins/unruly.py), which exits, interrupts and blocks on demand.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.http_plugins.harness import call, probe_env, rpc
+from tests.http_support import HttpServer, sse_messages
+from tests.test_http_modern import modern
+
+UNRULY = "demo,httpunruly"
+ANONYMOUS = "[server]\nallow_anonymous = true\n"
+
+
+@pytest.fixture(scope="module")
+def unruly_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("unruly")
+
+
+@pytest.fixture(scope="module")
+def server(unruly_root: Path) -> Iterator[HttpServer]:
+    server = HttpServer(unruly_root, plugins=UNRULY, env=probe_env(unruly_root), config=ANONYMOUS)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def client() -> Iterator[httpx.Client]:
+    with httpx.Client(timeout=30) as client:
+        yield client
+
+
+def reply(response: httpx.Response) -> dict[str, Any]:
+    """The JSON-RPC reply in a JSON or SSE response body."""
+    if response.headers.get("content-type", "").startswith("text/event-stream"):
+        [message] = [m for m in sse_messages(response.text) if "id" in m]
+        return message
+    return response.json()  # type: ignore[no-any-return]
+
+
+def session_call(server: HttpServer, client: httpx.Client, session_id: str, message: dict[str, Any],
+                 **headers: str) -> httpx.Response:
+    return client.post(server.url, headers=server.headers(session_id, **headers), json=message)
+
+
+def modern_call(server: HttpServer, client: httpx.Client, message: dict[str, Any], **headers: str
+                ) -> httpx.Response:
+    params = message.get("params") or {}
+    payload, sent = modern(message["method"], params, request_id=message["id"])
+    sent.update({k.replace("_", "-"): v for k, v in headers.items()})
+    return client.post(server.url, headers=sent, json=payload)
+
+
+def assert_serving(server: HttpServer, client: httpx.Client) -> None:
+    assert server.process.poll() is None, server.log()
+    assert client.get(server.url.replace("/mcp", "/healthz")).status_code == 200
+    session_id = server.initialize(client)
+    answer = reply(session_call(server, client, session_id, call(99, "echo", {"text": "still here"})))
+    assert answer["result"]["content"][0]["text"] == "still here"
+
+
+# -- H1: BaseExceptions from plugin code ------------------------------------------------------------
+
+@pytest.mark.parametrize("tool", ["exit_cli", "exit_async", "interrupt", "generator_exit"])
+def test_a_tool_raising_a_base_exception_is_an_error_result_and_the_server_keeps_serving(
+        server: HttpServer, client: httpx.Client, tool: str) -> None:
+    session_id = server.initialize(client)
+    answer = reply(session_call(server, client, session_id, call(1, tool)))
+    assert answer["result"]["isError"] is True
+    modern = reply(modern_call(server, client, call(2, tool)))
+    assert modern["result"]["isError"] is True
+    assert_serving(server, client)
+    assert f"tool {tool} (plugin httpunruly) raised" in server.log()
+
+
+@pytest.mark.parametrize("kind", ["exit", "interrupt"])
+def test_a_resource_or_prompt_raising_a_base_exception_is_an_internal_error(
+        server: HttpServer, client: httpx.Client, kind: str) -> None:
+    session_id = server.initialize(client)
+    read = reply(session_call(server, client, session_id, rpc(1, "resources/read", {"uri": f"unruly://raise/{kind}"})))
+    assert read["error"]["code"] == -32603
+    prompt = reply(session_call(server, client, session_id, rpc(2, "prompts/get", {
+        "name": "unruly_prompt", "arguments": {"kind": kind}})))
+    assert prompt["error"]["code"] == -32603
+    assert_serving(server, client)
+    log = server.log()
+    assert "resource unruly://raise/" in log and "(plugin httpunruly) raised" in log
+    assert "prompt unruly_prompt (plugin httpunruly) raised" in log
+
+
+def test_middleware_and_connect_hooks_raising_system_exit_fail_only_their_request(
+        server: HttpServer, client: httpx.Client) -> None:
+    session_id = server.initialize(client)
+    # Fail-open middleware: skipped, the call itself answers.
+    answer = reply(session_call(server, client, session_id, call(1, "fine"), x_unruly_middleware="exit"))
+    assert answer["result"]["content"][0]["text"] == "fine"
+    # A connect hook fails closed: refused with 500, no challenge.
+    refused = session_call(server, client, session_id, call(2, "fine"), x_unruly_connect="exit")
+    assert refused.status_code == 500 and "www-authenticate" not in refused.headers
+    assert_serving(server, client)
+    assert "plugin httpunruly: middleware unruly_middleware raised" in server.log()
+
+
+@pytest.mark.parametrize("mode", ["exit", "interrupt"])
+def test_an_auth_hook_raising_a_base_exception_answers_500_without_a_challenge(
+        server: HttpServer, client: httpx.Client, mode: str) -> None:
+    response = client.post(server.url, headers=server.headers(x_unruly_auth=mode),
+                           json=rpc(1, "initialize", {"protocolVersion": "2025-11-25", "capabilities": {},
+                                                      "clientInfo": {"name": "t", "version": "0"}}))
+    assert response.status_code == 500
+    assert "www-authenticate" not in response.headers and "mcp-session-id" not in response.headers
+    assert_serving(server, client)
+    assert "plugin httpunruly: mcphost_authenticate raised" in server.log()
+
+
+def test_a_plugin_route_raising_system_exit_answers_500(server: HttpServer, client: httpx.Client) -> None:
+    base = server.url.removesuffix("/mcp")
+    assert client.get(f"{base}/unruly/exit").status_code == 500
+    assert client.get(f"{base}/unruly/ok").text == "ok"
+    assert_serving(server, client)
+
+
+# -- H2: synchronous handlers run off the event loop ------------------------------------------------
+
+def test_a_blocking_synchronous_tool_freezes_no_other_client(server: HttpServer, client: httpx.Client) -> None:
+    session_id = server.initialize(client)
+    outcome: dict[str, Any] = {}
+
+    def blocker() -> None:
+        with httpx.Client(timeout=30) as other:
+            outcome["reply"] = reply(session_call(server, other, session_id, call(1, "block", {"seconds": 3})))
+
+    thread = threading.Thread(target=blocker)
+    thread.start()
+    time.sleep(0.5)  # the blocking call is running now
+    try:
+        started = time.monotonic()
+        assert client.get(server.url.replace("/mcp", "/healthz")).status_code == 200
+        health = time.monotonic() - started
+        started = time.monotonic()
+        echoed = reply(modern_call(server, client, call(2, "echo", {"text": "x"})))
+        echo = time.monotonic() - started
+    finally:
+        thread.join()
+    assert echoed["result"]["content"][0]["text"] == "x"
+    # < 100 ms on an idle machine (benchmarks/bench_isolation.py measures it); generous here.
+    assert health < 1.0 and echo < 1.0, (health, echo)
+    assert outcome["reply"]["result"]["content"][0]["text"] == "slept 3"
+
+
+def test_sync_workers_bounds_the_threads_and_is_a_setting(unruly_root: Path, tmp_path: Path) -> None:
+    """With one sync worker, two blocking calls run one after the other; the loop stays free."""
+    server = HttpServer(tmp_path, plugins=UNRULY, env=probe_env(unruly_root),
+                        config=ANONYMOUS + "sync_workers = 1\n")
+    try:
+        results: list[float] = []
+
+        def blocker() -> None:
+            with httpx.Client(timeout=30) as other:
+                started = time.monotonic()
+                modern_call(server, other, call(1, "block", {"seconds": 1}))
+                results.append(time.monotonic() - started)
+
+        threads = [threading.Thread(target=blocker) for _ in range(2)]
+        for thread in threads:
+            thread.start()
+        time.sleep(0.3)
+        with httpx.Client(timeout=30) as client:
+            started = time.monotonic()
+            assert client.get(server.url.replace("/mcp", "/healthz")).status_code == 200
+            assert time.monotonic() - started < 1.0
+        for thread in threads:
+            thread.join()
+        assert max(results) >= 1.8, results  # the second waited for the one thread
+    finally:
+        server.stop()
+
+
+def _json(text: str) -> Any:
+    return json.loads(text)
