@@ -192,3 +192,23 @@ def test_sync_workers_bounds_the_threads_and_is_a_setting(unruly_root: Path, tmp
 
 def _json(text: str) -> Any:
     return json.loads(text)
+
+
+# -- H3: first-party work driven by client input is linear, bounded and off the loop ----------------
+
+def test_a_one_mebibyte_uri_to_the_demo_file_template_costs_milliseconds(
+        server: HttpServer, client: httpx.Client) -> None:
+    session_id = server.initialize(client)
+    uri = "demo://files/" + "a/" * (512 * 1024)  # 1 MiB, half a million segments
+    started = time.monotonic()
+    answer = reply(session_call(server, client, session_id, rpc(1, "resources/read", {"uri": uri})))
+    elapsed = time.monotonic() - started
+    assert answer["error"]["code"] == -32002
+    completion = reply(session_call(server, client, session_id, rpc(2, "completion/complete", {
+        "ref": {"type": "ref/resource", "uri": "demo://files/{+path}"},
+        "argument": {"name": "path", "value": "a/" * (512 * 1024)}})))
+    assert completion["result"]["completion"]["values"] == []
+    total = time.monotonic() - started
+    # Milliseconds of work on an idle machine (most of this is moving 2 MiB over loopback).
+    assert elapsed < 2.0 and total < 3.0, (elapsed, total)
+    assert_serving(server, client)
