@@ -115,6 +115,18 @@ class McpApp:
                 return
         await self.quart(scope, receive, send)
 
+    def begin_shutdown(self) -> None:
+        """Shutdown has begun: end every open stream now, each with its final message.
+
+        Hypercorn waits for open connections (up to ``graceful_timeout``) before the lifespan
+        shutdown runs :meth:`Host.stop`, so streams are told here, when the signal arrives: SSE
+        streams of the session era end with a ``retry`` hint (clients resume here once back, or
+        elsewhere), 2026-07-28 ``subscriptions/listen`` streams with their result.
+        """
+        self.transport.closing.set()
+        if self.host.kernel is not None:
+            self.host.kernel.closing.set()
+
     async def readiness(self) -> tuple[bool, dict[str, Any]]:
         """Whether this process should get traffic now, and the body that says why."""
         if self.transport.closing.is_set():

@@ -212,3 +212,56 @@ def test_a_one_mebibyte_uri_to_the_demo_file_template_costs_milliseconds(
     # Milliseconds of work on an idle machine (most of this is moving 2 MiB over loopback).
     assert elapsed < 2.0 and total < 3.0, (elapsed, total)
     assert_serving(server, client)
+
+
+# -- H14: graceful shutdown ends every stream kind at once ----------------------------------------
+
+def test_sigterm_ends_get_and_listen_streams_at_once_and_refuses_new_connections(
+        unruly_root: Path, tmp_path: Path) -> None:
+    server = HttpServer(tmp_path, plugins=UNRULY, env=probe_env(unruly_root),
+                        config=ANONYMOUS + "graceful_timeout = 30\n")
+    ended: dict[str, float] = {}
+    bodies: dict[str, str] = {}
+
+    def follow(name: str, method: str, headers: dict[str, str], body: Any = None) -> None:
+        with httpx.Client(timeout=60) as streamer, streamer.stream(method, server.url, headers=headers,
+                                                                  json=body) as response:
+            text = ""
+            for chunk in response.iter_text():
+                text += chunk
+            bodies[name] = text
+            ended[name] = time.monotonic()
+
+    try:
+        with httpx.Client(timeout=30) as client:
+            session_id = server.initialize(client)
+            listen, listen_headers = modern("subscriptions/listen", {"notifications": {"toolsListChanged": True}},
+                                            request_id="listen-1")
+            streams = [
+                threading.Thread(target=follow, args=("get", "GET", {**server.headers(session_id),
+                                                                       "accept": "text/event-stream"})),
+                threading.Thread(target=follow, args=("listen", "POST", listen_headers, listen)),
+                # A running call keeps the server draining; no stream waits for it.
+                threading.Thread(target=follow, args=("call", "POST", server.headers(session_id),
+                                                      call(5, "block", {"seconds": 4}))),
+            ]
+            for thread in streams:
+                thread.start()
+            time.sleep(1.0)  # all three are open
+            signalled = time.monotonic()
+            server.process.send_signal(15)
+            time.sleep(0.5)
+            with pytest.raises(httpx.ConnectError):  # no new connections while draining
+                client.get(server.url.replace("/mcp", "/healthz"))
+            for thread in streams:
+                thread.join(20)
+        assert ended["get"] - signalled < 3.0 and ended["listen"] - signalled < 3.0, (ended, signalled)
+        assert "retry:" in bodies["get"]
+        final = sse_messages(bodies["listen"])[-1]
+        assert final["id"] == "listen-1" and "result" in final, bodies["listen"]
+        assert "retry:" in bodies["call"]  # a session-era request stream too: its client resumes
+        server.process.wait(20)
+        assert time.monotonic() - signalled < 15.0  # well before graceful_timeout
+    finally:
+        server.stop()
+
