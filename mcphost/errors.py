@@ -16,6 +16,11 @@ class ToolError(Exception):
     """
 
 
+class HostSignal(BaseException):
+    """A BaseException the host raises through plugin code on purpose (a 2026-07-28 handler's
+    missing answer, say): it passes the host's containment of plugin exceptions untouched."""
+
+
 class PluginAborted(Exception):
     """Plugin code raised a BaseException that is neither an Exception nor a cancellation.
 

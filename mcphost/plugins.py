@@ -22,7 +22,7 @@ from typing import Any, Literal
 import pluggy
 
 from mcphost import hookspecs
-from mcphost.errors import PluginAborted
+from mcphost.errors import HostSignal, PluginAborted
 
 log = logging.getLogger("mcphost.plugins")
 
@@ -204,7 +204,7 @@ async def run_plugin(fn: Any, /, *args: Any, **kwargs: Any) -> Any:
         if inspect.isawaitable(value):
             value = await value
         return value
-    except (Exception, asyncio.CancelledError):
+    except (Exception, asyncio.CancelledError, HostSignal):
         raise
     except BaseException as exc:
         raise PluginAborted(exc) from exc
@@ -214,7 +214,7 @@ async def contained(awaitable: Any) -> Any:
     """Await plugin code, turning a BaseException it raises (cancellation aside) into PluginAborted."""
     try:
         return await awaitable
-    except (Exception, asyncio.CancelledError):
+    except (Exception, asyncio.CancelledError, HostSignal):
         raise
     except BaseException as exc:
         raise PluginAborted(exc) from exc

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from mcphost.catalog import Grant, grant_of, page, permits
 from mcphost.content import Completion
 from mcphost.context import Context, Deferred
-from mcphost.errors import ClientRequestError, InsufficientScope, PluginAborted, ToolError
+from mcphost.errors import ClientRequestError, HostSignal, InsufficientScope, PluginAborted, ToolError
 from mcphost.kernel import results
 from mcphost.kernel.modern import ModernScope
 from mcphost.kernel.scope import RequestScope
@@ -81,7 +81,7 @@ async def call_handler(fn: Callable[..., Any], kwargs: dict[str, Any], *, pool: 
         if isinstance(value, Deferred):
             value = await value
         return value
-    except (Exception, asyncio.CancelledError):
+    except (Exception, asyncio.CancelledError, HostSignal):
         raise
     except BaseException as exc:
         raise PluginAborted(exc) from exc
