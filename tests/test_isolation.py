@@ -265,3 +265,31 @@ def test_sigterm_ends_get_and_listen_streams_at_once_and_refuses_new_connections
     finally:
         server.stop()
 
+
+
+# -- H15: ambiguous Origin and Host headers ----------------------------------------------------------
+
+@pytest.mark.parametrize("origins", [["http://localhost", "http://evil.example"],
+                                     ["http://evil.example", "http://localhost"],
+                                     ["http://localhost", "http://localhost"]])
+def test_two_origin_headers_are_forbidden(server: HttpServer, client: httpx.Client, origins: list[str]) -> None:
+    headers = [*server.headers().items(), *(("origin", origin) for origin in origins)]
+    response = client.post(server.url, headers=headers, json=rpc(1, "ping"))
+    assert response.status_code == 403 and "mcp-session-id" not in response.headers
+
+
+@pytest.mark.parametrize("host", ["localhost:evil", "127.0.0.1:80x", "localhost:", "[::1]x", "localhost:123456"])
+def test_a_malformed_host_header_is_misdirected(server: HttpServer, client: httpx.Client, host: str) -> None:
+    response = client.post(server.url, headers={**server.headers(), "host": host},
+                           json=rpc(1, "initialize", {"protocolVersion": "2025-11-25", "capabilities": {},
+                                                      "clientInfo": {"name": "t", "version": "0"}}))
+    assert response.status_code == 421 and "mcp-session-id" not in response.headers
+
+
+def test_two_host_headers_are_misdirected(server: HttpServer) -> None:
+    from tests.http_plugins.harness import raw_exchange
+    head = (f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\nHost: evil.example\r\n"
+            "Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n"
+            "Content-Length: 40\r\n\r\n").encode()
+    answer = raw_exchange(server.port, head, [b'{"jsonrpc":"2.0","id":1,"method":"ping"}'])
+    assert answer.status in (400, 421), answer

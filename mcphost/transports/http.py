@@ -328,7 +328,7 @@ class HttpTransport:
             return message
 
         try:
-            self._check_host_and_origin(headers)
+            self._check_host_and_origin(headers, scope["headers"])
             # Who is calling is settled first, for every method, before any session is looked up.
             connection = await self._authenticate(scope, headers)
             method = scope["method"]
@@ -392,11 +392,24 @@ class HttpTransport:
 
     # -- checks -------------------------------------------------------------------------------
 
-    def _check_host_and_origin(self, headers: dict[str, str]) -> None:
+    def _check_host_and_origin(self, headers: dict[str, str], raw: list[tuple[bytes, bytes]] | None = None) -> None:
+        """403 for an Origin this server does not accept, 421 for a Host it is not.
+
+        ``raw``: the request's header lines, checked for a repeated Origin or Host (``headers``
+        kept only the last of each name, which a browser's real Origin could hide behind).
+        """
+        if raw is not None and len(raw) != len(headers):  # some name repeats: rare, only then count
+            names = [name.lower() for name, _ in raw]
+            if names.count(b"origin") > 1:
+                raise HttpError(403, "Forbidden: more than one Origin header")
+            if names.count(b"host") > 1:
+                raise HttpError(421, "Misdirected request: more than one Host header")
         origin = headers.get("origin")
         if origin is not None and not self._origin_allowed(origin, headers.get("host", "")):
             raise HttpError(403, "Forbidden: invalid Origin header")
         host = headers.get("host", "").lower()
+        if (self.allowed_hosts or self.loopback) and not _well_formed_host(host):
+            raise HttpError(421, "Misdirected request: invalid Host header")
         if self.allowed_hosts:
             if host not in self.allowed_hosts and _hostname(host) not in self.allowed_hosts:
                 raise HttpError(421, "Misdirected request: invalid Host header")
@@ -929,6 +942,31 @@ async def _patiently(operation: Callable[[], Awaitable[Any]], limit: float = 30.
 def _state(session: Session) -> HttpSessionState | None:
     outlet = session.outlet
     return outlet.state if isinstance(outlet, Outlet) else None
+
+
+def _well_formed_host(host: str) -> bool:
+    """Whether ``host`` is ``name``, ``name:port``, ``[v6]`` or ``[v6]:port`` with a numeric port."""
+    if host.startswith("["):
+        end = host.find("]")
+        rest = host[end + 1:] if end > 0 else None
+    elif host.count(":") > 1:  # a bare IPv6 address, as some clients send it
+        return is_loopback(host) or _is_address(host)
+    else:
+        rest = host[host.find(":"):] if ":" in host else ""
+    if rest is None:
+        return False
+    if not rest:
+        return True
+    port = rest[1:]
+    return rest[0] == ":" and 0 < len(port) <= 5 and port.isascii() and port.isdigit()
+
+
+def _is_address(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
 
 
 def _hostname(host: str) -> str:
