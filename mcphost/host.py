@@ -299,6 +299,10 @@ class Host:
                 raise Refused("Authentication is unavailable; retry later", status=503,
                               headers={"retry-after": "5"}) from None
             if principal is not None:
+                if not isinstance(principal, Principal):
+                    log.error("plugin %s: mcphost_authenticate returned %s, not a Principal or None (a bug in "
+                              "the plugin); answering 500", impl.plugin_name, type(principal).__name__)
+                    raise Refused("Internal error", status=500)
                 return principal
         return None
 

@@ -293,3 +293,36 @@ def test_two_host_headers_are_misdirected(server: HttpServer) -> None:
             "Content-Length: 40\r\n\r\n").encode()
     answer = raw_exchange(server.port, head, [b'{"jsonrpc":"2.0","id":1,"method":"ping"}'])
     assert answer.status in (400, 421), answer
+
+
+# -- H11 and the smaller things of the same pass ------------------------------------------------------
+
+def test_an_auth_hook_returning_a_non_principal_is_a_500_and_mints_no_session(
+        server: HttpServer, client: httpx.Client) -> None:
+    response = client.post(server.url, headers=server.headers(x_unruly_auth="bogus"),
+                           json=rpc(1, "initialize", {"protocolVersion": "2025-11-25", "capabilities": {},
+                                                      "clientInfo": {"name": "t", "version": "0"}}))
+    assert response.status_code == 500 and "mcp-session-id" not in response.headers
+    assert "www-authenticate" not in response.headers
+    assert "plugin httpunruly: mcphost_authenticate returned str, not a Principal" in server.log()
+
+
+@pytest.mark.parametrize("params", [{"protocolVersion": 5, "capabilities": {}, "clientInfo": {"name": "t"}},
+                                    {"protocolVersion": "2025-11-25", "capabilities": [], "clientInfo": {}},
+                                    {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": 1}}])
+def test_initialize_with_invalid_params_gets_32602_and_no_session(
+        server: HttpServer, client: httpx.Client, params: Any) -> None:
+    response = client.post(server.url, headers=server.headers(), json=rpc("init-7", "initialize", params))
+    assert response.status_code == 400 and "mcp-session-id" not in response.headers
+    body = response.json()
+    assert body["id"] == "init-7" and body["error"]["code"] == -32602, body
+
+
+def test_session_errors_carry_the_request_id(server: HttpServer, client: httpx.Client) -> None:
+    unknown = client.post(server.url, headers=server.headers("no-such-session"), json=call("c-1", "echo"))
+    assert unknown.status_code == 404 and unknown.json()["id"] == "c-1"
+    missing = client.post(server.url, headers=server.headers(), json=call(42, "echo"))
+    assert missing.status_code == 400 and missing.json()["id"] == 42
+    version = client.post(server.url, headers=server.headers("x", mcp_protocol_version="1999-01-01"),
+                          json=call(43, "echo"))
+    assert version.status_code == 400 and version.json()["id"] == 43

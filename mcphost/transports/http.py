@@ -34,6 +34,7 @@ from urllib.parse import urlsplit
 
 from mcphost.errors import Refused, Unauthorized
 from mcphost.host import Host
+from mcphost.kernel.handlers import check_initialize
 from mcphost.protocol import jsonrpc
 from mcphost.protocol.auth import bearer_challenge, bearer_token
 from mcphost.protocol.era import era_of, request_meta
@@ -464,10 +465,12 @@ class HttpTransport:
             raise HttpError(408, "Timed out reading the request body") from None
         return bytes(body)
 
-    async def _session(self, headers: dict[str, str], connection: Connection) -> Session:
+    async def _session(self, headers: dict[str, str], connection: Connection, request_id: Any = None) -> Session:
+        """The caller's session; 400 without the header, 404 when unknown (``request_id``: the
+        id of the request that asked, echoed in the error)."""
         session_id = headers.get("mcp-session-id")
         if not session_id:
-            raise HttpError(400, "Bad request: Mcp-Session-Id header is required")
+            raise HttpError(400, "Bad request: Mcp-Session-Id header is required", request_id=request_id)
         session = self.host.sessions.get(session_id)
         if self.shared:
             if session is None:
@@ -476,7 +479,7 @@ class HttpTransport:
                 session = None
         # A foreign principal gets exactly the unknown-session answer: no existence oracle.
         if session is None or session.closed or _key(session.principal) != _key(connection.principal):
-            raise HttpError(404, "Session not found")
+            raise HttpError(404, "Session not found", request_id=request_id)
         return session
 
     # -- POST ---------------------------------------------------------------------------------
@@ -504,10 +507,11 @@ class HttpTransport:
             except Refused as exc:
                 raise _RefusedRequest(exc, jsonrpc.readable_id(payload)) from None
             return
+        batch = isinstance(payload, list)
+        request_id = None if batch else jsonrpc.readable_id(payload)  # for errors from here on
         if version is not None and version not in LEGACY_VERSIONS:
             raise HttpError(400, f"Bad request: Unsupported protocol version: {version[:40]} "
-                                 f"(supported: {', '.join(LEGACY_VERSIONS)})")
-        batch = isinstance(payload, list)
+                                 f"(supported: {', '.join(LEGACY_VERSIONS)})", request_id=request_id)
         messages = payload if batch else [payload]
         kinds = [_kind(m) for m in messages]
         if not batch and kinds[0] is None:
@@ -524,10 +528,14 @@ class HttpTransport:
                 raise HttpError(400, "Invalid request: initialize must not be part of a batch")
             if headers.get("mcp-session-id"):
                 raise HttpError(400, "Invalid request: this session is already initialized",
-                                request_id=jsonrpc.readable_id(payload))
+                                request_id=request_id)
+            try:  # before a session exists: an invalid initialize leaves none behind
+                check_initialize(payload.get("params"))
+            except McpError as exc:
+                raise HttpError(400, exc.message, code=exc.code, request_id=request_id) from None
             session = await self._create_session(connection)
         else:
-            session = await self._session(headers, connection)
+            session = await self._session(headers, connection, request_id)
             if batch and (not payload or not allows_batches(session.protocol_version or "")):
                 raise HttpError(400, "Invalid request: batches are accepted only on 2025-03-26 sessions")
             # A record the caller's token does not cover is refused before anything is answered:
