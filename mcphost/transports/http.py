@@ -26,6 +26,7 @@ import asyncio
 import contextlib
 import ipaddress
 import logging
+import re
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
@@ -474,7 +475,7 @@ class HttpTransport:
         session = self.host.sessions.get(session_id)
         if self.shared:
             if session is None:
-                session = await self._load(session_id) if len(session_id) <= 128 else None
+                session = await self._load(session_id) if _SESSION_ID.fullmatch(session_id) else None
             elif not session.closed and not await self._still_there(session):
                 session = None
         # A foreign principal gets exactly the unknown-session answer: no existence oracle.
@@ -867,11 +868,22 @@ def _kind(message: Any) -> jsonrpc.Kind | None:
 
 
 def _parse_event_id(value: str) -> tuple[str | None, int]:
-    """``<stream>.<seq>`` as (stream, seq); (None, -1) when it cannot be one of ours."""
+    """``<stream>.<seq>`` as (stream, seq); (None, -1) when it cannot be one of ours.
+
+    Stream ids are what this transport mints (``<n>``, or ``<n>-<worker>`` on a shared backend)
+    and nothing else: a client-chosen id never reaches a backend, where it could name one of
+    its internal keys or fields.
+    """
     stream, _, seq = value.strip().partition(".")
-    if not stream or not seq.isascii() or not seq.isdigit() or len(seq) > 18:
+    if not _STREAM_ID.fullmatch(stream) or not seq.isascii() or not seq.isdigit() or len(seq) > 18:
         return None, -1
     return stream, int(seq)
+
+
+#: A stream id this transport mints: a number, then on a shared backend the worker's hex tag.
+_STREAM_ID = re.compile(r"[0-9]{1,18}(?:-[0-9a-f]{1,32})?")
+#: A session id this host mints (``secrets.token_urlsafe``); anything else is unknown without a lookup.
+_SESSION_ID = re.compile(r"[A-Za-z0-9_-]{1,128}")
 
 
 def _frame(stream: str, seq: int, message: dict[str, Any] | None, retry_ms: int) -> bytes:

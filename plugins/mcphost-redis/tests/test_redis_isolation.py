@@ -1,0 +1,101 @@
+"""Isolation on the Redis backend (RELIABILITY H9, H12): client identifiers never reach Redis keys
+or fields they were not minted for, and readiness notices a Redis that cannot write.
+
+Each test runs real ``mcphost serve`` processes against a private redis-server.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+import httpx
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from mcphost_redis.testing import RedisServer
+
+from tests.http_support import HttpServer, sse_events
+
+INIT = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "isolation", "version": "0"}}
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory, redis_server: RedisServer) -> Iterator[HttpServer]:
+    root = tmp_path_factory.mktemp("redis-isolation")
+    config = f'[plugins.redis]\nurl = "{redis_server.url}"\nprefix = "iso:"\n'
+    server = HttpServer(root, plugins="demo,redis", config=config)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="module")
+def session(served: HttpServer) -> tuple[str, str]:
+    """A session with one finished request stream: (session id, that stream's id)."""
+    with httpx.Client(timeout=10) as client:
+        session_id = served.initialize(client)
+        response = client.post(served.url, headers=served.headers(session_id), json={
+            "jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "echo", "arguments": {"text": "x"}}})
+        [stream] = {event["id"].rpartition(".")[0] for event in sse_events(response.text) if "id" in event}
+    return session_id, stream
+
+
+def resume(server: HttpServer, session_id: str, last_event_id: str) -> tuple[int, str]:
+    """GET with ``Last-Event-ID``: the status, and the stream id the server accepted on a 200."""
+    headers = {**server.headers(session_id), "accept": "text/event-stream", "last-event-id": last_event_id}
+    with httpx.Client(timeout=5) as client, client.stream("GET", server.url, headers=headers) as response:
+        return response.status_code, last_event_id.strip().partition(".")[0]
+
+
+def crafted(stream: str) -> list[str]:
+    """Ids naming the internal fields and keys of the stream hash ``e:{S}`` (see mcphost_redis.scripts)."""
+    ids = []
+    for base in (stream, "0", "1"):
+        for suffix in (":r", ":d", ":lease", ":lease:" + base, "}", "{x}", ":0", " ", "\t"):
+            ids += [f"{base}{suffix}.0", f"{base}{suffix}.1", f"{base}{suffix}.99"]
+    return [*ids, "lease:0.1", ":r.0", "e:{x}.0", "*.0", "0.-1", ".0", "0.", "1-.1", "-1.1"]
+
+
+MINTED = re.compile(r"[0-9]{1,18}(?:-[0-9a-f]{1,32})?")
+
+
+def test_crafted_last_event_ids_naming_internal_fields_get_400_never_500(
+        served: HttpServer, session: tuple[str, str]) -> None:
+    session_id, stream = session
+    for last_event_id in crafted(stream):
+        status, _ = resume(served, session_id, last_event_id)
+        assert status in (400, 404), (last_event_id, status, served.log()[-3000:])
+    assert "Traceback" not in served.log()
+
+
+def test_a_crafted_task_id_never_reaches_redis(served: HttpServer) -> None:
+    from tests.test_http_modern import modern
+    with httpx.Client(timeout=10) as client:
+        for task_id in ("x:y", "{iso}", "a b", "t:" + "x" * 10, "../x"):
+            message, headers = modern("tasks/get", {"taskId": task_id})
+            response = client.post(served.url, headers=headers, json=message)
+            assert response.status_code < 500, response.text
+
+
+_ALPHABET = "0123456789abcdef-.:{}rdl e*\t"
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
+@given(data=st.data())
+def test_fuzzed_last_event_ids_are_never_a_server_error_nor_an_endless_foreign_stream(
+        served: HttpServer, session: tuple[str, str], data: st.DataObject) -> None:
+    session_id, stream = session
+    last_event_id = data.draw(st.one_of(
+        st.text(alphabet=_ALPHABET, max_size=40),
+        st.builds(lambda suffix, seq: f"{stream}{suffix}.{seq}", st.text(alphabet=_ALPHABET, max_size=12),
+                  st.integers(min_value=-2, max_value=10**6)),
+        st.text(alphabet=st.characters(min_codepoint=0x20, max_codepoint=0xFF), max_size=40)))
+    try:
+        status, accepted = resume(served, session_id, last_event_id)
+    except (httpx.LocalProtocolError, UnicodeEncodeError):
+        return  # a header value httpx itself refuses to send
+    assert status != 500 and status < 500, (last_event_id, status)
+    if status == 200:  # only the ids this transport mints open a stream
+        assert MINTED.fullmatch(accepted), last_event_id
