@@ -302,7 +302,15 @@ class HttpTransport:
                 log.exception("renewing request leases failed")
 
     async def _settle(self, session: Session, stream: str) -> bool:
-        """End a request stream whose process died with an error reply for each of its requests."""
+        """End a request stream whose process died with an error reply for each of its requests.
+
+        A stream this process still writes is never settled, whatever its lease says: a
+        renewal that failed (Redis slow or briefly away) must not tell the client to send again
+        a request that is still running here.
+        """
+        state = _state(session)
+        if state is not None and stream in state.request_streams.values():  # until its replies are stored
+            return False
         request_ids = await self.events.orphaned(session.id, stream)
         if not request_ids:
             return False

@@ -7,7 +7,10 @@ Each test runs real ``mcphost serve`` processes against a private redis-server.
 from __future__ import annotations
 
 import re
+import threading
+import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
@@ -15,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from mcphost_redis.testing import RedisServer
 
-from tests.http_support import HttpServer, sse_events
+from tests.http_support import HttpServer, sse_events, sse_messages
 
 INIT = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "isolation", "version": "0"}}
 
@@ -99,3 +102,51 @@ def test_fuzzed_last_event_ids_are_never_a_server_error_nor_an_endless_foreign_s
     assert status != 500 and status < 500, (last_event_id, status)
     if status == 200:  # only the ids this transport mints open a stream
         assert MINTED.fullmatch(accepted), last_event_id
+
+
+# -- H12: Redis that cannot write; lease renewals that fail -----------------------------------------
+
+def test_readyz_reports_a_redis_that_refuses_writes(served: HttpServer, redis_server: RedisServer) -> None:
+    ready = served.url.replace("/mcp", "/readyz")
+    with httpx.Client(timeout=10) as client:
+        assert client.get(ready).status_code == 200
+        redis_server.command("CONFIG", "SET", "maxmemory-policy", "noeviction")
+        redis_server.command("CONFIG", "SET", "maxmemory", "1")  # every write is refused (OOM), PING still answers
+        try:
+            assert redis_server.command("PING").strip().endswith(b"PONG")
+            refused = client.get(ready)
+            assert refused.status_code == 503 and refused.json()["reason"] == "backend unhealthy", refused.text
+        finally:
+            redis_server.command("CONFIG", "SET", "maxmemory", "0")
+        assert client.get(ready).status_code == 200
+
+
+def test_a_lease_renewal_that_fails_never_tells_the_client_to_resend_a_running_request(
+        tmp_path: Path, redis_server: RedisServer) -> None:
+    config = f'[plugins.redis]\nurl = "{redis_server.url}"\nprefix = "lease:"\nlease = 1\n'
+    server = HttpServer(tmp_path, plugins="demo,redis", config=config)
+    stop = threading.Event()
+    try:
+        with httpx.Client(timeout=30) as client:
+            session_id = server.initialize(client)
+
+            def lose_leases() -> None:  # as if every renewal failed: the lease keys keep vanishing
+                while not stop.is_set():
+                    reply = redis_server.command("KEYS", f"lease:e:{{{session_id}}}:lease:*")
+                    for key in reply.split(b"\r\n"):
+                        if key.startswith(b"lease:"):
+                            redis_server.command("DEL", key.decode())
+                    time.sleep(0.05)
+
+            thief = threading.Thread(target=lose_leases)
+            thief.start()
+            response = client.post(server.url, headers=server.headers(session_id), json={
+                "jsonrpc": "2.0", "id": 7, "method": "tools/call",
+                "params": {"name": "progress", "arguments": {"steps": 4, "delay_ms": 800}}})
+            stop.set()
+            thief.join()
+        [answer] = [m for m in sse_messages(response.text) if m.get("id") == 7]
+        assert "result" in answer, answer  # not "send it again" while it was still running
+    finally:
+        stop.set()
+        server.stop()
