@@ -75,7 +75,8 @@ def mcphost_disconnect(session: Session, reason: str) -> None:
     """A connection closed: the HTTP response finished, a stream dropped, stdin reached EOF.
 
     Not the end of the session (see ``mcphost_terminate``). ``reason`` is one of
-    ``"complete"``, ``"dropped"``, ``"eof"``, ``"refused"``. Exceptions are logged and ignored.
+    ``"complete"``, ``"dropped"``, ``"eof"``, ``"refused"``, ``"shutdown"`` (stdio: SIGTERM or SIGINT).
+Exceptions are logged and ignored.
     """
 
 

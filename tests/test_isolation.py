@@ -326,3 +326,59 @@ def test_session_errors_carry_the_request_id(server: HttpServer, client: httpx.C
     version = client.post(server.url, headers=server.headers("x", mcp_protocol_version="1999-01-01"),
                           json=call(43, "echo"))
     assert version.status_code == 400 and version.json()["id"] == 43
+
+
+# -- H13: stdio bounds what waits for a client that stops reading; signals run the hooks -----------
+
+@pytest.mark.parametrize("sig", [15, 2])
+def test_stdio_sigterm_and_sigint_run_the_terminate_and_shutdown_hooks(tmp_path: Path, sig: int) -> None:
+    from tests.stdio_support import RawServer, server_env
+    server = RawServer(server_env(tmp_path, probe=True))
+    try:
+        server.initialize()
+        server.proc.send_signal(sig)
+        assert server.proc.wait(10) == 0, server.stderr
+    finally:
+        if server.proc.poll() is None:
+            server.proc.kill()
+    trace = (tmp_path / "probe-trace.txt").read_text(encoding="utf-8").splitlines()
+    assert trace[-3:] == ["disconnect shutdown", "terminate shutdown", "shutdown"], trace
+
+
+def test_stdio_stops_reading_input_while_replies_wait_for_a_client_that_reads_nothing(tmp_path: Path) -> None:
+    """A client that never reads stdout: the server's memory stays bounded, the client's writes block."""
+    import subprocess
+
+    from tests.http_plugins.harness import rss_kib
+    from tests.stdio_support import mcphost_argv, server_env
+    process = subprocess.Popen(mcphost_argv("serve", "--stdio"), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                               stderr=subprocess.DEVNULL, env=server_env(tmp_path))
+    assert process.stdin is not None
+    text = "x" * (64 * 1024)
+    line = json.dumps(call(0, "echo", {"text": text})).encode() + b"\n"
+    sent = [0]
+
+    def flood() -> None:
+        try:
+            process.stdin.write(json.dumps(rpc("i", "initialize", {  # type: ignore[union-attr]
+                "protocolVersion": "2025-11-25", "capabilities": {},
+                "clientInfo": {"name": "t", "version": "0"}})).encode() + b"\n")
+            for number in range(2000):  # 128 MiB of replies if they were all kept
+                process.stdin.write(line.replace(b'"id": 0', f'"id": {number + 1}'.encode()))  # type: ignore[union-attr]
+                sent[0] = number + 1
+        except (BrokenPipeError, ValueError, OSError):
+            pass
+
+    writer = threading.Thread(target=flood, daemon=True)
+    try:
+        time.sleep(1.0)  # started
+        baseline = rss_kib(process.pid)
+        writer.start()
+        time.sleep(6.0)
+        grown = rss_kib(process.pid) - baseline
+        assert process.poll() is None
+        assert sent[0] < 2000, "the server kept reading input nobody reads the replies of"
+        assert grown < 64 * 1024, f"RSS grew by {grown} KiB"
+    finally:
+        process.kill()
+        process.wait(5)
