@@ -54,6 +54,8 @@ class McpApp:
             await self.transport.stop()
             await host.stop()
 
+        self.routes_auth = host.config.server.routes_require_auth
+        self.metadata_paths = frozenset(host.resource_server.metadata_paths())
         for index, path in enumerate(host.resource_server.metadata_paths()):
             self.quart.add_url_rule(path, f"mcphost_protected_resource_{index}", self._metadata,
                                     methods=["GET", "HEAD", "OPTIONS", "POST", "PUT", "PATCH", "DELETE"],
@@ -112,6 +114,11 @@ class McpApp:
             probe = HEALTH_PATHS.get(scope["path"])
             if probe is not None:
                 await self._health(probe, scope, receive, send)
+                return
+            # Plugin routes (/metrics...) get the MCP endpoint's Host and Origin checks; the
+            # protected resource metadata stays readable from any origin (it is public by design).
+            if scope["path"] not in self.metadata_paths and not await self.transport.guard(
+                    scope, receive, send, authenticate=self.routes_auth):
                 return
         await self.quart(scope, receive, send)
 

@@ -118,6 +118,9 @@ class ServerSettings:
     #: With an auth plugin installed, let requests that no plugin authenticates through as
     #: anonymous (they hold no scopes) instead of answering 401.
     allow_anonymous: bool = False
+    #: With an auth plugin installed, plugin routes (``mcphost_routes``: ``/metrics``...) require the
+    #: same authentication as the MCP endpoint. They always get its Host and Origin checks.
+    routes_require_auth: bool = False
 
 
 @dataclass(frozen=True)

@@ -162,7 +162,10 @@ def mcphost_backend(host: Host) -> Any:
 
 @hookspec
 def mcphost_routes(app: Any) -> None:
-    """Register extra HTTP routes or blueprints on the Quart ``app`` (health, metrics, metadata)."""
+    """Register extra HTTP routes or blueprints on the Quart ``app`` (health, metrics, metadata).
+
+Requests to them pass the MCP endpoint's Host and Origin checks first (and its authentication
+with ``[server] routes_require_auth``); a ``SystemExit`` raised in a view answers 500."""
 
 
 @hookspec

@@ -368,6 +368,26 @@ class HttpTransport:
             headers = {"retry-after": str(max(1, int(exc.retry_after)))}
             await respond_unread(receive, send, 503, body, _closing(headers, unread), unread)
 
+    async def guard(self, scope: Scope, receive: Receive, send: Send, *, authenticate: bool = False) -> bool:
+        """The MCP endpoint's Host and Origin checks (and, with ``authenticate``, its authentication)
+        for another route; False when the request was refused here (the answer is sent)."""
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        unread = "transfer-encoding" in headers or headers.get("content-length", "0") not in ("", "0")
+        try:
+            self._check_host_and_origin(headers, scope["headers"])
+            if authenticate and self.host.has_auth:
+                await self._authenticate(scope, headers)
+        except Refused as exc:
+            error = self._refusal(exc, scope, headers, None)
+            await respond_unread(receive, send, error.status, jsonrpc.encode(error.body),
+                                 _closing(error.headers, unread), unread)
+            return False
+        except HttpError as exc:
+            await respond_unread(receive, send, exc.status, jsonrpc.encode(exc.body), _closing(exc.headers, unread),
+                                 unread)
+            return False
+        return True
+
     def _refusal(self, exc: Refused, scope: Scope, headers: dict[str, str], request_id: Any) -> HttpError:
         """A plugin's (or the host's) refusal as an HTTP answer; challenges are composed in one place."""
         extra = self.host.resource_server.response_headers(exc, scope.get("scheme", "http"), headers.get("host", ""))
