@@ -150,3 +150,32 @@ def test_a_lease_renewal_that_fails_never_tells_the_client_to_resend_a_running_r
     finally:
         stop.set()
         server.stop()
+
+
+# -- H1 with workers: no worker dies, so the supervisor never gives up ------------------------------
+
+def test_plugin_exits_kill_no_worker_and_the_supervisor_keeps_serving(tmp_path: Path,
+                                                                      redis_server: RedisServer) -> None:
+    from tests.http_plugins.harness import probe_env
+    config = (f'[server]\nallow_anonymous = true\n\n[plugins.redis]\nurl = "{redis_server.url}"\n'
+              f'prefix = "workers:"\n')
+    server = HttpServer(tmp_path, plugins="demo,redis,httpunruly", env=probe_env(tmp_path), config=config,
+                        args=["--workers", "2"])
+    try:
+        with httpx.Client(timeout=20) as client:
+            session_id = server.initialize(client)
+            for number in range(24):  # more than the supervisor's 5 restarts per worker and minute
+                tool = ("exit_cli", "exit_async", "interrupt")[number % 3]
+                response = client.post(server.url, headers=server.headers(session_id), json={
+                    "jsonrpc": "2.0", "id": number, "method": "tools/call", "params": {"name": tool, "arguments": {}}})
+                [answer] = [m for m in sse_messages(response.text) if m.get("id") == number]
+                assert answer["result"]["isError"] is True, answer
+            echoed = client.post(server.url, headers=server.headers(session_id), json={
+                "jsonrpc": "2.0", "id": "last", "method": "tools/call",
+                "params": {"name": "echo", "arguments": {"text": "alive"}}})
+            assert "alive" in echoed.text
+        assert server.process.poll() is None
+        log = server.log()
+        assert "starting a new one" not in log and "keep dying" not in log, log[-3000:]
+    finally:
+        server.stop()
