@@ -162,6 +162,17 @@ def test_a_blocking_synchronous_tool_freezes_no_other_client(server: HttpServer,
     assert outcome["reply"]["result"]["content"][0]["text"] == "slept 3"
 
 
+def test_a_synchronous_hook_that_holds_the_loop_is_named_in_the_log_once(
+        server: HttpServer, client: httpx.Client) -> None:
+    """Hooks stay on the loop (docs/plugins.md); the host measures how long they hold it."""
+    session_id = server.initialize(client)
+    for number in range(2):
+        answer = reply(session_call(server, client, session_id, call(number, "fine"), x_unruly_connect="slow"))
+        assert answer["result"]["content"][0]["text"] == "fine"
+    log = server.log()
+    assert log.count("plugin httpunruly: mcphost_connect held the event loop for") == 1, log[-2000:]
+
+
 def test_sync_workers_bounds_the_threads_and_is_a_setting(unruly_root: Path, tmp_path: Path) -> None:
     """With one sync worker, two blocking calls run one after the other; the loop stays free."""
     server = HttpServer(tmp_path, plugins=UNRULY, env=probe_env(unruly_root),

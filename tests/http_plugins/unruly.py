@@ -7,8 +7,8 @@
   ``SystemExit`` (kind ``exit``) or ``KeyboardInterrupt`` (anything else);
 - ``mcphost_authenticate`` reads ``X-Unruly-Auth``: ``exit`` / ``interrupt`` raise, ``bogus``
   returns a string instead of a Principal; anything else (or no header) is no opinion;
-- ``mcphost_connect`` raises ``SystemExit`` on ``X-Unruly-Connect: exit``; the middleware does
-  the same on ``X-Unruly-Middleware: exit``;
+- ``mcphost_connect`` raises ``SystemExit`` on ``X-Unruly-Connect: exit`` and blocks 0.3 s on
+  ``slow``; the middleware raises ``SystemExit`` on ``X-Unruly-Middleware: exit``;
 - the plugin route ``GET /unruly/exit`` raises ``SystemExit``; ``GET /unruly/ok`` answers ``ok``.
 
 Run it with ``[server] allow_anonymous = true``, so requests without the header are served.
@@ -118,8 +118,11 @@ def mcphost_authenticate(request: Any) -> Any:
 
 @mcphost.hookimpl
 def mcphost_connect(session: Any, request: Any) -> None:
-    if _header(request, "x-unruly-connect") == "exit":
+    mode = _header(request, "x-unruly-connect")
+    if mode == "exit":
         raise SystemExit(8)
+    if mode == "slow":
+        time.sleep(0.3)  # a synchronous hook doing blocking I/O: it holds the event loop
 
 
 @mcphost.hookimpl
