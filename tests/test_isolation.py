@@ -201,10 +201,6 @@ def test_sync_workers_bounds_the_threads_and_is_a_setting(unruly_root: Path, tmp
         server.stop()
 
 
-def _json(text: str) -> Any:
-    return json.loads(text)
-
-
 # -- H3: first-party work driven by client input is linear, bounded and off the loop ----------------
 
 def test_a_one_mebibyte_uri_to_the_demo_file_template_costs_milliseconds(
