@@ -211,6 +211,7 @@ def test_a_one_mebibyte_uri_to_the_demo_file_template_costs_milliseconds(
     answer = reply(session_call(server, client, session_id, rpc(1, "resources/read", {"uri": uri})))
     elapsed = time.monotonic() - started
     assert answer["error"]["code"] == -32002
+    assert answer["error"]["data"] == {"uri": uri[:2048], "truncated": True}  # not a megabyte echoed back
     completion = reply(session_call(server, client, session_id, rpc(2, "completion/complete", {
         "ref": {"type": "ref/resource", "uri": "demo://files/{+path}"},
         "argument": {"name": "path", "value": "a/" * (512 * 1024)}})))

@@ -50,6 +50,8 @@ MODERN_METHODS = frozenset({"server/discover", "tools/list", "tools/call", "reso
 #: Methods that exist only in 2026-07-28; a session-era client gets -32601 for them.
 MODERN_ONLY = frozenset({"server/discover", "subscriptions/listen", "tasks/get", "tasks/update", "tasks/cancel"})
 MAX_COMPLETION_VALUES = 100
+#: Characters of a URI repeated in a "Resource not found" error's data, at most.
+MAX_ECHOED_URI = 2048
 
 
 def method(name: str) -> Callable[[Handler], Handler]:
@@ -357,9 +359,10 @@ async def list_templates(kernel: Kernel, request: RequestInfo) -> dict[str, Any]
 
 
 def _not_found(request: RequestInfo, uri: str) -> McpError:
-    # -32002 is the session era's code; 2026-07-28 answers -32602.
-    return McpError(RESOURCE_NOT_FOUND if request.era == "legacy" else INVALID_PARAMS, "Resource not found",
-                    {"uri": uri})
+    # -32002 is the session era's code; 2026-07-28 answers -32602. A huge URI is not echoed back
+    # whole: the client has it, and encoding and sending megabytes again costs every other client.
+    data = {"uri": uri} if len(uri) <= MAX_ECHOED_URI else {"uri": uri[:MAX_ECHOED_URI], "truncated": True}
+    return McpError(RESOURCE_NOT_FOUND if request.era == "legacy" else INVALID_PARAMS, "Resource not found", data)
 
 
 @method("resources/read")
