@@ -12,13 +12,20 @@ without auth: probes are frequent, and they reveal nothing but whether this proc
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import functools
+import logging
 from typing import Any
 
 import orjson
 from quart import Quart, Response, request
 
 from mcphost.host import Host
+from mcphost.plugins import run_plugin
 from mcphost.transports.http import HttpTransport, Receive, Scope, Send, respond_unread
+
+log = logging.getLogger("mcphost.app")
 
 
 class McpApp:
@@ -47,11 +54,17 @@ class McpApp:
             await self.transport.stop()
             await host.stop()
 
+        self.routes_auth = host.config.server.routes_require_auth
+        self.metadata_paths = frozenset(host.resource_server.metadata_paths())
         for index, path in enumerate(host.resource_server.metadata_paths()):
             self.quart.add_url_rule(path, f"mcphost_protected_resource_{index}", self._metadata,
                                     methods=["GET", "HEAD", "OPTIONS", "POST", "PUT", "PATCH", "DELETE"],
                                     provide_automatic_options=False)
+        own = set(self.quart.view_functions)
         host.pm.hook.mcphost_routes(app=self.quart)
+        for endpoint, view in list(self.quart.view_functions.items()):
+            if endpoint not in own:  # a plugin's: its SystemExit becomes a 500, as an Exception would
+                self.quart.view_functions[endpoint] = _contained_view(self.quart, view)
 
     async def _metadata(self) -> Response:
         """The protected resource metadata document: public, read-only, readable cross-origin."""
@@ -70,6 +83,21 @@ class McpApp:
         return _json(document, 200, cors)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await self._serve(scope, receive, send)
+        except (Exception, asyncio.CancelledError):
+            raise
+        except BaseException as exc:
+            # SystemExit or KeyboardInterrupt from plugin code the host did not wrap (a plugin's
+            # own route, say): leaving this task it would stop the event loop and the process.
+            log.error("plugin code raised %s while serving %s %s; answered 500", type(exc).__name__,
+                      scope.get("method", scope["type"]), scope.get("path", ""), exc_info=exc)
+            if scope["type"] == "http":
+                with contextlib.suppress(Exception):
+                    await respond_unread(receive, send, 500, orjson.dumps({"error": "Internal error"}),
+                                         {"connection": "close"}, False)
+
+    async def _serve(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
             # The declared size is checked first, on every route and method (the MCP endpoint's
             # own checks - Accept, Content-Type - would otherwise answer first for some requests).
@@ -87,7 +115,24 @@ class McpApp:
             if probe is not None:
                 await self._health(probe, scope, receive, send)
                 return
+            # Plugin routes (/metrics...) get the MCP endpoint's Host and Origin checks; the
+            # protected resource metadata stays readable from any origin (it is public by design).
+            if scope["path"] not in self.metadata_paths and not await self.transport.check_route(
+                    scope, receive, send, authenticate=self.routes_auth):
+                return
         await self.quart(scope, receive, send)
+
+    def begin_shutdown(self) -> None:
+        """Shutdown has begun: end every open stream now, each with its final message.
+
+        Hypercorn waits for open connections (up to ``graceful_timeout``) before the lifespan
+        shutdown runs :meth:`Host.stop`, so streams are told here, when the signal arrives: SSE
+        streams of the session era end with a ``retry`` hint (clients resume here once back, or
+        elsewhere), 2026-07-28 ``subscriptions/listen`` streams with their result.
+        """
+        self.transport.closing.set()
+        if self.host.kernel is not None:
+            self.host.kernel.closing.set()
 
     async def readiness(self) -> tuple[bool, dict[str, Any]]:
         """Whether this process should get traffic now, and the body that says why."""
@@ -112,6 +157,21 @@ class McpApp:
             ok, body = await self.readiness()
         payload = b"" if scope["method"] == "HEAD" else orjson.dumps(body)
         await respond_unread(receive, send, 200 if ok else 503, payload, {"cache-control": "no-store"}, unread)
+
+
+def _contained_view(quart: Quart, view: Any) -> Any:
+    """``view`` (a plugin's route) with BaseExceptions other than cancellation made Exceptions.
+
+    Quart runs each request in a task of its own and catches ``Exception`` only: a ``SystemExit``
+    leaving that task would stop the event loop.
+    """
+    call = quart.ensure_async(view)
+
+    @functools.wraps(view)
+    async def contained_view(*args: Any, **kwargs: Any) -> Any:
+        return await run_plugin(call, *args, **kwargs)
+
+    return contained_view
 
 
 #: Probe paths answered by the app itself (they shadow plugin routes of the same path).

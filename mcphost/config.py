@@ -63,6 +63,9 @@ class ServerSettings:
     max_tool_seconds: float = 600.0
     #: Requests one session may have in flight at once; more are refused with -32000.
     max_inflight: int = 64
+    #: Threads that run synchronous (``def``) tools, resources, prompts and completions, so one that
+    #: blocks never freezes the event loop; more calls at once wait for a free thread.
+    sync_workers: int = 16
     #: Seconds without a request before a session expires.
     session_idle_timeout: float = 1800.0
     #: Seconds after which a session ends however active it is (0 = no limit).
@@ -123,6 +126,9 @@ class ServerSettings:
     #: With an auth plugin installed, let requests that no plugin authenticates through as
     #: anonymous (they hold no scopes) instead of answering 401.
     allow_anonymous: bool = False
+    #: With an auth plugin installed, plugin routes (``mcphost_routes``: ``/metrics``...) require the
+    #: same authentication as the MCP endpoint. They always get its Host and Origin checks.
+    routes_require_auth: bool = False
 
 
 @dataclass(frozen=True)
@@ -263,7 +269,7 @@ def _check_server(server: ServerSettings, source: str) -> None:
     if not 0 <= server.port <= 65535:
         raise ConfigError(f"{source}: server.port must be 0-65535, not {server.port}")
     for name in ("max_body_bytes", "max_header_bytes", "page_size", "max_inflight", "max_sessions", "workers",
-                 "stream_max_events", "max_tasks", "task_poll_interval_ms"):
+                 "stream_max_events", "max_tasks", "task_poll_interval_ms", "sync_workers"):
         if getattr(server, name) < 1:
             raise ConfigError(f"{source}: server.{name} must be at least 1")
     if any(len(key.encode()) < 16 for key in server.state_keys):

@@ -17,6 +17,25 @@ class ToolError(Exception):
     """
 
 
+class HostSignal(BaseException):
+    """A BaseException the host raises through plugin code on purpose (a 2026-07-28 handler's
+    missing answer, say): it passes the host's containment of plugin exceptions untouched."""
+
+
+class PluginAborted(Exception):
+    """Plugin code raised a BaseException that is neither an Exception nor a cancellation.
+
+    ``SystemExit`` (an argparse CLI wrapped as a tool, given bad arguments), ``KeyboardInterrupt``
+    or ``GeneratorExit`` leaving a request's task would stop the event loop and the process with
+    every session in it. The host turns them into this ordinary failure of the plugin that raised
+    them: the request fails like any other plugin error, and the process keeps serving.
+    """
+
+    def __init__(self, cause: BaseException) -> None:
+        super().__init__(f"{type(cause).__name__}: {cause}" if str(cause) else type(cause).__name__)
+        self.cause = cause
+
+
 class Refused(Exception):
     """Raised by ``mcphost_connect`` or an auth hook to turn a client away.
 

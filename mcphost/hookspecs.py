@@ -100,9 +100,9 @@ def mcphost_disconnect(session: Session, reason: str) -> None:
     """A connection closed: the HTTP response finished, a stream dropped, stdin reached EOF.
 
     Not the end of the session (see ``mcphost_terminate``). ``reason`` is one of
-    ``"complete"``, ``"dropped"``, ``"eof"``, ``"refused"``. Every 2026-07-28 request fires
-    it once, over stdio as over HTTP, between its connect and its terminate. Exceptions are
-    logged and ignored.
+    ``"complete"``, ``"dropped"``, ``"eof"``, ``"refused"``, ``"shutdown"`` (stdio: SIGTERM or
+    SIGINT). Every 2026-07-28 request fires it once, over stdio as over HTTP, between its connect
+    and its terminate. Exceptions are logged and ignored.
     """
 
 
@@ -190,7 +190,10 @@ def mcphost_backend(host: Host) -> Any:
 
 @hookspec
 def mcphost_routes(app: Any) -> None:
-    """Register extra HTTP routes or blueprints on the Quart ``app`` (health, metrics, metadata)."""
+    """Register extra HTTP routes or blueprints on the Quart ``app`` (health, metrics, metadata).
+
+Requests to them pass the MCP endpoint's Host and Origin checks first (and its authentication
+with ``[server] routes_require_auth``); a ``SystemExit`` raised in a view answers 500."""
 
 
 @hookspec

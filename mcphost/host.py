@@ -11,6 +11,7 @@ import asyncio
 import gc
 import inspect
 import logging
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -19,7 +20,7 @@ import pluggy
 from mcphost.auth import ResourceServer
 from mcphost.catalog import Catalog
 from mcphost.config import Config, validate_plugin_sections
-from mcphost.errors import PluginFailures, Refused
+from mcphost.errors import PluginAborted, PluginFailures, Refused
 from mcphost.kernel import Kernel
 from mcphost.kernel.services import Services
 from mcphost.kernel.tasks import EXTENSION as TASKS_EXTENSION
@@ -32,6 +33,7 @@ from mcphost.plugins import (
     impls,
     load_plugins,
     make_plugin_manager,
+    run_plugin,
 )
 from mcphost.protocol.versions import at_least
 from mcphost.sessions.manager import SessionManager
@@ -39,6 +41,8 @@ from mcphost.sessions.session import Connection, Principal, Session
 
 log = logging.getLogger("mcphost.host")
 
+#: Seconds a per-request hook may hold the event loop before it is named in a warning (once).
+SLOW_HOOK_SECONDS = 0.1
 #: Seconds a readiness probe waits for the backend's ``health()`` before calling it unhealthy.
 HEALTH_TIMEOUT = 2.0
 
@@ -88,6 +92,7 @@ class Host:
         self._exception: list[pluggy.HookImpl] = []
         #: Observer hooks (disconnect, terminate, exception) that raised, logged in full once per plugin.
         self.failures = PluginFailures(log)
+        self._slow_hooks: set[tuple[str, str]] = set()
         self._prepared = False
         self._started = False
         self._backend_was_healthy = True
@@ -177,12 +182,14 @@ class Host:
         await self.manager.stop()  # each session held here ends once (a shared store keeps them)
         for impl in impls(self.pm, "mcphost_shutdown"):
             try:
-                await await_maybe(call_impl(impl, host=self))
+                await run_plugin(call_impl, impl, host=self)
             except Exception:
                 log.exception("plugin %s: mcphost_shutdown raised", impl.plugin_name)
         if self.cluster is not None:
             await self.cluster.stop()
         await await_maybe(getattr(self.backend, "close", _nothing)())
+        if self.kernel is not None:
+            self.kernel.close()
         self._started = False
 
     async def reload(self) -> None:
@@ -277,22 +284,54 @@ class Host:
         """
         for impl in self._authenticate:
             try:
-                principal = await await_maybe(call_impl(impl, request=connection))
+                principal = await self._call_hook(impl, request=connection)
             except Refused:
                 raise
+            except PluginAborted as exc:  # SystemExit and the like: the plugin's bug, not an outage
+                log.error("plugin %s: mcphost_authenticate raised %s", impl.plugin_name, exc, exc_info=exc.cause)
+                raise Refused("Internal error", status=500) from None
             except Exception:
                 log.exception("plugin %s: mcphost_authenticate raised", impl.plugin_name)
                 raise Refused("Authentication is unavailable; retry later", status=503,
                               headers={"retry-after": "5"}) from None
             if principal is not None:
+                if not isinstance(principal, Principal):
+                    log.error("plugin %s: mcphost_authenticate returned %s, not a Principal or None (a bug in "
+                              "the plugin); answering 500", impl.plugin_name, type(principal).__name__)
+                    raise Refused("Internal error", status=500)
                 return principal
         return None
+
+    async def _call_hook(self, impl: pluggy.HookImpl, **kwargs: Any) -> Any:
+        """Call a per-request hook on the event loop; one that holds the loop for long is named once.
+
+        Hooks run on the loop whether ``def`` or ``async def`` (docs/plugins.md): a synchronous one
+        that does I/O stalls every client meanwhile, so the time its synchronous part took is
+        measured and, past :data:`SLOW_HOOK_SECONDS`, logged as a warning once per plugin and hook.
+        """
+        held = [0.0]
+
+        def timed() -> Any:
+            try:
+                return call_impl(impl, **kwargs)
+            finally:
+                held[0] = time.perf_counter() - started
+
+        started = time.perf_counter()
+        try:
+            return await run_plugin(timed)
+        finally:
+            if held[0] > SLOW_HOOK_SECONDS and (impl.plugin_name, impl.function.__name__) not in self._slow_hooks:
+                self._slow_hooks.add((impl.plugin_name, impl.function.__name__))
+                log.warning("plugin %s: %s held the event loop for %.0f ms, stalling every client meanwhile; "
+                            "make it async def and await its I/O (shown once)", impl.plugin_name,
+                            impl.function.__name__, held[0] * 1000)
 
     async def connect(self, session: Session, connection: Connection) -> None:
         """Run ``mcphost_connect``; raises :class:`Refused` when a plugin turns the client away."""
         for impl in self._connect:
             try:
-                await await_maybe(call_impl(impl, session=session, request=connection))
+                await self._call_hook(impl, session=session, request=connection)
             except Refused:
                 raise
             except Exception:
@@ -317,7 +356,7 @@ class Host:
     async def _notify(self, hook: list[pluggy.HookImpl], name: str, session: Session, reason: str) -> None:
         for impl in hook:
             try:
-                await await_maybe(call_impl(impl, session=session, reason=reason))
+                await self._call_hook(impl, session=session, reason=reason)
             except Exception as exc:
                 self.failures.report(impl.plugin_name, name, exc)
 
@@ -329,7 +368,7 @@ class Host:
         """
         for impl in self._exception:
             try:
-                await await_maybe(call_impl(impl, request=request, exception=exception))
+                await self._call_hook(impl, request=request, exception=exception)
             except Exception as exc:
                 self.failures.report(impl.plugin_name, "mcphost_exception", exc)
 

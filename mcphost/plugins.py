@@ -10,6 +10,7 @@ names or distribution names. Built-in plugins register last and implement their 
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 import importlib.metadata as md
 import inspect
@@ -23,7 +24,7 @@ import pluggy
 
 from mcphost import hookspecs
 from mcphost.catalog import CATALOG_HOOKS, CATALOG_KINDS, Catalog, decorator_name, record_key
-from mcphost.errors import PluginError, PluginFailures  # noqa: F401 - PluginFailures: re-exported
+from mcphost.errors import HostSignal, PluginAborted, PluginError, PluginFailures  # noqa: F401 - PluginFailures: re-exported
 from mcphost.records import Middleware, Provenance, stamped
 
 log = logging.getLogger("mcphost.plugins")
@@ -190,6 +191,34 @@ def impls(pm: pluggy.PluginManager, hook_name: str) -> list[pluggy.HookImpl]:
 def call_impl(impl: pluggy.HookImpl, **kwargs: Any) -> Any:
     """Call one implementation with just the arguments it declares, as pluggy would."""
     return impl.function(*(kwargs[name] for name in impl.argnames))
+
+
+async def run_plugin(fn: Any, /, *args: Any, **kwargs: Any) -> Any:
+    """Call plugin code (awaiting its result when it is awaitable) on the event loop.
+
+    A ``SystemExit``, ``KeyboardInterrupt`` or other BaseException it raises, cancellation aside,
+    comes out as :class:`~mcphost.errors.PluginAborted`, an ordinary ``Exception``: it must never
+    leave a request's task, where it would stop the event loop and the process.
+    """
+    try:
+        value = fn(*args, **kwargs)
+        if inspect.isawaitable(value):
+            value = await value
+        return value
+    except (Exception, asyncio.CancelledError, HostSignal):
+        raise
+    except BaseException as exc:
+        raise PluginAborted(exc) from exc
+
+
+async def contained(awaitable: Any) -> Any:
+    """Await plugin code, turning a BaseException it raises (cancellation aside) into PluginAborted."""
+    try:
+        return await awaitable
+    except (Exception, asyncio.CancelledError, HostSignal):
+        raise
+    except BaseException as exc:
+        raise PluginAborted(exc) from exc
 
 
 # -- collecting what plugins hand over (at startup and on reload) ---------------------------------

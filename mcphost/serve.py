@@ -101,9 +101,7 @@ async def serve_http(host: Host, *, ready: Any = None, sock: socket.socket | Non
 
     async def shutdown_trigger() -> None:
         await stop.wait()
-        # Hypercorn waits for open connections before the lifespan shutdown runs, so tell the SSE
-        # streams now: they end with a retry hint and clients resume (here once back, or elsewhere).
-        app.transport.closing.set()
+        app.begin_shutdown()  # streams end now, not after graceful_timeout
 
     await hypercorn_serve(app, config, shutdown_trigger=shutdown_trigger)  # type: ignore[arg-type]
 

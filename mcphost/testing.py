@@ -263,7 +263,7 @@ async def serve_http(host: Host, *, graceful_timeout: float = 2.0) -> AsyncItera
 
     async def shutdown_trigger() -> None:
         await stop.wait()
-        app.transport.closing.set()
+        app.begin_shutdown()
 
     task = asyncio.get_running_loop().create_task(serve(app, config, shutdown_trigger=shutdown_trigger))  # type: ignore[arg-type]
     try:

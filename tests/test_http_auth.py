@@ -542,11 +542,11 @@ def test_d11_concurrent_requests_of_two_principals_each_see_their_own(server, er
 
 def test_a_session_is_invisible_to_another_principal(server, client):
     alice = Legacy(client, server, ALICE)
-    for method, body in (("POST", json.dumps(rpc(5, "tools/list")).encode()), ("DELETE", b"")):
+    for method, body, request_id in (("POST", json.dumps(rpc(5, "tools/list")).encode(), 5), ("DELETE", b"", None)):
         response = client.request(method, server.url, content=body,
                                   headers={**server.headers(alice.session_id), **bearer(BOB)})
         assert response.status_code == 404, (method, response.text)
-        assert error_body(response)["error"]["message"] == "Session not found"
+        assert error_body(response, request_id)["error"]["message"] == "Session not found"
     get = client.get(server.url, headers={"accept": "text/event-stream", "mcp-session-id": alice.session_id,
                                           **bearer(BOB)})
     assert get.status_code == 404

@@ -183,10 +183,10 @@ def test_a5_get_without_event_stream_in_accept_is_406(server: HttpServer, client
 def test_a6_unsupported_protocol_version_header_is_400_with_the_literal(server: HttpServer, client: httpx.Client,
                                                                         session: str) -> None:
     headers = {"mcp-protocol-version": "1991-01-01"}
-    responses = [post(client, server, session, rpc(1, "ping"), **headers),
-                 client.get(server.url, headers={**server.headers(session), **SSE_ACCEPT, **headers})]
-    for response in responses:
-        body = rpc_error(response, 400, -32600)
+    responses = [(post(client, server, session, rpc(1, "ping"), **headers), 1),  # the id is echoed when read
+                 (client.get(server.url, headers={**server.headers(session), **SSE_ACCEPT, **headers}), None)]
+    for response, request_id in responses:
+        body = rpc_error(response, 400, -32600, request_id)
         assert "Unsupported protocol version" in body["error"]["message"]
     # Every session-era revision is accepted.
     for version in ("2025-03-26", "2025-06-18", "2025-11-25"):
@@ -583,7 +583,7 @@ def test_c1_session_ids_are_unique_visible_ascii_and_random(tmp_path: Path) -> N
 
 def test_c2_a_non_initialize_request_without_a_session_id_is_400(server: HttpServer,
                                                                  client: httpx.Client) -> None:
-    rpc_error(post(client, server, None, rpc(1, "tools/list")), 400, -32600)
+    rpc_error(post(client, server, None, rpc(1, "tools/list")), 400, -32600, 1)
     rpc_error(post(client, server, None, {"jsonrpc": "2.0", "method": "notifications/initialized"}), 400, -32600)
     rpc_error(client.get(server.url, headers=SSE_ACCEPT), 400, -32600)
     rpc_error(client.delete(server.url), 400, -32600)
@@ -593,17 +593,18 @@ def test_c3_unknown_and_deleted_session_ids_get_404_on_every_method(server: Http
                                                                     client: httpx.Client) -> None:
     deleted = server.initialize(client)
     assert client.delete(server.url, headers=server.headers(deleted)).status_code == 204
-    bodies = set()
+    bodies: dict[str, set[bytes]] = {"POST": set(), "GET": set(), "DELETE": set()}
     for session_id in ("no-such-session", deleted, "x" * 2000, "%00", "Ω".encode()):
         headers: dict[str, Any] = server.headers()
         headers["mcp-session-id"] = session_id
-        for response in (client.post(server.url, headers=headers, json=rpc(1, "ping")),
-                         client.get(server.url, headers={**headers, **SSE_ACCEPT}),
-                         client.delete(server.url, headers=headers)):
-            body = rpc_error(response, 404, -32600)
+        for method, response, request_id in (
+                ("POST", client.post(server.url, headers=headers, json=rpc(1, "ping")), 1),  # the id is echoed
+                ("GET", client.get(server.url, headers={**headers, **SSE_ACCEPT}), None),
+                ("DELETE", client.delete(server.url, headers=headers), None)):
+            body = rpc_error(response, 404, -32600, request_id)
             assert body["error"]["message"] == "Session not found"
-            bodies.add(response.content)
-    assert len(bodies) == 1
+            bodies[method].add(response.content)
+    assert all(len(seen) == 1 for seen in bodies.values()), bodies
 
 
 def test_c4_a_session_used_by_another_principal_is_a_byte_identical_404(server: HttpServer,

@@ -180,14 +180,14 @@ async def test_initialize_answers_an_unsupported_version_with_the_latest(request
 
 
 @pytest.mark.parametrize("requested", [None, 20250618, ["2025-06-18"]])
-async def test_initialize_with_a_non_string_version_gets_the_latest(requested: Any) -> None:
+async def test_initialize_without_a_string_version_is_invalid_params(requested: Any) -> None:
+    """The schema requires a string (RELIABILITY H11); an unknown string still gets the latest."""
     async with connected(make(echo), initialize=False) as client:
         params: dict[str, Any] = {"capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
         if requested is not None:
             params["protocolVersion"] = requested
-        result = await client.request("initialize", params)
-        client.initialize_result = result
-        assert result["protocolVersion"] == LATEST
+        error = await error_of(client, "initialize", params)
+        assert error["code"] == -32602 and "protocolVersion" in error["message"]
 
 
 async def test_initialize_with_non_object_capabilities_is_invalid_params() -> None:

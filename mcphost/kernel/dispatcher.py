@@ -15,6 +15,7 @@ import logging
 import secrets
 import time
 from collections.abc import Awaitable, Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -28,6 +29,7 @@ from mcphost.kernel.modern import MRTR_METHODS, InputRequired, Round, principal_
 from mcphost.kernel.services import Exchange, Services
 from mcphost.kernel.tasks import TaskManager, detailed_view
 from mcphost.kernel.visibility import Visibility
+from mcphost.plugins import run_plugin
 from mcphost.protocol import jsonrpc
 from mcphost.protocol.auth import grant_of, permits
 from mcphost.protocol.era import era_of, request_meta
@@ -83,6 +85,7 @@ class Kernel:
         self.failures = PluginFailures(log)
         #: Set by the host on a shared backend (mcphost.sessions.cluster.Cluster), else None.
         self.cluster: Any = None
+        self._sync_pool: ThreadPoolExecutor | None = None
         call: CallNext = self._dispatch
         for record in reversed(middleware or []):
             if record.fail_closed:
@@ -133,6 +136,23 @@ class Kernel:
         finally:
             await sessions.disconnect(session, reason)
             await sessions.terminate(session, "complete")
+
+    @property
+    def sync_pool(self) -> ThreadPoolExecutor:
+        """The bounded thread pool synchronous handlers run in (``server.sync_workers`` threads).
+
+        Made on first use: a worker forked by the supervisor starts its own threads.
+        """
+        if self._sync_pool is None:
+            self._sync_pool = ThreadPoolExecutor(max_workers=self.settings.sync_workers,
+                                                 thread_name_prefix="mcphost-sync")
+        return self._sync_pool
+
+    def close(self) -> None:
+        """Let the thread pool go: queued calls are dropped, running ones finish in their threads."""
+        if self._sync_pool is not None:
+            self._sync_pool.shutdown(wait=False, cancel_futures=True)
+            self._sync_pool = None
 
     # -- entry points for transports ------------------------------------------------------
 
@@ -291,8 +311,8 @@ class Kernel:
             if session.inflight.get(request_id) is asyncio.current_task():
                 return None  # cancelled on purpose: the client gets no reply
             raise
-        except Exception as exc:
-            log.exception("request %s (%r) failed", method, request_id)
+        except BaseException as exc:  # anything but cancellation: SystemExit from plugin code included
+            log.error("request %s (%r) failed", method, request_id, exc_info=exc)
             reply = jsonrpc.error(request_id, McpError(INTERNAL_ERROR, "Internal error"))
             await self.services.report_exception(
                 RequestInfo(session, request_id, method, params, connection=connection, catalog=self.catalog), exc)
@@ -481,7 +501,7 @@ async def _deliver(session: Session, message: Message) -> None:
 
 
 async def _through_middleware(record: Middleware, call_next: CallNext, request: RequestInfo) -> dict[str, Any]:
-    return await record.fn(request, call_next)
+    return await run_plugin(record.fn, request, call_next)  # type: ignore[no-any-return]
 
 
 async def _guarded_middleware(failures: PluginFailures, record: Middleware, call_next: CallNext,
@@ -505,7 +525,7 @@ async def _guarded_middleware(failures: PluginFailures, record: Middleware, call
         return result
 
     try:
-        return await record.fn(request, rest)
+        return await run_plugin(record.fn, request, rest)  # type: ignore[no-any-return]
     except McpError:
         raise
     except Exception as exc:

@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import functools
 import inspect
 import logging
 from collections.abc import Awaitable, Callable
+from concurrent.futures import Executor
 from typing import TYPE_CHECKING, Any
 
 from mcphost.content import Completion
 from mcphost.context import Context, Deferred
-from mcphost.errors import ClientRequestError, ToolError
+from mcphost.errors import ClientRequestError, HostSignal, PluginAborted, ToolError
 from mcphost.kernel import results
 from mcphost.kernel.listen import SUBSCRIPTION_ID, Listener
 from mcphost.kernel.modern import ModernScope
@@ -51,6 +53,8 @@ MODERN_METHODS = frozenset({"server/discover", "tools/list", "tools/call", "reso
 #: Methods that exist only in 2026-07-28; a session-era client gets -32601 for them.
 MODERN_ONLY = frozenset({"server/discover", "subscriptions/listen", "tasks/get", "tasks/update", "tasks/cancel"})
 MAX_COMPLETION_VALUES = 100
+#: Characters of a URI repeated in a "Resource not found" error's data, at most.
+MAX_ECHOED_URI = 2048
 
 
 def method(name: str) -> Callable[[Handler], Handler]:
@@ -60,14 +64,32 @@ def method(name: str) -> Callable[[Handler], Handler]:
     return register
 
 
-async def call_handler(fn: Callable[..., Any], kwargs: dict[str, Any], *, thread: bool = False) -> Any:
-    """Run a plugin's handler (sync, async or in a thread) and wait for a Deferred it returns."""
-    value = await asyncio.to_thread(fn, **kwargs) if thread else fn(**kwargs)
-    if inspect.isawaitable(value) and not isinstance(value, Deferred):
-        value = await value
-    if isinstance(value, Deferred):
-        value = await value
-    return value
+async def call_handler(fn: Callable[..., Any], kwargs: dict[str, Any], *, pool: Executor | None = None,
+                       thread: bool = False) -> Any:
+    """Run a plugin's handler and wait for a Deferred it returns.
+
+    A synchronous (``def``) handler runs in ``pool`` (the kernel's bounded thread pool), so one
+    that blocks never freezes the event loop; ``async def`` handlers run on the loop, unless
+    ``thread`` asks for a thread anyway. Whatever the handler raises but cancellation comes out as
+    an ``Exception`` (:class:`~mcphost.errors.PluginAborted` for SystemExit and the like).
+    """
+    try:
+        if pool is not None and (thread or not inspect.iscoroutinefunction(fn)):
+            loop = asyncio.get_running_loop()
+            # The caller's context variables (a trace span, say) go along, as asyncio.to_thread does.
+            call = functools.partial(contextvars.copy_context().run, fn, **kwargs)
+            value = await loop.run_in_executor(pool, call)
+        else:
+            value = await asyncio.to_thread(fn, **kwargs) if thread else fn(**kwargs)
+        if inspect.isawaitable(value) and not isinstance(value, Deferred):
+            value = await value
+        if isinstance(value, Deferred):
+            value = await value
+        return value
+    except (Exception, asyncio.CancelledError, HostSignal):
+        raise
+    except BaseException as exc:
+        raise PluginAborted(exc) from exc
 
 
 def _progress_token(request: RequestInfo) -> Any:
@@ -171,16 +193,36 @@ def prompt_descriptor(prompt: Prompt, version: str) -> dict[str, Any]:
 
 # -- lifecycle ------------------------------------------------------------------------------------
 
+def check_initialize(params: Any) -> None:
+    """Raise -32602 for ``initialize`` params that do not fit the schema (``protocolVersion`` a
+    string, ``capabilities`` and ``clientInfo`` objects, the client's name and version strings).
+
+    Transports call it before they mint a session, so an invalid initialize leaves none behind.
+    """
+    if params is None:
+        params = {}
+    if not isinstance(params, dict):
+        raise invalid_params("Invalid params: initialize takes an object")
+    if not isinstance(params.get("protocolVersion"), str):
+        raise invalid_params('Invalid params: "protocolVersion" must be a string')
+    capabilities = params.get("capabilities", {})
+    client_info = params.get("clientInfo", {})
+    if not isinstance(capabilities, dict) or not isinstance(client_info, dict):
+        raise invalid_params('Invalid params: "capabilities" and "clientInfo" must be objects')
+    for key in ("name", "version"):
+        if key in client_info and not isinstance(client_info[key], str):
+            raise invalid_params(f'Invalid params: "clientInfo.{key}" must be a string')
+
+
 @method("initialize")
 async def initialize(kernel: Kernel, request: RequestInfo) -> dict[str, Any]:
     session = request.session
     params = request.params
     if session.initialized or session.protocol_version is not None:
         raise McpError(INVALID_REQUEST, "Session already initialized")
+    check_initialize(params)
     capabilities = params.get("capabilities", {})
     client_info = params.get("clientInfo", {})
-    if not isinstance(capabilities, dict) or not isinstance(client_info, dict):
-        raise invalid_params('Invalid params: "capabilities" and "clientInfo" must be objects')
     version = negotiate(params.get("protocolVersion"))
     session.protocol_version = version
     session.client_capabilities = capabilities
@@ -283,7 +325,7 @@ async def _invoke_tool(kernel: Kernel, request: RequestInfo, entry: Any, kwargs:
     deadline = asyncio.timeout(limit or None)
     try:
         async with deadline:
-            value = await call_handler(record.fn, kwargs, thread=record.thread)
+            value = await call_handler(record.fn, kwargs, pool=kernel.sync_pool, thread=record.thread)
     except TimeoutError as exc:
         if not deadline.expired():  # the tool's own timeout (an HTTP client's, say): a tool failure
             return await _tool_failed(kernel, request, record, exc)
@@ -330,9 +372,10 @@ async def list_templates(kernel: Kernel, request: RequestInfo) -> dict[str, Any]
 
 
 def _not_found(request: RequestInfo, uri: str) -> McpError:
-    # -32002 is the session era's code; 2026-07-28 answers -32602.
-    return McpError(RESOURCE_NOT_FOUND if request.era == "legacy" else INVALID_PARAMS, "Resource not found",
-                    {"uri": uri})
+    # -32002 is the session era's code; 2026-07-28 answers -32602. A huge URI is not echoed back
+    # whole: the client has it, and encoding and sending megabytes again costs every other client.
+    data = {"uri": uri} if len(uri) <= MAX_ECHOED_URI else {"uri": uri[:MAX_ECHOED_URI], "truncated": True}
+    return McpError(RESOURCE_NOT_FOUND if request.era == "legacy" else INVALID_PARAMS, "Resource not found", data)
 
 
 @method("resources/read")
@@ -349,7 +392,7 @@ async def read_resource(kernel: Kernel, request: RequestInfo) -> dict[str, Any]:
     if record.context_param:
         kwargs[record.context_param] = Context(_scope(kernel, request))
     try:
-        value = await call_handler(record.fn, kwargs)
+        value = await call_handler(record.fn, kwargs, pool=kernel.sync_pool)
     except McpError:
         raise
     except ClientRequestError as exc:
@@ -425,7 +468,7 @@ async def get_prompt(kernel: Kernel, request: RequestInfo) -> dict[str, Any]:
     if prompt.context_param:
         kwargs[prompt.context_param] = Context(_scope(kernel, request))
     try:
-        value = await call_handler(prompt.fn, kwargs)
+        value = await call_handler(prompt.fn, kwargs, pool=kernel.sync_pool)
         return results.prompt_result(prompt.description, value)
     except McpError:
         raise
@@ -472,9 +515,8 @@ async def complete(kernel: Kernel, request: RequestInfo) -> dict[str, Any]:
     if completer is None:
         return {"completion": {"values": []}}
     try:
-        found = completer(value, dict(context_args))
-        if inspect.isawaitable(found):
-            found = await found
+        found = await call_handler(functools.partial(completer, value, dict(context_args)), {},
+                                   pool=kernel.sync_pool)
     except McpError:
         raise
     except Exception as exc:

@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from mcphost.context import ElicitResult
-from mcphost.errors import ClientRequestError
+from mcphost.errors import ClientRequestError, HostSignal
 from mcphost.kernel.scope import RequestScope
 from mcphost.protocol.errors import MISSING_CLIENT_CAPABILITY
 
@@ -31,7 +31,7 @@ def principal_key(session: Any) -> str | None:
     return None if session.principal is None else repr(session.principal.key)
 
 
-class InputRequired(BaseException):
+class InputRequired(HostSignal):
     """Raised inside a handler when an answer is missing; the request ends with InputRequiredResult.
 
     A BaseException, like CancelledError, so that a handler's ``except Exception`` around

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import secrets
 import time
 from collections.abc import Awaitable, Callable
@@ -44,6 +45,7 @@ log = logging.getLogger("mcphost.tasks")
 EXTENSION = "io.modelcontextprotocol/tasks"
 TERMINAL = frozenset({"completed", "failed", "cancelled"})
 #: Fields of a stored record that go on the wire (the rest is bookkeeping: owner, expiry).
+_TASK_ID = re.compile(r"[A-Za-z0-9_-]{1,200}")
 _TASK_FIELDS = ("taskId", "status", "statusMessage", "createdAt", "lastUpdatedAt", "ttlMs", "pollIntervalMs")
 
 
@@ -379,7 +381,8 @@ class TaskManager:
         task_id = params.get("taskId")
         if not isinstance(task_id, str):
             raise McpError(INVALID_PARAMS, 'Invalid params: "taskId" must be a string')
-        record = await self.store.load(task_id) if len(task_id) <= 200 else None
+        # Only ids this host mints (token_urlsafe) reach the store, whatever backend it is.
+        record = await self.store.load(task_id) if _TASK_ID.fullmatch(task_id) else None
         if record is None or record.get("owner") != principal_key(session):
             raise McpError(INVALID_PARAMS, "Unknown task", {"taskId": task_id[:200]})
         if (record["status"] not in TERMINAL and task_id not in self.running

@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import re
 import secrets
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
@@ -35,6 +36,8 @@ log = logging.getLogger("mcphost.sessions")
 
 #: Longest session id looked up in a shared store (ours are 43 characters).
 MAX_SESSION_ID = 128
+#: A session id this host mints (``secrets.token_urlsafe``); anything else is unknown without a lookup.
+_SESSION_ID = re.compile(rf"[A-Za-z0-9_-]{{1,{MAX_SESSION_ID}}}")
 
 
 class TooManySessions(Exception):
@@ -160,7 +163,7 @@ class SessionManager:
         session = self.sessions.get(session_id)
         if self.shared:
             if session is None:
-                session = await self._load(session_id) if len(session_id) <= MAX_SESSION_ID else None
+                session = await self._load(session_id) if _SESSION_ID.fullmatch(session_id) else None
             elif not session.closed and not await self._still_there(session):
                 session = None
         # A foreign principal gets exactly the unknown-session answer: no existence oracle.

@@ -51,11 +51,24 @@ class RequestGuard:
         self.allowed_hosts = {h.lower() for h in settings.allowed_hosts}
         self.allowed_origins = {o.lower().rstrip("/") for o in settings.allowed_origins}
 
-    def check(self, headers: dict[str, str]) -> None:
+    def check(self, headers: dict[str, str], raw: list[tuple[bytes, bytes]] | None = None) -> None:
+        """403 for an Origin this server does not accept, 421 for a Host it is not.
+
+        ``raw``: the request's header lines, checked for a repeated Origin or Host (``headers``
+        kept only the last of each name, which a browser's real Origin could hide behind).
+        """
+        if raw is not None and len(raw) != len(headers):  # some name repeats: rare, only then count
+            names = [name.lower() for name, _ in raw]
+            if names.count(b"origin") > 1:
+                raise HttpError(403, "Forbidden: more than one Origin header")
+            if names.count(b"host") > 1:
+                raise HttpError(421, "Misdirected request: more than one Host header")
         origin = headers.get("origin")
         if origin is not None and not self.origin_allowed(origin, headers.get("host", "")):
             raise HttpError(403, "Forbidden: invalid Origin header")
         host = headers.get("host", "").lower()
+        if (self.allowed_hosts or self.loopback) and not _well_formed_host(host):
+            raise HttpError(421, "Misdirected request: invalid Host header")
         if self.allowed_hosts:
             if host not in self.allowed_hosts and hostname(host) not in self.allowed_hosts:
                 raise HttpError(421, "Misdirected request: invalid Host header")
@@ -82,6 +95,31 @@ class RequestGuard:
         if self.loopback:
             return hostname in LOOPBACK_NAMES or hostname == "::1"
         return parts.netloc == host.lower()  # same origin
+
+
+def _well_formed_host(host: str) -> bool:
+    """Whether ``host`` is ``name``, ``name:port``, ``[v6]`` or ``[v6]:port`` with a numeric port."""
+    if host.startswith("["):
+        end = host.find("]")
+        rest = host[end + 1:] if end > 0 else None
+    elif host.count(":") > 1:  # a bare IPv6 address, as some clients send it
+        return is_loopback(host) or _is_address(host)
+    else:
+        rest = host[host.find(":"):] if ":" in host else ""
+    if rest is None:
+        return False
+    if not rest:
+        return True
+    port = rest[1:]
+    return rest[0] == ":" and 0 < len(port) <= 5 and port.isascii() and port.isdigit()
+
+
+def _is_address(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
 
 
 async def respond_unread(receive: Receive, send: Send, status: int, body: bytes, headers: dict[str, str],

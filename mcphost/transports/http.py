@@ -30,6 +30,7 @@ from typing import Any
 
 from mcphost.errors import Refused, Unauthorized
 from mcphost.host import Host
+from mcphost.kernel.handlers import check_initialize
 from mcphost.protocol import jsonrpc
 from mcphost.protocol.auth import bearer_token
 from mcphost.protocol.errors import PARSE_ERROR, SERVER_BUSY, McpError
@@ -204,7 +205,7 @@ class HttpTransport(SseStreams):
             return message
 
         try:
-            self.guard.check(headers)
+            self.guard.check(headers, scope["headers"])
             # Who is calling is settled first, for every method, before any session is looked up.
             connection = await self._authenticate(scope, headers)
             method = scope["method"]
@@ -233,6 +234,26 @@ class HttpTransport(SseStreams):
                 SERVER_BUSY, "Service unavailable: session state cannot be reached; retry later")))
             headers = {"retry-after": str(max(1, int(exc.retry_after)))}
             await respond_unread(receive, send, 503, body, closing(headers, unread), unread)
+
+    async def check_route(self, scope: Scope, receive: Receive, send: Send, *, authenticate: bool = False) -> bool:
+        """The MCP endpoint's Host and Origin checks (and, with ``authenticate``, its authentication)
+        for another route; False when the request was refused here (the answer is sent)."""
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        unread = "transfer-encoding" in headers or headers.get("content-length", "0") not in ("", "0")
+        try:
+            self.guard.check(headers, scope["headers"])
+            if authenticate and self.host.has_auth:
+                await self._authenticate(scope, headers)
+        except Refused as exc:
+            error = self._refusal(exc, scope, headers, None)
+            await respond_unread(receive, send, error.status, jsonrpc.encode(error.body),
+                                 closing(error.headers, unread), unread)
+            return False
+        except HttpError as exc:
+            await respond_unread(receive, send, exc.status, jsonrpc.encode(exc.body), closing(exc.headers, unread),
+                                 unread)
+            return False
+        return True
 
     def _refusal(self, exc: Refused, scope: Scope, headers: dict[str, str], request_id: Any) -> HttpError:
         """A plugin's (or the host's) refusal as an HTTP answer; challenges are composed in one place."""
@@ -298,13 +319,15 @@ class HttpTransport(SseStreams):
         return bytes(body)
 
 
-    async def _session(self, headers: dict[str, str], connection: Connection) -> Session:
+    async def _session(self, headers: dict[str, str], connection: Connection, request_id: Any = None) -> Session:
+        """The caller's session; 400 without the header, 404 when unknown (``request_id``: the
+        id of the request that asked, echoed in the error)."""
         session_id = headers.get("mcp-session-id")
         if not session_id:
-            raise HttpError(400, "Bad request: Mcp-Session-Id header is required")
+            raise HttpError(400, "Bad request: Mcp-Session-Id header is required", request_id=request_id)
         session = await self.manager.lookup(session_id, connection.principal)
         if session is None:
-            raise HttpError(404, "Session not found")
+            raise HttpError(404, "Session not found", request_id=request_id)
         return session
 
     # -- POST ---------------------------------------------------------------------------------
@@ -340,10 +363,11 @@ class HttpTransport(SseStreams):
                            send: Send) -> None:
         """A session-era POST: create or find the session, run its messages, stream the replies."""
         version = headers.get("mcp-protocol-version")
+        batch = isinstance(payload, list)
+        request_id = None if batch else jsonrpc.readable_id(payload)  # for errors from here on
         if version is not None and version not in LEGACY_VERSIONS:
             raise HttpError(400, f"Bad request: Unsupported protocol version: {version[:40]} "
-                                 f"(supported: {', '.join(LEGACY_VERSIONS)})")
-        batch = isinstance(payload, list)
+                                 f"(supported: {', '.join(LEGACY_VERSIONS)})", request_id=request_id)
         messages = payload if batch else [payload]
         kinds = [_kind(m) for m in messages]
         if not batch and kinds[0] is None:
@@ -360,10 +384,14 @@ class HttpTransport(SseStreams):
                 raise HttpError(400, "Invalid request: initialize must not be part of a batch")
             if headers.get("mcp-session-id"):
                 raise HttpError(400, "Invalid request: this session is already initialized",
-                                request_id=jsonrpc.readable_id(payload))
+                                request_id=request_id)
+            try:  # before a session exists: an invalid initialize leaves none behind
+                check_initialize(payload.get("params"))
+            except McpError as exc:
+                raise HttpError(400, exc.message, code=exc.code, request_id=request_id) from None
             session = await self._create_session(connection)
         else:
-            session = await self._session(headers, connection)
+            session = await self._session(headers, connection, request_id)
             if batch and (not payload or not allows_batches(session.protocol_version or "")):
                 raise HttpError(400, "Invalid request: batches are accepted only on 2025-03-26 sessions")
             # A record the caller's token does not cover is refused before anything is answered:

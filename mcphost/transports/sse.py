@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import re
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
@@ -98,7 +99,15 @@ class SseStreams:
     write_timeout: float
 
     async def _settle(self, session: Session, stream: str) -> bool:
-        """End a request stream whose process died with an error reply for each of its requests."""
+        """End a request stream whose process died with an error reply for each of its requests.
+
+        A stream this process still writes is never settled, whatever its lease says: a
+        renewal that failed (Redis slow or briefly away) must not tell the client to send again
+        a request that is still running here.
+        """
+        state = state_of(session)
+        if state is not None and stream in state.request_streams.values():  # until its replies are stored
+            return False
         request_ids = await self.events.orphaned(session.id, stream)
         if not request_ids:
             return False
@@ -244,11 +253,20 @@ class SseStreams:
 
 
 def parse_event_id(value: str) -> tuple[str | None, int]:
-    """``<stream>.<seq>`` as (stream, seq); (None, -1) when it cannot be one of ours."""
+    """``<stream>.<seq>`` as (stream, seq); (None, -1) when it cannot be one of ours.
+
+    Stream ids are what this transport mints (``<n>``, or ``<n>-<worker>`` on a shared backend)
+    and nothing else: a client-chosen id never reaches a backend, where it could name one of
+    its internal keys or fields.
+    """
     stream, _, seq = value.strip().partition(".")
-    if not stream or not seq.isascii() or not seq.isdigit() or len(seq) > 18:
+    if not _STREAM_ID.fullmatch(stream) or not seq.isascii() or not seq.isdigit() or len(seq) > 18:
         return None, -1
     return stream, int(seq)
+
+
+#: A stream id this transport mints: a number, then on a shared backend the worker's hex tag.
+_STREAM_ID = re.compile(r"[0-9]{1,18}(?:-[0-9a-f]{1,32})?")
 
 
 def frame(stream: str, seq: int, message: dict[str, Any] | None, retry_ms: int) -> bytes:

@@ -6,7 +6,12 @@ stream resynchronizes instead of growing without bound. ``print`` from plugins g
 stderr, because stdout carries only MCP messages. On EOF, in-flight requests are cancelled
 and the disconnect and terminate hooks run with reason ``eof``. Every message goes to the
 kernel's one entry (``Kernel.serve``); a 2026-07-28 request runs its whole lifecycle there,
-disconnect and terminate included.
+disconnect and terminate included. On SIGTERM or SIGINT the session ends as on EOF, with
+reason ``shutdown`` (then the shutdown hooks run), instead of the process dying.
+
+What waits for a client that stops reading stdout is bounded: while ``server.max_inflight``
+replies are finished but not yet written, no more input is read (the client's writes then
+block on the full pipe), and 2026-07-28 requests beyond that many at once get -32000.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import signal
 import stat
 import sys
 from typing import Any, BinaryIO
@@ -21,7 +27,7 @@ from typing import Any, BinaryIO
 from mcphost.errors import Refused
 from mcphost.host import Host
 from mcphost.protocol import jsonrpc
-from mcphost.protocol.errors import INVALID_REQUEST, McpError
+from mcphost.protocol.errors import INVALID_REQUEST, SERVER_BUSY, McpError
 from mcphost.protocol.versions import allows_batches
 from mcphost.sessions.session import Connection, Session
 
@@ -45,6 +51,15 @@ class StdioServer:
         self.max_line = host.config.server.max_body_bytes
         self._write_lock = asyncio.Lock()
         self._replies: set[asyncio.Future[Any]] = set()
+        #: Finished replies waiting for stdout; at ``max_waiting`` no more input is read.
+        self._waiting = 0
+        self.max_waiting = host.config.server.max_inflight
+        self._room = asyncio.Event()
+        self._room.set()
+        #: Set by SIGTERM/SIGINT (see serve_stdio): stop reading, end the session, run the hooks.
+        self.stopping = asyncio.Event()
+        #: 2026-07-28 requests whose lifecycle is running (at most ``max_waiting`` at once).
+        self._modern_running: set[asyncio.Future[Any]] = set()
         self._refusal: Refused | None = None
         #: Running 2026-07-28 requests by id: their reply futures (stdio cancels with notifications/cancelled).
         self._modern: dict[Any, asyncio.Future[Any]] = {}
@@ -73,13 +88,19 @@ class StdioServer:
         except Refused as refusal:
             log.warning("client refused by a connect hook: %s", refusal.message)
             self._refusal = refusal
+        reading = asyncio.ensure_future(self._read_all(session))
+        stopping = asyncio.ensure_future(self.stopping.wait())
         reason = "eof"
         try:
-            async for line in self._lines():
-                await self._handle_line(session, line)
-        except (ConnectionError, BrokenPipeError):
-            reason = "dropped"
+            await asyncio.wait({reading, stopping}, return_when=asyncio.FIRST_COMPLETED)
+            if reading.done():
+                reason = reading.result()
+            else:
+                log.info("signalled: ending the session")
+                reason = "shutdown"
+                reading.cancel()
         finally:
+            stopping.cancel()
             # The client closed stdin: answer what is already running if it is quick (a final
             # request without a trailing newline, say), then cancel the rest.
             if session.inflight:
@@ -89,8 +110,21 @@ class StdioServer:
             if self._replies:
                 await asyncio.wait(list(self._replies), timeout=5)
             await host.disconnect(session, "refused" if self._refusal else reason)
-            await host.terminate(session, "eof")
+            await host.terminate(session, "shutdown" if reason == "shutdown" else "eof")
             await host.stop()
+
+    async def _read_all(self, session: Session) -> str:
+        """Handle input lines until EOF; the disconnect reason."""
+        try:
+            async for line in self._lines():
+                await self._handle_line(session, line)
+                if self._waiting >= self.max_waiting:
+                    # The client is not reading what it asked for: stop reading what it asks next.
+                    self._room.clear()
+                    await self._room.wait()
+        except (ConnectionError, BrokenPipeError):
+            return "dropped"
+        return "eof"
 
     async def _lines(self) -> Any:
         """Yield complete lines; an over-long one yields ``None`` once, after it has been skipped."""
@@ -145,10 +179,20 @@ class StdioServer:
             return
         assert self.host.kernel is not None
         work = self.host.kernel.serve(message, _Line(self, message))
-        if work is not None:  # a 2026-07-28 request: its lifecycle runs as the task that writes its reply
-            task = asyncio.ensure_future(self._modern_request(work, message))
-            self._replies.add(task)
-            task.add_done_callback(self._replies.discard)
+        if work is None:
+            return
+        # A 2026-07-28 request: its lifecycle runs as the task that writes its reply.
+        if len(self._modern_running) >= self.max_waiting:
+            work.close()
+            if isinstance(message, dict) and "id" in message:
+                await self.write(jsonrpc.error(message["id"], McpError(
+                    SERVER_BUSY, "Too many requests in flight; retry later")))
+            return
+        task = asyncio.ensure_future(self._modern_request(work, message))
+        self._replies.add(task)
+        self._modern_running.add(task)
+        task.add_done_callback(self._replies.discard)
+        task.add_done_callback(self._modern_running.discard)
 
     def legacy(self, session: Session, message: Any) -> None:
         """A session-era message: the kernel answers it for this process's session."""
@@ -218,8 +262,15 @@ class StdioServer:
             return
         writing = asyncio.ensure_future(then(reply.result()))
         self._replies.add(writing)
-        writing.add_done_callback(self._replies.discard)
+        self._waiting += 1
+        writing.add_done_callback(self._written)
         self._replies.discard(reply)
+
+    def _written(self, writing: asyncio.Future[Any]) -> None:
+        self._replies.discard(writing)
+        self._waiting -= 1
+        if self._waiting < self.max_waiting:
+            self._room.set()
 
     async def _send_reply(self, message: Any) -> None:
         if message is not None:
@@ -346,7 +397,14 @@ async def open_stdio(stdin: BinaryIO | None = None, stdout: BinaryIO | None = No
 async def serve_stdio(host: Host) -> None:
     """Serve ``host`` on this process's stdin/stdout until EOF."""
     reader, writer = await open_stdio()
+    server = StdioServer(host, reader, writer, freeze_gc=True)
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        try:
+            loop.add_signal_handler(sig, server.stopping.set)
+        except (NotImplementedError, RuntimeError):
+            pass
     try:
-        await StdioServer(host, reader, writer, freeze_gc=True).serve()
+        await server.serve()
     finally:
         writer.close()

@@ -46,7 +46,8 @@ def install(root: Path) -> Path:
     if not site.is_dir():
         make_distribution(site, "mcphost-http-probe", "0.0.1", {"httpprobe": "tests.http_plugins.probe",
                                                                  "httpauth": "tests.http_plugins.auth",
-                                                                 "httpbearer": "tests.http_plugins.bearer"}, {})
+                                                                 "httpbearer": "tests.http_plugins.bearer",
+                                                                 "httpunruly": "tests.http_plugins.unruly"}, {})
     return site
 
 

@@ -2,12 +2,16 @@
 
 Tools ``echo`` and ``progress`` are also what the benchmarks call, so keep their shape.
 Files are served from ``[plugins.demo] root`` (default: the sample files shipped here),
-never from outside it.
+never from outside it. Paths come from clients, so their handling is bounded: a path longer than
+the system's PATH_MAX is not found before any file-system call (resolving it costs time quadratic
+in its segments), and completion walks at most :data:`MAX_SCANNED` entries below the directory
+the typed prefix names. Both run in the host's thread pool (they are synchronous), off the loop.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 from pathlib import Path
 from typing import Any
 
@@ -15,11 +19,17 @@ import mcphost
 from mcphost import Context
 
 SAMPLE_ROOT = Path(__file__).parent / "data"
+#: Longest path (in bytes) a read or a completion considers; Linux's PATH_MAX.
+MAX_PATH_BYTES = 4096
+#: Directory entries one completion looks at, at most; it answers with what it found by then.
+MAX_SCANNED = 10_000
+#: Values one completion returns (the host sends 100 at most).
+MAX_COMPLETIONS = 100
 LANGUAGES = ["c", "cpp", "elixir", "go", "haskell", "java", "javascript", "python", "ruby", "rust", "typescript"]
 
 
 @mcphost.tool(annotations={"readOnlyHint": True, "idempotentHint": True, "openWorldHint": False})
-def echo(text: str) -> str:
+async def echo(text: str) -> str:  # async: nothing to block on, so no trip to the thread pool
     """Return the text unchanged."""
     return text
 
@@ -123,8 +133,9 @@ class Demo:
 
     def resolve(self, path: str, root: Path | None = None) -> Path:
         """The file ``path`` names under the root; FileNotFoundError for anything else."""
-        if not path or "\x00" in path or path.startswith(("/", "\\")):
-            raise FileNotFoundError(path)
+        if not path or "\x00" in path or path.startswith(("/", "\\")) or len(path) > MAX_PATH_BYTES or \
+                len(path.encode("utf-8", "surrogatepass")) > MAX_PATH_BYTES:
+            raise FileNotFoundError(path[:200])
         root = (root or self.root).resolve()
         try:
             target = (root / path).resolve()
@@ -135,11 +146,52 @@ class Demo:
         return target
 
     def complete_path(self, value: str, context: dict[str, str], root: Path | None = None) -> list[str]:
-        """Paths under the root starting with ``value``: only files a read would serve."""
+        """Paths under the root starting with ``value``: only files a read would serve.
+
+        Walks breadth-first from the directory ``value`` names (``notes/t`` starts in ``notes``),
+        looking at no more than :data:`MAX_SCANNED` entries; sorted, at most :data:`MAX_COMPLETIONS`.
+        """
         root = (root or self.root).resolve()
-        names = sorted(str(p.relative_to(root)) for p in root.rglob("*")
-                       if p.is_file() and p.resolve().is_relative_to(root))
-        return [name for name in names if name.startswith(value)]
+        if "\x00" in value or value.startswith(("/", "\\")) or len(value.encode("utf-8", "surrogatepass")) > \
+                MAX_PATH_BYTES:
+            return []
+        directory = value.rpartition("/")[0]
+        try:
+            start = (root / directory).resolve() if directory else root
+        except OSError:
+            return []
+        if not start.is_relative_to(root) or not start.is_dir():
+            return []
+        found: list[str] = []
+        pending = [start]
+        scanned = 0
+        while pending and scanned < MAX_SCANNED:
+            folder = pending.pop(0)
+            try:
+                entries = os.scandir(folder)
+            except OSError:
+                continue
+            with entries:
+                for entry in entries:
+                    scanned += 1
+                    if scanned > MAX_SCANNED:
+                        break
+                    path = Path(entry.path)
+                    name = str(path.relative_to(root))
+                    try:
+                        real = path.resolve()
+                    except OSError:
+                        continue
+                    if not real.is_relative_to(root):
+                        continue  # a link out of the root: never offered
+                    if real.is_dir():
+                        if entry.is_symlink():
+                            continue  # a linked directory could lead back up: not walked
+                        if name.startswith(value) or value.startswith(name + "/"):
+                            pending.append(path)
+                    elif real.is_file() and name.startswith(value):
+                        found.append(name)
+        return sorted(found)[:MAX_COMPLETIONS]
 
 
 def configured_root(host: Any) -> Path:

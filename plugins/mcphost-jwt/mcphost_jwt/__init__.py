@@ -54,7 +54,8 @@ def build_authenticator(settings: Settings, *, fetcher: GuardedFetcher | None = 
     fetcher = fetcher or GuardedFetcher(allow_insecure=settings.allow_insecure, timeout=settings.timeout,
                                         ca_file=settings.ca_file)
     keys = KeySet(fetcher, issuer=settings.issuer, jwks_uri=settings.jwks_uri,
-                  cache_seconds=settings.jwks_cache_seconds, min_refresh_seconds=settings.jwks_min_refresh_seconds)
+                  cache_seconds=settings.jwks_cache_seconds, min_refresh_seconds=settings.jwks_min_refresh_seconds,
+                  max_keys=settings.max_jwks_keys)
     return Authenticator(settings, fetcher, keys)
 
 

@@ -26,7 +26,8 @@ from mcphost_jwt.fetch import GuardedFetcher, IdentityProviderUnavailable
 
 log = logging.getLogger("mcphost_jwt")
 
-#: Keys read from one JWKS at most; the rest are ignored.
+#: Keys read from one JWKS at most by default (``[plugins.jwt] max_jwks_keys``); the rest are
+#: ignored, and a JWKS holding more is logged as an error naming the setting.
 MAX_KEYS = 100
 
 # Which key type (and curve) each algorithm verifies with.
@@ -90,14 +91,22 @@ class SigningKey:
         return self.alg is None or self.alg == alg
 
 
-def parse_jwks(body: bytes, where: str) -> list[SigningKey]:
-    """The usable signature keys of a JWK Set (symmetric and encryption keys are skipped)."""
+def parse_jwks(body: bytes, where: str, max_keys: int = MAX_KEYS) -> list[SigningKey]:
+    """The usable signature keys of a JWK Set (symmetric and encryption keys are skipped).
+
+    Only the first ``max_keys`` entries are read. A set holding more is an error in the log that
+    names the setting: tokens signed with the keys beyond it are refused, never silently.
+    """
     document = _json_object(body, where)
     entries = document.get("keys")
     if not isinstance(entries, list):
         raise JwksUnavailable(f"{where} is not a JWK Set (no keys list)")
+    if len(entries) > max_keys:
+        log.error("%s holds %d keys, more than [plugins.jwt] max_jwks_keys = %d: only the first %d are used, "
+                  "so tokens signed with the others are refused; raise max_jwks_keys", where, len(entries),
+                  max_keys, max_keys)
     keys: list[SigningKey] = []
-    for entry in entries[:MAX_KEYS]:
+    for entry in entries[:max_keys]:
         if not isinstance(entry, dict) or entry.get("kty") not in ("RSA", "EC", "OKP"):
             continue
         if entry.get("use", "sig") != "sig":
@@ -122,13 +131,14 @@ class KeySet:
 
     def __init__(self, fetcher: GuardedFetcher, *, issuer: str, jwks_uri: str | None = None,
                  cache_seconds: float = 600.0, min_refresh_seconds: float = 10.0,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, max_keys: int = MAX_KEYS) -> None:
         self.fetcher = fetcher
         self.issuer = issuer
         self.configured_uri = jwks_uri
         self.cache_seconds = cache_seconds
         self.min_refresh_seconds = min_refresh_seconds
         self.clock = clock
+        self.max_keys = max_keys
         self.keys: list[SigningKey] | None = None
         self.fetches = 0  # how many times the JWKS was requested (tests and metrics)
         self._jwks_uri = jwks_uri
@@ -189,7 +199,7 @@ class KeySet:
         answer = await self.fetcher.request("GET", self._jwks_uri)
         if answer.status != 200:
             raise JwksUnavailable(f"JWKS at {self._jwks_uri} answered HTTP {answer.status}")
-        keys = parse_jwks(answer.body, f"JWKS at {self._jwks_uri}")
+        keys = parse_jwks(answer.body, f"JWKS at {self._jwks_uri}", self.max_keys)
         log.info("fetched %d signing key(s) from %s", len(keys), self._jwks_uri)
         return keys
 

@@ -29,6 +29,7 @@ MAX_LEEWAY = 60.0
 DEFAULT_TIMEOUT = 5.0
 DEFAULT_JWKS_CACHE_SECONDS = 600.0
 DEFAULT_JWKS_MIN_REFRESH_SECONDS = 10.0
+DEFAULT_MAX_JWKS_KEYS = 100
 
 # RFC 6749 scope-token: printable ASCII without space, double quote or backslash.
 _SCOPE_TOKEN = r"^[\x21\x23-\x5B\x5D-\x7E]+$"
@@ -77,6 +78,9 @@ def config_schema() -> dict[str, Any]:
             "jwks_cache_seconds": {"type": "number", "minimum": 1,
                                    "description": "Seconds fetched keys are used before they are fetched again "
                                                   f"(default {DEFAULT_JWKS_CACHE_SECONDS:g})."},
+            "max_jwks_keys": {"type": "integer", "minimum": 1, "maximum": 10000,
+                              "description": "Keys read from the JWKS at most; a JWKS with more is logged as an "
+                                             f"error naming this setting (default {DEFAULT_MAX_JWKS_KEYS})."},
             "jwks_min_refresh_seconds": {
                 "type": "number", "minimum": 0,
                 "description": "Least seconds between two JWKS fetches caused by unknown key ids or failures "
@@ -112,6 +116,7 @@ class Settings:
     timeout: float = DEFAULT_TIMEOUT
     jwks_cache_seconds: float = DEFAULT_JWKS_CACHE_SECONDS
     jwks_min_refresh_seconds: float = DEFAULT_JWKS_MIN_REFRESH_SECONDS
+    max_jwks_keys: int = DEFAULT_MAX_JWKS_KEYS
 
 
 def canonical_resource(url: str) -> str:
@@ -181,6 +186,7 @@ def load_settings(section: Mapping[str, Any], *, resource_url: str | None = None
         timeout=timeout,
         jwks_cache_seconds=float(section.get("jwks_cache_seconds", DEFAULT_JWKS_CACHE_SECONDS)),
         jwks_min_refresh_seconds=float(section.get("jwks_min_refresh_seconds", DEFAULT_JWKS_MIN_REFRESH_SECONDS)),
+        max_jwks_keys=int(section.get("max_jwks_keys", DEFAULT_MAX_JWKS_KEYS)),
     )
 
 

@@ -330,6 +330,18 @@ async def test_an_oversized_jwks_is_refused(start, idp, rsa_key):
         await plugin.mcphost_authenticate(bearer(rsa_key.sign(claims_for(idp.issuer))))
 
 
+async def test_a_jwks_over_the_key_cap_is_an_error_naming_the_setting(start, idp, rsa_key, other_rsa_key, caplog):
+    """RELIABILITY H15: the cap is a setting, and exceeding it is never a silent 401."""
+    others = [{**other_rsa_key.jwk, "kid": f"other-{n}"} for n in range(3)]
+    idp.serve_json("/jwks", {"keys": [*others, rsa_key.jwk]})
+    capped, _ = await start(jwks_uri=idp.url + "/jwks", max_jwks_keys=3)
+    await refused(capped, rsa_key.sign(claims_for(idp.issuer)))
+    errors = [r for r in caplog.records if r.levelname == "ERROR" and "max_jwks_keys = 3" in r.getMessage()]
+    assert errors and "holds 4 keys" in errors[0].getMessage()
+    roomy, _ = await start(jwks_uri=idp.url + "/jwks", max_jwks_keys=4)
+    assert await roomy.authenticate(bearer(rsa_key.sign(claims_for(idp.issuer))))
+
+
 async def test_a_cached_jwks_survives_a_failed_refresh(start, idp, rsa_key, other_rsa_key):
     idp.serve_jwks(rsa_key)
     host, _ = await start(jwks_uri=idp.url + "/jwks")

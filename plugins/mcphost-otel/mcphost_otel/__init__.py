@@ -10,6 +10,10 @@ or resource as ``mcphost.plugin.name`` / ``mcphost.plugin.version``. Exporters c
 standard ``OTEL_*`` variables (see :mod:`mcphost_otel.providers`); ``[plugins.otel]
 prometheus = true`` adds a Prometheus scrape route.
 
+Metric attributes come from a closed set, so what a client sends cannot grow the metrics without
+bound: a method that is not an MCP method, a tool or prompt name that the catalog does not hold,
+all share the value ``_OTHER`` (spans, one per request, keep the names as sent).
+
 The entry point names the class, so every Host gets its own instance; tests pass their own
 providers (the SDK's in-memory exporter and reader) to the constructor.
 """
@@ -40,6 +44,16 @@ SCOPE = "mcphost_otel"
 DURATION_BUCKETS = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 30, 60, 120, 300)
 #: Methods whose ``params.uri`` is recorded as ``mcp.resource.uri`` on spans (never on metrics).
 RESOURCE_METHODS = frozenset({"resources/read", "resources/subscribe", "resources/unsubscribe"})
+#: The MCP request methods, both eras: metric values for ``mcp.method.name``; any other is ``_OTHER``.
+KNOWN_METHODS = frozenset({
+    "initialize", "ping", "logging/setLevel", "tools/list", "tools/call", "resources/list",
+    "resources/templates/list", "resources/read", "resources/subscribe", "resources/unsubscribe", "prompts/list",
+    "prompts/get", "completion/complete", "server/discover", "subscriptions/listen", "tasks/get", "tasks/update",
+    "tasks/cancel", "tasks/list", "tasks/result"})
+#: The metric value standing for every name outside the closed set (OpenTelemetry's convention).
+OTHER = "_OTHER"
+#: Attributes naming a catalog record: on metrics, a name the catalog does not hold becomes OTHER.
+_RECORD_NAMES = ("gen_ai.tool.name", "gen_ai.prompt.name")
 #: The W3C keys read from ``params._meta`` and HTTP headers.
 PROPAGATION_KEYS = ("traceparent", "tracestate", "baggage")
 NETWORK_TRANSPORT = {"http": "tcp", "stdio": "pipe"}
@@ -283,6 +297,12 @@ class OtelPlugin:
             otel_context.detach(token)
         if self.operation_duration is not None:
             attributes.update(late)
+            if attributes["mcp.method.name"] not in KNOWN_METHODS:
+                attributes["mcp.method.name"] = OTHER
+            if owner is None:  # no record of that name: whatever the client typed stays off the metrics
+                for key in _RECORD_NAMES:
+                    if key in attributes:
+                        attributes[key] = OTHER
             self.operation_duration.record(elapsed, attributes)
         if counting and session.initialized and self.active_sessions is not None:
             self.active_sessions.add(1, {"mcp.protocol.version": session.protocol_version or ""})

@@ -15,6 +15,7 @@ Keys (``P`` is the configured prefix):
 - ``P e:{<session>}`` and ``P e:{<session>}:<stream>``: the event log (see :mod:`.scripts`).
 - ``P t:<task>``: one task record as JSON, with its TTL.
 - ``P c:<key>``: a claim (``SET NX PX``).
+- ``P health``: written by each readiness probe (expires after 10 s).
 - Channel ``P b:<channel>``: the broker.
 """
 
@@ -133,9 +134,13 @@ class RedisBackend:
             await self._listener_pool.disconnect()
 
     async def health(self) -> bool:
-        """Whether Redis answers a PING within the operation timeout."""
+        """Whether Redis takes a write within the operation timeout.
+
+        A PING is answered by a Redis that refuses every write (a read-only replica, one over
+        ``maxmemory``, a full disk with ``stop-writes-on-bgsave-error``): readiness must not.
+        """
         try:
-            return bool(await self.op(self.redis.ping()))
+            return bool(await self.op(self.redis.set(self.key("health"), b"1", px=10_000)))
         except BackendUnavailable:
             return False
 
