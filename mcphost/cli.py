@@ -207,6 +207,40 @@ def call(options: Options, tool_name: str, args: tuple[str, ...], json_args: str
         sys.exit(1)
 
 
+@cli.command("rotate-state-key")
+@click.pass_obj
+def rotate_state_key(options: Options) -> None:
+    """Rotate the requestState key every process of a cluster shares (a shared backend, no state_keys).
+
+    The new key is verified everywhere at once and signs about a minute later, once every process
+    has read it; the old one keeps verifying for a state_ttl after that.
+    """
+    from mcphost.sessions.backend import BackendUnavailable
+    from mcphost.sessions.cluster import KEY_ACTIVATION, STATE_RING
+
+    host = options.host()
+    if not getattr(host.backend, "shared", False):
+        raise click.ClickException("no shared backend is configured (e.g. [plugins.redis] url): each process "
+                                   "has its own random key, which a restart replaces")
+    if host.config.server.state_keys:
+        click.echo("note: [server] state_keys is set, so processes seal with it, not with the shared ring", err=True)
+
+    async def run() -> int:
+        await host.backend.start()
+        try:
+            ring = await host.backend.rotate_keyring(STATE_RING, KEY_ACTIVATION,
+                                                     host.config.server.state_ttl + KEY_ACTIVATION)
+        finally:
+            await host.backend.close()
+        return len(ring)
+
+    try:
+        kept = asyncio.run(run())
+    except BackendUnavailable as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(f"rotated: the new key signs in {KEY_ACTIVATION:.0f}s; {kept} key(s) in the ring")
+
+
 @cli.command()
 def version() -> None:
     """Print the mcphost version."""

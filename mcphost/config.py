@@ -88,7 +88,8 @@ class ServerSettings:
     #: Seconds in-flight requests get to finish on shutdown before they are cancelled.
     graceful_timeout: float = 30.0
     #: Keys that seal 2026-07-28 requestState (HMAC): the first signs, all verify (rotation).
-    #: Empty: a random key per process (then sealed states do not survive a restart or cross workers).
+    #: Empty: on a shared backend (mcphost-redis), one key ring kept in the backend and shared by every
+    #: process; on the in-memory backend, a random key per process (sealed states do not survive a restart).
     state_keys: tuple[str, ...] = ()
     #: Seconds a sealed requestState stays valid.
     state_ttl: float = 600.0

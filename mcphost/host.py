@@ -162,6 +162,15 @@ class Host:
             await self.cluster.start()
             assert self.kernel is not None
             self.kernel.join(self.cluster)
+            if not self.config.server.state_keys:
+                # One requestState key for every process, agreed through the backend: a retry that
+                # lands on another process must open what this one sealed (docs/scaling.md).
+                try:
+                    await self.cluster.share_state_keys(self.kernel.sealer)
+                except BaseException:
+                    await self.cluster.stop()
+                    await await_maybe(getattr(self.backend, "close", _nothing)())
+                    raise
         await self.resource_server.collect()
         for impl in impls(self.pm, "mcphost_startup"):
             await await_maybe(call_impl(impl, host=self))

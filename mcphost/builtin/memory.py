@@ -8,12 +8,13 @@ refuses more than one worker with this backend.
 from __future__ import annotations
 
 import asyncio
+import secrets
 import time
 from collections.abc import Callable
 from typing import Any
 
 from mcphost.hookspecs import hookimpl
-from mcphost.sessions.backend import Event, StreamRead, UnknownEvent
+from mcphost.sessions.backend import Event, SharedKey, StreamRead, UnknownEvent
 
 
 class MemorySessionStore:
@@ -204,6 +205,7 @@ class MemoryBackend:
         self.tasks = MemoryTaskStore()
         self._claims: dict[str, float] = {}
         self._claim_count = 0
+        self._keyrings: dict[str, list[SharedKey]] = {}
 
     async def start(self) -> None:
         return None
@@ -226,6 +228,32 @@ class MemoryBackend:
     async def health(self) -> bool:
         """Memory is always there while the process is."""
         return True
+
+    async def keyring(self, name: str) -> list[SharedKey]:
+        ring = self._keyrings.get(name)
+        if ring is None:
+            ring = self._keyrings[name] = [SharedKey(secrets.token_bytes(32), time.time())]
+        return list(ring)
+
+    async def rotate_keyring(self, name: str, activate_in: float, keep: float) -> list[SharedKey]:
+        now = time.time()
+        ring = await self.keyring(name)
+        fresh = SharedKey(secrets.token_bytes(32), now + activate_in)
+        self._keyrings[name] = [fresh, *retained(ring, now, keep)]
+        return list(self._keyrings[name])
+
+
+def retained(ring: list[SharedKey], now: float, keep: float) -> list[SharedKey]:
+    """The keys of ``ring`` (newest first) still worth verifying with after a rotation: a key is
+    dropped once the key after it has been signing for more than ``keep`` seconds."""
+    kept: list[SharedKey] = []
+    newer: SharedKey | None = None
+    for key in ring:
+        if newer is not None and newer.active_from + keep < now:
+            break
+        kept.append(key)
+        newer = key
+    return kept
 
 
 @hookimpl(trylast=True)

@@ -33,6 +33,18 @@ class StreamRead:
     done: bool
 
 
+@dataclass(frozen=True, slots=True)
+class SharedKey:
+    """One key of a key ring the processes on a backend share (see ``Backend.keyring``).
+
+    ``active_from`` (Unix time) is when it may start signing: a rotated-in key is first only
+    verified, for long enough that every process has read it before any of them signs with it.
+    """
+
+    secret: bytes
+    active_from: float
+
+
 class UnknownEvent(LookupError):
     """The stream or position is unknown, or was trimmed away (retention)."""
 
@@ -110,6 +122,14 @@ class Backend(Protocol):
     first claim: the single-use tracking of sealed 2026-07-28 request states (claim a digest of
     the state when it is redeemed; a second redemption within its validity is then refused).
 
+    ``keyring(name)`` returns the key ring called ``name`` that every process on this backend
+    shares, newest first, creating it (one random key, active at once) when there is none:
+    concurrent first calls from many processes agree on one key. ``rotate_keyring(name,
+    activate_in, keep)`` adds a new random key that starts signing ``activate_in`` seconds from
+    now, drops keys superseded more than ``keep`` seconds ago, and returns the new ring. The
+    2026-07-28 ``requestState`` is sealed with the ring ``"state"`` unless ``[server]
+    state_keys`` is set. Both raise BackendUnavailable when the backend cannot be reached.
+
     Optional: ``async def health(self) -> bool``, asked by the ``/readyz`` probe. True when
     the backend can serve requests now (for a networked store: it answered a round trip such
     as PING); False, or an exception, when it cannot. It must answer quickly (well under a
@@ -129,3 +149,5 @@ class Backend(Protocol):
     async def close(self) -> None: ...
     async def claim(self, key: str, ttl: float) -> bool: ...
     async def health(self) -> bool: ...
+    async def keyring(self, name: str) -> list[SharedKey]: ...
+    async def rotate_keyring(self, name: str, activate_in: float, keep: float) -> list[SharedKey]: ...

@@ -13,6 +13,12 @@ broker, the claims and the event log through their interfaces.
 - Notifications for many sessions (a resource update, a list change) are published once on
   the channel ``all``; each process delivers them to the sessions it holds, and a claim per
   (notification, session) makes sure a session held by two processes gets it once.
+- Without ``[server] state_keys``, the key that seals 2026-07-28 ``requestState`` is the
+  backend's shared key ring ``state``: created once by whichever process asks first, read by
+  every process at startup and every :data:`KEY_REFRESH` seconds, so a state sealed on one
+  process opens on any other, and a rotation (``mcphost rotate-state-key``) reaches them all.
+  A process that cannot read the ring at startup does not start: a private key would make
+  every input-required retry that lands elsewhere fail.
 """
 
 from __future__ import annotations
@@ -20,13 +26,15 @@ from __future__ import annotations
 import asyncio
 import logging
 import secrets
+import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from mcphost.sessions.backend import BackendUnavailable
+from mcphost.sessions.backend import BackendUnavailable, SharedKey
 
 if TYPE_CHECKING:
     from mcphost.host import Host
+    from mcphost.protocol.sealed import StateSealer
     from mcphost.sessions.session import Session
 
 log = logging.getLogger("mcphost.cluster")
@@ -34,6 +42,27 @@ log = logging.getLogger("mcphost.cluster")
 ALL = "all"
 #: Seconds a (notification, session) delivery claim is kept: longer than any broker delay.
 CLAIM_TTL = 120.0
+#: The backend key ring that seals 2026-07-28 requestState when [server] state_keys is not set.
+STATE_RING = "state"
+#: Seconds between two reads of the shared key ring by each process.
+KEY_REFRESH = 30.0
+#: Seconds a rotated-in key only verifies before it signs: every process has read it by then.
+KEY_ACTIVATION = 2 * KEY_REFRESH + 10
+#: Seconds a process waits at startup for the backend to hand it the shared key ring.
+KEY_STARTUP_WAIT = 10.0
+
+
+def sealing_keys(ring: list[SharedKey], now: float) -> list[bytes]:
+    """The ring (newest first) in sealer order: the newest active key signs, every key verifies.
+
+    Keys not yet active come last (verify only). A ring with no active key at all (clocks far
+    apart) signs with the oldest pending one rather than not at all.
+    """
+    active = [key.secret for key in ring if key.active_from <= now]
+    pending = [key.secret for key in ring if key.active_from > now]
+    if not active:
+        active, pending = pending[-1:], pending[:-1]
+    return active + pending
 
 
 class Cluster:
@@ -51,6 +80,7 @@ class Cluster:
         self._subscriptions: dict[str, Any] = {}
         self._all: Any = None
         self._tasks: set[asyncio.Task[Any]] = set()
+        self._key_follower: asyncio.Future[None] | None = None
         #: Handlers by message type for session channels: ``handler(session, message)``.
         self.session_handlers: dict[str, Callable[[Session, dict[str, Any]], Any]] = {}
         #: Handlers by message type for the ``all`` channel: ``handler(message)``.
@@ -63,7 +93,41 @@ class Cluster:
         except BackendUnavailable:
             log.warning("the broker is not reachable yet; it subscribes when the backend is back")
 
+    async def share_state_keys(self, sealer: StateSealer, wait: float | None = None) -> None:
+        """Seal with the backend's shared key ring from now on, and follow its rotations.
+
+        Waits up to ``wait`` seconds for the backend; then raises BackendUnavailable, saying why.
+        """
+        deadline = time.monotonic() + (KEY_STARTUP_WAIT if wait is None else wait)
+        while True:
+            try:
+                ring = await self.backend.keyring(STATE_RING)
+                break
+            except BackendUnavailable as exc:
+                if time.monotonic() >= deadline:
+                    raise BackendUnavailable(
+                        f"cannot read the shared requestState key from the {self.backend.name} backend ({exc}); "
+                        "not serving with a private key, which would make 2026-07-28 input-required retries "
+                        "fail on every other process. Check the backend (e.g. [plugins.redis] url), or set "
+                        "[server] state_keys") from None
+                log.warning("waiting for the backend to hand out the shared requestState key: %s", exc)
+                await asyncio.sleep(0.5)
+        sealer.rekey(sealing_keys(ring, time.time()))
+        self._key_follower = asyncio.ensure_future(self._follow_state_keys(sealer))
+
+    async def _follow_state_keys(self, sealer: StateSealer) -> None:
+        while True:
+            await asyncio.sleep(KEY_REFRESH)
+            try:
+                sealer.rekey(sealing_keys(await self.backend.keyring(STATE_RING), time.time()))
+            except BackendUnavailable as exc:  # keep the keys we have; the next round tries again
+                log.warning("could not refresh the shared requestState key: %s", exc)
+            except Exception:
+                log.exception("refreshing the shared requestState key failed")
+
     async def stop(self) -> None:
+        if self._key_follower is not None:
+            self._key_follower.cancel()
         if self._all is not None:
             self._all()
         for unsubscribe in self._subscriptions.values():

@@ -15,6 +15,7 @@ Keys (``P`` is the configured prefix):
 - ``P e:{<session>}`` and ``P e:{<session>}:<stream>``: the event log (see :mod:`.scripts`).
 - ``P t:<task>``: one task record as JSON, with its TTL.
 - ``P c:<key>``: a claim (``SET NX PX``).
+- ``P k:<name>``: a key ring shared by every process (JSON, newest first; no expiry).
 - Channel ``P b:<channel>``: the broker.
 """
 
@@ -23,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import secrets
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -38,7 +40,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from mcphost.sessions.backend import BackendUnavailable, Event, StreamRead, UnknownEvent
+from mcphost.sessions.backend import BackendUnavailable, Event, SharedKey, StreamRead, UnknownEvent
 
 from . import scripts
 
@@ -116,6 +118,8 @@ class RedisBackend:
         self.events = RedisEventLog(self)
         self.broker = RedisBroker(self)
         self.tasks = RedisTaskStore(self)
+        self._keyring = self.redis.register_script(scripts.KEYRING)
+        self._rotate = self.redis.register_script(scripts.ROTATE)
 
     def key(self, *parts: str) -> str:
         return self.settings.prefix + "".join(parts)
@@ -143,6 +147,20 @@ class RedisBackend:
         """Mark ``key`` used for ``ttl`` seconds; True only for the first claim (``SET NX PX``)."""
         done = await self.op(self.redis.set(self.key("c:", key), b"1", nx=True, px=_ms(ttl)))
         return bool(done)
+
+    async def keyring(self, name: str) -> list[SharedKey]:
+        """The ring ``name``, created atomically by the first process that asks (one script)."""
+        raw = await self.op(self._keyring(keys=[self.key("k:", name)], args=[secrets.token_hex(32), _now_ms()]))
+        return _ring(raw)
+
+    async def rotate_keyring(self, name: str, activate_in: float, keep: float) -> list[SharedKey]:
+        raw = await self.op(self._rotate(keys=[self.key("k:", name)],
+                                         args=[secrets.token_hex(32), _now_ms(), _ms(activate_in), _ms(keep)]))
+        return _ring(raw)
+
+
+def _ring(raw: bytes) -> list[SharedKey]:
+    return [SharedKey(bytes.fromhex(entry["k"]), float(entry["f"]) / 1000) for entry in orjson.loads(raw)]
 
 
 class Operations:

@@ -200,3 +200,37 @@ redis.call('PEXPIRE', KEYS[1], ARGV[3])
 redis.call('PEXPIRE', KEYS[2], ARGV[3])
 return 1
 """
+
+
+# Key rings shared by every process (the requestState sealing key). A ring is a JSON list,
+# newest first, of {"k": hex secret, "f": ms from which the key may sign}.
+
+# KEYS: ring. ARGV: hex secret, now ms. The ring, created with this one key if there is none.
+KEYRING = """
+local raw = redis.call('GET', KEYS[1])
+if raw then return raw end
+raw = cjson.encode({{k = ARGV[1], f = tonumber(ARGV[2])}})
+redis.call('SET', KEYS[1], raw)
+return raw
+"""
+
+# KEYS: ring. ARGV: hex secret, now ms, activate in ms, keep ms. Prepends a key that signs from
+# now + activate-in (at once on an empty ring), drops keys superseded more than keep ago.
+ROTATE = """
+local raw = redis.call('GET', KEYS[1])
+local ring = {}
+if raw then ring = cjson.decode(raw) end
+local now = tonumber(ARGV[2])
+local from = now + tonumber(ARGV[3])
+if #ring == 0 then from = now end
+local out = {{k = ARGV[1], f = from}}
+local newer = nil
+for _, key in ipairs(ring) do
+  if newer and newer.f + tonumber(ARGV[4]) < now then break end
+  out[#out + 1] = key
+  newer = key
+end
+raw = cjson.encode(out)
+redis.call('SET', KEYS[1], raw)
+return raw
+"""
