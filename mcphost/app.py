@@ -31,6 +31,9 @@ class McpApp:
         self.max_body = host.config.server.max_body_bytes
         self.max_header = host.config.server.max_header_bytes
         self.transport = HttpTransport(host)
+        #: Set by ``mcphost serve`` on SIGTERM before it stops: /readyz answers 503 while requests are
+        #: still served, so a load balancer moves traffic away first (see ``shutdown_drain``).
+        self.draining = False
         self.quart = Quart("mcphost")
         self.quart.config["MAX_CONTENT_LENGTH"] = self.max_body
         self.quart.config["BODY_TIMEOUT"] = host.config.server.body_timeout
@@ -91,7 +94,7 @@ class McpApp:
 
     async def readiness(self) -> tuple[bool, dict[str, Any]]:
         """Whether this process should get traffic now, and the body that says why."""
-        if self.transport.closing.is_set():
+        if self.transport.closing.is_set() or self.draining:
             return False, {"status": "unavailable", "reason": "stopping"}
         if not self.host.started:
             return False, {"status": "unavailable", "reason": "starting"}

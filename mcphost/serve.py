@@ -9,6 +9,7 @@ any request, because the sessions, streams and routing live in the shared backen
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import signal
@@ -25,6 +26,10 @@ from mcphost.host import Host
 from mcphost.transports.http import is_loopback
 
 log = logging.getLogger("mcphost.serve")
+
+#: Seconds of ``shutdown_drain`` when the backend is shared: above two health checks of a load
+#: balancer probing /readyz every second (deploy/haproxy.cfg).
+DEFAULT_DRAIN = 3.0
 
 
 def check_bind(host: Host, *, allow_remote: bool = False) -> None:
@@ -90,17 +95,35 @@ async def serve_http(host: Host, *, ready: Any = None, sock: socket.socket | Non
     app = create_app(host, freeze_gc=True)
     config = hypercorn_config(host, sock)
     stop = asyncio.Event()
+    second = asyncio.Event()
     loop = asyncio.get_running_loop()
+
+    def on_signal() -> None:
+        if stop.is_set():
+            second.set()
+        stop.set()
+
     for sig in (signal.SIGINT, signal.SIGTERM):
         try:
-            loop.add_signal_handler(sig, stop.set)
+            loop.add_signal_handler(sig, on_signal)
         except (NotImplementedError, RuntimeError):
             pass
     log.info("serving MCP on http://%s:%s%s", host.config.server.host, host.config.server.port,
              host.config.server.path)
 
+    drain = host.config.server.shutdown_drain
+    if drain is None:
+        drain = DEFAULT_DRAIN if getattr(host.backend, "shared", False) else 0.0
+
     async def shutdown_trigger() -> None:
         await stop.wait()
+        if drain and host.started:
+            # Still serving, but /readyz says 503: the balancer stops sending before the socket closes.
+            app.draining = True
+            log.info("draining for %ss before shutting down", drain)
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(drain):
+                    await second.wait()  # a second signal stops at once
         # Hypercorn waits for open connections before the lifespan shutdown runs, so tell the SSE
         # streams now: they end with a retry hint and clients resume (here once back, or elsewhere).
         app.transport.closing.set()
