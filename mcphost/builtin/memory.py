@@ -33,6 +33,16 @@ class MemorySessionStore:
     async def count(self) -> int:
         return len(self._states)
 
+    async def touch(self, session_id: str) -> bool:
+        return session_id in self._states
+
+    async def ids(self) -> list[str]:
+        return list(self._states)
+
+    async def expired(self, limit: int = 100) -> list[tuple[str, dict[str, Any] | None]]:
+        """Nothing: with one process the transport's own reaper ends idle sessions it holds."""
+        return []
+
 
 class _Stream:
     """One stream's events; small until used (most streams hold two events and are read once)."""
@@ -206,6 +216,7 @@ class MemoryBackend:
         self._claims: dict[str, float] = {}
         self._claim_count = 0
         self._keyrings: dict[str, list[SharedKey]] = {}
+        self._holds: dict[str, tuple[str, float]] = {}
 
     async def start(self) -> None:
         return None
@@ -228,6 +239,19 @@ class MemoryBackend:
     async def health(self) -> bool:
         """Memory is always there while the process is."""
         return True
+
+    async def hold(self, key: str, owner: str, ttl: float) -> bool:
+        now = time.monotonic()
+        held = self._holds.get(key)
+        if held is not None and held[0] != owner and held[1] > now:
+            return False
+        self._holds[key] = (owner, now + ttl)
+        return True
+
+    async def unhold(self, key: str, owner: str) -> None:
+        held = self._holds.get(key)
+        if held is not None and held[0] == owner:
+            del self._holds[key]
 
     async def keyring(self, name: str) -> list[SharedKey]:
         ring = self._keyrings.get(name)

@@ -466,22 +466,40 @@ class Kernel:
     # -- notifications for every session and listen stream (every process, on a shared backend) ------
 
     async def notify_resource_updated(self, uri: str) -> None:
-        await self._notify({"t": "resource-updated", "uri": uri}, self._resource_updated_here)
+        await self._notify({"t": "resource-updated", "uri": uri}, self._resource_updated_here,
+                           _stored_resource_updated)
 
     async def notify_list_changed(self, kind: str) -> None:
         """Tell every initialized session and listen stream that a list changed (tools, prompts, resources)."""
-        await self._notify({"t": "list-changed", "kind": kind}, self._list_changed_here)
+        await self._notify({"t": "list-changed", "kind": kind}, self._list_changed_here, _stored_list_changed)
 
     async def notify_task(self, record: dict[str, Any]) -> None:
         """Tell listen streams that asked for this task (``notifications.taskIds``) its new state."""
         await self._notify({"t": "task", "task": detailed_view(record)}, self._task_here)
 
-    async def _notify(self, event: dict[str, Any], here: Callable[[dict[str, Any]], Awaitable[None]]) -> None:
+    async def _notify(self, event: dict[str, Any], here: Callable[[dict[str, Any]], Awaitable[None]],
+                      stored: Callable[[dict[str, Any], dict[str, Any]], Message | None] | None = None) -> None:
         if self.cluster is not None:
-            await self.cluster.broadcast(event)  # every process, this one included, delivers it
+            # Every process, this one included, delivers it to the sessions it holds; ``stored``
+            # picks the stored sessions no process holds, whose stream log keeps it for their next GET.
+            await self.cluster.broadcast(event, stored)
         else:
             await here(event)
 
+
+
+def _stored_resource_updated(event: dict[str, Any], state: dict[str, Any]) -> Message | None:
+    """The notification a stored session (its JSON state) gets for ``event``, if any."""
+    uri = event.get("uri")
+    if uri not in (state.get("subscriptions") or ()):
+        return None
+    return jsonrpc.notification("notifications/resources/updated", {"uri": uri})
+
+
+def _stored_list_changed(event: dict[str, Any], state: dict[str, Any]) -> Message | None:
+    if not state.get("initialized"):
+        return None
+    return jsonrpc.notification(f"notifications/{event.get('kind')}/list_changed")
 
 
 class Listener:

@@ -30,7 +30,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from mcphost.sessions.backend import BackendUnavailable, SharedKey
+from mcphost.sessions.backend import BackendUnavailable, SharedKey, UnknownEvent
 
 if TYPE_CHECKING:
     from mcphost.host import Host
@@ -42,6 +42,10 @@ log = logging.getLogger("mcphost.cluster")
 ALL = "all"
 #: Seconds a (notification, session) delivery claim is kept: longer than any broker delay.
 CLAIM_TTL = 120.0
+#: The event-log stream of a session's standalone GET stream (the HTTP transport's stream "0").
+STANDALONE_STREAM = "0"
+#: Stored sessions loaded at once when a notification is kept for the sessions no process holds.
+STORED_BATCH = 64
 #: The backend key ring that seals 2026-07-28 requestState when [server] state_keys is not set.
 STATE_RING = "state"
 #: Seconds between two reads of the shared key ring by each process.
@@ -162,10 +166,41 @@ class Cluster:
         except BackendUnavailable as exc:
             log.warning("could not publish %s on %s: %s", message.get("t"), channel, exc)
 
-    async def broadcast(self, message: dict[str, Any]) -> None:
-        """Publish to every process (this one included); raises BackendUnavailable."""
+    async def broadcast(self, message: dict[str, Any],
+                        stored: Callable[[dict[str, Any], dict[str, Any]], dict[str, Any] | None] | None = None
+                        ) -> None:
+        """Publish to every process (this one included); raises BackendUnavailable.
+
+        ``stored(message, session_state)``, when given, says which notification a stored session
+        should get (None: none). Sessions no process holds would miss a broadcast, so this process
+        also appends the notification to the standalone stream log of every stored session it is
+        for, in the background: it waits there for the session's next GET, on any process. The
+        same claim as the holders' makes each session get it once, whoever delivers it.
+        """
         message = {**message, "n": secrets.token_hex(8)}
         await self.broker.publish(ALL, message)
+        if stored is not None:
+            self.spawn(self._deliver_stored(message, stored))
+
+    async def _deliver_stored(self, message: dict[str, Any],
+                              stored: Callable[[dict[str, Any], dict[str, Any]], dict[str, Any] | None]) -> None:
+        sessions, events = self.backend.sessions, self.backend.events
+        try:
+            ids = await sessions.ids()
+            for start in range(0, len(ids), STORED_BATCH):
+                states = await asyncio.gather(*(sessions.load(i) for i in ids[start:start + STORED_BATCH]))
+                for state in states:
+                    note = None if state is None else stored(message, state)
+                    if note is None or not await self.first_delivery(str(message["n"]), state["id"]):
+                        continue
+                    try:
+                        await events.append(state["id"], STANDALONE_STREAM, note)
+                    except UnknownEvent:
+                        pass  # ended meanwhile
+        except BackendUnavailable as exc:
+            log.warning("could not keep %s for sessions no process holds: %s", message.get("t"), exc)
+        except Exception:
+            log.exception("keeping %s for sessions no process holds failed", message.get("t"))
 
     async def first_delivery(self, nonce: str, session_id: str) -> bool:
         """True for exactly one process delivering notification ``nonce`` to ``session_id``."""

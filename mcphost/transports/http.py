@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ipaddress
+import itertools
 import logging
 import time
 from collections import deque
@@ -164,6 +165,7 @@ class HttpTransport:
         self._background: set[asyncio.Task[Any]] = set()
         self._reaper: asyncio.Task[None] | None = None
         self._heartbeat: asyncio.Task[None] | None = None
+        self._stream_numbers = itertools.count(1)
         backend = host.backend
         #: Sessions live in a store shared with other processes (any of them serves any session).
         self.shared = bool(getattr(backend, "shared", False))
@@ -211,6 +213,8 @@ class HttpTransport:
         period = max(0.05, min(30.0, *(limit / 4 for limit in limits)))
         while True:
             await asyncio.sleep(period)
+            if self.shared:
+                await self._reap_expired()
             now = time.time()
             for session in list(self.host.sessions.values()):
                 state = _state(session)
@@ -227,6 +231,28 @@ class HttpTransport:
                             await self._end(session, "expired")
                 except Exception:  # a backend hiccup must not stop the reaper for good
                     log.exception("could not end session %s…", session.id[:8])
+
+    async def _reap_expired(self) -> None:
+        """Shared backend: end the sessions whose idle time ran out in the store, wherever they were
+        last used. The store hands each one to exactly one process (its expiry index), so the
+        terminate hook fires once across the cluster. (SessionManager: its idle reaping.)"""
+        expired = getattr(self.host.backend.sessions, "expired", None)
+        if expired is None:
+            return
+        try:
+            for session_id, data in await expired():
+                session = self.host.sessions.get(session_id)
+                if session is None and data is not None:
+                    session = Session.from_state(data)
+                if session is not None:
+                    await self.host.terminate(session, "expired")
+                await self.events.drop(session_id)
+                if self.host.cluster is not None:
+                    await self.host.cluster.publish(f"s:{session_id}", {"t": "end"})  # other holders let go
+        except BackendUnavailable as exc:
+            log.warning("could not reap expired sessions: %s", exc)
+        except Exception:
+            log.exception("reaping expired sessions failed")
 
     async def _end(self, session: Session, reason: str) -> None:
         await self.host.terminate(session, reason)
@@ -298,6 +324,26 @@ class HttpTransport:
                 log.warning("could not renew %d request leases: %s", len(streams), exc)
             except Exception:
                 log.exception("renewing request leases failed")
+            # A session with an open GET stream or a running call is not idle, whoever holds it;
+            # and its one standalone GET stream stays its own (SessionManager: touch and holds).
+            for session in list(self.host.sessions.values()):
+                state = _state(session)
+                if state is None or not (session.inflight or state.standalone_live or state.closers):
+                    continue
+                try:
+                    await self.host.backend.sessions.touch(session.id)
+                    if state.standalone_live:
+                        await self._hold_standalone(session)
+                except BackendUnavailable as exc:
+                    log.warning("could not keep session %s… alive: %s", session.id[:8], exc)
+                except Exception:
+                    log.exception("keeping session %s… alive failed", session.id[:8])
+
+    async def _hold_standalone(self, session: Session) -> bool:
+        """Take (or renew) the session's one standalone GET stream cluster-wide; False when a
+        stream on another process has it. Lapses within a lease if that process dies."""
+        assert self.host.cluster is not None
+        return bool(await self.host.backend.hold(f"get:{session.id}", self.host.cluster.worker, self.lease))
 
     async def _settle(self, session: Session, stream: str) -> bool:
         """End a request stream whose process died with an error reply for each of its requests."""
@@ -553,7 +599,9 @@ class HttpTransport:
             stream = str(state.next_stream)
             state.next_stream += 1
             if self.shared and self.host.cluster is not None:
-                stream = f"{stream}-{self.host.cluster.worker}"  # unique among the processes
+                # Unique among the processes, and numbered per process, not per session: a session
+                # released here and loaded again later must not reuse a stream id it had.
+                stream = f"{next(self._stream_numbers)}-{self.host.cluster.worker}"
             # Reserve the ids before the first await, so a concurrent POST reusing one gets 409.
             for message in requests:
                 state.request_streams[message["id"]] = stream
@@ -688,6 +736,10 @@ class HttpTransport:
                 await self.events.read(session.id, stream, after, 0)
             except UnknownEvent:
                 raise HttpError(400, "Unknown or expired Last-Event-ID") from None
+            if stream == STANDALONE and self.lease and self.host.cluster is not None:
+                # The same rule across processes: the stream is held in the backend (released when it ends).
+                if not await self._hold_standalone(session):
+                    raise HttpError(409, "Conflict: only one standalone SSE stream is allowed per session")
             # Priming: an id pointing at the current position, so even an idle stream can be resumed.
             pumping = True
             await self._pump(session, stream, after, receive, send, {},
@@ -809,6 +861,9 @@ class HttpTransport:
                 if self.shared:  # where the next GET, on any process, picks up
                     with contextlib.suppress(BackendUnavailable):
                         await self._persist(session)
+                    if self.lease and self.host.cluster is not None:
+                        with contextlib.suppress(BackendUnavailable):
+                            await self.host.backend.unhold(f"get:{session.id}", self.host.cluster.worker)
             try:
                 async with asyncio.timeout(1 if reason == "dropped" else self.write_timeout):
                     await send({"type": "http.response.body", "body": b"", "more_body": False})
