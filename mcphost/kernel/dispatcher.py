@@ -381,22 +381,27 @@ class Kernel:
             "task": self._task_here,
         })
 
-    def _cancel_here(self, session: Session, message: dict[str, Any]) -> None:
+    # Handlers return True when they acted here: the cluster then acknowledges the message, and
+    # its sender stops re-sending it.
+
+    def _cancel_here(self, session: Session, message: dict[str, Any]) -> bool:
         request_id = message.get("id")
         task = session.inflight.get(request_id) if jsonrpc.valid_id(request_id) else None
         if task is not None:
             task.cancel()
+        return task is not None
 
-    def _respond_here(self, session: Session, message: dict[str, Any]) -> None:
+    def _respond_here(self, session: Session, message: dict[str, Any]) -> bool:
         deferred = self._deferred.get((session.id, message.get("id")))
         if deferred is None:
-            return
+            return False
         error = message.get("error")
         if isinstance(error, dict):
             deferred.reject(McpError(int(error.get("code", INTERNAL_ERROR)), str(error.get("message", "")),
                                      error.get("data")))
         else:
             deferred.resolve(message.get("value"))
+        return True
 
     async def _first_delivery(self, message: dict[str, Any], session: Session) -> bool:
         """On a shared backend a session may be loaded in several processes: one of them delivers."""

@@ -13,6 +13,12 @@ broker, the claims and the event log through their interfaces.
 - Notifications for many sessions (a resource update, a list change) are published once on
   the channel ``all``; each process delivers them to the sessions it holds, and a claim per
   (notification, session) makes sure a session held by two processes gets it once.
+- Answers, cancellations and deferred replies (:data:`ACKNOWLEDGED`) are sent with an id and
+  re-sent (backing off, for up to :data:`RESEND_FOR` seconds) until the process that acted on
+  one acknowledges it on the sender's own channel ``w:<worker>``: a message published while the
+  receiver was disconnected from the broker (a Redis restart, a dropped connection), or while
+  the sender could not reach it, is not lost. A receiver that already acted on an id only
+  acknowledges it again, so a re-sent message never acts twice.
 - Without ``[server] state_keys``, the key that seals 2026-07-28 ``requestState`` is the
   backend's shared key ring ``state``: created once by whichever process asks first, read by
   every process at startup and every :data:`KEY_REFRESH` seconds, so a state sealed on one
@@ -27,6 +33,7 @@ import asyncio
 import logging
 import secrets
 import time
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
@@ -42,6 +49,14 @@ log = logging.getLogger("mcphost.cluster")
 ALL = "all"
 #: Seconds a (notification, session) delivery claim is kept: longer than any broker delay.
 CLAIM_TTL = 120.0
+#: Session messages sent until acknowledged by the process that acts on them.
+ACKNOWLEDGED = frozenset(("response", "cancel", "respond"))
+#: Seconds an unacknowledged message is re-sent (a broker outage longer than this loses it).
+RESEND_FOR = 30.0
+#: First wait for an acknowledgement before re-sending; it doubles up to 2 s.
+RESEND_FIRST = 0.25
+#: Message ids a process remembers having acted on (duplicates are then only acknowledged).
+SEEN_MAX = 4096
 #: The event-log stream of a session's standalone GET stream (the HTTP transport's stream "0").
 STANDALONE_STREAM = "0"
 #: Stored sessions loaded at once when a notification is kept for the sessions no process holds.
@@ -85,6 +100,9 @@ class Cluster:
         self._all: Any = None
         self._tasks: set[asyncio.Task[Any]] = set()
         self._key_follower: asyncio.Future[None] | None = None
+        self._own: Any = None
+        self._acks: dict[str, asyncio.Future[None]] = {}
+        self._acted: OrderedDict[str, None] = OrderedDict()
         #: Handlers by message type for session channels: ``handler(session, message)``.
         self.session_handlers: dict[str, Callable[[Session, dict[str, Any]], Any]] = {}
         #: Handlers by message type for the ``all`` channel: ``handler(message)``.
@@ -92,8 +110,10 @@ class Cluster:
 
     async def start(self) -> None:
         self._all = self.broker.subscribe(ALL, self._on_broadcast)
+        self._own = self.broker.subscribe(f"w:{self.worker}", self._on_ack)
         try:
             await self._all.ready()
+            await self._own.ready()
         except BackendUnavailable:
             log.warning("the broker is not reachable yet; it subscribes when the backend is back")
 
@@ -132,6 +152,8 @@ class Cluster:
     async def stop(self) -> None:
         if self._key_follower is not None:
             self._key_follower.cancel()
+        if self._own is not None:
+            self._own()
         if self._all is not None:
             self._all()
         for unsubscribe in self._subscriptions.values():
@@ -157,8 +179,47 @@ class Cluster:
             unsubscribe()
 
     def tell(self, session_id: str, message: dict[str, Any]) -> None:
-        """Publish ``message`` on the session's channel, in the background (from sync code)."""
-        self.spawn(self.publish(f"s:{session_id}", message))
+        """Publish ``message`` on the session's channel, in the background (from sync code).
+
+        Answers, cancellations and deferred replies are re-sent until acknowledged."""
+        if message.get("t") in ACKNOWLEDGED:
+            self.spawn(self._send_until_acknowledged(f"s:{session_id}", message))
+        else:
+            self.spawn(self.publish(f"s:{session_id}", message))
+
+    async def _send_until_acknowledged(self, channel: str, message: dict[str, Any]) -> None:
+        key = secrets.token_hex(8)
+        message = {**message, "k": key, "w": self.worker}
+        acknowledged = asyncio.get_running_loop().create_future()
+        self._acks[key] = acknowledged
+        deadline = time.monotonic() + RESEND_FOR
+        wait = RESEND_FIRST
+        try:
+            while True:
+                try:
+                    await self.broker.publish(channel, message)
+                except BackendUnavailable:
+                    pass  # sent again below, once the broker is back
+                try:
+                    await asyncio.wait_for(asyncio.shield(acknowledged), wait)
+                    return
+                except TimeoutError:
+                    pass
+                if time.monotonic() >= deadline:
+                    log.warning("%s on %s was not acknowledged within %ss; nobody waits for it any more",
+                                message.get("t"), channel, RESEND_FOR)
+                    return
+                wait = min(2.0, wait * 2)
+        finally:
+            self._acks.pop(key, None)
+
+    def _on_ack(self, message: dict[str, Any]) -> None:
+        acknowledged = self._acks.get(str(message.get("k")))
+        if acknowledged is not None and not acknowledged.done():
+            acknowledged.set_result(None)
+
+    def _acknowledge(self, message: dict[str, Any]) -> None:
+        self.spawn(self.publish(f"w:{message.get('w')}", {"t": "ack", "k": message.get("k")}))
 
     async def publish(self, channel: str, message: dict[str, Any]) -> None:
         try:
@@ -212,11 +273,21 @@ class Cluster:
         task.add_done_callback(self._tasks.discard)
 
     def _on_session(self, session_id: str, message: dict[str, Any]) -> Any:
+        key = message.get("k")
+        if isinstance(key, str) and key in self._acted:
+            self._acknowledge(message)  # a re-send of what was done here: its ack was lost
+            return None
         session = self.host.sessions.get(session_id)
         handler = self.session_handlers.get(str(message.get("t")))
         if session is None or handler is None or session.closed:
             return None
-        return handler(session, message)
+        acted = handler(session, message)
+        if isinstance(key, str) and acted is True:
+            self._acted[key] = None
+            while len(self._acted) > SEEN_MAX:
+                self._acted.popitem(last=False)
+            self._acknowledge(message)
+        return None if isinstance(acted, bool) else acted
 
     async def _on_broadcast(self, message: dict[str, Any]) -> None:
         handler = self.broadcast_handlers.get(str(message.get("t")))
