@@ -81,6 +81,11 @@ class MemoryEventLog:
     async def open(self, session_id: str, stream_id: str) -> None:
         self._streams.setdefault(session_id, {}).setdefault(stream_id, _Stream())
 
+    async def begin(self, session_id: str, stream_id: str, request_ids: list[Any], lease: float) -> None:
+        """Open the stream and append its priming event (one process: no leases)."""
+        await self.open(session_id, stream_id)
+        await self.append(session_id, stream_id, None)
+
     async def append(self, session_id: str, stream_id: str, message: dict[str, Any] | None, *,
                      final: bool = False) -> int:
         stream = self._get(session_id, stream_id)

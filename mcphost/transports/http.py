@@ -606,10 +606,9 @@ class HttpTransport:
             for message in requests:
                 state.request_streams[message["id"]] = stream
             try:
-                await self.events.open(session.id, stream)
-                if self.lease:  # before anything runs: a process that dies from here on is noticed
-                    await self.events.lease([(session.id, stream, [m["id"] for m in requests])], self.lease)
-                await self.events.append(session.id, stream, None)  # the priming event, stored first
+                # Open the stream, take its lease (before anything runs: a process that dies from
+                # here on is noticed) and store the priming event first: one round trip.
+                await self.events.begin(session.id, stream, [m["id"] for m in requests], self.lease)
             except BaseException:
                 for message in requests:
                     if state.request_streams.get(message["id"]) == stream:
@@ -666,22 +665,29 @@ class HttpTransport:
         """Append each reply as it completes; then mark the stream done. Owned by the session."""
         try:
             # The usual case is one request: await it directly, without as_completed's machinery.
-            for reply in replies if len(replies) == 1 else asyncio.as_completed(replies):
+            # Its reply ends the stream in the same step (final), saving a round trip.
+            single = len(replies) == 1
+            finished = False
+            for reply in replies if single else asyncio.as_completed(replies):
                 try:
                     message = await reply
                 except asyncio.CancelledError:
                     continue  # cancelled: no reply, the stream just ends
                 if not self.shared:
                     if message is not None:
-                        await self.events.append(session.id, stream, message)
+                        await self.events.append(session.id, stream, message, final=single)
+                        finished = single
                     continue
                 # What the request changed (initialize, setLevel, subscribe) is saved before its
                 # reply is out, so the client's next request finds it on any process; a short
                 # store outage delays the reply instead of losing it.
                 await _patiently(lambda: self._persist(session))
                 if message is not None:
-                    await _patiently(lambda m=message: self.events.append(session.id, stream, m))
-            if self.shared:
+                    await _patiently(lambda m=message: self.events.append(session.id, stream, m, final=single))
+                    finished = single
+            if finished:
+                pass
+            elif self.shared:
                 await _patiently(lambda: self.events.finish(session.id, stream))
             else:
                 await self.events.finish(session.id, stream)
@@ -831,7 +837,8 @@ class HttpTransport:
                     await self._write(send, bytes(chunk))
                     if standalone:
                         state.standalone_sent = after
-                if result.done and not await self._more(session, stream, after):
+                # A read says done only when it returned every event up to the end: nothing is left.
+                if result.done:
                     if not standalone:
                         await self._retire(session.id, state, stream)
                     return
@@ -886,11 +893,6 @@ class HttpTransport:
         while len(state.written) > KEEP_WRITTEN_STREAMS:
             await self.events.discard(session_id, state.written.popleft())
 
-    async def _more(self, session: Session, stream: str, after: int) -> bool:
-        try:
-            return bool((await self.events.read(session.id, stream, after, 0)).events)
-        except UnknownEvent:
-            return False
 
 
 def _kind(message: Any) -> jsonrpc.Kind | None:

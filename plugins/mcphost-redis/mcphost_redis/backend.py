@@ -313,6 +313,21 @@ class RedisEventLog:
     async def open(self, session_id: str, stream_id: str) -> None:
         await self._op(self._open(keys=self._keys(session_id, stream_id), args=[stream_id, self._ttl_ms]))
 
+    async def begin(self, session_id: str, stream_id: str, request_ids: list[Any], lease: float) -> None:
+        """Open, lease and prime a request stream in one pipeline (one round trip, in this order)."""
+        keys = self._keys(session_id, stream_id)
+        now = _now_ms()
+        pipe = self._redis.pipeline(transaction=False)
+        await self._open(keys=keys, args=[stream_id, self._ttl_ms], client=pipe)  # queued, sent by execute()
+        if lease:
+            await self._lease(keys=self._lease_keys(session_id, stream_id),
+                              args=[stream_id, orjson.dumps(request_ids), _ms(lease)], client=pipe)
+        await self._append(keys=keys, args=[stream_id, b"", b"0", self._max_events, now, now - self._max_age_ms,
+                                            self._ttl_ms], client=pipe)
+        results = await self._op(pipe.execute())
+        if results[-1] < 0:
+            raise UnknownEvent(stream_id)
+
     async def append(self, session_id: str, stream_id: str, message: dict[str, Any] | None, *,
                      final: bool = False) -> int:
         now = _now_ms()
