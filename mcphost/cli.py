@@ -75,9 +75,11 @@ def cli(ctx: click.Context, config_path: str | None, block: tuple[str, ...], all
 @click.option("--allow-remote", is_flag=True,
               help="Listen on a non-loopback address without auth or allowed_hosts (something in front "
                    "of mcphost must authenticate).")
+@click.option("--worker-fd", type=int, hidden=True)  # a replacement worker started by the supervisor (SIGHUP)
+@click.option("--ready-fd", type=int, hidden=True)
 @click.pass_obj
 def serve(options: Options, stdio: bool, bind_host: str | None, port: int | None, mcp_path: str | None,
-          workers: int | None, allow_remote: bool) -> None:
+          workers: int | None, allow_remote: bool, worker_fd: int | None = None, ready_fd: int | None = None) -> None:
     """Serve the installed plugins to MCP clients (Streamable HTTP, or stdio with --stdio)."""
     config = options.config()
     overrides = {k: v for k, v in (("host", bind_host), ("port", port), ("path", mcp_path),
@@ -102,10 +104,14 @@ def serve(options: Options, stdio: bool, bind_host: str | None, port: int | None
             check_bind(host, allow_remote=allow_remote)
         except ConfigError as exc:
             raise click.ClickException(str(exc)) from None
-        if config.server.workers > 1:
+        if worker_fd is not None:  # a fresh worker: plugins loaded now, the supervisor's socket
+            import socket as socket_module
+            runner = serve_http(host, sock=socket_module.socket(fileno=worker_fd), ready_fd=ready_fd)
+        elif config.server.workers > 1:
             host.prepare()  # plugins and catalog once, before forking
             raise SystemExit(run_workers(host, config.server.workers))
-        runner = serve_http(host)
+        else:
+            runner = serve_http(host)
     try:
         asyncio.run(runner)
     except KeyboardInterrupt:

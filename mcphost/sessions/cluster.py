@@ -49,6 +49,8 @@ log = logging.getLogger("mcphost.cluster")
 ALL = "all"
 #: Seconds a (notification, session) delivery claim is kept: longer than any broker delay.
 CLAIM_TTL = 120.0
+#: Seconds the cluster remembers the catalogs it served (for list_changed after an upgrade).
+CATALOG_MEMORY = 7 * 24 * 3600.0
 #: Session messages sent until acknowledged by the process that acts on them.
 ACKNOWLEDGED = frozenset(("response", "cancel", "respond"))
 #: Seconds an unacknowledged message is re-sent (a broker outage longer than this loses it).
@@ -138,6 +140,24 @@ class Cluster:
                 await asyncio.sleep(0.5)
         sealer.rekey(sealing_keys(ring, time.time()))
         self._key_follower = asyncio.ensure_future(self._follow_state_keys(sealer))
+
+    async def announce_catalog(self, digests: dict[str, str], notify: Callable[[str], Awaitable[None]]) -> None:
+        """Call ``notify(kind)`` for each list whose digest the cluster has not served before.
+
+        Each digest is claimed once in the backend (for :data:`CATALOG_MEMORY`): the first
+        process serving a new catalog notifies, the others of the same version do not. The very
+        first catalog of a cluster notifies nobody (there was nothing before it).
+        """
+        for kind, digest in digests.items():
+            try:
+                if not await self.backend.claim(f"catalog:{kind}:{digest}", CATALOG_MEMORY):
+                    continue  # served before (another process of this version announced it)
+                if await self.backend.claim(f"catalog:{kind}", CATALOG_MEMORY):
+                    continue  # the cluster's first catalog
+                log.info("the %s list differs from the one served before: telling connected clients", kind)
+                await notify(kind)
+            except BackendUnavailable as exc:
+                log.warning("could not compare the %s list with the cluster's: %s", kind, exc)
 
     async def _follow_state_keys(self, sealer: StateSealer) -> None:
         while True:
