@@ -105,6 +105,7 @@ class Cluster:
         self._own: Any = None
         self._acks: dict[str, asyncio.Future[None]] = {}
         self._acted: OrderedDict[str, None] = OrderedDict()
+        self._stored_lock = asyncio.Lock()
         #: Handlers by message type for session channels: ``handler(session, message)``.
         self.session_handlers: dict[str, Callable[[Session, dict[str, Any]], Any]] = {}
         #: Handlers by message type for the ``all`` channel: ``handler(message)``.
@@ -265,6 +266,11 @@ class Cluster:
 
     async def _deliver_stored(self, message: dict[str, Any],
                               stored: Callable[[dict[str, Any], dict[str, Any]], dict[str, Any] | None]) -> None:
+        async with self._stored_lock:  # one at a time, in the order sent: a session gets them in order
+            await self._deliver_stored_now(message, stored)
+
+    async def _deliver_stored_now(self, message: dict[str, Any],
+                                  stored: Callable[[dict[str, Any], dict[str, Any]], dict[str, Any] | None]) -> None:
         sessions, events = self.backend.sessions, self.backend.events
         try:
             ids = await sessions.ids()
