@@ -382,3 +382,16 @@ async def test_a_rolling_restart_under_load_gives_no_client_visible_error(balanc
     print(f"\nrolling restart of 3 nodes under load: requests {served}, errors {len(errors)}")
     assert all(served.values()), served
     assert not errors, errors[:10]
+
+
+def test_the_container_recipe_matches_the_balancer_configuration():
+    """deploy/compose.yaml runs the nodes deploy/haproxy.cfg names, each with the Redis URL alone."""
+    compose = (REPO_ROOT / "deploy" / "compose.yaml").read_text(encoding="utf-8")
+    servers = [line.split()[1:3] for line in HAPROXY_CFG.read_text(encoding="utf-8").splitlines()
+               if line.strip().startswith("server ")]
+    assert servers == [["node1", "node1:8000"], ["node2", "node2:8000"], ["node3", "node3:8000"]]
+    for name, _ in servers:
+        assert f"\n  {name}: *node\n" in compose
+    assert "MCPHOST_REDIS_URL: redis://redis:6379/0" in compose and "--port\", \"8000\"" in (
+        REPO_ROOT / "deploy" / "Dockerfile").read_text(encoding="utf-8")
+    assert "./haproxy.cfg:/usr/local/etc/haproxy/haproxy.cfg:ro" in compose
