@@ -894,7 +894,6 @@ class HttpTransport:
             await self.events.discard(session_id, state.written.popleft())
 
 
-
 def _kind(message: Any) -> jsonrpc.Kind | None:
     try:
         return jsonrpc.classify(message)
