@@ -84,6 +84,8 @@ class McpApp:
                 await _too_large(receive, send, self.max_body)
                 return
             if scope["path"] == self.path or scope["path"] == self.path + "/":
+                if self.draining:  # about to stop: no keep-alive connection outlives the answer
+                    send = _closing_connection(send)
                 await self.transport(scope, receive, send)
                 return
             probe = HEALTH_PATHS.get(scope["path"])
@@ -115,6 +117,18 @@ class McpApp:
             ok, body = await self.readiness()
         payload = b"" if scope["method"] == "HEAD" else orjson.dumps(body)
         await respond_unread(receive, send, 200 if ok else 503, payload, {"cache-control": "no-store"}, unread)
+
+
+def _closing_connection(send: Send) -> Send:
+    """``send`` with ``Connection: close`` on the response: the client opens its next request on a
+    new connection (which reaches a process that keeps serving) instead of reusing one this
+    process is about to close, which would fail a request sent at that moment."""
+    async def closing(message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.start":
+            headers = [(k, v) for k, v in message.get("headers", []) if k.lower() != b"connection"]
+            message = {**message, "headers": [*headers, (b"connection", b"close")]}
+        await send(message)
+    return closing
 
 
 #: Probe paths answered by the app itself (they shadow plugin routes of the same path).
