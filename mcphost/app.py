@@ -38,6 +38,9 @@ class McpApp:
         self.max_body = host.config.server.max_body_bytes
         self.max_header = host.config.server.max_header_bytes
         self.transport = HttpTransport(host)
+        #: Set by ``mcphost serve`` on SIGTERM before it stops: /readyz answers 503 while requests are
+        #: still served, so a load balancer moves traffic away first (see ``shutdown_drain``).
+        self.draining = False
         self.quart = Quart("mcphost")
         self.quart.config["MAX_CONTENT_LENGTH"] = self.max_body
         self.quart.config["BODY_TIMEOUT"] = host.config.server.body_timeout
@@ -109,6 +112,8 @@ class McpApp:
                 await _too_large(receive, send, self.max_body)
                 return
             if scope["path"] == self.path or scope["path"] == self.path + "/":
+                if self.draining:  # about to stop: no keep-alive connection outlives the answer
+                    send = _closing_connection(send)
                 await self.transport(scope, receive, send)
                 return
             probe = HEALTH_PATHS.get(scope["path"])
@@ -136,7 +141,7 @@ class McpApp:
 
     async def readiness(self) -> tuple[bool, dict[str, Any]]:
         """Whether this process should get traffic now, and the body that says why."""
-        if self.transport.closing.is_set():
+        if self.transport.closing.is_set() or self.draining:
             return False, {"status": "unavailable", "reason": "stopping"}
         if not self.host.started:
             return False, {"status": "unavailable", "reason": "starting"}
@@ -172,6 +177,18 @@ def _contained_view(quart: Quart, view: Any) -> Any:
         return await run_plugin(call, *args, **kwargs)
 
     return contained_view
+
+
+def _closing_connection(send: Send) -> Send:
+    """``send`` with ``Connection: close`` on the response: the client opens its next request on a
+    new connection (which reaches a process that keeps serving) instead of reusing one this
+    process is about to close, which would fail a request sent at that moment."""
+    async def closing(message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.start":
+            headers = [(k, v) for k, v in message.get("headers", []) if k.lower() != b"connection"]
+            message = {**message, "headers": [*headers, (b"connection", b"close")]}
+        await send(message)
+    return closing
 
 
 #: Probe paths answered by the app itself (they shadow plugin routes of the same path).

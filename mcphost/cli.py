@@ -98,9 +98,12 @@ def cli(ctx: click.Context, config_path: str | None, block: tuple[str, ...], all
 @click.option("--reload", "reload_", is_flag=True,
               help="Restart the server when a source file of an installed plugin changes (for plugin "
                    "authors; needs watchfiles: pip install 'mcphost[reload]').")
+@click.option("--worker-fd", type=int, hidden=True)  # a replacement worker started by the supervisor (SIGHUP)
+@click.option("--ready-fd", type=int, hidden=True)
 @click.pass_obj
 def serve(options: Options, stdio: bool, bind_host: str | None, port: int | None, mcp_path: str | None,
-          workers: int | None, allow_remote: bool, reload_: bool = False) -> None:
+          workers: int | None, allow_remote: bool, reload_: bool = False, worker_fd: int | None = None,
+          ready_fd: int | None = None) -> None:
     """Serve the installed plugins to MCP clients (Streamable HTTP, or stdio with --stdio)."""
     config = options.config()
     overrides = {k: v for k, v in (("host", bind_host), ("port", port), ("path", mcp_path),
@@ -131,10 +134,14 @@ def serve(options: Options, stdio: bool, bind_host: str | None, port: int | None
             check_bind(host, allow_remote=allow_remote)
         except ConfigError as exc:
             raise click.ClickException(str(exc)) from None
-        if config.server.workers > 1:
+        if worker_fd is not None:  # a fresh worker: plugins loaded now, the supervisor's socket
+            import socket as socket_module
+            runner = serve_http(host, sock=socket_module.socket(fileno=worker_fd), ready_fd=ready_fd)
+        elif config.server.workers > 1:
             host.prepare()  # plugins and catalog once, before forking
             raise SystemExit(run_workers(host, config.server.workers))
-        runner = serve_http(host)
+        else:
+            runner = serve_http(host)
     try:
         asyncio.run(runner)
     except KeyboardInterrupt:
@@ -234,6 +241,40 @@ def call(options: Options, tool_name: str, args: tuple[str, ...], json_args: str
     click.echo(json.dumps(result, indent=2))
     if result.get("isError"):
         sys.exit(1)
+
+
+@cli.command("rotate-state-key")
+@click.pass_obj
+def rotate_state_key(options: Options) -> None:
+    """Rotate the requestState key every process of a cluster shares (a shared backend, no state_keys).
+
+    The new key is verified everywhere at once and signs about a minute later, once every process
+    has read it; the old one keeps verifying for a state_ttl after that.
+    """
+    from mcphost.sessions.backend import BackendUnavailable
+    from mcphost.sessions.cluster import KEY_ACTIVATION, STATE_RING
+
+    host = options.host()
+    if not getattr(host.backend, "shared", False):
+        raise click.ClickException("no shared backend is configured (e.g. [plugins.redis] url): each process "
+                                   "has its own random key, which a restart replaces")
+    if host.config.server.state_keys:
+        click.echo("note: [server] state_keys is set, so processes seal with it, not with the shared ring", err=True)
+
+    async def run() -> int:
+        await host.backend.start()
+        try:
+            ring = await host.backend.rotate_keyring(STATE_RING, KEY_ACTIVATION,
+                                                     host.config.server.state_ttl + KEY_ACTIVATION)
+        finally:
+            await host.backend.close()
+        return len(ring)
+
+    try:
+        kept = asyncio.run(run())
+    except BackendUnavailable as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(f"rotated: the new key signs in {KEY_ACTIVATION:.0f}s; {kept} key(s) in the ring")
 
 
 @cli.command()

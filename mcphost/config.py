@@ -98,8 +98,13 @@ class ServerSettings:
     keep_alive_timeout: float = 10.0
     #: Seconds in-flight requests get to finish on shutdown before they are cancelled.
     graceful_timeout: float = 30.0
+    #: Seconds a stopping process keeps serving while /readyz already answers 503, so a load balancer
+    #: takes it out of rotation before it stops accepting connections (a rolling restart then loses
+    #: no request). Default: 3 with a shared backend (several nodes), 0 alone.
+    shutdown_drain: float | None = None
     #: Keys that seal 2026-07-28 requestState (HMAC): the first signs, all verify (rotation).
-    #: Empty: a random key per process (then sealed states do not survive a restart or cross workers).
+    #: Empty: on a shared backend (mcphost-redis), one key ring kept in the backend and shared by every
+    #: process; on the in-memory backend, a random key per process (sealed states do not survive a restart).
     state_keys: tuple[str, ...] = ()
     #: Seconds a sealed requestState stays valid.
     state_ttl: float = 600.0
@@ -278,6 +283,8 @@ def _check_server(server: ServerSettings, source: str) -> None:
         raise ConfigError(f"{source}: server.body_timeout must be positive")
     if server.state_ttl <= 0 or server.cache_ttl_ms < 0:
         raise ConfigError(f"{source}: server.state_ttl must be positive and server.cache_ttl_ms not negative")
+    if server.shutdown_drain is not None and not 0 <= server.shutdown_drain <= 300:
+        raise ConfigError(f"{source}: server.shutdown_drain must be 0-300 seconds")
     if server.keep_alive_timeout <= 0:
         raise ConfigError(f"{source}: server.keep_alive_timeout must be positive")
     if server.max_tool_seconds < 0:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import hashlib
 import inspect
 import logging
 import time
@@ -164,6 +165,18 @@ class Host:
             assert self.kernel is not None
             self.kernel.join(self.cluster)
             self.manager.join(self.cluster)
+            if not self.config.server.state_keys:
+                # One requestState key for every process, agreed through the backend: a retry that
+                # lands on another process must open what this one sealed (docs/scaling.md).
+                try:
+                    await self.cluster.share_state_keys(self.kernel.sealer)
+                except BaseException:
+                    await self.cluster.stop()
+                    await await_maybe(getattr(self.backend, "close", _nothing)())
+                    raise
+            # A process serving a catalog the cluster has not served before (a plugin installed or
+            # upgraded, then a rolling restart) tells connected clients which lists changed.
+            await self.cluster.announce_catalog(catalog_digests(self.catalog), self.kernel.notify_list_changed)
         await self.resource_server.collect()
         for impl in impls(self.pm, "mcphost_startup"):
             await await_maybe(call_impl(impl, host=self))
@@ -391,6 +404,18 @@ class Host:
 
 def _nothing() -> None:
     return None
+
+
+def catalog_digests(catalog: Catalog) -> dict[str, str]:
+    """A short digest of each list a client sees (tools, prompts, resources): the names and the
+    plugin distribution and version that provide them."""
+    def digest(entries: Mapping[str, Any]) -> str:
+        items = sorted((str(name), repr(getattr(_record(entry), "provenance", None)))
+                       for name, entry in entries.items())
+        return hashlib.sha256(repr(items).encode()).hexdigest()[:16]
+
+    return {"tools": digest(catalog.tools), "prompts": digest(catalog.prompts),
+            "resources": digest({**catalog.resources, **catalog.templates})}
 
 
 def _record(entry: Any) -> Any:

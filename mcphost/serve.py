@@ -9,10 +9,14 @@ any request, because the sessions, streams and routing live in the shared backen
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
+import select
 import signal
 import socket
+import subprocess
+import sys
 import time
 from typing import Any
 
@@ -25,6 +29,10 @@ from mcphost.host import Host
 from mcphost.transports.http import is_loopback
 
 log = logging.getLogger("mcphost.serve")
+
+#: Seconds of ``shutdown_drain`` when the backend is shared: above two health checks of a load
+#: balancer probing /readyz every second (deploy/haproxy.cfg).
+DEFAULT_DRAIN = 3.0
 
 
 def check_bind(host: Host, *, allow_remote: bool = False) -> None:
@@ -82,28 +90,62 @@ def hypercorn_config(host: Host, sock: socket.socket | None = None) -> Hypercorn
     return config
 
 
-async def serve_http(host: Host, *, ready: Any = None, sock: socket.socket | None = None) -> None:
+async def serve_http(host: Host, *, ready: Any = None, sock: socket.socket | None = None,
+                     ready_fd: int | None = None) -> None:
     """Serve ``host`` over HTTP until SIGINT/SIGTERM, then shut down gracefully.
 
-    ``sock``: an already listening socket (a worker forked by :func:`run_workers`).
+    ``sock``: an already listening socket (a worker of :func:`run_workers`). ``ready_fd``: a
+    pipe to write one byte to once the host has started (how the supervisor knows that a
+    replacement worker serves before it stops the worker it replaces).
     """
     app = create_app(host, freeze_gc=True)
+    if ready_fd is not None:
+        asyncio.get_running_loop().create_task(_announce_ready(host, ready_fd))
     config = hypercorn_config(host, sock)
     stop = asyncio.Event()
+    second = asyncio.Event()
     loop = asyncio.get_running_loop()
+
+    def on_signal() -> None:
+        if stop.is_set():
+            second.set()
+        stop.set()
+
     for sig in (signal.SIGINT, signal.SIGTERM):
         try:
-            loop.add_signal_handler(sig, stop.set)
+            loop.add_signal_handler(sig, on_signal)
         except (NotImplementedError, RuntimeError):
             pass
     log.info("serving MCP on http://%s:%s%s", host.config.server.host, host.config.server.port,
              host.config.server.path)
 
+    drain = host.config.server.shutdown_drain
+    if drain is None:
+        drain = DEFAULT_DRAIN if getattr(host.backend, "shared", False) else 0.0
+
     async def shutdown_trigger() -> None:
         await stop.wait()
+        if drain and host.started:
+            # Still serving, but /readyz says 503: the balancer stops sending before the socket closes.
+            app.draining = True
+            log.info("draining for %ss before shutting down", drain)
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(drain):
+                    await second.wait()  # a second signal stops at once
+        # Hypercorn waits for open connections before the lifespan shutdown runs, so every stream
+        # is told now: SSE streams end with a retry hint (clients resume here once back, or
+        # elsewhere), listen streams with their result.
         app.begin_shutdown()  # streams end now, not after graceful_timeout
 
     await hypercorn_serve(app, config, shutdown_trigger=shutdown_trigger)  # type: ignore[arg-type]
+
+
+async def _announce_ready(host: Host, fd: int) -> None:
+    while not host.started:
+        await asyncio.sleep(0.05)
+    with contextlib.suppress(OSError):
+        os.write(fd, b"1")
+        os.close(fd)
 
 
 def listening_socket(host_name: str, port: int) -> socket.socket:
@@ -117,18 +159,42 @@ def listening_socket(host_name: str, port: int) -> socket.socket:
     return sock
 
 
+class _Reload(Exception):
+    """SIGHUP reached the supervisor: replace the workers one at a time."""
+
+
+#: Seconds a replacement worker may take to start before the reload gives up on it.
+WORKER_START_TIMEOUT = 60.0
+
+
+def worker_command(fd: int, ready_fd: int) -> list[str]:
+    """The command line of a fresh worker process: this same ``mcphost`` invocation (config,
+    plugin selection, serve options) told to serve on the inherited socket ``fd``."""
+    return [sys.executable, sys.argv[0], *sys.argv[1:], "--worker-fd", str(fd), "--ready-fd", str(ready_fd)]
+
+
 def run_workers(host: Host, workers: int) -> int:
-    """Fork ``workers`` processes serving ``host`` on one socket and supervise them; the exit code."""
+    """Fork ``workers`` processes serving ``host`` on one socket and supervise them; the exit code.
+
+    SIGHUP replaces the workers one at a time with fresh processes (a new interpreter that loads
+    the plugin packages installed now): each replacement serves before the worker it replaces
+    is stopped gracefully (drain, then finish what runs), so clients notice nothing; a
+    replacement that does not start keeps the old worker. A new worker whose catalog differs
+    from the one served before tells connected clients (list_changed).
+    """
     settings = host.config.server
     sock = listening_socket(settings.host, settings.port)
     children: dict[int, int] = {}  # pid -> worker number
+    retired: set[int] = set()  # replaced workers still finishing
     stopping = False
+    fresh = False  # after a reload, replacements for dead workers are fresh processes too
 
     def spawn(number: int) -> None:
         pid = os.fork()
         if pid == 0:  # the worker
             signal.signal(signal.SIGINT, signal.SIG_DFL)
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            signal.signal(signal.SIGHUP, signal.SIG_IGN)  # for the supervisor only
             code = 0
             try:
                 asyncio.run(serve_http(host, sock=sock))
@@ -142,29 +208,83 @@ def run_workers(host: Host, workers: int) -> int:
                 os._exit(code)
         children[pid] = number
 
+    def spawn_fresh(number: int) -> int | None:
+        """Start a fresh worker process; its pid once it serves, None if it did not start."""
+        read_end, write_end = os.pipe()
+        os.set_inheritable(write_end, True)
+        try:
+            process = subprocess.Popen(worker_command(sock.fileno(), write_end), pass_fds=(sock.fileno(), write_end))
+        except OSError:
+            log.exception("could not start a new worker")
+            os.close(read_end)
+            os.close(write_end)
+            return None
+        os.close(write_end)
+        try:
+            started, _, _ = select.select([read_end], [], [], WORKER_START_TIMEOUT)
+            ok = bool(started) and os.read(read_end, 1) == b"1"
+        finally:
+            os.close(read_end)
+        if not ok:
+            log.error("the new worker (pid %d) did not start within %ss; keeping the old one",
+                      process.pid, WORKER_START_TIMEOUT)
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(process.pid, signal.SIGKILL)
+            retired.add(process.pid)
+            return None
+        children[process.pid] = number
+        return process.pid
+
+    def reload() -> None:
+        nonlocal fresh
+        fresh = True
+        log.info("SIGHUP: replacing %d workers one at a time", len(children))
+        for pid, number in list(children.items()):
+            if stopping:
+                return
+            if spawn_fresh(number) is None:
+                return  # the rest keep running as they are
+            children.pop(pid, None)
+            retired.add(pid)
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGTERM)  # drains, finishes what runs, exits
+            log.info("worker %d replaced (pid %d stopping)", number, pid)
+
     def stop(signum: int, _frame: Any) -> None:
         nonlocal stopping
         stopping = True
-        for pid in list(children):
+        for pid in [*children, *retired]:
             try:
                 os.kill(pid, signal.SIGTERM)
             except ProcessLookupError:
                 pass
 
+    def on_hup(signum: int, _frame: Any) -> None:
+        if not stopping:
+            raise _Reload
+
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
+    signal.signal(signal.SIGHUP, on_hup)
     log.info("serving MCP on http://%s:%s%s with %d workers", settings.host, settings.port, settings.path, workers)
     for number in range(workers):
         spawn(number)
     restarts: list[float] = []
     code = 0
-    while children:
+    while children or retired:
         try:
             pid, status = os.wait()
+        except _Reload:
+            try:
+                reload()
+            except _Reload:
+                log.warning("SIGHUP during a reload: ignored")
+            continue
         except ChildProcessError:
             break
         except InterruptedError:
             continue
+        retired.discard(pid)
         number = children.pop(pid, None)
         if number is None:
             continue
@@ -180,6 +300,10 @@ def run_workers(host: Host, workers: int) -> int:
             code = 1
             continue
         log.error("worker %d (pid %d) exited with %s; starting a new one", number, pid, exit_code)
-        spawn(number)
+        if not fresh:
+            spawn(number)
+        elif spawn_fresh(number) is None:
+            restarts.append(now)
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)
     sock.close()
     return code

@@ -146,8 +146,10 @@ def test_env_overrides_file_values_with_type_coercion(tmp_path: Path, monkeypatc
 
 
 def test_every_server_field_has_an_env_override(monkeypatch: pytest.MonkeyPatch) -> None:
-    samples = {"int": "7", "float": "1.5", "str": "x", "str | None": "x", "tuple[str, ...]": "a,b", "bool": "true"}
-    expected = {"int": 7, "float": 1.5, "str": "x", "str | None": "x", "tuple[str, ...]": ("a", "b"), "bool": True}
+    samples = {"int": "7", "float": "1.5", "str": "x", "str | None": "x", "tuple[str, ...]": "a,b", "bool": "true",
+               "float | None": "1.5"}
+    expected = {"int": 7, "float": 1.5, "str": "x", "str | None": "x", "tuple[str, ...]": ("a", "b"), "bool": True,
+                "float | None": 1.5}
     env = {}
     wanted = {}
     for field in ServerSettings.__dataclass_fields__.values():

@@ -8,12 +8,13 @@ refuses more than one worker with this backend.
 from __future__ import annotations
 
 import asyncio
+import secrets
 import time
 from collections.abc import Callable
 from typing import Any
 
 from mcphost.hookspecs import hookimpl
-from mcphost.sessions.backend import Event, StreamRead, UnknownEvent
+from mcphost.sessions.backend import Event, SharedKey, StreamRead, UnknownEvent
 
 
 class MemorySessionStore:
@@ -31,6 +32,16 @@ class MemorySessionStore:
 
     async def count(self) -> int:
         return len(self._states)
+
+    async def touch(self, session_id: str) -> bool:
+        return session_id in self._states
+
+    async def ids(self) -> list[str]:
+        return list(self._states)
+
+    async def expired(self, limit: int = 100) -> list[tuple[str, dict[str, Any] | None]]:
+        """Nothing: with one process the transport's own reaper ends idle sessions it holds."""
+        return []
 
 
 class _Stream:
@@ -69,6 +80,11 @@ class MemoryEventLog:
 
     async def open(self, session_id: str, stream_id: str) -> None:
         self._streams.setdefault(session_id, {}).setdefault(stream_id, _Stream())
+
+    async def begin(self, session_id: str, stream_id: str, request_ids: list[Any], lease: float) -> None:
+        """Open the stream and append its priming event (one process: no leases)."""
+        await self.open(session_id, stream_id)
+        await self.append(session_id, stream_id, None)
 
     async def append(self, session_id: str, stream_id: str, message: dict[str, Any] | None, *,
                      final: bool = False) -> int:
@@ -204,6 +220,8 @@ class MemoryBackend:
         self.tasks = MemoryTaskStore()
         self._claims: dict[str, float] = {}
         self._claim_count = 0
+        self._keyrings: dict[str, list[SharedKey]] = {}
+        self._holds: dict[str, tuple[str, float]] = {}
 
     async def start(self) -> None:
         return None
@@ -226,6 +244,45 @@ class MemoryBackend:
     async def health(self) -> bool:
         """Memory is always there while the process is."""
         return True
+
+    async def hold(self, key: str, owner: str, ttl: float) -> bool:
+        now = time.monotonic()
+        held = self._holds.get(key)
+        if held is not None and held[0] != owner and held[1] > now:
+            return False
+        self._holds[key] = (owner, now + ttl)
+        return True
+
+    async def unhold(self, key: str, owner: str) -> None:
+        held = self._holds.get(key)
+        if held is not None and held[0] == owner:
+            del self._holds[key]
+
+    async def keyring(self, name: str) -> list[SharedKey]:
+        ring = self._keyrings.get(name)
+        if ring is None:
+            ring = self._keyrings[name] = [SharedKey(secrets.token_bytes(32), time.time())]
+        return list(ring)
+
+    async def rotate_keyring(self, name: str, activate_in: float, keep: float) -> list[SharedKey]:
+        now = time.time()
+        ring = await self.keyring(name)
+        fresh = SharedKey(secrets.token_bytes(32), now + activate_in)
+        self._keyrings[name] = [fresh, *retained(ring, now, keep)]
+        return list(self._keyrings[name])
+
+
+def retained(ring: list[SharedKey], now: float, keep: float) -> list[SharedKey]:
+    """The keys of ``ring`` (newest first) still worth verifying with after a rotation: a key is
+    dropped once the key after it has been signing for more than ``keep`` seconds."""
+    kept: list[SharedKey] = []
+    newer: SharedKey | None = None
+    for key in ring:
+        if newer is not None and newer.active_from + keep < now:
+            break
+        kept.append(key)
+        newer = key
+    return kept
 
 
 @hookimpl(trylast=True)

@@ -372,22 +372,27 @@ class Kernel:
             "task": self._task_here,
         })
 
-    def _cancel_here(self, session: Session, message: dict[str, Any]) -> None:
+    # Handlers return True when they acted here: the cluster then acknowledges the message, and
+    # its sender stops re-sending it.
+
+    def _cancel_here(self, session: Session, message: dict[str, Any]) -> bool:
         request_id = message.get("id")
         task = session.inflight.get(request_id) if jsonrpc.valid_id(request_id) else None
         if task is not None:
             task.cancel()
+        return task is not None
 
-    def _respond_here(self, session: Session, message: dict[str, Any]) -> None:
+    def _respond_here(self, session: Session, message: dict[str, Any]) -> bool:
         deferred = self._deferred.get((session.id, message.get("id")))
         if deferred is None:
-            return
+            return False
         error = message.get("error")
         if isinstance(error, dict):
             deferred.reject(McpError(int(error.get("code", INTERNAL_ERROR)), str(error.get("message", "")),
                                      error.get("data")))
         else:
             deferred.resolve(message.get("value"))
+        return True
 
     async def _first_delivery(self, message: dict[str, Any], session: Session) -> bool:
         """On a shared backend a session may be loaded in several processes: one of them delivers."""
@@ -457,22 +462,40 @@ class Kernel:
     # -- notifications for every session and listen stream (every process, on a shared backend) ------
 
     async def notify_resource_updated(self, uri: str) -> None:
-        await self._notify({"t": "resource-updated", "uri": uri}, self._resource_updated_here)
+        await self._notify({"t": "resource-updated", "uri": uri}, self._resource_updated_here,
+                           _stored_resource_updated)
 
     async def notify_list_changed(self, kind: str) -> None:
         """Tell every initialized session and listen stream that a list changed (tools, prompts, resources)."""
-        await self._notify({"t": "list-changed", "kind": kind}, self._list_changed_here)
+        await self._notify({"t": "list-changed", "kind": kind}, self._list_changed_here, _stored_list_changed)
 
     async def notify_task(self, record: dict[str, Any]) -> None:
         """Tell listen streams that asked for this task (``notifications.taskIds``) its new state."""
         await self._notify({"t": "task", "task": detailed_view(record)}, self._task_here)
 
-    async def _notify(self, event: dict[str, Any], here: Callable[[dict[str, Any]], Awaitable[None]]) -> None:
+    async def _notify(self, event: dict[str, Any], here: Callable[[dict[str, Any]], Awaitable[None]],
+                      stored: Callable[[dict[str, Any], dict[str, Any]], Message | None] | None = None) -> None:
         if self.cluster is not None:
-            await self.cluster.broadcast(event)  # every process, this one included, delivers it
+            # Every process, this one included, delivers it to the sessions it holds; ``stored``
+            # picks the stored sessions no process holds, whose stream log keeps it for their next GET.
+            await self.cluster.broadcast(event, stored)
         else:
             await here(event)
 
+
+
+def _stored_resource_updated(event: dict[str, Any], state: dict[str, Any]) -> Message | None:
+    """The notification a stored session (its JSON state) gets for ``event``, if any."""
+    uri = event.get("uri")
+    if uri not in (state.get("subscriptions") or ()):
+        return None
+    return jsonrpc.notification("notifications/resources/updated", {"uri": uri})
+
+
+def _stored_list_changed(event: dict[str, Any], state: dict[str, Any]) -> Message | None:
+    if not state.get("initialized"):
+        return None
+    return jsonrpc.notification(f"notifications/{event.get('kind')}/list_changed")
 
 
 SERVER_INFO = "io.modelcontextprotocol/serverInfo"

@@ -138,20 +138,28 @@ class StateSealer:
         ttl: float = DEFAULT_TTL,
         clock: Callable[[], float] = time.time,
     ) -> None:
+        self.rekey(keys)
+        if ttl <= 0:
+            raise ValueError("ttl must be positive")
+        self.ttl = float(ttl)
+        self._clock = clock
+
+    def rekey(self, keys: Sequence[bytes]) -> None:
+        """Sign with ``keys[0]`` from now on; every key in ``keys`` verifies.
+
+        How a cluster rotates: every process swaps in the key ring it reads from the shared
+        backend, so a state sealed on one process opens on any other.
+        """
         if not keys:
             raise ValueError("StateSealer needs at least one key")
         for key in keys:
             if not isinstance(key, bytes) or len(key) < _MIN_KEY_BYTES:
                 raise ValueError(f"requestState keys must be bytes of at least {_MIN_KEY_BYTES} bytes")
-        if ttl <= 0:
-            raise ValueError("ttl must be positive")
-        self._signing = keys[0]
-        self._signing_id = key_id(keys[0])
-        self._verifying: dict[str, list[bytes]] = {}
+        verifying: dict[str, list[bytes]] = {}
         for key in keys:
-            self._verifying.setdefault(key_id(key), []).append(key)
-        self.ttl = float(ttl)
-        self._clock = clock
+            verifying.setdefault(key_id(key), []).append(key)
+        # One assignment each, no await in between: a seal never mixes a key and another's id.
+        self._signing, self._signing_id, self._verifying = keys[0], key_id(keys[0]), verifying
 
     @staticmethod
     def _mac(key: bytes, signed: str) -> str:

@@ -33,6 +33,18 @@ class StreamRead:
     done: bool
 
 
+@dataclass(frozen=True, slots=True)
+class SharedKey:
+    """One key of a key ring the processes on a backend share (see ``Backend.keyring``).
+
+    ``active_from`` (Unix time) is when it may start signing: a rotated-in key is first only
+    verified, for long enough that every process has read it before any of them signs with it.
+    """
+
+    secret: bytes
+    active_from: float
+
+
 class UnknownEvent(LookupError):
     """The stream or position is unknown, or was trimmed away (retention)."""
 
@@ -51,14 +63,26 @@ class BackendUnavailable(Exception):
 
 
 class SessionStore(Protocol):
+    """Session states by id. On a shared store a session whose idle time ran out is gone for
+    ``load`` at once; ``expired()`` then hands it, with its last state, to exactly one caller
+    across every process (who runs the terminate hook), and ``touch`` restarts the idle time.
+    ``ids()`` lists the live sessions."""
+
     async def load(self, session_id: str) -> dict[str, Any] | None: ...
     async def save(self, state: dict[str, Any]) -> None: ...
     async def delete(self, session_id: str) -> None: ...
     async def count(self) -> int: ...
+    async def touch(self, session_id: str) -> bool: ...
+    async def ids(self) -> list[str]: ...
+    async def expired(self, limit: int = 100) -> list[tuple[str, dict[str, Any] | None]]: ...
 
 
 class EventLog(Protocol):
+    """``begin(session, stream, request_ids, lease)`` opens a request stream, takes its lease for
+    ``lease`` seconds (0: no leases) and appends the priming event, in one step (a round trip)."""
+
     async def open(self, session_id: str, stream_id: str) -> None: ...
+    async def begin(self, session_id: str, stream_id: str, request_ids: list[Any], lease: float) -> None: ...
     async def append(self, session_id: str, stream_id: str, message: dict[str, Any] | None, *,
                      final: bool = False) -> int: ...
     async def finish(self, session_id: str, stream_id: str) -> None: ...
@@ -110,6 +134,19 @@ class Backend(Protocol):
     first claim: the single-use tracking of sealed 2026-07-28 request states (claim a digest of
     the state when it is redeemed; a second redemption within its validity is then refused).
 
+    ``hold(key, owner, ttl)`` holds ``key`` for ``owner`` for ``ttl`` seconds and returns True
+    when it was free, expired or already ``owner``'s (a renewal), False while another owner holds
+    it; ``unhold(key, owner)`` lets go of it if ``owner`` holds it. This is how a per-session rule
+    that one process enforces for itself (one standalone GET stream) holds across processes.
+
+    ``keyring(name)`` returns the key ring called ``name`` that every process on this backend
+    shares, newest first, creating it (one random key, active at once) when there is none:
+    concurrent first calls from many processes agree on one key. ``rotate_keyring(name,
+    activate_in, keep)`` adds a new random key that starts signing ``activate_in`` seconds from
+    now, drops keys superseded more than ``keep`` seconds ago, and returns the new ring. The
+    2026-07-28 ``requestState`` is sealed with the ring ``"state"`` unless ``[server]
+    state_keys`` is set. Both raise BackendUnavailable when the backend cannot be reached.
+
     Optional: ``async def health(self) -> bool``, asked by the ``/readyz`` probe. True when
     the backend can serve requests now (for a networked store: it answered a round trip such
     as PING); False, or an exception, when it cannot. It must answer quickly (well under a
@@ -129,3 +166,7 @@ class Backend(Protocol):
     async def close(self) -> None: ...
     async def claim(self, key: str, ttl: float) -> bool: ...
     async def health(self) -> bool: ...
+    async def hold(self, key: str, owner: str, ttl: float) -> bool: ...
+    async def unhold(self, key: str, owner: str) -> None: ...
+    async def keyring(self, name: str) -> list[SharedKey]: ...
+    async def rotate_keyring(self, name: str, activate_in: float, keep: float) -> list[SharedKey]: ...

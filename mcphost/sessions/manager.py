@@ -62,6 +62,10 @@ class Driver(Protocol):
     def leased(self, session: Session) -> Iterable[tuple[str, list[Any]]]:
         """(stream, request ids) the transport writes for the session and must keep leased."""
 
+    async def renew(self, session: Session) -> None:
+        """Shared backend, a busy session: renew what the transport holds cluster-wide for it
+        (the HTTP transport: its one standalone GET stream)."""
+
 
 Hook = Callable[[Session, str], Awaitable[None]]
 ConnectHook = Callable[[Session, Connection], Awaitable[None]]
@@ -312,6 +316,8 @@ class SessionManager:
         period = max(0.05, min(30.0, *(limit / 4 for limit in limits)))
         while True:
             await asyncio.sleep(period)
+            if self.shared:
+                await self._reap_expired()
             now = time.time()
             for session in list(self.sessions.values()):
                 busy = bool(session.inflight) or (self.driver is not None and self.driver.busy(session))
@@ -328,6 +334,28 @@ class SessionManager:
                 except Exception:  # a backend hiccup must not stop the reaper for good
                     log.exception("could not end session %s…", session.id[:8])
 
+    async def _reap_expired(self) -> None:
+        """Shared backend: end the sessions whose idle time ran out in the store, wherever they were
+        last used. The store hands each one to exactly one process (its expiry index), so the
+        terminate hook fires once across the cluster."""
+        expired = getattr(self.backend.sessions, "expired", None)
+        if expired is None:
+            return
+        try:
+            for session_id, data in await expired():
+                session = self.sessions.get(session_id)
+                if session is None and data is not None:
+                    session = Session.from_state(data)
+                if session is not None:
+                    await self.terminate(session, "expired")
+                await self.backend.events.drop(session_id)
+                if self.cluster is not None:
+                    await self.cluster.publish(f"s:{session_id}", {"t": "end"})  # other holders let go
+        except BackendUnavailable as exc:
+            log.warning("could not reap expired sessions: %s", exc)
+        except Exception:
+            log.exception("reaping expired sessions failed")
+
     async def _beat(self) -> None:
         """Renew the leases of the request streams this process is writing, three times a lease."""
         while True:
@@ -342,6 +370,19 @@ class SessionManager:
                 log.warning("could not renew %d request leases: %s", len(streams), exc)
             except Exception:
                 log.exception("renewing request leases failed")
+            # A session with an open GET stream or a running call is not idle, whoever holds it,
+            # and what its transport holds cluster-wide stays its own.
+            for session in list(self.sessions.values()):
+                if not (session.inflight or (self.driver is not None and self.driver.busy(session))):
+                    continue
+                try:
+                    await self.backend.sessions.touch(session.id)
+                    if self.driver is not None:
+                        await self.driver.renew(session)
+                except BackendUnavailable as exc:
+                    log.warning("could not keep session %s… alive: %s", session.id[:8], exc)
+                except Exception:
+                    log.exception("keeping session %s… alive failed", session.id[:8])
 
 
 def _key(principal: Any) -> Any:

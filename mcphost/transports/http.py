@@ -23,6 +23,7 @@ era a message belongs to), the SessionManager owns the sessions.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import time
 from collections.abc import Awaitable, Iterable, Mapping
@@ -132,6 +133,8 @@ class HttpTransport(SseStreams):
         self.guard = RequestGuard(settings)
         self.closing = asyncio.Event()
         self._background: set[asyncio.Task[Any]] = set()
+        #: Request stream numbers on a shared backend: per process, never reused by a session.
+        self._stream_numbers = itertools.count(1)
         #: The one owner of sessions; this transport keeps only its streams (see ``sse``).
         self.manager = host.manager
 
@@ -430,15 +433,16 @@ class HttpTransport(SseStreams):
             stream = str(state.next_stream)
             state.next_stream += 1
             if self.shared and self.host.cluster is not None:
-                stream = f"{stream}-{self.host.cluster.worker}"  # unique among the processes
+                # Unique among the processes, and numbered per process, not per session: a session
+                # released here and loaded again later must not reuse a stream id it had.
+                stream = f"{next(self._stream_numbers)}-{self.host.cluster.worker}"
             # Reserve the ids before the first await, so a concurrent POST reusing one gets 409.
             for message in requests:
                 state.request_streams[message["id"]] = stream
             try:
-                await self.events.open(session.id, stream)
-                if self.lease:  # before anything runs: a process that dies from here on is noticed
-                    await self.events.lease([(session.id, stream, [m["id"] for m in requests])], self.lease)
-                await self.events.append(session.id, stream, None)  # the priming event, stored first
+                # Open the stream, take its lease (before anything runs: a process that dies from
+                # here on is noticed) and store the priming event first: one round trip.
+                await self.events.begin(session.id, stream, [m["id"] for m in requests], self.lease)
             except BaseException:
                 for message in requests:
                     if state.request_streams.get(message["id"]) == stream:
@@ -477,7 +481,6 @@ class HttpTransport(SseStreams):
             raise HttpError(404, "Session not found")
         session.last_active = time.time()  # any request counts as activity, a GET too
 
-
     async def _create_session(self, connection: Connection) -> Session:
         try:
             return await self.manager.create(connection.principal)
@@ -489,25 +492,29 @@ class HttpTransport(SseStreams):
         """Append each reply as it completes; then mark the stream done. Owned by the session."""
         try:
             # The usual case is one request: await it directly, without as_completed's machinery.
-            for reply in replies if len(replies) == 1 else asyncio.as_completed(replies):
+            # Its reply ends the stream in the same step (final), saving a round trip.
+            single = len(replies) == 1
+            finished = False
+            for reply in replies if single else asyncio.as_completed(replies):
                 try:
                     message = await reply
                 except asyncio.CancelledError:
                     continue  # cancelled: no reply, the stream just ends
                 if not self.shared:
                     if message is not None:
-                        await self.events.append(session.id, stream, message)
+                        await self.events.append(session.id, stream, message, final=single)
+                        finished = single
                     continue
                 # What the request changed (initialize, setLevel, subscribe) is saved before its
                 # reply is out, so the client's next request finds it on any process; a short
                 # store outage delays the reply instead of losing it.
                 await patiently(lambda: self.manager.persist(session))
                 if message is not None:
-                    await patiently(lambda m=message: self.events.append(session.id, stream, m))
-            if self.shared:
-                await patiently(lambda: self.events.finish(session.id, stream))
-            else:
-                await self.events.finish(session.id, stream)
+                    await patiently(lambda m=message: self.events.append(session.id, stream, m, final=single))
+                    finished = single
+            if not finished:  # a batch, or no reply: mark the stream done
+                await (patiently(lambda: self.events.finish(session.id, stream)) if self.shared
+                       else self.events.finish(session.id, stream))
         except UnknownEvent:
             pass  # the session ended meanwhile and its streams were dropped
         except BackendUnavailable as exc:
@@ -559,6 +566,10 @@ class HttpTransport(SseStreams):
                 await self.events.read(session.id, stream, after, 0)
             except UnknownEvent:
                 raise HttpError(400, "Unknown or expired Last-Event-ID") from None
+            if stream == STANDALONE and self.lease and self.host.cluster is not None:
+                # The same rule across processes: the stream is held in the backend (released when it ends).
+                if not await self._hold_standalone(session):
+                    raise HttpError(409, "Conflict: only one standalone SSE stream is allowed per session")
             # Priming: an id pointing at the current position, so even an idle stream can be resumed.
             pumping = True
             await self._pump(session, stream, after, receive, send, {},

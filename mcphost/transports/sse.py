@@ -119,6 +119,18 @@ class SseStreams:
                         stream, session.id[:8])
         return bool(settled)
 
+    async def renew(self, session: Session) -> None:
+        """The SessionManager's Driver: renew the cluster-wide hold of an open standalone GET stream."""
+        state = state_of(session)
+        if state is not None and state.standalone_live and self.lease and self.host.cluster is not None:
+            await self._hold_standalone(session)
+
+    async def _hold_standalone(self, session: Session) -> bool:
+        """Take (or renew) the session's one standalone GET stream cluster-wide; False when a
+        stream on another process has it. Lapses within a lease if that process dies."""
+        assert self.host.cluster is not None
+        return bool(await self.host.backend.hold(f"get:{session.id}", self.host.cluster.worker, self.lease))
+
     async def _standalone_start(self, session: Session, state: HttpSessionState) -> int:
         oldest_kept = state.standalone_last - self.settings.stream_max_events
         for after in (state.standalone_sent, max(state.standalone_sent, oldest_kept), state.standalone_last):
@@ -192,7 +204,8 @@ class SseStreams:
                     await self._write(send, bytes(chunk))
                     if standalone:
                         state.standalone_sent = after
-                if result.done and not await self._more(session, stream, after):
+                # A read says done only when it returned every event up to the end: nothing is left.
+                if result.done:
                     if not standalone:
                         await self._retire(session.id, state, stream)
                     return
@@ -222,6 +235,9 @@ class SseStreams:
                 if self.manager.shared:  # where the next GET, on any process, picks up
                     with contextlib.suppress(BackendUnavailable):
                         await self.manager.persist(session)
+                    if self.lease and self.host.cluster is not None:  # the cluster-wide GET hold
+                        with contextlib.suppress(BackendUnavailable):
+                            await self.host.backend.unhold(f"get:{session.id}", self.host.cluster.worker)
             try:
                 async with asyncio.timeout(1 if reason == "dropped" else self.write_timeout):
                     await send({"type": "http.response.body", "body": b"", "more_body": False})
@@ -244,11 +260,6 @@ class SseStreams:
         while len(state.written) > KEEP_WRITTEN_STREAMS:
             await self.events.discard(session_id, state.written.popleft())
 
-    async def _more(self, session: Session, stream: str, after: int) -> bool:
-        try:
-            return bool((await self.events.read(session.id, stream, after, 0)).events)
-        except UnknownEvent:
-            return False
 
 
 

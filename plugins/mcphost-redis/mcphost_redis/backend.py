@@ -9,13 +9,16 @@ subscribes again to every channel it had.
 
 Keys (``P`` is the configured prefix):
 
-- ``P s:<session>``: the session state as JSON, expiring after the session TTL (refreshed on
-  every save or touch); ``P sessions`` a sorted set of session ids scored by their expiry,
-  for ``count``.
+- ``P s:<session>``: the session state as JSON; ``P sessions`` the expiry index, a sorted set of
+  session ids scored by when their idle time runs out (restarted by every save or touch). The
+  index decides what is alive; the state key outlives it by ``SESSION_GRACE`` for the reaper
+  (``expired()``), which hands each expired session to exactly one process.
+- ``P h:<key>``: a hold (``hold``/``unhold``), e.g. the one standalone GET stream of a session.
 - ``P e:{<session>}`` and ``P e:{<session>}:<stream>``: the event log (see :mod:`.scripts`).
 - ``P t:<task>``: one task record as JSON, with its TTL.
 - ``P c:<key>``: a claim (``SET NX PX``).
 - ``P health``: written by each readiness probe (expires after 10 s).
+- ``P k:<name>``: a key ring shared by every process (JSON, newest first; no expiry).
 - Channel ``P b:<channel>``: the broker.
 """
 
@@ -24,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import secrets
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -39,7 +43,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from mcphost.sessions.backend import BackendUnavailable, Event, StreamRead, UnknownEvent
+from mcphost.sessions.backend import BackendUnavailable, Event, SharedKey, StreamRead, UnknownEvent
 
 from . import scripts
 
@@ -54,6 +58,8 @@ _TRANSIENT_ERRORS = tuple(getattr(redis_errors, name) for name in ("OutOfMemoryE
                           if hasattr(redis_errors, name))
 #: Events returned by one read at most (a reader far behind catches up in several reads).
 READ_BATCH = 512
+#: Seconds a session's state is kept after its idle time ran out, for the reaper to end it with.
+SESSION_GRACE = 300.0
 
 
 @dataclass(frozen=True)
@@ -117,6 +123,10 @@ class RedisBackend:
         self.events = RedisEventLog(self)
         self.broker = RedisBroker(self)
         self.tasks = RedisTaskStore(self)
+        self._keyring = self.redis.register_script(scripts.KEYRING)
+        self._rotate = self.redis.register_script(scripts.ROTATE)
+        self._hold = self.redis.register_script(scripts.HOLD)
+        self._unhold = self.redis.register_script(scripts.UNHOLD)
 
     def key(self, *parts: str) -> str:
         return self.settings.prefix + "".join(parts)
@@ -148,6 +158,28 @@ class RedisBackend:
         """Mark ``key`` used for ``ttl`` seconds; True only for the first claim (``SET NX PX``)."""
         done = await self.op(self.redis.set(self.key("c:", key), b"1", nx=True, px=_ms(ttl)))
         return bool(done)
+
+    async def hold(self, key: str, owner: str, ttl: float) -> bool:
+        """Hold ``key`` for ``owner`` for ``ttl`` seconds (taken, or renewed by the same owner);
+        False while another owner holds it."""
+        return bool(await self.op(self._hold(keys=[self.key("h:", key)], args=[owner, _ms(ttl)])))
+
+    async def unhold(self, key: str, owner: str) -> None:
+        await self.op(self._unhold(keys=[self.key("h:", key)], args=[owner]))
+
+    async def keyring(self, name: str) -> list[SharedKey]:
+        """The ring ``name``, created atomically by the first process that asks (one script)."""
+        raw = await self.op(self._keyring(keys=[self.key("k:", name)], args=[secrets.token_hex(32), _now_ms()]))
+        return _ring(raw)
+
+    async def rotate_keyring(self, name: str, activate_in: float, keep: float) -> list[SharedKey]:
+        raw = await self.op(self._rotate(keys=[self.key("k:", name)],
+                                         args=[secrets.token_hex(32), _now_ms(), _ms(activate_in), _ms(keep)]))
+        return _ring(raw)
+
+
+def _ring(raw: bytes) -> list[SharedKey]:
+    return [SharedKey(bytes.fromhex(entry["k"]), float(entry["f"]) / 1000) for entry in orjson.loads(raw)]
 
 
 class Operations:
@@ -188,7 +220,13 @@ def _now_ms() -> int:
 # -- sessions ---------------------------------------------------------------------------------------
 
 class RedisSessionStore:
-    """Session states as JSON strings expiring after the session TTL."""
+    """Session states as JSON strings, with an expiry index that the processes reap together.
+
+    The index (a sorted set of ids scored by when their idle time runs out) is what decides
+    whether a session is alive; the state key outlives it by :data:`SESSION_GRACE` so that the
+    one process whose reap removes an id from the index still has the state to run the
+    terminate hook with. No keyspace notifications are needed (they may be off).
+    """
 
     def __init__(self, backend: RedisBackend) -> None:
         self._redis = backend.redis
@@ -196,29 +234,32 @@ class RedisSessionStore:
         self._key = backend.key
         self._index = backend.key("sessions")
         self._ttl = backend.settings.session_ttl
-        self._saves = 0
+        self._key_ttl = _ms(self._ttl + SESSION_GRACE)
+        register = backend.redis.register_script
+        self._reap = register(scripts.REAP)
+        self._touch = register(scripts.TOUCH)
 
     async def load(self, session_id: str) -> dict[str, Any] | None:
-        raw = await self._op(self._redis.get(self._key("s:", session_id)))
-        return None if raw is None else orjson.loads(raw)
+        pipe = self._redis.pipeline(transaction=False)  # one round trip
+        pipe.get(self._key("s:", session_id))
+        pipe.zscore(self._index, session_id)
+        raw, expires = await self._op(pipe.execute())
+        if raw is None or expires is None or expires <= _now_ms():
+            return None  # gone, or idle past its time (the reaper ends it)
+        return orjson.loads(raw)
 
     async def save(self, state: dict[str, Any]) -> None:
         session_id = state["id"]
-        now = _now_ms()
         pipe = self._redis.pipeline(transaction=True)
-        pipe.set(self._key("s:", session_id), orjson.dumps(state), px=_ms(self._ttl))
-        pipe.zadd(self._index, {session_id: now + _ms(self._ttl)})
-        self._saves += 1
-        if self._saves % 64 == 1:  # forget expired ids now and then
-            pipe.zremrangebyscore(self._index, "-inf", now)
+        pipe.set(self._key("s:", session_id), orjson.dumps(state), px=self._key_ttl)
+        pipe.zadd(self._index, {session_id: _now_ms() + _ms(self._ttl)})
         await self._op(pipe.execute())
 
     async def touch(self, session_id: str) -> bool:
-        """Restart the session's TTL without rewriting it; False when it is gone."""
-        pipe = self._redis.pipeline(transaction=True)
-        pipe.pexpire(self._key("s:", session_id), _ms(self._ttl))
-        pipe.zadd(self._index, {session_id: _now_ms() + _ms(self._ttl)}, xx=True)
-        alive, _ = await self._op(pipe.execute())
+        """Restart the session's idle time without rewriting it; False when it is gone or expired."""
+        now = _now_ms()
+        alive = await self._op(self._touch(keys=[self._key("s:", session_id), self._index],
+                                           args=[session_id, now, now + _ms(self._ttl), self._key_ttl]))
         return bool(alive)
 
     async def delete(self, session_id: str) -> None:
@@ -234,6 +275,13 @@ class RedisSessionStore:
         """Ids of every live session (for notifications sent to all sessions)."""
         raw = await self._op(self._redis.zrangebyscore(self._index, _now_ms(), "+inf"))
         return [item.decode() for item in raw]
+
+    async def expired(self, limit: int = 100) -> list[tuple[str, dict[str, Any] | None]]:
+        """Take up to ``limit`` sessions whose idle time ran out out of the store, with their last
+        state (None when it was lost). Atomic: each expired session is returned to exactly one
+        caller, whichever process asks first."""
+        raw = await self._op(self._reap(keys=[self._index], args=[self._key("s:"), _now_ms(), limit]))
+        return [(raw[i].decode(), orjson.loads(raw[i + 1]) if raw[i + 1] else None) for i in range(0, len(raw), 2)]
 
 
 # -- event log --------------------------------------------------------------------------------------
@@ -269,6 +317,21 @@ class RedisEventLog:
 
     async def open(self, session_id: str, stream_id: str) -> None:
         await self._op(self._open(keys=self._keys(session_id, stream_id), args=[stream_id, self._ttl_ms]))
+
+    async def begin(self, session_id: str, stream_id: str, request_ids: list[Any], lease: float) -> None:
+        """Open, lease and prime a request stream in one pipeline (one round trip, in this order)."""
+        keys = self._keys(session_id, stream_id)
+        now = _now_ms()
+        pipe = self._redis.pipeline(transaction=False)
+        await self._open(keys=keys, args=[stream_id, self._ttl_ms], client=pipe)  # queued, sent by execute()
+        if lease:
+            await self._lease(keys=self._lease_keys(session_id, stream_id),
+                              args=[stream_id, orjson.dumps(request_ids), _ms(lease)], client=pipe)
+        await self._append(keys=keys, args=[stream_id, b"", b"0", self._max_events, now, now - self._max_age_ms,
+                                            self._ttl_ms], client=pipe)
+        results = await self._op(pipe.execute())
+        if results[-1] < 0:
+            raise UnknownEvent(stream_id)
 
     async def append(self, session_id: str, stream_id: str, message: dict[str, Any] | None, *,
                      final: bool = False) -> int:

@@ -200,3 +200,83 @@ redis.call('PEXPIRE', KEYS[1], ARGV[3])
 redis.call('PEXPIRE', KEYS[2], ARGV[3])
 return 1
 """
+
+
+# Key rings shared by every process (the requestState sealing key). A ring is a JSON list,
+# newest first, of {"k": hex secret, "f": ms from which the key may sign}.
+
+# KEYS: ring. ARGV: hex secret, now ms. The ring, created with this one key if there is none.
+KEYRING = """
+local raw = redis.call('GET', KEYS[1])
+if raw then return raw end
+raw = cjson.encode({{k = ARGV[1], f = tonumber(ARGV[2])}})
+redis.call('SET', KEYS[1], raw)
+return raw
+"""
+
+# KEYS: ring. ARGV: hex secret, now ms, activate in ms, keep ms. Prepends a key that signs from
+# now + activate-in (at once on an empty ring), drops keys superseded more than keep ago.
+ROTATE = """
+local raw = redis.call('GET', KEYS[1])
+local ring = {}
+if raw then ring = cjson.decode(raw) end
+local now = tonumber(ARGV[2])
+local from = now + tonumber(ARGV[3])
+if #ring == 0 then from = now end
+local out = {{k = ARGV[1], f = from}}
+local newer = nil
+for _, key in ipairs(ring) do
+  if newer and newer.f + tonumber(ARGV[4]) < now then break end
+  out[#out + 1] = key
+  newer = key
+end
+raw = cjson.encode(out)
+redis.call('SET', KEYS[1], raw)
+return raw
+"""
+
+
+# Sessions. ``P s:<id>`` holds the state; ``P sessions`` is the expiry index (id scored by the
+# ms its idle time runs out). The index decides: a session whose score is past is expired even
+# while its key lingers (the key outlives it by a grace period, so the reaper can hand the state
+# to the terminate hook). Whoever removes an id from the index owns its ending: exactly one.
+
+# KEYS: index. ARGV: state key prefix, now ms, max count. Returns {id, state, id, state, ...} of
+# the sessions it took out of the index (state '' when the key was already gone).
+REAP = """
+local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[2], 'LIMIT', 0, tonumber(ARGV[3]))
+local out = {}
+for _, id in ipairs(due) do
+  redis.call('ZREM', KEYS[1], id)
+  local key = ARGV[1] .. id
+  out[#out + 1] = id
+  out[#out + 1] = redis.call('GET', key) or ''
+  redis.call('DEL', key)
+end
+return out
+"""
+
+# KEYS: state, index. ARGV: id, now ms, expiry ms (absolute), key ttl ms. 1 when the session is
+# alive (its idle time restarted), 0 when it is gone or already expired.
+TOUCH = """
+local score = redis.call('ZSCORE', KEYS[2], ARGV[1])
+if not score or tonumber(score) <= tonumber(ARGV[2]) then return 0 end
+if redis.call('PEXPIRE', KEYS[1], ARGV[4]) == 0 then return 0 end
+redis.call('ZADD', KEYS[2], ARGV[3], ARGV[1])
+return 1
+"""
+
+# Holds: a key owned by one holder for a while (the one standalone GET stream of a session).
+# KEYS: hold. ARGV: owner, ttl ms. 1 when taken or renewed by its owner, 0 when someone else holds it.
+HOLD = """
+local owner = redis.call('GET', KEYS[1])
+if owner and owner ~= ARGV[1] then return 0 end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+return 1
+"""
+
+# KEYS: hold. ARGV: owner. Lets go only of what this owner holds.
+UNHOLD = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
+return 1
+"""

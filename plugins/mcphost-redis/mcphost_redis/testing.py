@@ -1,15 +1,17 @@
-"""A throwaway ``redis-server`` for tests: a free loopback port, a private directory, stopped by pid.
+"""Throwaway servers for tests: ``redis-server`` and a ``haproxy`` in front of several nodes.
 
-It never touches a Redis the machine already runs (6379 or any other port): the port is
-picked free, the data directory is the one given, and only the process started here is
-signalled. ``restart()`` brings it back on the same port and directory, which is how the fault
-tests simulate an outage.
+Each runs on free loopback ports with a private directory and is stopped by its pid. It never
+touches a Redis the machine already runs (6379 or any other port), and only the process started
+here is signalled. ``RedisServer.restart()`` brings Redis back on the same port and directory,
+which is how the fault tests simulate an outage. ``Haproxy`` runs the configuration shipped in
+``deploy/haproxy.cfg`` with only its addresses replaced.
 """
 
 from __future__ import annotations
 
 import itertools
 import os
+import re
 import shutil
 import signal
 import socket
@@ -132,4 +134,84 @@ class RedisServer:
         self.kill(signal.SIGTERM)
 
 
-__all__ = ["RedisServer", "free_port", "redis_server_path", "redis_settings"]
+def haproxy_path() -> str | None:
+    return shutil.which("haproxy") or next(
+        (path for path in ("/usr/sbin/haproxy", "/usr/local/sbin/haproxy") if os.access(path, os.X_OK)), None)
+
+
+class Haproxy:
+    """haproxy on a free loopback port, balancing over ``backends`` (loopback ports).
+
+    ``template`` is a configuration such as ``deploy/haproxy.cfg``: its ``bind`` line and its
+    ``server`` lines are replaced; every other option is used as written.
+    """
+
+    def __init__(self, directory: Path, template: str, backends: list[int], *, port: int | None = None) -> None:
+        binary = haproxy_path()
+        if binary is None:
+            raise RuntimeError("haproxy is not installed (scripts/ensure-tools installs it)")
+        self.directory = Path(directory)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.port = port or free_port()
+        self.backends = list(backends)
+        lines: list[str] = []
+        servers_written = False
+        for line in template.splitlines():
+            stripped = line.strip()
+            if stripped.startswith("bind "):
+                line = f"    bind 127.0.0.1:{self.port}"
+            elif stripped.startswith("server "):
+                if servers_written:
+                    continue
+                servers_written = True
+                lines.extend(f"    server node{n + 1} 127.0.0.1:{p}" for n, p in enumerate(self.backends))
+                continue
+            lines.append(line)
+        if not servers_written:
+            raise ValueError("the haproxy template has no server line")
+        # No daemon, no chroot or user switch: a plain child process of the test.
+        text = re.sub(r"^\s*(daemon|chroot|user|group|stats socket)\b.*$", "", "\n".join(lines), flags=re.M)
+        self.config_path = self.directory / f"haproxy-{self.port}.cfg"
+        self.config_path.write_text(text + "\n", encoding="utf-8")
+        self.log_path = self.directory / f"haproxy-{self.port}.log"
+        check = subprocess.run([binary, "-c", "-f", str(self.config_path)], capture_output=True, text=True)
+        if check.returncode != 0:
+            raise RuntimeError(f"haproxy refused the configuration:\n{check.stdout}{check.stderr}")
+        self._log = open(self.log_path, "wb")  # closed in stop()
+        self.process = subprocess.Popen([binary, "-db", "-f", str(self.config_path)], stdout=self._log,
+                                        stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"haproxy exited with {self.process.returncode}: {self.log()}")
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
+                    return
+            except OSError:
+                time.sleep(0.05)
+        self.stop()
+        raise RuntimeError(f"haproxy did not listen within 10s: {self.log()}")
+
+    @property
+    def url(self) -> str:
+        # localhost, not 127.0.0.1: the conformance suite's dns-rebinding scenario needs the name.
+        return f"http://localhost:{self.port}/mcp"
+
+    def log(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")[-3000:]
+        except OSError:
+            return ""
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            os.kill(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(10)
+            except subprocess.TimeoutExpired:
+                os.kill(self.process.pid, signal.SIGKILL)
+                self.process.wait(5)
+        self._log.close()
+
+
+__all__ = ["Haproxy", "RedisServer", "free_port", "haproxy_path", "redis_server_path", "redis_settings"]

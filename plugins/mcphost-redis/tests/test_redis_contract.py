@@ -270,3 +270,35 @@ async def test_a_claim_is_granted_once_until_it_expires(backend):
 
 async def test_a_backend_reports_itself_healthy(backend):
     assert await backend.health() is True
+
+
+# -- cluster agreement: begin, holds, key rings --------------------------------------------------------
+
+async def test_begin_opens_and_primes_a_request_stream_in_one_step(backend):
+    await backend.events.begin("sb", "1-x", [7], 2.0)
+    assert await backend.events.exists("sb", "1-x")
+    first = await backend.events.read("sb", "1-x", 0, 0)
+    assert first.events == [Event(1, None)] and not first.done
+    assert await backend.events.append("sb", "1-x", {"id": 7, "result": {}}, final=True) == 2
+    last = await backend.events.read("sb", "1-x", 1, 0)
+    assert last.events == [Event(2, {"id": 7, "result": {}})] and last.done
+
+
+async def test_a_hold_has_one_owner_until_it_lets_go_or_lapses(backend):
+    assert await backend.hold("get:s", "a", 0.3)
+    assert await backend.hold("get:s", "a", 0.3)  # renewed by its owner
+    assert not await backend.hold("get:s", "b", 0.3)
+    await backend.unhold("get:s", "b")  # not b's: nothing happens
+    assert not await backend.hold("get:s", "b", 0.3)
+    await backend.unhold("get:s", "a")
+    assert await backend.hold("get:s", "b", 0.2)
+    await asyncio.sleep(0.3)
+    assert await backend.hold("get:s", "a", 0.2)  # b's lapsed
+
+
+async def test_a_key_ring_is_created_once_and_rotates(backend):
+    ring = await backend.keyring("contract")
+    assert ring == await backend.keyring("contract") and len(ring) == 1 and len(ring[0].secret) == 32
+    rotated = await backend.rotate_keyring("contract", 60, 3600)
+    assert rotated[1:] == ring and rotated[0].active_from > time.time() + 59
+    assert await backend.keyring("contract") == rotated
