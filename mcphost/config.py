@@ -69,6 +69,13 @@ class ServerSettings:
     session_max_lifetime: float = 0.0
     #: Sessions held at once; beyond this, initialize is refused (503 with Retry-After on HTTP).
     max_sessions: int = 10000
+    #: Sessions one principal may hold at once (anonymous callers share one count per client address);
+    #: beyond this its initialize is refused (429 with Retry-After on HTTP). 0: only max_sessions.
+    max_sessions_per_principal: int = 1000
+    #: Requests one principal may have in flight at once over all its sessions, 2026-07-28
+    #: ``subscriptions/listen`` streams included (anonymous callers: per client address); beyond
+    #: this, 429 with Retry-After on HTTP, error -32000 in-band. 0: no limit.
+    max_requests_per_principal: int = 256
     #: Level of the host's own log on stderr.
     log_level: str = "info"
     #: Host headers accepted over HTTP (``host`` or ``host:port``); empty on a loopback bind means
@@ -113,6 +120,9 @@ class ServerSettings:
     task_poll_interval_ms: int = 500
     #: Tasks this process runs at once; beyond this, calls that would become tasks get -32000.
     max_tasks: int = 1000
+    #: Tasks one principal may have running at once in this process (anonymous callers: per client
+    #: address); beyond this its calls that would become tasks get -32000. 0: only max_tasks.
+    max_tasks_per_principal: int = 100
     #: On a shared backend: seconds after which a running task whose process stopped restamping it
     #: (every third of this) is reported failed by whichever process is asked about it.
     task_lease: float = 10.0

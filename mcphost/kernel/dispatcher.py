@@ -121,7 +121,7 @@ class Kernel:
         connection = exchange.connection
         self.authorize(message, connection.principal, exchange.trusted)  # InsufficientScope before anything runs
         sessions = self.sessions
-        session = sessions.ephemeral(request, connection.principal, exchange.send)
+        session = sessions.ephemeral(request, connection.principal, exchange.send, connection.remote)
         session.trusted = exchange.trusted
         await sessions.connect(session, connection)  # a refusal propagates to the transport
         reason = "complete"
@@ -165,9 +165,12 @@ class Kernel:
         if len(session.inflight) >= self.settings.max_inflight:
             return _done(jsonrpc.error(request_id, McpError(
                 SERVER_BUSY, "Too many requests in flight on this session; retry later")))
+        if not self.sessions.admit(session):
+            return _done(jsonrpc.error(request_id, _crowded()))
         task = asyncio.get_running_loop().create_task(self._run(session, message, connection, principal))
         session.inflight[request_id] = task
         task.add_done_callback(functools.partial(_forget, session, request_id))
+        task.add_done_callback(functools.partial(_let_go, self.sessions, session))
         return task
 
     def authorize(self, message: Any, principal: Principal | None, trusted: bool = False) -> None:
@@ -203,9 +206,12 @@ class Kernel:
             return _done(jsonrpc.error(None, McpError(INVALID_REQUEST, "A client may not send responses here")))
         if message["method"] not in handlers.MODERN_METHODS:
             return _done(jsonrpc.error(message["id"], method_not_found(message["method"])))
+        if not self.sessions.admit(session):
+            return _done(jsonrpc.error(message["id"], _crowded()))
         task = asyncio.get_running_loop().create_task(self._run(session, message, connection))
         session.inflight[message["id"]] = task
         task.add_done_callback(functools.partial(_forget, session, message["id"]))
+        task.add_done_callback(functools.partial(_let_go, self.sessions, session))
         return task
 
     async def _answer_modern(self, session: Session, request_id: RequestId, method: str,
@@ -514,6 +520,15 @@ async def _guarded_middleware(failures: PluginFailures, record: Middleware, call
         if outcome[0] is not _UNKNOWN:
             return outcome[0]  # type: ignore[no-any-return]
         return await call_next(request)
+
+
+def _crowded() -> McpError:
+    """The in-band answer to a caller over ``max_requests_per_principal`` (HTTP answers 429 first)."""
+    return McpError(SERVER_BUSY, "Too many requests in flight for this principal; retry later", {"retryAfter": 1})
+
+
+def _let_go(sessions: Any, session: Session, _task: asyncio.Task[Any]) -> None:
+    sessions.done(session)
 
 
 def _forget(session: Session, request_id: RequestId, task: asyncio.Task[Any]) -> None:

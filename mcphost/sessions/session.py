@@ -106,6 +106,7 @@ class Session:
         "pending",
         "principal",
         "protocol_version",
+        "quota",
         "subscriptions",
         "trusted",
     )
@@ -137,6 +138,9 @@ class Session:
         self.pending: dict[RequestId, asyncio.Future[Any]] = {}
         self.outlet: Outlet | None = None
         self._outbound_ids = itertools.count(1)
+        #: Whose quotas (sessions, requests, tasks per principal) this session counts against:
+        #: its principal, or for an anonymous client its address (set by the SessionManager).
+        self.quota = quota_key(principal, None)
 
     # -- allow-lists: narrow only ------------------------------------------------------------
     #
@@ -265,6 +269,14 @@ class Session:
 
     def __repr__(self) -> str:
         return f"<Session {self.id[:8]}… {self.protocol_version} inflight={len(self.inflight)}>"
+
+
+def quota_key(principal: Principal | None, remote: str | None) -> str:
+    """Whom per-principal caps count: the principal's identity, else the client's address
+    (``remote`` is ``host:port``; anonymous clients from one address share their quotas)."""
+    if principal is not None:
+        return "p:" + repr(principal.key)
+    return "a:" + (remote.rpartition(":")[0] if remote else "")
 
 
 def _narrowed(current: set[str] | None, given: Iterable[str] | None) -> set[str] | None:

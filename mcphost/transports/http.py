@@ -37,7 +37,7 @@ from mcphost.protocol.modern import ModernError
 from mcphost.protocol.versions import LEGACY_VERSIONS, allows_batches, is_modern
 from mcphost.sessions.backend import BackendUnavailable, UnknownEvent
 from mcphost.sessions.manager import TooManySessions
-from mcphost.sessions.session import Connection, Principal, Session
+from mcphost.sessions.session import Connection, Principal, Session, quota_key
 from mcphost.transports import http_modern
 from mcphost.transports.asgi import (
     HttpError,
@@ -324,6 +324,11 @@ class HttpTransport(SseStreams):
         except McpError as exc:
             raise HttpError(400, exc.message, code=PARSE_ERROR) from None
         assert self.host.kernel is not None
+        if (isinstance(payload, dict) and "id" in payload and "method" in payload
+                and self.manager.crowded(quota_key(connection.principal, connection.remote))):
+            # Only requests: answers and notifications (which may finish requests in flight) go on.
+            raise HttpError(429, "Too many requests in flight for this principal; retry later", code=SERVER_BUSY,
+                            request_id=jsonrpc.readable_id(payload), headers={"retry-after": "1"})
         exchange = _Exchange(self, headers, connection, receive, send)
         work = self.host.kernel.serve(payload, exchange)
         try:
@@ -452,8 +457,11 @@ class HttpTransport(SseStreams):
 
     async def _create_session(self, connection: Connection) -> Session:
         try:
-            return await self.manager.create(connection.principal)
-        except TooManySessions:
+            return await self.manager.create(connection.principal, connection.remote)
+        except TooManySessions as exc:
+            if exc.per_principal:  # this caller's own cap: others are unaffected
+                raise HttpError(429, "Too many sessions for this principal; end one or retry later",
+                                code=SERVER_BUSY, headers={"retry-after": "5"}) from None
             raise HttpError(503, "Too many sessions; retry later", code=-32000, headers={"retry-after": "5"}) from None
 
     async def _finish_stream(self, session: Session, state: HttpSessionState, stream: str,

@@ -1,0 +1,190 @@
+"""Per-principal limits (RELIABILITY H4-H7), against a real ``mcphost serve`` on loopback.
+
+One greedy principal exhausts its own quotas (sessions, requests in flight, tasks, per-session
+stores); every other principal goes on unaffected. The ``httpquota`` test plugin authenticates
+``X-Test-User`` (with ``X-Test-Scopes``) and provides a tool that holds a request in flight,
+a task-capable tool and scoped resources.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.fixtures.distributions import make_distribution
+from tests.http_support import INIT_PARAMS, HttpServer, sse_messages
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+MODERN = "2026-07-28"
+TASKS = "io.modelcontextprotocol/tasks"
+LIMITS = """
+[server]
+allow_anonymous = true
+max_sessions_per_principal = 3
+max_requests_per_principal = 2
+max_tasks_per_principal = 1
+task_after = 0.1
+"""
+
+
+def quota_env(root: Path) -> dict[str, str]:
+    """Make the ``httpquota`` plugin importable by a server subprocess (a fake dist-info)."""
+    site = root / "quota-site"
+    if not site.is_dir():
+        make_distribution(site, "mcphost-http-quota", "0.0.1", {"httpquota": "tests.http_plugins.quota"}, {})
+    paths = [str(site), str(REPO_ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]
+    return {"PYTHONPATH": os.pathsep.join(paths)}
+
+
+def start(root: Path, config: str = LIMITS) -> HttpServer:
+    return HttpServer(root, plugins="httpquota", env=quota_env(root), config=config)
+
+
+def who(user: str | None, scopes: str = "") -> dict[str, str]:
+    headers = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
+    if user is not None:
+        headers["x-test-user"] = user
+        headers["x-test-scopes"] = scopes
+    return headers
+
+
+def rpc(request_id: Any, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
+    message: dict[str, Any] = {"jsonrpc": "2.0", "method": method, "params": params or {}}
+    if request_id is not None:
+        message["id"] = request_id
+    return message
+
+
+def initialize(client: httpx.Client, server: HttpServer, user: str | None, scopes: str = "",
+               params: dict[str, Any] | None = None) -> httpx.Response:
+    return client.post(server.url, headers=who(user, scopes), json=rpc(1, "initialize", params or INIT_PARAMS))
+
+
+def open_session(client: httpx.Client, server: HttpServer, user: str | None, scopes: str = "") -> str:
+    response = initialize(client, server, user, scopes)
+    assert response.status_code == 200, response.text
+    session_id = response.headers["mcp-session-id"]
+    client.post(server.url, headers={**who(user, scopes), "mcp-session-id": session_id},
+                json=rpc(None, "notifications/initialized"))
+    return session_id
+
+
+def call(client: httpx.Client, server: HttpServer, session_id: str, user: str | None, method: str,
+         params: dict[str, Any], *, scopes: str = "", request_id: Any = 2) -> tuple[httpx.Response, dict[str, Any]]:
+    response = client.post(server.url, headers={**who(user, scopes), "mcp-session-id": session_id},
+                           json=rpc(request_id, method, params))
+    found = sse_messages(response.text) if response.headers.get("content-type", "").startswith(
+        "text/event-stream") else [response.json()]
+    return response, [m for m in found if m.get("id") == request_id][-1]
+
+
+def echo_works(client: httpx.Client, server: HttpServer, user: str | None) -> None:
+    session_id = open_session(client, server, user)
+    response, reply = call(client, server, session_id, user, "tools/call",
+                           {"name": "echo", "arguments": {"text": "still here"}})
+    assert response.status_code == 200 and reply["result"]["content"][0]["text"] == "still here", reply
+
+
+def modern(method: str, params: dict[str, Any], user: str | None, *, request_id: Any = 1
+           ) -> tuple[dict[str, Any], dict[str, str]]:
+    params = {**params, "_meta": {"io.modelcontextprotocol/protocolVersion": MODERN,
+                                  "io.modelcontextprotocol/clientCapabilities": {"extensions": {TASKS: {}}}}}
+    headers = {**who(user), "mcp-protocol-version": MODERN, "mcp-method": method}
+    if isinstance(params.get("name"), str):
+        headers["mcp-name"] = params["name"]
+    return rpc(request_id, method, params), headers
+
+
+def modern_reply(client: httpx.Client, server: HttpServer, method: str, params: dict[str, Any],
+                 user: str | None) -> dict[str, Any]:
+    message, headers = modern(method, params, user)
+    response = client.post(server.url, headers=headers, content=json.dumps(message))
+    assert response.status_code == 200, response.text
+    found = sse_messages(response.text) if response.headers["content-type"].startswith("text/event-stream") \
+        else [response.json()]
+    return found[-1]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HttpServer]:
+    server = start(tmp_path_factory.mktemp("principal-limits"))
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def client() -> Iterator[httpx.Client]:
+    with httpx.Client(timeout=15) as client:
+        yield client
+
+
+# -- H4: sessions, requests and tasks per principal -------------------------------------------------
+
+def test_h4_a_principal_beyond_its_session_cap_gets_429_and_others_are_unaffected(server, client):
+    held = [open_session(client, server, "greedy-sessions") for _ in range(3)]
+    refused = initialize(client, server, "greedy-sessions")
+    assert refused.status_code == 429, refused.text
+    assert int(refused.headers["retry-after"]) >= 1
+    assert refused.json()["error"]["code"] == -32000
+    assert "mcp-session-id" not in refused.headers
+    echo_works(client, server, "modest")  # another principal still gets a session and an answer
+    # Ending one of its sessions gives the greedy principal room again.
+    assert client.delete(server.url, headers={**who("greedy-sessions"), "mcp-session-id": held[0]}).status_code == 204
+    assert initialize(client, server, "greedy-sessions").status_code == 200
+
+
+def test_h4_anonymous_callers_share_one_session_quota_per_address(tmp_path: Path):
+    server = start(tmp_path)
+    try:
+        with httpx.Client(timeout=15) as client:
+            for _ in range(3):
+                open_session(client, server, None)
+            assert initialize(client, server, None).status_code == 429
+            echo_works(client, server, "named")  # an authenticated principal has its own quota
+    finally:
+        server.stop()
+
+
+def test_h4_requests_in_flight_per_principal_are_capped_with_429(server):
+    with httpx.Client(timeout=15) as client:
+        session_id = open_session(client, server, "greedy-requests")
+        other = open_session(client, server, "greedy-requests")  # its second session shares the quota
+        headers = {**who("greedy-requests"), "mcp-session-id": session_id}
+        holders = []
+        try:
+            for request_id in (10, 11):  # two held requests: its whole quota
+                held = rpc(request_id, "tools/call", {"name": "hold", "arguments": {"seconds": 3}})
+                stream = client.stream("POST", server.url, headers=headers, json=held)
+                response = stream.__enter__()
+                holders.append(stream)
+                assert response.status_code == 200
+            refused = client.post(server.url, headers={**headers, "mcp-session-id": other},
+                                  json=rpc(12, "tools/call", {"name": "echo", "arguments": {"text": "x"}}))
+            assert refused.status_code == 429, refused.text
+            assert refused.headers["retry-after"] == "1"
+            assert refused.json()["error"]["code"] == -32000 and refused.json()["id"] == 12
+            # Notifications are never refused (they may be what finishes the requests in flight).
+            assert client.post(server.url, headers=headers, json=rpc(None, "notifications/initialized")
+                               ).status_code == 202
+            echo_works(client, server, "modest")
+        finally:
+            for stream in holders:
+                stream.__exit__(None, None, None)
+
+
+def test_h4_tasks_per_principal_are_capped_and_others_still_get_tasks(server, client):
+    job = {"name": "long_job", "arguments": {"seconds": 5}}
+    first = modern_reply(client, server, "tools/call", job, "greedy-tasks")
+    assert first["result"]["resultType"] == "task", first
+    second = modern_reply(client, server, "tools/call", job, "greedy-tasks")
+    assert second["error"]["code"] == -32000 and "principal" in second["error"]["message"], second
+    other = modern_reply(client, server, "tools/call", job, "modest")
+    assert other["result"]["resultType"] == "task", other
