@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import os
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -188,3 +190,80 @@ def test_h4_tasks_per_principal_are_capped_and_others_still_get_tasks(server, cl
     assert second["error"]["code"] == -32000 and "principal" in second["error"]["message"], second
     other = modern_reply(client, server, "tools/call", job, "modest")
     assert other["result"]["resultType"] == "task", other
+
+
+# -- H6: scopes on every path to a record --------------------------------------------------------------
+
+class Listen:
+    """A 2026-07-28 ``subscriptions/listen`` stream read in a thread; ``messages`` as they arrive."""
+
+    def __init__(self, server: HttpServer, user: str | None, notifications: dict[str, Any], *,
+                 scopes: str = "", headers: dict[str, str] | None = None, request_id: Any = 7) -> None:
+        message, sent = modern("subscriptions/listen", {"notifications": notifications}, user, request_id=request_id)
+        sent["x-test-scopes"] = scopes
+        sent.update(headers or {})
+        self.messages: list[dict[str, Any]] = []
+        self.status: int | None = None
+        self.acknowledged = threading.Event()
+        self.ended = threading.Event()
+        self.thread = threading.Thread(target=self._read, args=(server, message, sent), daemon=True)
+        self.thread.start()
+
+    def _read(self, server: HttpServer, message: dict[str, Any], headers: dict[str, str]) -> None:
+        try:
+            with httpx.Client(timeout=30) as client, client.stream("POST", server.url, headers=headers,
+                                                                   content=json.dumps(message)) as response:
+                self.status = response.status_code
+                for line in response.iter_lines():
+                    if line.startswith("data:") and line[5:].strip():
+                        self.messages.append(json.loads(line[5:]))
+                        if self.messages[-1].get("method") == "notifications/subscriptions/acknowledged":
+                            self.acknowledged.set()
+        except httpx.HTTPError:
+            pass  # the server stopped with the stream open (the end of the test module)
+        finally:
+            self.acknowledged.set()
+            self.ended.set()
+
+    def updates(self) -> list[str]:
+        return [m["params"]["uri"] for m in self.messages if m.get("method") == "notifications/resources/updated"]
+
+
+def test_h6_subscribe_read_and_complete_are_refused_alike_without_the_scopes(server, client):
+    session_id = open_session(client, server, "carol")
+    refusals = [
+        ("resources/read", {"uri": "quota://secret"}),
+        ("resources/subscribe", {"uri": "quota://secret"}),
+        ("resources/subscribe", {"uri": "quota://vault/alpha"}),
+        ("completion/complete", {"ref": {"type": "ref/resource", "uri": "quota://vault/{name}"},
+                                 "argument": {"name": "name", "value": "a"}}),
+    ]
+    for method, params in refusals:
+        response = client.post(server.url, headers={**who("carol"), "mcp-session-id": session_id},
+                               json=rpc(3, method, params))
+        assert response.status_code == 403, (method, response.status_code, response.text)
+        assert "insufficient_scope" in response.headers.get("www-authenticate", "") or \
+            "scope" in response.json()["error"]["message"].lower(), (method, response.headers, response.text)
+    # The scope holder may do all of it.
+    allowed = open_session(client, server, "dave", "secret:read")
+    for method, params in refusals:
+        response, reply = call(client, server, allowed, "dave", method, params, scopes="secret:read")
+        assert "result" in reply, (method, reply)
+
+
+def test_h6_no_update_reaches_a_listener_without_the_scopes(server, client):
+    reader = Listen(server, "erin", {"resourceSubscriptions": ["quota://secret", "quota://public"]})
+    holder = Listen(server, "frank", {"resourceSubscriptions": ["quota://secret"]}, scopes="secret:read",
+                    request_id=8)
+    assert reader.acknowledged.wait(10) and holder.acknowledged.wait(10)
+    ack = reader.messages[0]["params"]["notifications"]
+    assert ack["resourceSubscriptions"] == ["quota://public"], ack  # the filter it may not read is dropped
+    session_id = open_session(client, server, "toucher")
+    for uri in ("quota://secret", "quota://public"):
+        call(client, server, session_id, "toucher", "tools/call", {"name": "touch", "arguments": {"uri": uri}})
+    deadline = time.monotonic() + 10
+    while (not reader.updates() or not holder.updates()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.3)  # anything else on its way arrives meanwhile
+    assert reader.updates() == ["quota://public"], reader.messages
+    assert holder.updates() == ["quota://secret"], holder.messages

@@ -379,12 +379,19 @@ class Kernel:
     async def _resource_updated_here(self, message: dict[str, Any]) -> None:
         uri = message.get("uri")
         note = jsonrpc.notification("notifications/resources/updated", {"uri": uri})
+        # No update reaches a caller who could not read the resource (its scopes, its allow-lists).
+        found = self.catalog.find_resource(uri) if isinstance(uri, str) else None
+        record = found[0] if found is not None else None
         for session in list(self.sessions.sessions.values()):
             if uri in session.subscriptions and session.outlet is not None and not session.closed:
+                if record is not None and not Visibility(session, session.principal).sees(record):
+                    continue
                 if await self._first_delivery(message, session):
                     await _deliver(session, note)
         for listener in list(self.listeners):
             if uri in listener.uris:
+                if record is not None and not Visibility(listener.session, listener.session.principal).sees(record):
+                    continue
                 await listener.send("notifications/resources/updated", {"uri": uri})
 
     async def _list_changed_here(self, message: dict[str, Any]) -> None:

@@ -364,16 +364,21 @@ async def read_resource(kernel: Kernel, request: RequestInfo) -> dict[str, Any]:
 async def subscribe(kernel: Kernel, request: RequestInfo) -> dict[str, Any]:
     _require_capability(kernel, request, "resources")
     uri = _string(request.params, "uri")
-    if not _subscribable(kernel, _visibility(request), uri):
+    visibility = _visibility(request)
+    found = kernel.catalog.find_resource(uri)
+    if found is not None and not visibility.allows(found[0]):
         raise _not_found(request, uri)  # hidden from this session: as if it did not exist
+    if found is not None:
+        visibility.require(found[0].scopes)  # what the caller may not read, it may not follow
     request.session.subscriptions.add(uri)
     return {}
 
 
 def _subscribable(kernel: Kernel, visibility: Visibility, uri: str) -> bool:
-    """Whether the caller may follow ``uri``: any URI but one the allow-lists hide."""
+    """Whether the caller may follow ``uri``: any URI but one the allow-lists hide or whose
+    scopes the caller lacks (a listen filter naming it is left out of the honoured list)."""
     found = kernel.catalog.find_resource(uri)
-    return found is None or visibility.allows(found[0])
+    return found is None or visibility.sees(found[0])
 
 
 @method("resources/unsubscribe")
