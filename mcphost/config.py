@@ -93,6 +93,10 @@ class ServerSettings:
     sse_write_timeout: float = 30.0
     #: Milliseconds a client should wait before reconnecting (the SSE ``retry`` field).
     sse_retry_ms: int = 1000
+    #: Seconds a standalone GET stream or a 2026-07-28 ``subscriptions/listen`` stream stays open at
+    #: most (0: no limit); then it ends gracefully (the listen stream with its result) and the client
+    #: reconnects. Streams of a principal whose credentials expire earlier end at that expiry.
+    max_stream_seconds: float = 3600.0
     #: Events kept per stream for resumption with Last-Event-ID (older ones are trimmed).
     stream_max_events: int = 1000
     #: Seconds an idle keep-alive connection stays open. Keep it above the idle timeout of the clients
@@ -284,6 +288,8 @@ def _check_server(server: ServerSettings, source: str) -> None:
         raise ConfigError(f"{source}: server.state_ttl must be positive and server.cache_ttl_ms not negative")
     if server.keep_alive_timeout <= 0:
         raise ConfigError(f"{source}: server.keep_alive_timeout must be positive")
+    if server.max_stream_seconds < 0:
+        raise ConfigError(f"{source}: server.max_stream_seconds must not be negative (0 means no limit)")
     if server.max_tool_seconds < 0:
         raise ConfigError(f"{source}: server.max_tool_seconds must not be negative (0 means no limit)")
     if server.task_ttl <= 0 or server.task_after < 0 or server.task_lease <= 0:

@@ -267,3 +267,56 @@ def test_h6_no_update_reaches_a_listener_without_the_scopes(server, client):
     time.sleep(0.3)  # anything else on its way arrives meanwhile
     assert reader.updates() == ["quota://public"], reader.messages
     assert holder.updates() == ["quota://secret"], holder.messages
+
+
+# -- H7: streams end when the credentials expire, or after max_stream_seconds ---------------------------
+
+def standalone_stream_lasts(server: HttpServer, user: str | None, *, expires_in: float | None = None,
+                            patience: float = 8.0) -> float:
+    """Open a session's standalone GET stream; the seconds until the server ended it (``patience``
+    when it was still open then)."""
+    headers = who(user)
+    if expires_in is not None:
+        headers["x-test-expires-in"] = str(expires_in)
+    with httpx.Client(timeout=30) as client:
+        session_id = open_session(client, server, user)
+        started = time.monotonic()
+        try:
+            with client.stream("GET", server.url, headers={**headers, "accept": "text/event-stream",
+                                                            "mcp-session-id": session_id},
+                               timeout=httpx.Timeout(30, read=patience)) as response:
+                assert response.status_code == 200
+                for _ in response.iter_raw():
+                    pass
+        except httpx.ReadTimeout:
+            return patience
+        return time.monotonic() - started
+
+
+def test_h7_a_get_stream_ends_when_the_principal_expires(server):
+    assert standalone_stream_lasts(server, "fleeting", expires_in=1.5) < 6
+    assert standalone_stream_lasts(server, "lasting", patience=3) == 3  # no expiry: still open
+
+
+def test_h7_a_listen_stream_ends_with_its_result_when_the_principal_expires(server):
+    started = time.monotonic()
+    fleeting = Listen(server, "fleeting-listener", {"resourceSubscriptions": ["quota://public"]},
+                      headers={"x-test-expires-in": "1.5"}, request_id=21)
+    lasting = Listen(server, "lasting-listener", {"resourceSubscriptions": ["quota://public"]}, request_id=22)
+    assert fleeting.ended.wait(10), fleeting.messages
+    assert time.monotonic() - started < 8
+    final = fleeting.messages[-1]
+    assert final["id"] == 21 and "result" in final, fleeting.messages
+    assert final["result"]["_meta"]["io.modelcontextprotocol/subscriptionId"] == 21
+    assert not lasting.ended.is_set()  # another principal's stream stays open
+
+
+def test_h7_max_stream_seconds_bounds_streams_without_expiry(tmp_path: Path):
+    server = start(tmp_path, LIMITS + "max_stream_seconds = 1.5\n")
+    try:
+        assert standalone_stream_lasts(server, None) < 6
+        listener = Listen(server, "no-expiry", {"resourceSubscriptions": ["quota://public"]}, request_id=31)
+        assert listener.ended.wait(10)
+        assert listener.messages[-1]["id"] == 31 and "result" in listener.messages[-1], listener.messages
+    finally:
+        server.stop()

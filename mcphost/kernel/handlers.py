@@ -32,7 +32,7 @@ from mcphost.protocol.errors import (
 )
 from mcphost.protocol.versions import SUPPORTED_VERSIONS, at_least, negotiate
 from mcphost.records import Prompt, Resource, ResourceTemplate, Tool
-from mcphost.sessions.session import LOG_RANK
+from mcphost.sessions.session import LOG_RANK, stream_seconds
 
 if TYPE_CHECKING:
     from mcphost.kernel.services import KernelView as Kernel
@@ -565,7 +565,13 @@ async def listen(kernel: Kernel, request: RequestInfo) -> dict[str, Any]:
         await request.session.outlet(  # type: ignore[misc]
             {"jsonrpc": "2.0", "method": "notifications/subscriptions/acknowledged",
              "params": {"_meta": meta, "notifications": honoured}}, request.id)
-        await kernel.closing.wait()  # the client closing the stream cancels this instead
+        # The stream ends with this result on shutdown, when the caller's credentials expire, or
+        # after max_stream_seconds; the client closing the stream cancels this instead.
+        try:
+            async with asyncio.timeout(stream_seconds(request.principal, kernel.settings.max_stream_seconds)):
+                await kernel.closing.wait()
+        except TimeoutError:
+            pass
     finally:
         kernel.listeners.discard(listener)
     return {"_meta": meta}

@@ -37,7 +37,7 @@ from mcphost.protocol.modern import ModernError
 from mcphost.protocol.versions import LEGACY_VERSIONS, allows_batches, is_modern
 from mcphost.sessions.backend import BackendUnavailable, UnknownEvent
 from mcphost.sessions.manager import TooManySessions
-from mcphost.sessions.session import Connection, Principal, Session, quota_key
+from mcphost.sessions.session import Connection, Principal, Session, quota_key, stream_seconds
 from mcphost.transports import http_modern
 from mcphost.transports.asgi import (
     HttpError,
@@ -541,8 +541,10 @@ class HttpTransport(SseStreams):
                 raise HttpError(400, "Unknown or expired Last-Event-ID") from None
             # Priming: an id pointing at the current position, so even an idle stream can be resumed.
             pumping = True
+            # The stream ends when the credentials that opened it expire (or max_stream_seconds pass).
             await self._pump(session, stream, after, receive, send, {},
-                             priming=frame(stream, after, None, self.retry_ms))
+                             priming=frame(stream, after, None, self.retry_ms),
+                             until=stream_seconds(connection.principal, self.settings.max_stream_seconds))
         finally:
             if not pumping:
                 await self.manager.disconnect(session, "complete")

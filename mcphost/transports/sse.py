@@ -123,8 +123,9 @@ class SseStreams:
     # -- DELETE -------------------------------------------------------------------------------
 
     async def _pump(self, session: Session, stream: str, after: int, receive: Receive, send: Send,
-                    extra: dict[str, str], priming: bytes = b"") -> None:
-        """Follow ``stream`` from ``after`` and write it as SSE until it ends or the client leaves."""
+                    extra: dict[str, str], priming: bytes = b"", until: float | None = None) -> None:
+        """Follow ``stream`` from ``after`` and write it as SSE until it ends or the client leaves
+        (or, ``until`` seconds given, until they have passed: then it ends with a retry hint)."""
         state = state_of(session)
         assert state is not None
         standalone = stream == STANDALONE
@@ -139,6 +140,8 @@ class SseStreams:
         # handler asks to close the connection (polling), the server shuts down.
         disconnected = asyncio.ensure_future(wait_disconnect(receive))
         stoppers = {disconnected, asyncio.ensure_future(closer[0].wait()), asyncio.ensure_future(self.closing.wait())}
+        if until is not None:  # the credentials expire, or max_stream_seconds pass
+            stoppers.add(asyncio.ensure_future(asyncio.sleep(until)))
         read_task: asyncio.Future[Any] | None = None
         # A request stream on a shared backend is checked for a lost writer twice a lease.
         leased = bool(self.lease) and not standalone

@@ -13,6 +13,7 @@ per-principal limit tests (RELIABILITY H4-H7). Never use anything like it for re
 from __future__ import annotations
 
 import asyncio
+import time
 
 import mcphost
 from mcphost import Context
@@ -26,7 +27,9 @@ def mcphost_authenticate(request):
     if not user:
         return None
     scopes = frozenset(request.headers.get("x-test-scopes", "").split())
-    return mcphost.Principal(subject=user, issuer=ISSUER, scopes=scopes)
+    expires_in = request.headers.get("x-test-expires-in")
+    return mcphost.Principal(subject=user, issuer=ISSUER, scopes=scopes,
+                             expires_at=time.time() + float(expires_in) if expires_in else None)
 
 
 @mcphost.tool
