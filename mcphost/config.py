@@ -63,6 +63,21 @@ class ServerSettings:
     max_tool_seconds: float = 600.0
     #: Requests one session may have in flight at once; more are refused with -32000.
     max_inflight: int = 64
+    #: Resource subscriptions one session may hold (``resources/subscribe``), and entries one
+    #: ``subscriptions/listen`` filter may name; beyond this, -32602.
+    max_subscriptions: int = 1000
+    #: Longest resource URI a session may subscribe to or name in a listen filter, in bytes; longer, -32602.
+    max_uri_bytes: int = 2048
+    #: Largest ``capabilities`` plus ``clientInfo`` of an ``initialize`` (kept for the session's
+    #: life), as JSON bytes; larger, -32602.
+    max_client_info_bytes: int = 65536
+    #: Standalone GET streams (resumptions included) one session may have open at once; beyond
+    #: this, 409.
+    max_streams_per_session: int = 8
+    #: Bytes of finished replies one session may leave unread for resumption (a client that
+    #: dropped its connection); beyond this the oldest such streams are dropped, and resuming one
+    #: gets 400.
+    max_retained_bytes: int = 16 * 1024 * 1024
     #: Seconds without a request before a session expires.
     session_idle_timeout: float = 1800.0
     #: Seconds after which a session ends however active it is (0 = no limit).
@@ -277,7 +292,8 @@ def _check_server(server: ServerSettings, source: str) -> None:
     if not 0 <= server.port <= 65535:
         raise ConfigError(f"{source}: server.port must be 0-65535, not {server.port}")
     for name in ("max_body_bytes", "max_header_bytes", "page_size", "max_inflight", "max_sessions", "workers",
-                 "stream_max_events", "max_tasks", "task_poll_interval_ms"):
+                 "stream_max_events", "max_tasks", "task_poll_interval_ms", "max_subscriptions", "max_uri_bytes",
+                 "max_client_info_bytes", "max_streams_per_session", "max_retained_bytes"):
         if getattr(server, name) < 1:
             raise ConfigError(f"{source}: server.{name} must be at least 1")
     if any(len(key.encode()) < 16 for key in server.state_keys):

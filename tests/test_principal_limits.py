@@ -32,6 +32,11 @@ max_sessions_per_principal = 3
 max_requests_per_principal = 2
 max_tasks_per_principal = 1
 task_after = 0.1
+max_subscriptions = 3
+max_uri_bytes = 100
+max_client_info_bytes = 2000
+max_streams_per_session = 2
+max_retained_bytes = 200000
 """
 
 
@@ -320,3 +325,73 @@ def test_h7_max_stream_seconds_bounds_streams_without_expiry(tmp_path: Path):
         assert listener.messages[-1]["id"] == 31 and "result" in listener.messages[-1], listener.messages
     finally:
         server.stop()
+
+
+# -- H5: budgets for what one session stores --------------------------------------------------------------
+
+def test_h5_subscriptions_are_bounded_in_count_and_uri_length(server, client):
+    session_id = open_session(client, server, "subscriber")
+    for n in range(3):
+        _, reply = call(client, server, session_id, "subscriber", "resources/subscribe", {"uri": f"quota://n/{n}"})
+        assert reply["result"] == {}, reply
+    _, again = call(client, server, session_id, "subscriber", "resources/subscribe", {"uri": "quota://n/0"})
+    assert again["result"] == {}, again  # a subscription it holds costs nothing more
+    _, refused = call(client, server, session_id, "subscriber", "resources/subscribe", {"uri": "quota://n/3"})
+    assert refused["error"]["code"] == -32602 and "max_subscriptions" in refused["error"]["message"], refused
+    call(client, server, session_id, "subscriber", "resources/unsubscribe", {"uri": "quota://n/0"})
+    _, long_uri = call(client, server, session_id, "subscriber", "resources/subscribe",
+                       {"uri": "quota://n/" + "x" * 200})
+    assert long_uri["error"]["code"] == -32602 and "max_uri_bytes" in long_uri["error"]["message"], long_uri
+    _, room = call(client, server, session_id, "subscriber", "resources/subscribe", {"uri": "quota://n/3"})
+    assert room["result"] == {}, room
+    for notifications in ({"resourceSubscriptions": [f"quota://n/{n}" for n in range(4)]},
+                          {"resourceSubscriptions": ["quota://n/" + "x" * 200]}):
+        reply = modern_reply(client, server, "subscriptions/listen", {"notifications": notifications}, "subscriber")
+        assert reply["error"]["code"] == -32602, reply
+
+
+def test_h5_initialize_params_kept_for_the_session_are_bounded(server, client):
+    params = {**INIT_PARAMS, "clientInfo": {"name": "padded", "version": "0", "padding": "p" * 3000}}
+    response = initialize(client, server, "padded", params=params)
+    [reply] = [m for m in sse_messages(response.text) if m.get("id") == 1]
+    assert reply["error"]["code"] == -32602 and "max_client_info_bytes" in reply["error"]["message"], reply
+
+
+def test_h5_get_streams_of_a_session_resumptions_included_are_bounded(server):
+    with httpx.Client(timeout=15) as client:
+        session_id = open_session(client, server, "streamer")
+        headers = {**who("streamer"), "mcp-session-id": session_id}
+        with client.stream("POST", server.url, headers=headers,
+                           json=rpc(5, "tools/call", {"name": "hold", "arguments": {"seconds": 4}})) as response:
+            assert response.status_code == 200  # the client leaves this request's stream at once
+        get = {**headers, "accept": "text/event-stream"}
+        opened = []
+        try:
+            for extra in ({}, {"last-event-id": "2.0"}):  # the standalone stream, a resumption of stream 2
+                stream = client.stream("GET", server.url, headers={**get, **extra})
+                opened.append(stream)
+                assert stream.__enter__().status_code == 200
+            refused = client.get(server.url, headers={**get, "last-event-id": "2.0"})
+            assert refused.status_code == 409 and "max_streams_per_session" in refused.text, refused.text
+        finally:
+            for stream in opened:
+                stream.__exit__(None, None, None)
+
+
+def test_h5_abandoned_replies_kept_for_resumption_are_bounded_in_bytes(server):
+    with httpx.Client(timeout=15) as client:
+        session_id = open_session(client, server, "abandoner")
+        headers = {**who("abandoner"), "mcp-session-id": session_id}
+        big = {"name": "big", "arguments": {"size": 60000, "delay": 0.3}}
+        for request_id in range(10, 15):  # streams 2..6, each abandoned before its 60 kB reply
+            sent = rpc(request_id, "tools/call", big)
+            with client.stream("POST", server.url, headers=headers, json=sent) as response:
+                assert response.status_code == 200
+            time.sleep(0.6)
+        get = {**headers, "accept": "text/event-stream"}
+        oldest = client.get(server.url, headers={**get, "last-event-id": "2.1"})
+        assert oldest.status_code == 400, oldest.text  # dropped: over max_retained_bytes
+        newest = client.get(server.url, headers={**get, "last-event-id": "6.1"})
+        assert newest.status_code == 200
+        [reply] = [m for m in sse_messages(newest.text) if m.get("id") == 14]
+        assert len(reply["result"]["content"][0]["text"]) == 60000

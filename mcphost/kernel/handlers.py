@@ -9,6 +9,8 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
+import orjson
+
 from mcphost.content import Completion
 from mcphost.context import Context, Deferred
 from mcphost.errors import ClientRequestError, ToolError
@@ -181,6 +183,10 @@ async def initialize(kernel: Kernel, request: RequestInfo) -> dict[str, Any]:
     client_info = params.get("clientInfo", {})
     if not isinstance(capabilities, dict) or not isinstance(client_info, dict):
         raise invalid_params('Invalid params: "capabilities" and "clientInfo" must be objects')
+    budget = kernel.settings.max_client_info_bytes
+    if len(orjson.dumps([capabilities, client_info])) > budget:  # kept for the session's whole life
+        raise invalid_params(f'Invalid params: "capabilities" and "clientInfo" exceed {budget} bytes '
+                             "(server.max_client_info_bytes)")
     version = negotiate(params.get("protocolVersion"))
     session.protocol_version = version
     session.client_capabilities = capabilities
@@ -364,6 +370,11 @@ async def read_resource(kernel: Kernel, request: RequestInfo) -> dict[str, Any]:
 async def subscribe(kernel: Kernel, request: RequestInfo) -> dict[str, Any]:
     _require_capability(kernel, request, "resources")
     uri = _string(request.params, "uri")
+    subscriptions = request.session.subscriptions
+    _check_uri(kernel, uri)
+    if uri not in subscriptions and len(subscriptions) >= kernel.settings.max_subscriptions:
+        raise invalid_params(f"Too many subscriptions on this session (server.max_subscriptions is "
+                             f"{kernel.settings.max_subscriptions}); unsubscribe first")
     visibility = _visibility(request)
     found = kernel.catalog.find_resource(uri)
     if found is not None and not visibility.allows(found[0]):
@@ -372,6 +383,13 @@ async def subscribe(kernel: Kernel, request: RequestInfo) -> dict[str, Any]:
         visibility.require(found[0].scopes)  # what the caller may not read, it may not follow
     request.session.subscriptions.add(uri)
     return {}
+
+
+def _check_uri(kernel: Kernel, uri: str) -> None:
+    """Refuse to keep a URI longer than ``server.max_uri_bytes`` (a subscription or a listen filter)."""
+    budget = kernel.settings.max_uri_bytes
+    if len(uri) > budget or len(uri.encode()) > budget:
+        raise invalid_params(f"URI longer than {budget} bytes (server.max_uri_bytes)")
 
 
 def _subscribable(kernel: Kernel, visibility: Visibility, uri: str) -> bool:
@@ -531,6 +549,15 @@ async def listen(kernel: Kernel, request: RequestInfo) -> dict[str, Any]:
     wanted = request.params.get("notifications")
     if not isinstance(wanted, dict):
         raise invalid_params('Invalid params: "notifications" must be an object')
+    budget = kernel.settings.max_subscriptions
+    for field in ("resourceSubscriptions", "taskIds"):  # what the stream keeps while it is open
+        named = wanted.get(field)
+        if isinstance(named, list) and len(named) > budget:
+            raise invalid_params(f'Invalid params: "notifications.{field}" names more than {budget} entries '
+                                 "(server.max_subscriptions)")
+        for item in named if isinstance(named, list) else ():
+            if isinstance(item, str):
+                _check_uri(kernel, item)
     capabilities = kernel.catalog.capabilities()
     honoured: dict[str, Any] = {}
     kinds: set[str] = set()

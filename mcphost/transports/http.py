@@ -467,6 +467,7 @@ class HttpTransport(SseStreams):
     async def _finish_stream(self, session: Session, state: HttpSessionState, stream: str,
                              replies: list[asyncio.Future[Any]], request_ids: list[Any]) -> None:
         """Append each reply as it completes; then mark the stream done. Owned by the session."""
+        size = 0  # bytes of the replies, counted against the session's retention budget
         try:
             # The usual case is one request: await it directly, without as_completed's machinery.
             for reply in replies if len(replies) == 1 else asyncio.as_completed(replies):
@@ -474,6 +475,8 @@ class HttpTransport(SseStreams):
                     message = await reply
                 except asyncio.CancelledError:
                     continue  # cancelled: no reply, the stream just ends
+                if message is not None:
+                    size += len(jsonrpc.encode(message))
                 if not self.shared:
                     if message is not None:
                         await self.events.append(session.id, stream, message)
@@ -488,6 +491,8 @@ class HttpTransport(SseStreams):
                 await patiently(lambda: self.events.finish(session.id, stream))
             else:
                 await self.events.finish(session.id, stream)
+            if stream not in state.written:
+                await self._retain(session.id, state, stream, size)
         except UnknownEvent:
             pass  # the session ended meanwhile and its streams were dropped
         except BackendUnavailable as exc:
@@ -518,9 +523,14 @@ class HttpTransport(SseStreams):
         session = await self._session(headers, connection)
         await self._connect(session, connection)
         pumping = False
+        state = state_of(session)
+        assert state is not None
+        if state.gets >= self.settings.max_streams_per_session:
+            await self.manager.disconnect(session, "complete")
+            raise HttpError(409, f"Conflict: this session already has {state.gets} open GET streams "
+                                 "(server.max_streams_per_session)")
+        state.gets += 1
         try:
-            state = state_of(session)
-            assert state is not None
             last_event = headers.get("last-event-id")
             if last_event is not None:
                 stream, after = parse_event_id(last_event)
@@ -546,6 +556,7 @@ class HttpTransport(SseStreams):
                              priming=frame(stream, after, None, self.retry_ms),
                              until=stream_seconds(connection.principal, self.settings.max_stream_seconds))
         finally:
+            state.gets -= 1
             if not pumping:
                 await self.manager.disconnect(session, "complete")
 

@@ -27,6 +27,8 @@ log = logging.getLogger("mcphost.http")
 STANDALONE = "0"
 #: Fully written request streams kept per session for a client whose connection broke at the end.
 KEEP_WRITTEN_STREAMS = 4
+#: Finished request streams a session may leave unread for resumption (besides the byte budget).
+MAX_RETAINED_STREAMS = 64
 SSE_HEADERS = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache"),
                (b"x-accel-buffering", b"no")]
 
@@ -39,8 +41,8 @@ class _Stalled(Exception):
 class HttpSessionState:
     """What the HTTP transport keeps per live session in this process (never serialized)."""
 
-    __slots__ = ("closers", "next_stream", "request_streams", "standalone_last", "standalone_live",
-                 "standalone_sent", "written")
+    __slots__ = ("closers", "gets", "next_stream", "request_streams", "retained", "standalone_last",
+                 "standalone_live", "standalone_sent", "written")
 
     def __init__(self) -> None:
         self.request_streams: dict[Any, str] = {}
@@ -51,6 +53,10 @@ class HttpSessionState:
         # stream id -> event set to make its live writer let go of the connection
         self.closers: dict[str, tuple[asyncio.Event, list[int | None]]] = {}
         self.written: deque[str] = deque()  # fully written request streams, oldest first
+        self.gets = 0  # GET streams open (the standalone one and resumptions)
+        # Finished request streams not yet written in full (their client left): bytes of their
+        # replies, oldest first. Kept for resumption within server.max_retained_bytes.
+        self.retained: dict[str, int] = {}
 
 
 class Outlet:
@@ -234,9 +240,24 @@ class SseStreams:
     async def _retire(self, session_id: str, state: HttpSessionState, stream: str) -> None:
         """A stream was written in full. Written is not received (the bytes may sit in a socket
         buffer of a connection about to break), so the last few stay resumable; older ones go."""
+        state.retained.pop(stream, None)
         state.written.append(stream)
         while len(state.written) > KEEP_WRITTEN_STREAMS:
             await self.events.discard(session_id, state.written.popleft())
+
+    async def _retain(self, session_id: str, state: HttpSessionState, stream: str, size: int) -> None:
+        """A request stream finished with ``size`` bytes of replies: keep it for resumption within
+        the session's budget (``server.max_retained_bytes``, :data:`MAX_RETAINED_STREAMS`), dropping
+        the oldest unread ones that no live writer follows."""
+        state.retained[stream] = size
+        budget = self.settings.max_retained_bytes
+        while len(state.retained) > MAX_RETAINED_STREAMS or sum(state.retained.values()) > budget:
+            victim = next((name for name in state.retained if name not in state.closers), None)
+            if victim is None:
+                return
+            del state.retained[victim]
+            log.info("dropping unread stream %s of session %s…: over its retention budget", victim, session_id[:8])
+            await self.events.discard(session_id, victim)
 
     async def _more(self, session: Session, stream: str, after: int) -> bool:
         try:

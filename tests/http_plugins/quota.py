@@ -4,8 +4,9 @@ per-principal limit tests (RELIABILITY H4-H7). Never use anything like it for re
 - ``X-Test-User: alice`` authenticates ``Principal("alice")``; ``X-Test-Scopes`` (space
   separated) are its scopes; ``X-Test-Expires-In: 2`` makes its credentials expire 2 s from now.
   Without ``X-Test-User`` the hook has no opinion (run with ``allow_anonymous``).
-- ``hold(seconds)`` sleeps (a request held in flight); ``echo(text)``; ``long_job(seconds)`` may
-  become a task (2026-07-28); ``touch(uri)`` announces that a resource changed.
+- ``hold(seconds)`` sleeps (a request held in flight); ``echo(text)``; ``big(size, delay)`` answers
+  with a large reply; ``long_job(seconds)`` may become a task (2026-07-28); ``touch(uri)``
+  announces that a resource changed.
 - ``quota://public`` needs nothing, ``quota://secret`` and the template ``quota://vault/{name}``
   need the ``secret:read`` scope.
 """
@@ -43,6 +44,13 @@ async def hold(seconds: float) -> str:
 def echo(text: str) -> str:
     """Say it back."""
     return text
+
+
+@mcphost.tool
+async def big(size: int, delay: float = 0.0) -> str:
+    """A reply of ``size`` bytes after ``delay`` seconds (a large reply a client may abandon)."""
+    await asyncio.sleep(delay)
+    return "x" * size
 
 
 @mcphost.tool(task="optional")
@@ -83,7 +91,7 @@ def vault(name: str) -> str:
 
 @mcphost.hookimpl
 def mcphost_tools(host):
-    return [hold, echo, long_job, touch]
+    return [hold, echo, big, long_job, touch]
 
 
 @mcphost.hookimpl
