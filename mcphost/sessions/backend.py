@@ -51,6 +51,10 @@ class BackendUnavailable(Exception):
 
 
 class SessionStore(Protocol):
+    """Session states by id. Optional: ``async def count_of(self, quota: str) -> int``, the live
+    sessions whose state's ``quota`` is ``quota`` (a shared store that offers it makes
+    ``max_sessions_per_principal`` hold across processes)."""
+
     async def load(self, session_id: str) -> dict[str, Any] | None: ...
     async def save(self, state: dict[str, Any]) -> None: ...
     async def delete(self, session_id: str) -> None: ...

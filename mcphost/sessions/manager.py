@@ -148,15 +148,19 @@ class SessionManager:
         """A new session for a network client (``remote``: its ``host:port``), within the caps;
         :class:`TooManySessions` beyond them.
 
-        The per-principal cap counts the sessions held in this process: on a shared backend a
-        principal may hold up to the cap in each process.
+        The per-principal cap counts the sessions held in this process, or on a shared backend
+        whose session store offers ``count_of(quota)`` the sessions it holds for the caller (so
+        the cap holds across processes).
         """
         held = await self.backend.sessions.count() if self.shared else len(self.sessions)
         if held >= self.settings.max_sessions:
             raise TooManySessions
         cap = self.settings.max_sessions_per_principal
-        if cap and self.held_by[quota_key(principal, remote)] >= cap:
-            raise TooManySessions(per_principal=True)
+        if cap:
+            key = quota_key(principal, remote)
+            count_of = getattr(self.backend.sessions, "count_of", None) if self.shared else None
+            if (await count_of(key) if count_of is not None else self.held_by[key]) >= cap:
+                raise TooManySessions(per_principal=True)
         session = self.new(principal, remote)
         if self.cluster is not None:
             self.cluster.attach(session)

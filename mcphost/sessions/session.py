@@ -250,6 +250,7 @@ class Session:
             "allowed_resources": listed(self.allowed_resources),
             "subscriptions": sorted(self.subscriptions),
             "principal": None if self.principal is None else self.principal.to_state(),
+            "quota": self.quota,
             "initialized": self.initialized,
             "created_at": self.created_at,
             "last_active": self.last_active,
@@ -268,6 +269,7 @@ class Session:
             value = data.get(name)
             setattr(session, name, None if value is None else set(value))
         session.subscriptions = set(data.get("subscriptions") or ())
+        session.quota = str(data.get("quota") or session.quota)
         session.initialized = bool(data.get("initialized"))
         session.created_at = float(data.get("created_at", session.created_at))
         session.last_active = float(data.get("last_active", session.last_active))
