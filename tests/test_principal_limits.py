@@ -395,3 +395,40 @@ def test_h5_abandoned_replies_kept_for_resumption_are_bounded_in_bytes(server):
         assert newest.status_code == 200
         [reply] = [m for m in sse_messages(newest.text) if m.get("id") == 14]
         assert len(reply["result"]["content"][0]["text"]) == 60000
+
+
+async def test_h7_the_official_sdk_client_goes_on_across_ended_get_streams(server):
+    """The SDK client's standalone GET stream is ended at each (short) expiry; it reconnects with
+    fresh credentials and still gets its resource updates, and its calls still work."""
+    import anyio
+    import httpx2
+    import mcp_types as types
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    updates: list[str] = []
+    updated = anyio.Event()
+
+    async def on_message(message: Any) -> None:
+        if isinstance(message, types.ResourceUpdatedNotification):
+            updates.append(str(message.params.uri))
+            updated.set()
+
+    gets: list[float] = []
+
+    async def count_gets(request: Any) -> None:
+        if request.method == "GET":
+            gets.append(time.monotonic())
+
+    http = httpx2.AsyncClient(headers={"x-test-user": "sdk-user", "x-test-expires-in": "1"},
+                              timeout=httpx2.Timeout(30, read=300), event_hooks={"request": [count_gets]})
+    transport = streamable_http_client(server.url, http_client=http)
+    async with http, Client(transport, mode="legacy", message_handler=on_message, read_timeout_seconds=30) as client:
+        await client.subscribe_resource("quota://public")
+        await anyio.sleep(3.5)  # the GET stream was ended (and reopened) a few times meanwhile
+        result = await client.call_tool("touch", {"uri": "quota://public"})
+        assert result.content[0].text == "touched"
+        with anyio.fail_after(10):
+            await updated.wait()
+        assert updates == ["quota://public"]
+    assert len(gets) >= 2, gets  # its GET stream ended at expiry and the client opened another
