@@ -238,6 +238,7 @@ def test_h6_subscribe_read_and_complete_are_refused_alike_without_the_scopes(ser
     session_id = open_session(client, server, "carol")
     refusals = [
         ("resources/read", {"uri": "quota://secret"}),
+        ("resources/read", {"uri": "quota://vault/alpha"}),
         ("resources/subscribe", {"uri": "quota://secret"}),
         ("resources/subscribe", {"uri": "quota://vault/alpha"}),
         ("completion/complete", {"ref": {"type": "ref/resource", "uri": "quota://vault/{name}"},
@@ -249,6 +250,11 @@ def test_h6_subscribe_read_and_complete_are_refused_alike_without_the_scopes(ser
         assert response.status_code == 403, (method, response.status_code, response.text)
         assert "insufficient_scope" in response.headers.get("www-authenticate", "") or \
             "scope" in response.json()["error"]["message"].lower(), (method, response.headers, response.text)
+    # List pages leave out what the caller may not read.
+    _, resources = call(client, server, session_id, "carol", "resources/list", {})
+    assert [r["uri"] for r in resources["result"]["resources"]] == ["quota://public"], resources
+    _, templates = call(client, server, session_id, "carol", "resources/templates/list", {})
+    assert templates["result"]["resourceTemplates"] == [], templates
     # The scope holder may do all of it.
     allowed = open_session(client, server, "dave", "secret:read")
     for method, params in refusals:
