@@ -555,7 +555,7 @@ async def listen(kernel: Kernel, request: RequestInfo) -> dict[str, Any]:
         if isinstance(named, list) and len(named) > budget:
             raise invalid_params(f'Invalid params: "notifications.{field}" names more than {budget} entries '
                                  "(server.max_subscriptions)")
-        for item in named if isinstance(named, list) else ():
+        for item in named if isinstance(named, list) and field == "resourceSubscriptions" else ():
             if isinstance(item, str):
                 _check_uri(kernel, item)
     capabilities = kernel.catalog.capabilities()

@@ -3,7 +3,8 @@
 It answers every question about a session's life, whatever transport carries it:
 
 - the registry of sessions held here, and creation with the caps (``server.max_sessions``,
-  counted in the store on a shared backend, and ``max_sessions_per_principal``, counted here);
+  counted in the store on a shared backend, and ``max_sessions_per_principal``, counted here or
+  by a shared store that offers ``count_of``);
 - the per-principal count of requests in flight (``max_requests_per_principal``): a greedy
   principal is refused while every other one goes on;
 - lookup with the owner check (a foreign principal gets exactly the unknown-session answer);
