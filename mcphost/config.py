@@ -304,6 +304,9 @@ def _check_server(server: ServerSettings, source: str) -> None:
         raise ConfigError(f"{source}: server.state_ttl must be positive and server.cache_ttl_ms not negative")
     if server.keep_alive_timeout <= 0:
         raise ConfigError(f"{source}: server.keep_alive_timeout must be positive")
+    for name in ("max_sessions_per_principal", "max_requests_per_principal", "max_tasks_per_principal"):
+        if getattr(server, name) < 0:
+            raise ConfigError(f"{source}: server.{name} must not be negative (0 means no per-principal cap)")
     if server.max_stream_seconds < 0:
         raise ConfigError(f"{source}: server.max_stream_seconds must not be negative (0 means no limit)")
     if server.max_tool_seconds < 0:
