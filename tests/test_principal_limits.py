@@ -403,6 +403,7 @@ def test_h5_abandoned_replies_kept_for_resumption_are_bounded_in_bytes(server):
         assert len(reply["result"]["content"][0]["text"]) == 60000
 
 
+@pytest.mark.filterwarnings("ignore::mcp.MCPDeprecationWarning")  # resources/subscribe: a session-era call
 async def test_h7_the_official_sdk_client_goes_on_across_ended_get_streams(server):
     """The SDK client's standalone GET stream is ended at each (short) expiry; it reconnects with
     fresh credentials and still gets its resource updates, and its calls still work."""
