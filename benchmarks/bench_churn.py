@@ -75,7 +75,8 @@ def churn(sessions: int, clients: int, logdir: Path) -> dict[str, Any]:
 
 def expiry(sessions: int, clients: int, idle_timeout: float, logdir: Path) -> dict[str, Any]:
     server = benchlib.diag_server("mcphost-expiry", logdir, extra_env={
-        "MCPHOST_MAX_SESSIONS": str(sessions + 1000), "MCPHOST_SESSION_IDLE_TIMEOUT": str(idle_timeout)})
+        "MCPHOST_MAX_SESSIONS": str(sessions + 1000), "MCPHOST_SESSION_IDLE_TIMEOUT": str(idle_timeout),
+        "MCPHOST_MAX_SESSIONS_PER_PRINCIPAL": "0"})  # one client address holds them all
     with running(server):
         before = benchlib.rss_bytes(server.pid)
         seconds = asyncio.run(_cycles(server.url, sessions, clients, call=False, delete=False))

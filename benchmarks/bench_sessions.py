@@ -78,7 +78,8 @@ def _warm_up(url: str, count: int = 300) -> None:
 
 def measure_rss(sessions: int, clients: int, settle: float, logdir: Path) -> dict[str, Any]:
     server = benchlib.mcphost_server("mcphost-sessions", logdir,
-                                     extra_env={"MCPHOST_MAX_SESSIONS": str(sessions + 1000)})
+                                     extra_env={"MCPHOST_MAX_SESSIONS": str(sessions + 1000),
+                                                "MCPHOST_MAX_SESSIONS_PER_PRINCIPAL": "0"})
     with running(server):
         _warm_up(server.url)
         time.sleep(settle)
@@ -103,7 +104,8 @@ def _build_app() -> Any:
     from mcphost.config import config_from_dict
     from mcphost.host import Host
 
-    config = config_from_dict({"server": {"log_level": "warning", "max_sessions": 1_000_000},
+    config = config_from_dict({"server": {"log_level": "warning", "max_sessions": 1_000_000,
+                                          "max_sessions_per_principal": 0},
                                "plugins": {"allow": ["demo"]}}, env={})
     return create_app(Host(config))
 

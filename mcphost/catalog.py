@@ -218,7 +218,7 @@ class Catalog:
             if isinstance(name, str):
                 entry = self.tools.get(name) if method == "tools/call" else self.prompts.get(name)
                 record = getattr(entry, "record", entry)
-        elif method == "resources/read":
+        elif method in ("resources/read", "resources/subscribe"):
             uri = params.get("uri")
             found = self.find_resource(uri) if isinstance(uri, str) else None
             record = found[0] if found is not None else None

@@ -66,12 +66,34 @@ class ServerSettings:
     #: Threads that run synchronous (``def``) tools, resources, prompts and completions, so one that
     #: blocks never freezes the event loop; more calls at once wait for a free thread.
     sync_workers: int = 16
+    #: Resource subscriptions one session may hold (``resources/subscribe``), and entries one
+    #: ``subscriptions/listen`` filter may name; beyond this, -32602.
+    max_subscriptions: int = 1000
+    #: Longest resource URI a session may subscribe to or name in a listen filter, in bytes; longer, -32602.
+    max_uri_bytes: int = 2048
+    #: Largest ``capabilities`` plus ``clientInfo`` of an ``initialize`` (kept for the session's
+    #: life), as JSON bytes; larger, -32602.
+    max_client_info_bytes: int = 65536
+    #: Standalone GET streams (resumptions included) one session may have open at once; beyond
+    #: this, 409.
+    max_streams_per_session: int = 8
+    #: Bytes of finished replies one session may leave unread for resumption (a client that
+    #: dropped its connection); beyond this the oldest such streams are dropped, and resuming one
+    #: gets 400.
+    max_retained_bytes: int = 16 * 1024 * 1024
     #: Seconds without a request before a session expires.
     session_idle_timeout: float = 1800.0
     #: Seconds after which a session ends however active it is (0 = no limit).
     session_max_lifetime: float = 0.0
     #: Sessions held at once; beyond this, initialize is refused (503 with Retry-After on HTTP).
     max_sessions: int = 10000
+    #: Sessions one principal may hold at once (anonymous callers share one count per client address);
+    #: beyond this its initialize is refused (429 with Retry-After on HTTP). 0: only max_sessions.
+    max_sessions_per_principal: int = 1000
+    #: Requests one principal may have in flight at once over all its sessions, 2026-07-28
+    #: ``subscriptions/listen`` streams included (anonymous callers: per client address); beyond
+    #: this, 429 with Retry-After on HTTP, error -32000 in-band. 0: no limit.
+    max_requests_per_principal: int = 256
     #: Level of the host's own log on stderr.
     log_level: str = "info"
     #: Host headers accepted over HTTP (``host`` or ``host:port``); empty on a loopback bind means
@@ -89,6 +111,10 @@ class ServerSettings:
     sse_write_timeout: float = 30.0
     #: Milliseconds a client should wait before reconnecting (the SSE ``retry`` field).
     sse_retry_ms: int = 1000
+    #: Seconds a standalone GET stream or a 2026-07-28 ``subscriptions/listen`` stream stays open at
+    #: most (0: no limit); then it ends gracefully (the listen stream with its result) and the client
+    #: reconnects. Streams of a principal whose credentials expire earlier end at that expiry.
+    max_stream_seconds: float = 3600.0
     #: Events kept per stream for resumption with Last-Event-ID (older ones are trimmed).
     stream_max_events: int = 1000
     #: Seconds an idle keep-alive connection stays open. Keep it above the idle timeout of the clients
@@ -121,6 +147,9 @@ class ServerSettings:
     task_poll_interval_ms: int = 500
     #: Tasks this process runs at once; beyond this, calls that would become tasks get -32000.
     max_tasks: int = 1000
+    #: Tasks one principal may have running at once in this process (anonymous callers: per client
+    #: address); beyond this its calls that would become tasks get -32000. 0: only max_tasks.
+    max_tasks_per_principal: int = 100
     #: On a shared backend: seconds after which a running task whose process stopped restamping it
     #: (every third of this) is reported failed by whichever process is asked about it.
     task_lease: float = 10.0
@@ -274,7 +303,8 @@ def _check_server(server: ServerSettings, source: str) -> None:
     if not 0 <= server.port <= 65535:
         raise ConfigError(f"{source}: server.port must be 0-65535, not {server.port}")
     for name in ("max_body_bytes", "max_header_bytes", "page_size", "max_inflight", "max_sessions", "workers",
-                 "stream_max_events", "max_tasks", "task_poll_interval_ms", "sync_workers"):
+                 "stream_max_events", "max_tasks", "task_poll_interval_ms", "sync_workers", "max_subscriptions",
+                 "max_uri_bytes", "max_client_info_bytes", "max_streams_per_session", "max_retained_bytes"):
         if getattr(server, name) < 1:
             raise ConfigError(f"{source}: server.{name} must be at least 1")
     if any(len(key.encode()) < 16 for key in server.state_keys):
@@ -287,6 +317,11 @@ def _check_server(server: ServerSettings, source: str) -> None:
         raise ConfigError(f"{source}: server.shutdown_drain must be 0-300 seconds")
     if server.keep_alive_timeout <= 0:
         raise ConfigError(f"{source}: server.keep_alive_timeout must be positive")
+    for name in ("max_sessions_per_principal", "max_requests_per_principal", "max_tasks_per_principal"):
+        if getattr(server, name) < 0:
+            raise ConfigError(f"{source}: server.{name} must not be negative (0 means no per-principal cap)")
+    if server.max_stream_seconds < 0:
+        raise ConfigError(f"{source}: server.max_stream_seconds must not be negative (0 means no limit)")
     if server.max_tool_seconds < 0:
         raise ConfigError(f"{source}: server.max_tool_seconds must not be negative (0 means no limit)")
     if server.task_ttl <= 0 or server.task_after < 0 or server.task_lease <= 0:

@@ -146,7 +146,9 @@ def mcphost_authenticate(request: Connection) -> Principal | None:
     401 with a challenge (unless ``[server] allow_anonymous``). Raise
     :class:`mcphost.Unauthorized` (``error="invalid_token"``) to refuse; the host completes the
     challenge with ``resource_metadata`` and ``scope`` and escapes it. Any other exception is a
-    503 without a challenge. May be async. See docs/auth.md.
+    503 without a challenge. Set ``Principal.expires_at`` (a JWT's ``exp``) when the
+    credentials expire: GET and listen streams opened with them end then. May be async.
+    See docs/auth.md.
     """
 
 

@@ -559,7 +559,9 @@ def test_b4_a_body_slower_than_body_timeout_is_408_and_the_server_keeps_serving(
 
 def test_c1_session_ids_are_unique_visible_ascii_and_random(tmp_path: Path) -> None:
     count = 1200
-    server = HttpServer(tmp_path, plugins="demo", env={"MCPHOST_MAX_SESSIONS": str(count + 10)})
+    # One client address opens them all: lift its per-principal cap too.
+    server = HttpServer(tmp_path, plugins="demo", env={"MCPHOST_MAX_SESSIONS": str(count + 10),
+                                                        "MCPHOST_MAX_SESSIONS_PER_PRINCIPAL": "0"})
     try:
         with httpx.Client(timeout=10) as client:
             ids = []

@@ -43,6 +43,10 @@ class MemorySessionStore:
         """Nothing: with one process the transport's own reaper ends idle sessions it holds."""
         return []
 
+    async def count_of(self, quota: str) -> int:
+        """Sessions stored for one caller (see ``SessionStore``); a scan: one process, few sessions."""
+        return sum(1 for state in self._states.values() if state.get("quota") == quota)
+
 
 class _Stream:
     """One stream's events; small until used (most streams hold two events and are read once)."""

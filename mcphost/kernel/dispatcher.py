@@ -127,7 +127,7 @@ class Kernel:
         connection = exchange.connection
         self.authorize(message, connection.principal, exchange.trusted)  # InsufficientScope before anything runs
         sessions = self.sessions
-        session = sessions.ephemeral(request, connection.principal, exchange.send)
+        session = sessions.ephemeral(request, connection.principal, exchange.send, connection.remote)
         session.trusted = exchange.trusted
         await sessions.connect(session, connection)  # a refusal propagates to the transport
         reason = "complete"
@@ -188,9 +188,12 @@ class Kernel:
         if len(session.inflight) >= self.settings.max_inflight:
             return _done(jsonrpc.error(request_id, McpError(
                 SERVER_BUSY, "Too many requests in flight on this session; retry later")))
+        if not self.sessions.admit(session):
+            return _done(jsonrpc.error(request_id, _crowded()))
         task = asyncio.get_running_loop().create_task(self._run(session, message, connection, principal))
         session.inflight[request_id] = task
         task.add_done_callback(functools.partial(_forget, session, request_id))
+        task.add_done_callback(functools.partial(_let_go, self.sessions, session))
         return task
 
     def authorize(self, message: Any, principal: Principal | None, trusted: bool = False) -> None:
@@ -226,9 +229,12 @@ class Kernel:
             return _done(jsonrpc.error(None, McpError(INVALID_REQUEST, "A client may not send responses here")))
         if message["method"] not in handlers.MODERN_METHODS:
             return _done(jsonrpc.error(message["id"], method_not_found(message["method"])))
+        if not self.sessions.admit(session):
+            return _done(jsonrpc.error(message["id"], _crowded()))
         task = asyncio.get_running_loop().create_task(self._run(session, message, connection))
         session.inflight[message["id"]] = task
         task.add_done_callback(functools.partial(_forget, session, message["id"]))
+        task.add_done_callback(functools.partial(_let_go, self.sessions, session))
         return task
 
     async def _answer_modern(self, session: Session, request_id: RequestId, method: str,
@@ -401,12 +407,19 @@ class Kernel:
     async def _resource_updated_here(self, message: dict[str, Any]) -> None:
         uri = message.get("uri")
         note = jsonrpc.notification("notifications/resources/updated", {"uri": uri})
+        # No update reaches a caller who could not read the resource (its scopes, its allow-lists).
+        found = self.catalog.find_resource(uri) if isinstance(uri, str) else None
+        record = found[0] if found is not None else None
         for session in list(self.sessions.sessions.values()):
             if uri in session.subscriptions and session.outlet is not None and not session.closed:
+                if record is not None and not Visibility(session, session.principal).sees(record):
+                    continue
                 if await self._first_delivery(message, session):
                     await _deliver(session, note)
         for listener in list(self.listeners):
             if uri in listener.uris:
+                if record is not None and not Visibility(listener.session, listener.session.principal).sees(record):
+                    continue
                 await listener.send("notifications/resources/updated", {"uri": uri})
 
     async def _list_changed_here(self, message: dict[str, Any]) -> None:
@@ -560,6 +573,15 @@ async def _guarded_middleware(failures: PluginFailures, record: Middleware, call
         if outcome[0] is not _UNKNOWN:
             return outcome[0]  # type: ignore[no-any-return]
         return await call_next(request)
+
+
+def _crowded() -> McpError:
+    """The in-band answer to a caller over ``max_requests_per_principal`` (HTTP answers 429 first)."""
+    return McpError(SERVER_BUSY, "Too many requests in flight for this principal; retry later", {"retryAfter": 1})
+
+
+def _let_go(sessions: Any, session: Session, _task: asyncio.Task[Any]) -> None:
+    sessions.done(session)
 
 
 def _forget(session: Session, request_id: RequestId, task: asyncio.Task[Any]) -> None:

@@ -11,6 +11,8 @@ from collections.abc import Awaitable, Callable
 from concurrent.futures import Executor
 from typing import TYPE_CHECKING, Any
 
+import orjson
+
 from mcphost.content import Completion
 from mcphost.context import Context, Deferred
 from mcphost.errors import ClientRequestError, HostSignal, PluginAborted, ToolError
@@ -34,7 +36,7 @@ from mcphost.protocol.errors import (
 )
 from mcphost.protocol.versions import SUPPORTED_VERSIONS, at_least, negotiate
 from mcphost.records import Prompt, Resource, ResourceTemplate, Tool
-from mcphost.sessions.session import LOG_RANK
+from mcphost.sessions.session import LOG_RANK, stream_seconds
 
 if TYPE_CHECKING:
     from mcphost.kernel.services import KernelView as Kernel
@@ -223,6 +225,10 @@ async def initialize(kernel: Kernel, request: RequestInfo) -> dict[str, Any]:
     check_initialize(params)
     capabilities = params.get("capabilities", {})
     client_info = params.get("clientInfo", {})
+    budget = kernel.settings.max_client_info_bytes
+    if len(orjson.dumps([capabilities, client_info])) > budget:  # kept for the session's whole life
+        raise invalid_params(f'Invalid params: "capabilities" and "clientInfo" exceed {budget} bytes '
+                             "(server.max_client_info_bytes)")
     version = negotiate(params.get("protocolVersion"))
     session.protocol_version = version
     session.client_capabilities = capabilities
@@ -418,16 +424,33 @@ async def read_resource(kernel: Kernel, request: RequestInfo) -> dict[str, Any]:
 async def subscribe(kernel: Kernel, request: RequestInfo) -> dict[str, Any]:
     _require_capability(kernel, request, "resources")
     uri = _string(request.params, "uri")
-    if not _subscribable(kernel, _visibility(request), uri):
+    subscriptions = request.session.subscriptions
+    _check_uri(kernel, uri)
+    if uri not in subscriptions and len(subscriptions) >= kernel.settings.max_subscriptions:
+        raise invalid_params(f"Too many subscriptions on this session (server.max_subscriptions is "
+                             f"{kernel.settings.max_subscriptions}); unsubscribe first")
+    visibility = _visibility(request)
+    found = kernel.catalog.find_resource(uri)
+    if found is not None and not visibility.allows(found[0]):
         raise _not_found(request, uri)  # hidden from this session: as if it did not exist
+    if found is not None:
+        visibility.require(found[0].scopes)  # what the caller may not read, it may not follow
     request.session.subscriptions.add(uri)
     return {}
 
 
+def _check_uri(kernel: Kernel, uri: str) -> None:
+    """Refuse to keep a URI longer than ``server.max_uri_bytes`` (a subscription or a listen filter)."""
+    budget = kernel.settings.max_uri_bytes
+    if len(uri) > budget or len(uri.encode()) > budget:
+        raise invalid_params(f"URI longer than {budget} bytes (server.max_uri_bytes)")
+
+
 def _subscribable(kernel: Kernel, visibility: Visibility, uri: str) -> bool:
-    """Whether the caller may follow ``uri``: any URI but one the allow-lists hide."""
+    """Whether the caller may follow ``uri``: any URI but one the allow-lists hide or whose
+    scopes the caller lacks (a listen filter naming it is left out of the honoured list)."""
     found = kernel.catalog.find_resource(uri)
-    return found is None or visibility.allows(found[0])
+    return found is None or visibility.sees(found[0])
 
 
 @method("resources/unsubscribe")
@@ -579,6 +602,15 @@ async def listen(kernel: Kernel, request: RequestInfo) -> dict[str, Any]:
     wanted = request.params.get("notifications")
     if not isinstance(wanted, dict):
         raise invalid_params('Invalid params: "notifications" must be an object')
+    budget = kernel.settings.max_subscriptions
+    for field in ("resourceSubscriptions", "taskIds"):  # what the stream keeps while it is open
+        named = wanted.get(field)
+        if isinstance(named, list) and len(named) > budget:
+            raise invalid_params(f'Invalid params: "notifications.{field}" names more than {budget} entries '
+                                 "(server.max_subscriptions)")
+        for item in named if isinstance(named, list) and field == "resourceSubscriptions" else ():
+            if isinstance(item, str):
+                _check_uri(kernel, item)
     capabilities = kernel.catalog.capabilities()
     honoured: dict[str, Any] = {}
     kinds: set[str] = set()
@@ -613,7 +645,13 @@ async def listen(kernel: Kernel, request: RequestInfo) -> dict[str, Any]:
         await request.session.outlet(  # type: ignore[misc]
             {"jsonrpc": "2.0", "method": "notifications/subscriptions/acknowledged",
              "params": {"_meta": meta, "notifications": honoured}}, request.id)
-        await kernel.closing.wait()  # the client closing the stream cancels this instead
+        # The stream ends with this result on shutdown, when the caller's credentials expire, or
+        # after max_stream_seconds; the client closing the stream cancels this instead.
+        try:
+            async with asyncio.timeout(stream_seconds(request.principal, kernel.settings.max_stream_seconds)):
+                await kernel.closing.wait()
+        except TimeoutError:
+            pass
     finally:
         kernel.listeners.discard(listener)
     return {"_meta": meta}

@@ -141,6 +141,10 @@ class TaskRun:
         try:
             if len(manager.running) >= manager.settings.max_tasks:
                 raise McpError(SERVER_BUSY, "Too many tasks are running; retry later")
+            cap = manager.settings.max_tasks_per_principal
+            if cap and sum(run.session.quota == self.session.quota for run in manager.running.values()) >= cap:
+                raise McpError(SERVER_BUSY, "Too many tasks are running for this principal; retry later",
+                               {"retryAfter": 1})
             now = _now()
             record: dict[str, Any] = {
                 "taskId": secrets.token_urlsafe(24), "status": status, "createdAt": now, "lastUpdatedAt": now,

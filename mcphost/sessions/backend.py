@@ -66,7 +66,10 @@ class SessionStore(Protocol):
     """Session states by id. On a shared store a session whose idle time ran out is gone for
     ``load`` at once; ``expired()`` then hands it, with its last state, to exactly one caller
     across every process (who runs the terminate hook), and ``touch`` restarts the idle time.
-    ``ids()`` lists the live sessions."""
+    ``ids()`` lists the live sessions.
+    Optional: ``async def count_of(self, quota: str) -> int``, the live
+    sessions whose state's ``quota`` is ``quota`` (a shared store that offers it makes
+    ``max_sessions_per_principal`` hold across processes)."""
 
     async def load(self, session_id: str) -> dict[str, Any] | None: ...
     async def save(self, state: dict[str, Any]) -> None: ...

@@ -3,7 +3,10 @@
 It answers every question about a session's life, whatever transport carries it:
 
 - the registry of sessions held here, and creation with the caps (``server.max_sessions``,
-  counted in the store on a shared backend; a per-principal cap belongs in :meth:`create`);
+  counted in the store on a shared backend, and ``max_sessions_per_principal``, counted here or
+  by a shared store that offers ``count_of``);
+- the per-principal count of requests in flight (``max_requests_per_principal``): a greedy
+  principal is refused while every other one goes on;
 - lookup with the owner check (a foreign principal gets exactly the unknown-session answer);
 - on a shared backend: loading a session another process created, restarting its TTL, saving
   its durable state when it changed, and renewing the leases of the request streams this
@@ -26,11 +29,12 @@ import logging
 import re
 import secrets
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any, Protocol
 
 from mcphost.sessions.backend import BackendUnavailable
-from mcphost.sessions.session import Connection, Principal, Session
+from mcphost.sessions.session import Connection, Principal, Session, quota_key
 
 log = logging.getLogger("mcphost.sessions")
 
@@ -41,7 +45,14 @@ _SESSION_ID = re.compile(rf"[A-Za-z0-9_-]{{1,{MAX_SESSION_ID}}}")
 
 
 class TooManySessions(Exception):
-    """The session cap is reached; the client should retry later."""
+    """The session cap is reached; the client should retry later.
+
+    ``per_principal``: the caller's own cap (``max_sessions_per_principal``), not the host's.
+    """
+
+    def __init__(self, *, per_principal: bool = False) -> None:
+        super().__init__("Too many sessions for this principal" if per_principal else "Too many sessions")
+        self.per_principal = per_principal
 
 
 class Driver(Protocol):
@@ -94,6 +105,10 @@ class SessionManager:
         self._saved: dict[str, dict[str, Any]] = {}
         self._touched: dict[str, float] = {}
         self._modern_ids = itertools.count(1)
+        #: Per quota key (see :func:`~mcphost.sessions.session.quota_key`): sessions held here, and
+        #: requests in flight here.
+        self.held_by: Counter[str] = Counter()
+        self.busy_by: Counter[str] = Counter()
         self._reaper: asyncio.Task[None] | None = None
         self._heartbeat: asyncio.Task[None] | None = None
 
@@ -123,31 +138,49 @@ class SessionManager:
 
     # -- creation ---------------------------------------------------------------------------------
 
-    def new(self, principal: Principal | None = None) -> Session:
+    def new(self, principal: Principal | None = None, remote: str | None = None) -> Session:
         """A fresh session with a random id (256 bits, URL-safe, visible ASCII only), held here.
 
         No cap: for a transport that serves one session (stdio) or for in-process use.
         """
         session = Session(secrets.token_urlsafe(32), principal=principal)
-        self.sessions[session.id] = session
+        session.quota = quota_key(principal, remote)
+        self._hold(session)
         return session
 
-    async def create(self, principal: Principal | None) -> Session:
-        """A new session for a network client, within the caps; :class:`TooManySessions` beyond them."""
+    def _hold(self, session: Session) -> None:
+        self.sessions[session.id] = session
+        self.held_by[session.quota] += 1
+
+    async def create(self, principal: Principal | None, remote: str | None = None) -> Session:
+        """A new session for a network client (``remote``: its ``host:port``), within the caps;
+        :class:`TooManySessions` beyond them.
+
+        The per-principal cap counts the sessions held in this process, or on a shared backend
+        whose session store offers ``count_of(quota)`` the sessions it holds for the caller (so
+        the cap holds across processes).
+        """
         held = await self.backend.sessions.count() if self.shared else len(self.sessions)
         if held >= self.settings.max_sessions:
             raise TooManySessions
-        # A per-principal cap (max_sessions_per_principal) is checked here too, when there is one.
-        session = self.new(principal)
+        cap = self.settings.max_sessions_per_principal
+        if cap:
+            key = quota_key(principal, remote)
+            count_of = getattr(self.backend.sessions, "count_of", None) if self.shared else None
+            if (await count_of(key) if count_of is not None else self.held_by[key]) >= cap:
+                raise TooManySessions(per_principal=True)
+        session = self.new(principal, remote)
         if self.cluster is not None:
             self.cluster.attach(session)
         if self.driver is not None:
             await self.driver.attach(session, None)
         return session
 
-    def ephemeral(self, request: Any, principal: Principal | None, outlet: Any) -> Session:
+    def ephemeral(self, request: Any, principal: Principal | None, outlet: Any, remote: str | None = None
+                  ) -> Session:
         """The short-lived session of one 2026-07-28 request (never stored, never listed)."""
         session = Session(f"m{next(self._modern_ids)}", principal=principal, protocol_version=request.version)
+        session.quota = quota_key(principal, remote)
         session.era = "modern"
         session.client_capabilities = request.client_capabilities
         session.client_info = request.client_info or {}
@@ -155,6 +188,28 @@ class SessionManager:
         session.initialized = True
         session.outlet = outlet
         return session
+
+    # -- requests in flight per principal --------------------------------------------------------
+
+    def crowded(self, key: str) -> bool:
+        """Whether the caller ``key`` already has ``max_requests_per_principal`` requests in flight."""
+        cap = self.settings.max_requests_per_principal
+        return bool(cap) and self.busy_by[key] >= cap
+
+    def admit(self, session: Session) -> bool:
+        """Count one more request of ``session``'s caller in flight; False (not counted) at its cap.
+        Every admitted request is let go with :meth:`done`."""
+        if self.crowded(session.quota):
+            return False
+        self.busy_by[session.quota] += 1
+        return True
+
+    def done(self, session: Session) -> None:
+        """A request admitted with :meth:`admit` is over."""
+        key = session.quota
+        self.busy_by[key] -= 1
+        if self.busy_by[key] <= 0:
+            del self.busy_by[key]
 
     # -- lookup -----------------------------------------------------------------------------------
 
@@ -184,7 +239,7 @@ class SessionManager:
         if held is not None:  # a concurrent request loaded it meanwhile
             return held
         session = Session.from_state(data)
-        self.sessions[session_id] = session
+        self._hold(session)
         if self.cluster is not None:
             self.cluster.attach(session)
         if self.driver is not None:
@@ -246,6 +301,9 @@ class SessionManager:
         session.closed = True
         if self.sessions.get(session.id) is session:
             del self.sessions[session.id]
+            self.held_by[session.quota] -= 1
+            if self.held_by[session.quota] <= 0:
+                del self.held_by[session.quota]
             self._saved.pop(session.id, None)
             self._touched.pop(session.id, None)
         for task in list(session.inflight.values()):

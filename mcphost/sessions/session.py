@@ -31,6 +31,10 @@ class Principal:
 
     ``token`` is empty unless the auth plugin deliberately hands the raw credential to tools
     (for a token exchange, say). It is never stored, logged, compared or forwarded by the host.
+
+    ``expires_at`` (seconds since the epoch, a JWT's ``exp``) is when the credentials stop being
+    valid: a GET or listen stream opened with them ends then. None: no known expiry (such
+    streams are bounded by ``[server] max_stream_seconds``).
     """
 
     subject: str
@@ -39,6 +43,7 @@ class Principal:
     scopes: frozenset[str] = frozenset()
     claims: Mapping[str, Any] = field(default_factory=dict)
     token: str | None = field(default=None, repr=False, compare=False)
+    expires_at: float | None = None
 
     def __post_init__(self) -> None:
         # An OAuth ``scope`` claim is one space-separated string: accept it as such.
@@ -54,12 +59,13 @@ class Principal:
 
     def to_state(self) -> dict[str, Any]:
         return {"subject": self.subject, "issuer": self.issuer, "client_id": self.client_id,
-                "scopes": sorted(self.scopes), "claims": dict(self.claims)}
+                "scopes": sorted(self.scopes), "claims": dict(self.claims), "expires_at": self.expires_at}
 
     @classmethod
     def from_state(cls, data: Mapping[str, Any]) -> Principal:
         return cls(subject=data["subject"], issuer=data.get("issuer"), client_id=data.get("client_id"),
-                   scopes=frozenset(data.get("scopes", ())), claims=dict(data.get("claims", {})))
+                   scopes=frozenset(data.get("scopes", ())), claims=dict(data.get("claims", {})),
+                   expires_at=data.get("expires_at"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +112,7 @@ class Session:
         "pending",
         "principal",
         "protocol_version",
+        "quota",
         "subscriptions",
         "trusted",
     )
@@ -137,6 +144,9 @@ class Session:
         self.pending: dict[RequestId, asyncio.Future[Any]] = {}
         self.outlet: Outlet | None = None
         self._outbound_ids = itertools.count(1)
+        #: Whose quotas (sessions, requests, tasks per principal) this session counts against:
+        #: its principal, or for an anonymous client its address (set by the SessionManager).
+        self.quota = quota_key(principal, None)
 
     # -- allow-lists: narrow only ------------------------------------------------------------
     #
@@ -240,6 +250,7 @@ class Session:
             "allowed_resources": listed(self.allowed_resources),
             "subscriptions": sorted(self.subscriptions),
             "principal": None if self.principal is None else self.principal.to_state(),
+            "quota": self.quota,
             "initialized": self.initialized,
             "created_at": self.created_at,
             "last_active": self.last_active,
@@ -258,6 +269,7 @@ class Session:
             value = data.get(name)
             setattr(session, name, None if value is None else set(value))
         session.subscriptions = set(data.get("subscriptions") or ())
+        session.quota = str(data.get("quota") or session.quota)
         session.initialized = bool(data.get("initialized"))
         session.created_at = float(data.get("created_at", session.created_at))
         session.last_active = float(data.get("last_active", session.last_active))
@@ -265,6 +277,23 @@ class Session:
 
     def __repr__(self) -> str:
         return f"<Session {self.id[:8]}… {self.protocol_version} inflight={len(self.inflight)}>"
+
+
+def stream_seconds(principal: Principal | None, max_seconds: float) -> float | None:
+    """How long a stream opened now by ``principal`` may stay open: until its credentials expire,
+    and at most ``max_seconds`` (0: no bound); None when nothing bounds it."""
+    bounds = [max_seconds] if max_seconds > 0 else []
+    if principal is not None and principal.expires_at is not None:
+        bounds.append(max(0.0, principal.expires_at - time.time()))
+    return min(bounds) if bounds else None
+
+
+def quota_key(principal: Principal | None, remote: str | None) -> str:
+    """Whom per-principal caps count: the principal's identity, else the client's address
+    (``remote`` is ``host:port``; anonymous clients from one address share their quotas)."""
+    if principal is not None:
+        return "p:" + repr(principal.key)
+    return "a:" + (remote.rpartition(":")[0] if remote else "")
 
 
 def _narrowed(current: set[str] | None, given: Iterable[str] | None) -> set[str] | None:

@@ -39,7 +39,7 @@ from mcphost.protocol.modern import ModernError
 from mcphost.protocol.versions import LEGACY_VERSIONS, allows_batches, is_modern
 from mcphost.sessions.backend import BackendUnavailable, UnknownEvent
 from mcphost.sessions.manager import TooManySessions
-from mcphost.sessions.session import Connection, Principal, Session
+from mcphost.sessions.session import Connection, Principal, Session, quota_key, stream_seconds
 from mcphost.transports import http_modern
 from mcphost.transports.asgi import (
     HttpError,
@@ -61,7 +61,6 @@ from mcphost.transports.sse import (
     SseStreams,
     frame,
     parse_event_id,
-    patiently,
     state_of,
 )
 
@@ -350,6 +349,11 @@ class HttpTransport(SseStreams):
         except McpError as exc:
             raise HttpError(400, exc.message, code=PARSE_ERROR) from None
         assert self.host.kernel is not None
+        if (isinstance(payload, dict) and "id" in payload and "method" in payload
+                and self.manager.crowded(quota_key(connection.principal, connection.remote))):
+            # Only requests: answers and notifications (which may finish requests in flight) go on.
+            raise HttpError(429, "Too many requests in flight for this principal; retry later", code=SERVER_BUSY,
+                            request_id=jsonrpc.readable_id(payload), headers={"retry-after": "1"})
         exchange = _Exchange(self, headers, connection, receive, send)
         work = self.host.kernel.serve(payload, exchange)
         try:
@@ -483,46 +487,12 @@ class HttpTransport(SseStreams):
 
     async def _create_session(self, connection: Connection) -> Session:
         try:
-            return await self.manager.create(connection.principal)
-        except TooManySessions:
+            return await self.manager.create(connection.principal, connection.remote)
+        except TooManySessions as exc:
+            if exc.per_principal:  # this caller's own cap: others are unaffected
+                raise HttpError(429, "Too many sessions for this principal; end one or retry later",
+                                code=SERVER_BUSY, headers={"retry-after": "5"}) from None
             raise HttpError(503, "Too many sessions; retry later", code=-32000, headers={"retry-after": "5"}) from None
-
-    async def _finish_stream(self, session: Session, state: HttpSessionState, stream: str,
-                             replies: list[asyncio.Future[Any]], request_ids: list[Any]) -> None:
-        """Append each reply as it completes; then mark the stream done. Owned by the session."""
-        try:
-            # The usual case is one request: await it directly, without as_completed's machinery.
-            # Its reply ends the stream in the same step (final), saving a round trip.
-            single = len(replies) == 1
-            finished = False
-            for reply in replies if single else asyncio.as_completed(replies):
-                try:
-                    message = await reply
-                except asyncio.CancelledError:
-                    continue  # cancelled: no reply, the stream just ends
-                if not self.shared:
-                    if message is not None:
-                        await self.events.append(session.id, stream, message, final=single)
-                        finished = single
-                    continue
-                # What the request changed (initialize, setLevel, subscribe) is saved before its
-                # reply is out, so the client's next request finds it on any process; a short
-                # store outage delays the reply instead of losing it.
-                await patiently(lambda: self.manager.persist(session))
-                if message is not None:
-                    await patiently(lambda m=message: self.events.append(session.id, stream, m, final=single))
-                    finished = single
-            if not finished:  # a batch, or no reply: mark the stream done
-                await (patiently(lambda: self.events.finish(session.id, stream)) if self.shared
-                       else self.events.finish(session.id, stream))
-        except UnknownEvent:
-            pass  # the session ended meanwhile and its streams were dropped
-        except BackendUnavailable as exc:
-            log.error("the reply of stream %s of session %s… could not be stored: %s", stream, session.id[:8], exc)
-        finally:
-            for request_id in request_ids:
-                if state.request_streams.get(request_id) == stream:
-                    del state.request_streams[request_id]
 
     async def _reply_json(self, session: Session, connection: Connection, messages: list[Any], batch: bool,
                           send: Send, extra: dict[str, str], principal: Principal | None) -> None:
@@ -545,9 +515,14 @@ class HttpTransport(SseStreams):
         session = await self._session(headers, connection)
         await self._connect(session, connection)
         pumping = False
+        state = state_of(session)
+        assert state is not None
+        if state.gets >= self.settings.max_streams_per_session:
+            await self.manager.disconnect(session, "complete")
+            raise HttpError(409, f"Conflict: this session already has {state.gets} open GET streams "
+                                 "(server.max_streams_per_session)")
+        state.gets += 1
         try:
-            state = state_of(session)
-            assert state is not None
             last_event = headers.get("last-event-id")
             if last_event is not None:
                 stream, after = parse_event_id(last_event)
@@ -572,9 +547,12 @@ class HttpTransport(SseStreams):
                     raise HttpError(409, "Conflict: only one standalone SSE stream is allowed per session")
             # Priming: an id pointing at the current position, so even an idle stream can be resumed.
             pumping = True
+            # The stream ends when the credentials that opened it expire (or max_stream_seconds pass).
             await self._pump(session, stream, after, receive, send, {},
-                             priming=frame(stream, after, None, self.retry_ms))
+                             priming=frame(stream, after, None, self.retry_ms),
+                             until=stream_seconds(connection.principal, self.settings.max_stream_seconds))
         finally:
+            state.gets -= 1
             if not pumping:
                 await self.manager.disconnect(session, "complete")
 

@@ -28,6 +28,8 @@ log = logging.getLogger("mcphost.http")
 STANDALONE = "0"
 #: Fully written request streams kept per session for a client whose connection broke at the end.
 KEEP_WRITTEN_STREAMS = 4
+#: Finished request streams a session may leave unread for resumption (besides the byte budget).
+MAX_RETAINED_STREAMS = 64
 SSE_HEADERS = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache"),
                (b"x-accel-buffering", b"no")]
 
@@ -40,8 +42,8 @@ class _Stalled(Exception):
 class HttpSessionState:
     """What the HTTP transport keeps per live session in this process (never serialized)."""
 
-    __slots__ = ("closers", "next_stream", "request_streams", "standalone_last", "standalone_live",
-                 "standalone_sent", "written")
+    __slots__ = ("closers", "gets", "next_stream", "request_streams", "retained", "standalone_last",
+                 "standalone_live", "standalone_sent", "written")
 
     def __init__(self) -> None:
         self.request_streams: dict[Any, str] = {}
@@ -52,6 +54,10 @@ class HttpSessionState:
         # stream id -> event set to make its live writer let go of the connection
         self.closers: dict[str, tuple[asyncio.Event, list[int | None]]] = {}
         self.written: deque[str] = deque()  # fully written request streams, oldest first
+        self.gets = 0  # GET streams open (the standalone one and resumptions)
+        # Finished request streams not yet written in full (their client left): bytes of their
+        # replies, oldest first. Kept for resumption within server.max_retained_bytes.
+        self.retained: dict[str, int] = {}
 
 
 class Outlet:
@@ -144,8 +150,9 @@ class SseStreams:
     # -- DELETE -------------------------------------------------------------------------------
 
     async def _pump(self, session: Session, stream: str, after: int, receive: Receive, send: Send,
-                    extra: dict[str, str], priming: bytes = b"") -> None:
-        """Follow ``stream`` from ``after`` and write it as SSE until it ends or the client leaves."""
+                    extra: dict[str, str], priming: bytes = b"", until: float | None = None) -> None:
+        """Follow ``stream`` from ``after`` and write it as SSE until it ends or the client leaves
+        (or, ``until`` seconds given, until they have passed: then it ends with a retry hint)."""
         state = state_of(session)
         assert state is not None
         standalone = stream == STANDALONE
@@ -160,6 +167,8 @@ class SseStreams:
         # handler asks to close the connection (polling), the server shuts down.
         disconnected = asyncio.ensure_future(wait_disconnect(receive))
         stoppers = {disconnected, asyncio.ensure_future(closer[0].wait()), asyncio.ensure_future(self.closing.wait())}
+        if until is not None:  # the credentials expire, or max_stream_seconds pass
+            stoppers.add(asyncio.ensure_future(asyncio.sleep(until)))
         read_task: asyncio.Future[Any] | None = None
         # A request stream on a shared backend is checked for a lost writer twice a lease.
         leased = bool(self.lease) and not standalone
@@ -256,9 +265,66 @@ class SseStreams:
     async def _retire(self, session_id: str, state: HttpSessionState, stream: str) -> None:
         """A stream was written in full. Written is not received (the bytes may sit in a socket
         buffer of a connection about to break), so the last few stay resumable; older ones go."""
+        state.retained.pop(stream, None)
         state.written.append(stream)
         while len(state.written) > KEEP_WRITTEN_STREAMS:
             await self.events.discard(session_id, state.written.popleft())
+
+    async def _finish_stream(self, session: Session, state: HttpSessionState, stream: str,
+                             replies: list[asyncio.Future[Any]], request_ids: list[Any]) -> None:
+        """Append each reply as it completes; then mark the stream done. Owned by the session."""
+        size = 0  # bytes of the replies, counted against the session's retention budget
+        try:
+            # The usual case is one request: await it directly, without as_completed's machinery.
+            # Its reply ends the stream in the same step (final), saving a round trip.
+            single = len(replies) == 1
+            finished = False
+            for reply in replies if single else asyncio.as_completed(replies):
+                try:
+                    message = await reply
+                except asyncio.CancelledError:
+                    continue  # cancelled: no reply, the stream just ends
+                if message is not None:
+                    size += len(jsonrpc.encode(message))
+                if not self.shared:
+                    if message is not None:
+                        await self.events.append(session.id, stream, message, final=single)
+                        finished = single
+                    continue
+                # What the request changed (initialize, setLevel, subscribe) is saved before its
+                # reply is out, so the client's next request finds it on any process; a short
+                # store outage delays the reply instead of losing it.
+                await patiently(lambda: self.manager.persist(session))
+                if message is not None:
+                    await patiently(lambda m=message: self.events.append(session.id, stream, m, final=single))
+                    finished = single
+            if not finished:  # a batch, or no reply: mark the stream done
+                await (patiently(lambda: self.events.finish(session.id, stream)) if self.shared
+                       else self.events.finish(session.id, stream))
+            if stream not in state.written:
+                await self._retain(session.id, state, stream, size)
+        except UnknownEvent:
+            pass  # the session ended meanwhile and its streams were dropped
+        except BackendUnavailable as exc:
+            log.error("the reply of stream %s of session %s… could not be stored: %s", stream, session.id[:8], exc)
+        finally:
+            for request_id in request_ids:
+                if state.request_streams.get(request_id) == stream:
+                    del state.request_streams[request_id]
+
+    async def _retain(self, session_id: str, state: HttpSessionState, stream: str, size: int) -> None:
+        """A request stream finished with ``size`` bytes of replies: keep it for resumption within
+        the session's budget (``server.max_retained_bytes``, :data:`MAX_RETAINED_STREAMS`), dropping
+        the oldest unread ones that no live writer follows."""
+        state.retained[stream] = size
+        budget = self.settings.max_retained_bytes
+        while len(state.retained) > MAX_RETAINED_STREAMS or sum(state.retained.values()) > budget:
+            victim = next((name for name in state.retained if name not in state.closers), None)
+            if victim is None:
+                return
+            del state.retained[victim]
+            log.info("dropping unread stream %s of session %s…: over its retention budget", victim, session_id[:8])
+            await self.events.discard(session_id, victim)
 
 
 

@@ -214,8 +214,10 @@ class Authenticator:
             subject = client_id
         if subject is None:
             raise invalid_token("token names no subject")
+        exp = claims.get("exp")
+        expires_at = float(exp) if isinstance(exp, int | float) and not isinstance(exp, bool) else None
         return Principal(subject=subject, issuer=self.settings.issuer, client_id=client_id,
-                         scopes=scopes_of(claims), claims=claims)
+                         scopes=scopes_of(claims), claims=claims, expires_at=expires_at)
 
     # -- RFC 7662 --------------------------------------------------------------------------
 

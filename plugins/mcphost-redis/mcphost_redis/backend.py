@@ -251,8 +251,13 @@ class RedisSessionStore:
     async def save(self, state: dict[str, Any]) -> None:
         session_id = state["id"]
         pipe = self._redis.pipeline(transaction=True)
+        now = _now_ms()
         pipe.set(self._key("s:", session_id), orjson.dumps(state), px=self._key_ttl)
-        pipe.zadd(self._index, {session_id: _now_ms() + _ms(self._ttl)})
+        pipe.zadd(self._index, {session_id: now + _ms(self._ttl)})
+        quota = state.get("quota")
+        if isinstance(quota, str):  # the caller's sessions, for max_sessions_per_principal
+            pipe.zadd(self._key("q:", quota), {session_id: now + _ms(self._ttl)})
+            pipe.pexpire(self._key("q:", quota), _ms(self._ttl))
         await self._op(pipe.execute())
 
     async def touch(self, session_id: str) -> bool:
@@ -263,13 +268,23 @@ class RedisSessionStore:
         return bool(alive)
 
     async def delete(self, session_id: str) -> None:
+        raw = await self._op(self._redis.get(self._key("s:", session_id)))
+        quota = orjson.loads(raw).get("quota") if raw is not None else None
         pipe = self._redis.pipeline(transaction=True)
         pipe.delete(self._key("s:", session_id))
         pipe.zrem(self._index, session_id)
+        if isinstance(quota, str):
+            pipe.zrem(self._key("q:", quota), session_id)
         await self._op(pipe.execute())
 
     async def count(self) -> int:
         return int(await self._op(self._redis.zcount(self._index, _now_ms(), "+inf")))
+
+    async def count_of(self, quota: str) -> int:
+        """Live sessions of one caller (its quota key), on every process: a sorted set per caller
+        scored by expiry, written with each save. A session only touched since its last save
+        drops out of the count after a TTL (the cap is then lenient, never too strict)."""
+        return int(await self._op(self._redis.zcount(self._key("q:", quota), _now_ms(), "+inf")))
 
     async def ids(self) -> list[str]:
         """Ids of every live session (for notifications sent to all sessions)."""
