@@ -108,8 +108,11 @@ class _Exchange:
         if reply is None:
             await respond(self.respond_to, 202, b"", {})
             return "complete"
-        return await http_modern.answer(reply, self._queue(), self.receive, self.respond_to,
-                                        self.transport.keepalive)
+        return await http_modern.answer(reply, self._queue, self.receive, self.respond_to,
+                                        self.transport.keepalive, pending=self._pending)
+
+    def _pending(self) -> bool:
+        return self.queue is not None and not self.queue.empty()
 
     def legacy(self, message: Any) -> Awaitable[None]:
         self.legacy_run = True
