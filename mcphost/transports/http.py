@@ -432,7 +432,11 @@ class HttpTransport(SseStreams):
                 await self._pump(session, stream, 1, receive, send, extra,
                                  priming=frame(stream, 1, None, self.retry_ms))
             else:  # read from the log with the reply, when it is ready, in one write
-                await self._pump(session, stream, 0, receive, send, extra)
+                if not finisher.done():
+                    # A handler that waits on nothing has its reply stored after one turn of the loop.
+                    await asyncio.sleep(0)
+                if not (finisher.done() and await self._write_stored(session, state, stream, send, extra)):
+                    await self._pump(session, stream, 0, receive, send, extra)
         finally:
             if not pumping:  # the pump reports its own disconnect
                 await self.manager.disconnect(session, "complete")
