@@ -123,6 +123,12 @@ class Kernel:
         sessions = self.sessions
         session = sessions.ephemeral(request, connection.principal, exchange.send)
         session.trusted = exchange.trusted
+        if not sessions.lifecycle_hooks:  # no plugin to tell: run it, then let go of the session
+            try:
+                await exchange.reply(self.receive_modern(session, message, connection))
+            finally:
+                sessions.release(session)
+            return
         await sessions.connect(session, connection)  # a refusal propagates to the transport
         reason = "complete"
         try:
