@@ -227,9 +227,6 @@ class SseStreams:
         What :meth:`_pump` would write for it, byte for byte, without its watcher tasks: the
         events were stored first (so the stream stays resumable like any other), and nothing more
         can come. False, having written nothing, when the stream is not complete after all.
-
-        Like a JSON reply, the one write has no write timeout of its own: the socket's
-        ``TCP_USER_TIMEOUT`` (``mcphost serve``) lets go of a client that reads nothing.
         """
         try:
             result = await self.events.read(session.id, stream, 0, 0)
@@ -244,9 +241,14 @@ class SseStreams:
         headers.extend((k.encode(), v.encode()) for k, v in extra.items())
         reason = "complete"
         try:
-            await send({"type": "http.response.start", "status": 200, "headers": headers})
-            await send({"type": "http.response.body", "body": bytes(chunk), "more_body": False})
+            async with asyncio.timeout(self.write_timeout):
+                await send({"type": "http.response.start", "status": 200, "headers": headers})
+                await send({"type": "http.response.body", "body": bytes(chunk), "more_body": False})
             await self._retire(session.id, state, stream)
+        except TimeoutError:
+            reason = "dropped"  # the events stay in the log: the client can resume elsewhere
+            log.info("SSE stream %s of session %s… stalled: the client read nothing for %ss; closing it",
+                     stream, session.id[:8], self.write_timeout)
         except (OSError, asyncio.CancelledError):
             reason = "dropped"
             raise
