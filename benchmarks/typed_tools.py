@@ -8,6 +8,7 @@ its schema and validates from the same source.
 
     python benchmarks/typed_tools.py mcphost --port 8123    # mcphost serve with these tools (plugin "typed")
     python benchmarks/typed_tools.py sdk --port 8124        # mcp 2.3.0 MCPServer, stateless, JSON replies, uvicorn
+    python benchmarks/typed_tools.py sdk-session --port 8126   # the same, its default mode: sessions, SSE replies
     /tmp/fastmcp-venv/bin/python benchmarks/typed_tools.py fastmcp --port 8125   # FastMCP (its own venv)
 
 FastMCP pins an ``mcp`` older than 2.3.0, so it lives in its own virtual environment:
@@ -93,6 +94,16 @@ def serve_sdk(host: str, port: int) -> None:
     server.run("streamable-http", host=host, port=port, stateless_http=True, json_response=True)
 
 
+def serve_sdk_session(host: str, port: int) -> None:
+    """The SDK's default streamable HTTP: sessions (initialize, Mcp-Session-Id), SSE replies."""
+    from mcp.server.mcpserver import MCPServer
+
+    server = MCPServer("bench", log_level="WARNING")
+    server.tool()(echo)
+    server.tool()(plan_trip)
+    server.run("streamable-http", host=host, port=port)
+
+
 def serve_fastmcp(host: str, port: int) -> None:
     from fastmcp import FastMCP  # type: ignore[import-not-found]
 
@@ -105,11 +116,12 @@ def serve_fastmcp(host: str, port: int) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("server", choices=["mcphost", "sdk", "fastmcp"])
+    parser.add_argument("server", choices=["mcphost", "sdk", "sdk-session", "fastmcp"])
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, required=True)
     args = parser.parse_args()
-    {"mcphost": serve_mcphost, "sdk": serve_sdk, "fastmcp": serve_fastmcp}[args.server](args.host, args.port)
+    serve = {"mcphost": serve_mcphost, "sdk": serve_sdk, "sdk-session": serve_sdk_session, "fastmcp": serve_fastmcp}
+    serve[args.server](args.host, args.port)
 
 
 if __name__ == "__main__":

@@ -139,6 +139,7 @@ class Host:
         self._connect = impls(self.pm, "mcphost_connect")
         self._disconnect = impls(self.pm, "mcphost_disconnect")
         self._terminate = impls(self.pm, "mcphost_terminate")
+        self.manager.lifecycle_hooks = bool(self._connect or self._disconnect or self._terminate)
         self._exception = impls(self.pm, "mcphost_exception")
         self.backend = self.pm.hook.mcphost_backend(host=self)
         self.manager.use(self.backend)

@@ -129,6 +129,12 @@ class Kernel:
         sessions = self.sessions
         session = sessions.ephemeral(request, connection.principal, exchange.send, connection.remote)
         session.trusted = exchange.trusted
+        if not sessions.lifecycle_hooks:  # no plugin to tell: run it, then let go of the session
+            try:
+                await exchange.reply(self.receive_modern(session, message, connection))
+            finally:
+                sessions.release(session)
+            return
         await sessions.connect(session, connection)  # a refusal propagates to the transport
         reason = "complete"
         try:
@@ -323,8 +329,12 @@ class Kernel:
             await self.services.report_exception(
                 RequestInfo(session, request_id, method, params, connection=connection, catalog=self.catalog), exc)
         task = asyncio.current_task()
-        if task is not None and task.cancelling() and session.inflight.get(request_id) is task:
-            return None  # cancelled, but the handler swallowed the cancellation: still no reply
+        if task is not None and session.inflight.get(request_id) is task:
+            if task.cancelling():
+                return None  # cancelled, but the handler swallowed the cancellation: still no reply
+            # The id is free once the reply exists (the done callback would free it one turn of the
+            # loop later, after a transport that writes the reply at once may have answered).
+            del session.inflight[request_id]
         return reply
 
     async def _dispatch(self, request: RequestInfo) -> dict[str, Any]:

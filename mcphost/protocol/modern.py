@@ -128,8 +128,9 @@ def _unsupported(requested: str) -> ModernError:
 
 
 def _valid_chars(value: str) -> bool:
-    # Visible ASCII, SP and HTAB only: no controls, no DEL, no obs-text / non-ASCII.
-    return all(ch == "\t" or " " <= ch <= "~" for ch in value)
+    # Visible ASCII, SP and HTAB only: no controls, no DEL, no obs-text / non-ASCII. (For ASCII,
+    # str.isprintable is exactly SP to "~"; checked in C rather than character by character.)
+    return value.isascii() and (value.isprintable() or value.replace("\t", " ").isprintable())
 
 
 def _is_sentinel(value: str) -> bool:

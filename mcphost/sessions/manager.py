@@ -95,6 +95,9 @@ class SessionManager:
         #: not the end of the session).
         self.disconnect = disconnect
         self._terminate = terminate
+        #: Whether any plugin implements a lifecycle hook (connect, disconnect, terminate); the
+        #: host clears it when none does, so a 2026-07-28 request skips the calls that do nothing.
+        self.lifecycle_hooks = True
         #: Sessions held in this process, by id.
         self.sessions: dict[str, Session] = {}
         self.use(backend)

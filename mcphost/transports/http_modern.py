@@ -11,6 +11,7 @@ client closing that response cancels the handler (the spec's cancellation for th
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any
 
 from mcphost.protocol import jsonrpc
@@ -34,9 +35,26 @@ def status_for(reply: dict[str, Any] | None) -> int:
     return STATUS_OF.get(error.get("code"), 200) if isinstance(error, dict) else 200
 
 
-async def answer(reply: asyncio.Future[Any], queue: asyncio.Queue[Any], receive: Receive, send: Send,
-                 keepalive: float) -> str:
-    """JSON if the reply comes before any notification; otherwise SSE. Returns the disconnect reason."""
+async def answer(reply: asyncio.Future[Any], queue: Callable[[], asyncio.Queue[Any]], receive: Receive,
+                 send: Send, keepalive: float, *, pending: Callable[[], bool] = lambda: False) -> str:
+    """JSON if the reply comes before any notification; otherwise SSE. Returns the disconnect reason.
+
+    ``queue()`` is the request's queue of notifications, created on first use; ``pending()`` says
+    whether anything was put in it yet.
+    """
+    if not reply.done():
+        # Most handlers finish without waiting on anything: after one turn of the loop their reply
+        # is there, and it goes out as JSON without a disconnect watcher or a queue getter task.
+        await asyncio.sleep(0)
+    if reply.done() and not pending():
+        message = reply.result()
+        await respond(send, status_for(message), jsonrpc.encode(message) if message else b"", {})
+        return "complete"
+    return await _wait_and_answer(reply, queue(), receive, send, keepalive)
+
+
+async def _wait_and_answer(reply: asyncio.Future[Any], queue: asyncio.Queue[Any], receive: Receive, send: Send,
+                           keepalive: float) -> str:
     disconnected = asyncio.ensure_future(wait_disconnect(receive))
     first: asyncio.Future[Any] = asyncio.ensure_future(queue.get())
     try:

@@ -254,6 +254,43 @@ class SseStreams:
                 pass
             await self.manager.disconnect(session, reason)
 
+    async def _write_stored(self, session: Session, state: HttpSessionState, stream: str, send: Send,
+                            extra: dict[str, str]) -> bool:
+        """Write a request stream that is already complete in the log as one response.
+
+        What :meth:`_pump` would write for it, byte for byte, without its watcher tasks: the
+        events were stored first (so the stream stays resumable like any other), and nothing more
+        can come. False, having written nothing, when the stream is not complete after all.
+        """
+        try:
+            result = await self.events.read(session.id, stream, 0, 0)
+        except UnknownEvent:
+            return False
+        if not result.done or not result.events:
+            return False
+        chunk = bytearray()
+        for event in result.events:
+            chunk += frame(stream, event.seq, event.message, self.retry_ms)
+        headers = list(SSE_HEADERS)
+        headers.extend((k.encode(), v.encode()) for k, v in extra.items())
+        reason = "complete"
+        try:
+            async with asyncio.timeout(self.write_timeout):
+                await send({"type": "http.response.start", "status": 200, "headers": headers})
+                await send({"type": "http.response.body", "body": bytes(chunk), "more_body": False})
+            await self._retire(session.id, state, stream)
+        except TimeoutError:
+            reason = "dropped"  # the events stay in the log: the client can resume elsewhere
+            log.info("SSE stream %s of session %s… stalled: the client read nothing for %ss; closing it",
+                     stream, session.id[:8], self.write_timeout)
+        except (OSError, asyncio.CancelledError):
+            reason = "dropped"
+            raise
+        finally:
+            session.last_active = time.time()
+            await self.manager.disconnect(session, reason)
+        return True
+
     async def _write(self, send: Send, data: bytes) -> None:
         """One SSE write; a client that reads nothing for ``sse_write_timeout`` seconds is let go."""
         try:
