@@ -47,7 +47,7 @@ def readable_id(message: object) -> RequestId | None:
     if isinstance(message, dict):
         value = message.get("id")
         if valid_id(value):
-            return value  # type: ignore[return-value]
+            return value
     return None
 
 
