@@ -143,7 +143,7 @@ class HttpTransport(SseStreams):
         return self.manager.shared
 
     @property
-    def lease(self) -> float:  # type: ignore[override]
+    def lease(self) -> float:  # type: ignore[override]  # SseStreams only reads it; here it is the manager's
         return self.manager.lease
 
     # -- lifecycle ----------------------------------------------------------------------------
@@ -339,6 +339,7 @@ class HttpTransport(SseStreams):
     async def _post_legacy(self, headers: dict[str, str], connection: Connection, payload: Any, receive: Receive,
                            send: Send) -> None:
         """A session-era POST: create or find the session, run its messages, stream the replies."""
+        assert self.host.kernel is not None  # the host starts it before serving
         version = headers.get("mcp-protocol-version")
         if version is not None and version not in LEGACY_VERSIONS:
             raise HttpError(400, f"Bad request: Unsupported protocol version: {version[:40]} "
@@ -416,7 +417,7 @@ class HttpTransport(SseStreams):
                     if state.request_streams.get(message["id"]) == stream:
                         del state.request_streams[message["id"]]
                 raise
-            replies = [self.host.kernel.receive(session, m, connection, principal) for m in messages]
+            replies = [self.host.kernel.receive(session, m, connection, principal) for m in messages]  # type: ignore[misc]  # the name is reused: None too here
             finisher = asyncio.get_running_loop().create_task(
                 self._finish_stream(session, state, stream, [r for r in replies if r is not None],
                                     [m["id"] for m in requests]))
@@ -475,7 +476,7 @@ class HttpTransport(SseStreams):
                 # store outage delays the reply instead of losing it.
                 await patiently(lambda: self.manager.persist(session))
                 if message is not None:
-                    await patiently(lambda m=message: self.events.append(session.id, stream, m))
+                    await patiently(lambda m=message: self.events.append(session.id, stream, m))  # type: ignore[misc]  # mypy infers no lambda with a default
             if self.shared:
                 await patiently(lambda: self.events.finish(session.id, stream))
             else:
@@ -491,6 +492,7 @@ class HttpTransport(SseStreams):
 
     async def _reply_json(self, session: Session, connection: Connection, messages: list[Any], batch: bool,
                           send: Send, extra: dict[str, str], principal: Principal | None) -> None:
+        assert self.host.kernel is not None  # the host starts it before serving
         replies = [r for r in (self.host.kernel.receive(session, m, connection, principal) for m in messages)
                    if r is not None]
         results = [m for m in [await r for r in replies] if m is not None]

@@ -14,13 +14,16 @@ import logging
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mcphost.protocol import jsonrpc
 from mcphost.protocol.errors import REQUEST_CANCELLED, McpError
 from mcphost.sessions.backend import BackendUnavailable, UnknownEvent
 from mcphost.sessions.session import Session
 from mcphost.transports.asgi import Receive, Send, wait_disconnect
+
+if TYPE_CHECKING:
+    from mcphost.sessions.manager import SessionManager
 
 log = logging.getLogger("mcphost.http")
 
@@ -89,7 +92,7 @@ class SseStreams:
     transport's settings, event log and session manager)."""
 
     events: Any
-    manager: Any
+    manager: SessionManager
     settings: Any
     closing: asyncio.Event
     keepalive: float

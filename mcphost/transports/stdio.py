@@ -21,6 +21,7 @@ from typing import Any, BinaryIO
 from mcphost.errors import Refused
 from mcphost.host import Host
 from mcphost.protocol import jsonrpc
+from mcphost.protocol.era import Era
 from mcphost.protocol.errors import INVALID_REQUEST, McpError
 from mcphost.protocol.versions import allows_batches
 from mcphost.sessions.session import Connection, Session
@@ -152,7 +153,8 @@ class StdioServer:
 
     def legacy(self, session: Session, message: Any) -> None:
         """A session-era message: the kernel answers it for this process's session."""
-        reply = self.host.kernel.receive(session, message, self.connection)  # type: ignore[union-attr]
+        assert self.host.kernel is not None
+        reply = self.host.kernel.receive(session, message, self.connection)
         if reply is not None:
             self._track(reply, self._send_reply)
 
@@ -203,7 +205,8 @@ class StdioServer:
             await self.write(jsonrpc.error(None, McpError(
                 INVALID_REQUEST, "Batches are not accepted (only on 2025-03-26 sessions, never with initialize)")))
             return
-        replies = [r for r in (self.host.kernel.receive(session, m, self.connection) for m in batch)  # type: ignore[union-attr]
+        assert self.host.kernel is not None
+        replies = [r for r in (self.host.kernel.receive(session, m, self.connection) for m in batch)
                    if r is not None]
         if replies:
             self._track(asyncio.gather(*replies), self._send_batch)
@@ -250,7 +253,7 @@ class _Line:
     session_id = None
 
     @property
-    def era(self) -> str | None:
+    def era(self) -> Era | None:
         """An initialized session settles the era of this connection: the session era."""
         session = self.server.session
         return "legacy" if session is not None and session.protocol_version is not None else None
@@ -330,7 +333,7 @@ async def open_stdio(stdin: BinaryIO | None = None, stdout: BinaryIO | None = No
     reader: asyncio.StreamReader | _FileReader
     if _watchable(source.fileno()):
         reader = asyncio.StreamReader(limit=CHUNK * 2)
-        await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), source)
+        await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), source)  # type: ignore[arg-type]  # the StreamReader just made
     else:
         reader = _FileReader(source.fileno())
     if stdout is None:
