@@ -15,7 +15,7 @@ import logging
 import secrets
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import orjson
 
@@ -327,7 +327,7 @@ class Kernel:
             self.cluster.tell(session.id, {"t": "response", "m": message})  # another process may wait for it
 
     def _resolve(self, session: Session, message: Message) -> bool:
-        future = session.pending.get(message.get("id"))  # type: ignore[arg-type]
+        future = session.pending.get(message.get("id"))  # type: ignore[arg-type]  # any other id finds nothing
         if future is not None and not future.done():
             future.set_result(message)
             return True
@@ -356,7 +356,7 @@ class Kernel:
             task.cancel()
 
     def _respond_here(self, session: Session, message: dict[str, Any]) -> None:
-        deferred = self._deferred.get((session.id, message.get("id")))
+        deferred = self._deferred.get((session.id, message.get("id")))  # type: ignore[arg-type]  # any other id finds nothing
         if deferred is None:
             return
         error = message.get("error")
@@ -472,13 +472,13 @@ def _state_keys(configured: tuple[str, ...]) -> list[bytes]:
 
 async def _deliver(session: Session, message: Message) -> None:
     try:
-        await session.outlet(message, None)  # type: ignore[misc]
+        await session.outlet(message, None)  # type: ignore[misc]  # no outlet: logged below like any failed delivery
     except Exception:
         log.warning("could not deliver %s to session %s", message.get("method"), session.id[:8], exc_info=True)
 
 
 async def _through_middleware(record: Middleware, call_next: CallNext, request: RequestInfo) -> dict[str, Any]:
-    return await record.fn(request, call_next)
+    return cast("dict[str, Any]", await record.fn(request, call_next))
 
 
 async def _guarded_middleware(failures: PluginFailures, record: Middleware, call_next: CallNext,
@@ -502,7 +502,7 @@ async def _guarded_middleware(failures: PluginFailures, record: Middleware, call
         return result
 
     try:
-        return await record.fn(request, rest)
+        return cast("dict[str, Any]", await record.fn(request, rest))
     except McpError:
         raise
     except Exception as exc:
@@ -512,7 +512,7 @@ async def _guarded_middleware(failures: PluginFailures, record: Middleware, call
         if outcome[1] is not None:
             raise outcome[1] from None
         if outcome[0] is not _UNKNOWN:
-            return outcome[0]  # type: ignore[no-any-return]
+            return outcome[0]  # type: ignore[no-any-return]  # the rest's result, once it is not _UNKNOWN
         return await call_next(request)
 
 

@@ -111,7 +111,7 @@ def _listing(kernel: Kernel, request: RequestInfo, capability: str, kind: str,
              build: Callable[[Any, str], dict[str, Any]]) -> dict[str, Any]:
     """One page of the catalog's ``kind`` descriptors this caller sees (scopes and allow-lists)."""
     _require_capability(kernel, request, capability)
-    items = _visibility(request).listing(kernel.catalog, kind, request.session.protocol_version, build)
+    items = _visibility(request).listing(kernel.catalog, kind, request.session.protocol_version, build)  # type: ignore[arg-type]  # initialized: it has a version
     chunk, next_cursor = page(items, request.params.get("cursor"), kernel.settings.page_size)
     result: dict[str, Any] = {kind: chunk}
     if next_cursor is not None:
@@ -291,7 +291,7 @@ async def _invoke_tool(kernel: Kernel, request: RequestInfo, entry: Any, kwargs:
         return results.error_result(exc.message)
     except Exception as exc:
         return await _tool_failed(kernel, request, record, exc)
-    return results.tool_result(entry, value, request.session.protocol_version)
+    return results.tool_result(entry, value, request.session.protocol_version)  # type: ignore[arg-type]  # initialized: it has a version
 
 
 async def _tool_failed(kernel: Kernel, request: RequestInfo, record: Tool, exc: Exception) -> dict[str, Any]:
@@ -557,7 +557,7 @@ async def listen(kernel: Kernel, request: RequestInfo) -> dict[str, Any]:
     listener = Listener(request.session, request.id, kinds, uris, task_ids)
     kernel.listeners.add(listener)
     try:
-        await request.session.outlet(  # type: ignore[misc]
+        await request.session.outlet(  # type: ignore[misc]  # a 2026-07-28 session always has its exchange's outlet
             {"jsonrpc": "2.0", "method": "notifications/subscriptions/acknowledged",
              "params": {"_meta": meta, "notifications": honoured}}, request.id)
         await kernel.closing.wait()  # the client closing the stream cancels this instead
