@@ -87,7 +87,7 @@ class McpApp:
             if probe is not None:
                 await self._health(probe, scope, receive, send)
                 return
-        await self.quart(scope, receive, send)
+        await self.quart(scope, receive, send)  # type: ignore[arg-type]  # Quart types ASGI messages as Hypercorn's TypedDicts; ours are dicts
 
     async def readiness(self) -> tuple[bool, dict[str, Any]]:
         """Whether this process should get traffic now, and the body that says why."""

@@ -12,7 +12,7 @@ import gc
 import inspect
 import logging
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 import pluggy
 
@@ -285,7 +285,7 @@ class Host:
                 raise Refused("Authentication is unavailable; retry later", status=503,
                               headers={"retry-after": "5"}) from None
             if principal is not None:
-                return principal
+                return cast(Principal, principal)
         return None
 
     async def connect(self, session: Session, connection: Connection) -> None:

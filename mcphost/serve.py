@@ -105,7 +105,7 @@ async def serve_http(host: Host, *, ready: Any = None, sock: socket.socket | Non
         # streams now: they end with a retry hint and clients resume (here once back, or elsewhere).
         app.transport.closing.set()
 
-    await hypercorn_serve(app, config, shutdown_trigger=shutdown_trigger)  # type: ignore[arg-type]
+    await hypercorn_serve(app, config, shutdown_trigger=shutdown_trigger)  # type: ignore[arg-type]  # Hypercorn types ASGI messages as its TypedDicts; ours are dicts
 
 
 def listening_socket(host_name: str, port: int) -> socket.socket:
@@ -156,6 +156,7 @@ def run_workers(host: Host, workers: int) -> int:
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     log.info("serving MCP on http://%s:%s%s with %d workers", settings.host, settings.port, settings.path, workers)
+    number: int | None
     for number in range(workers):
         spawn(number)
     restarts: list[float] = []
