@@ -41,7 +41,6 @@ class Scope(Protocol):
     @property
     def host(self) -> Any: ...  # read-only: a property or a plain attribute satisfies it
 
-
     async def progress(self, progress: float, total: float | None, message: str | None) -> None: ...
     async def log(self, level: LogLevel, data: Any, logger: str | None) -> None: ...
     async def client_request(self, method: str, params: dict[str, Any], timeout: float | None,
