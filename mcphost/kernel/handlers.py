@@ -7,7 +7,7 @@ import functools
 import inspect
 import logging
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from mcphost.content import Completion
 from mcphost.context import Context, Deferred
@@ -259,8 +259,8 @@ async def call_tool(kernel: Kernel, request: RequestInfo) -> dict[str, Any]:
             kernel, session, request.id, request.method, _progress_token(request), round=request.round, run=run)
         kwargs[record.signature.context_param] = Context(scope)
     if run is not None:  # a task may run until its record expires
-        return await run.execute(functools.partial(_invoke_tool, kernel, request, entry, kwargs,
-                                                   kernel.settings.task_ttl))
+        return cast("dict[str, Any]", await run.execute(functools.partial(_invoke_tool, kernel, request, entry, kwargs,
+                                                                          kernel.settings.task_ttl)))
     return await _invoke_tool(kernel, request, entry, kwargs, kernel.settings.max_tool_seconds)
 
 
@@ -503,17 +503,17 @@ async def discover(kernel: Kernel, request: RequestInfo) -> dict[str, Any]:
 
 @method("tasks/get")
 async def get_task(kernel: Kernel, request: RequestInfo) -> dict[str, Any]:
-    return await kernel.tasks.get(request.session, request.params)
+    return cast("dict[str, Any]", await kernel.tasks.get(request.session, request.params))
 
 
 @method("tasks/update")
 async def update_task(kernel: Kernel, request: RequestInfo) -> dict[str, Any]:
-    return await kernel.tasks.update(request.session, request.params)
+    return cast("dict[str, Any]", await kernel.tasks.update(request.session, request.params))
 
 
 @method("tasks/cancel")
 async def cancel_task(kernel: Kernel, request: RequestInfo) -> dict[str, Any]:
-    return await kernel.tasks.cancel(request.session, request.params)
+    return cast("dict[str, Any]", await kernel.tasks.cancel(request.session, request.params))
 
 
 _LIST_KINDS = {"toolsListChanged": ("tools", "tools"), "promptsListChanged": ("prompts", "prompts"),

@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from mcphost.catalog import Catalog
     from mcphost.context import Deferred
-    from mcphost.kernel.tasks import TaskManager
     from mcphost.protocol.era import Era
     from mcphost.request import RequestInfo
     from mcphost.sessions.manager import SessionManager
@@ -90,7 +89,7 @@ class KernelView(Protocol):
     services: Services
     sessions: SessionManager
     host: Any
-    tasks: TaskManager
+    tasks: Any
     listeners: set[Any]
     closing: asyncio.Event
 
