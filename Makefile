@@ -23,16 +23,19 @@ SERVE_FLAGS ?= --disable-plugin jwt --disable-plugin otel
 serve: setup
 	$(VENV)/bin/mcphost $(SERVE_FLAGS) serve
 
-# lint-imports checks the layering contracts in pyproject.toml (docs/architecture.md) first.
+# lint-imports checks the layering contracts in pyproject.toml (docs/architecture.md) first, then
+# mypy the types (strict on mcphost/, configured in pyproject.toml's [tool.mypy]).
 test: setup docs-build
 	scripts/ensure-tools
 	$(VENV)/bin/lint-imports
+	$(VENV)/bin/mypy
 	$(PY) -m pytest -q tests $(foreach p,$(PLUGINS),$(dir $(p))tests)
 
 # One line per checker; the import contract and the type checker join ruff here.
 lint: setup
 	$(VENV)/bin/ruff check mcphost plugins tests examples benchmarks scripts scripts/conformance
 	$(VENV)/bin/lint-imports
+	$(VENV)/bin/mypy
 
 # The documentation site: `make docs` serves it on http://127.0.0.1:8001 and rebuilds on edits;
 # docs-build is the check `make test` runs (a broken link, anchor or nav entry fails it).

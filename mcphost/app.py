@@ -125,7 +125,7 @@ class McpApp:
             if scope["path"] not in self.metadata_paths and not await self.transport.check_route(
                     scope, receive, send, authenticate=self.routes_auth):
                 return
-        await self.quart(scope, receive, send)
+        await self.quart(scope, receive, send)  # type: ignore[arg-type]  # Quart types ASGI messages as Hypercorn's TypedDicts; ours are dicts
 
     def begin_shutdown(self) -> None:
         """Shutdown has begun: end every open stream now, each with its final message.

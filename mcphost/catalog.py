@@ -13,7 +13,7 @@ import dataclasses
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import jsonschema
 
@@ -40,7 +40,7 @@ CATALOG_KINDS = frozenset(kind for _, _, kind in CATALOG_HOOKS)
 def compile_validator(schema: Mapping[str, Any]) -> jsonschema.protocols.Validator:
     """A validator for ``schema`` (2020-12 unless it names another dialect), checked and compiled once."""
     cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
-    cls.check_schema(schema)
+    cls.check_schema(schema)  # type: ignore[arg-type]  # the stubs say dict; jsonschema takes any Mapping
     return cls(schema, format_checker=cls.FORMAT_CHECKER)
 
 
@@ -216,7 +216,7 @@ class Catalog:
         if method in ("tools/call", "prompts/get"):
             name = params.get("name")
             if isinstance(name, str):
-                entry = self.tools.get(name) if method == "tools/call" else self.prompts.get(name)
+                entry: Any = self.tools.get(name) if method == "tools/call" else self.prompts.get(name)
                 record = getattr(entry, "record", entry)
         elif method in ("resources/read", "resources/subscribe"):
             uri = params.get("uri")
@@ -263,7 +263,7 @@ def record_key(record: Any) -> str:
         return record.uri
     if isinstance(record, ResourceTemplate):
         return record.uri_template
-    return record.name
+    return cast(str, record.name)
 
 
 def _noun(kind: str) -> str:

@@ -337,7 +337,7 @@ def validate_plugin_sections(config: Config, schemas: Mapping[str, Mapping[str, 
         section = dict(config.plugin(name))
         validator_cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
         try:
-            validator_cls.check_schema(schema)
+            validator_cls.check_schema(schema)  # type: ignore[arg-type]  # the stubs say dict; jsonschema takes any Mapping
         except jsonschema.SchemaError as exc:
             raise ConfigError(f"plugin {name!r} declares an invalid config schema: {exc.message}") from None
         error = jsonschema.exceptions.best_match(validator_cls(schema).iter_errors(section))

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import base64
 from dataclasses import dataclass, field
-from typing import Any, Literal, NotRequired, TypedDict
+from typing import Any, Literal, NotRequired, TypedDict, cast
 
 Role = Literal["user", "assistant"]
 
@@ -72,19 +72,21 @@ def _b64(data: bytes | str) -> str:
 def text(value: str, *, annotations: dict[str, Any] | None = None, meta: dict[str, Any] | None = None
          ) -> TextContent:
     """A text content block."""
-    return _extras({"type": "text", "text": value}, annotations, meta)
+    return cast("TextContent", _extras({"type": "text", "text": value}, annotations, meta))
 
 
 def image(data: bytes | str, mime_type: str, *, annotations: dict[str, Any] | None = None,
           meta: dict[str, Any] | None = None) -> ImageContent:
     """An image block; ``data`` is raw bytes or an already base64-encoded string."""
-    return _extras({"type": "image", "data": _b64(data), "mimeType": mime_type}, annotations, meta)
+    return cast("ImageContent", _extras({"type": "image", "data": _b64(data), "mimeType": mime_type},
+                                        annotations, meta))
 
 
 def audio(data: bytes | str, mime_type: str, *, annotations: dict[str, Any] | None = None,
           meta: dict[str, Any] | None = None) -> AudioContent:
     """An audio block; ``data`` is raw bytes or an already base64-encoded string."""
-    return _extras({"type": "audio", "data": _b64(data), "mimeType": mime_type}, annotations, meta)
+    return cast("AudioContent", _extras({"type": "audio", "data": _b64(data), "mimeType": mime_type},
+                                        annotations, meta))
 
 
 def resource_link(uri: str, name: str, *, description: str | None = None, mime_type: str | None = None,
@@ -101,7 +103,7 @@ def resource_link(uri: str, name: str, *, description: str | None = None, mime_t
         block["mimeType"] = mime_type
     if size is not None:
         block["size"] = size
-    return _extras(block, annotations, meta)
+    return cast("ResourceLinkContent", _extras(block, annotations, meta))
 
 
 def resource_contents(uri: str, *, text: str | None = None, blob: bytes | str | None = None,
@@ -115,7 +117,8 @@ def resource_contents(uri: str, *, text: str | None = None, blob: bytes | str | 
     if text is not None:
         contents["text"] = text
     else:
-        contents["blob"] = _b64(blob)  # type: ignore[arg-type]
+        assert blob is not None  # exactly one of text= and blob= (checked above)
+        contents["blob"] = _b64(blob)
     if meta:
         contents["_meta"] = meta
     return contents
@@ -126,7 +129,7 @@ def embedded_resource(uri: str, *, text: str | None = None, blob: bytes | str | 
                       meta: dict[str, Any] | None = None) -> EmbeddedResourceContent:
     """A resource embedded in a tool result or prompt message."""
     block = {"type": "resource", "resource": resource_contents(uri, text=text, blob=blob, mime_type=mime_type)}
-    return _extras(block, annotations, meta)
+    return cast("EmbeddedResourceContent", _extras(block, annotations, meta))
 
 
 def message(role: Role, content: str | dict[str, Any]) -> dict[str, Any]:

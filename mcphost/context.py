@@ -37,7 +37,9 @@ class Scope(Protocol):
     principal: Principal | None
     request_id: Any
     method: str
-    host: Any
+
+    @property
+    def host(self) -> Any: ...  # read-only: a property or a plain attribute satisfies it
 
     async def progress(self, progress: float, total: float | None, message: str | None) -> None: ...
     async def log(self, level: LogLevel, data: Any, logger: str | None) -> None: ...

@@ -293,6 +293,15 @@ def resource_template(uri_template: str, *, name: str | None = None, title: str 
     return build
 
 
+@overload
+def prompt(fn: Handler, /) -> Prompt: ...
+@overload
+def prompt(*, name: str | None = ..., title: str | None = ..., description: str | None = ...,
+           icons: list[Mapping[str, Any]] | None = ..., meta: Mapping[str, Any] | None = ...,
+           completions: Mapping[str, Completer] | None = ...,
+           scopes: Iterable[str] | None = ...) -> Callable[[Handler], Prompt]: ...
+
+
 def prompt(fn: Handler | None = None, /, *, name: str | None = None, title: str | None = None,
            description: str | None = None, icons: list[Mapping[str, Any]] | None = None,
            meta: Mapping[str, Any] | None = None, completions: Mapping[str, Completer] | None = None,
@@ -309,6 +318,12 @@ def prompt(fn: Handler | None = None, /, *, name: str | None = None, title: str 
                       scopes=required)
 
     return build(fn) if fn is not None else build
+
+
+@overload
+def middleware(fn: Callable[..., Any], /) -> Middleware: ...
+@overload
+def middleware(*, name: str | None = ..., fail_closed: bool = ...) -> Callable[[Callable[..., Any]], Middleware]: ...
 
 
 def middleware(fn: Callable[..., Any] | None = None, /, *, name: str | None = None,

@@ -58,7 +58,7 @@ class RequestInfo:
         resources/read), or None: the plugin, its distribution and version."""
         if self._owner is _UNKNOWN:
             self._owner = _owner_of(self._catalog, self.method, self.name)
-        return self._owner  # type: ignore[no-any-return]
+        return self._owner  # type: ignore[no-any-return]  # _owner is Any only to hold the _UNKNOWN marker
 
     @property
     def plugin(self) -> str | None:

@@ -137,7 +137,7 @@ async def serve_http(host: Host, *, ready: Any = None, sock: socket.socket | Non
         # elsewhere), listen streams with their result.
         app.begin_shutdown()  # streams end now, not after graceful_timeout
 
-    await hypercorn_serve(app, config, shutdown_trigger=shutdown_trigger)  # type: ignore[arg-type]
+    await hypercorn_serve(app, config, shutdown_trigger=shutdown_trigger)  # type: ignore[arg-type]  # Hypercorn types ASGI messages as its TypedDicts; ours are dicts
 
 
 async def _announce_ready(host: Host, fd: int) -> None:
@@ -267,6 +267,7 @@ def run_workers(host: Host, workers: int) -> int:
     signal.signal(signal.SIGINT, stop)
     signal.signal(signal.SIGHUP, on_hup)
     log.info("serving MCP on http://%s:%s%s with %d workers", settings.host, settings.port, settings.path, workers)
+    number: int | None
     for number in range(workers):
         spawn(number)
     restarts: list[float] = []

@@ -155,7 +155,7 @@ def _tidy_class_schema(schema: dict[str, Any]) -> None:
 
 
 def _typeddict_class(name: str, fields: dict[str, Any], doc: str | None = None, module: str | None = None) -> Any:
-    cls: Any = typing_extensions.TypedDict(name, fields)  # type: ignore[operator]
+    cls: Any = typing.cast(Any, typing_extensions.TypedDict)(name, fields)  # its name is known only at run time
     cls.__pydantic_config__ = _CONFIG
     if doc is not None:
         cls.__doc__ = doc
@@ -185,7 +185,7 @@ def _compatible(tp: Any, copies: dict[Any, Any]) -> Any:
         return tp
     if origin is typing.Annotated:
         inner = _compatible(args[0], copies)
-        return tp if inner is args[0] else typing.Annotated[(inner, *tp.__metadata__)]  # type: ignore[misc]
+        return tp if inner is args[0] else typing.Annotated[(inner, *tp.__metadata__)]
     new = tuple(a if a is Ellipsis else _compatible(a, copies) for a in args)
     if all(a is b for a, b in zip(new, args, strict=True)):
         return tp
@@ -206,7 +206,7 @@ def _enum_literal(tp: Any, values: tuple[Any, ...]) -> Any:
     def to_member(value: Any) -> Any:
         return members.get(value, value)
 
-    return typing.Annotated[Literal[plain], pydantic.AfterValidator(to_member)]  # type: ignore[valid-type]
+    return typing.Annotated[Literal[plain], pydantic.AfterValidator(to_member)]
 
 
 def _typeddict_copy(cls: Any, copies: dict[Any, Any]) -> Any:
@@ -594,7 +594,7 @@ def _hint_target(fn: Any) -> Any:
     """The object whose annotations describe calling ``fn``."""
     fn = _doc_target(fn)
     if isinstance(fn, type):
-        return fn.__init__
+        return fn.__init__  # type: ignore[misc]  # read for its annotations, never called
     if not (inspect.isfunction(fn) or inspect.ismethod(fn)) and callable(fn):
         call = type(fn).__call__  # a callable instance: its class's __call__ has the annotations
         if inspect.isfunction(call):

@@ -21,7 +21,7 @@ import inspect
 import itertools
 import socket
 from collections.abc import AsyncIterator, Callable, Iterator
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -135,15 +135,15 @@ class MemoryClient:
         return self.host.kernel.receive(self.session, message, self.connection)
 
     async def raw_request(self, method: str, params: dict[str, Any] | None = None, *,
-                          request_id: Any = None) -> dict[str, Any]:
-        """Send a request and return the whole reply message (result or error)."""
+                          request_id: Any = None) -> dict[str, Any] | None:
+        """Send a request and return the whole reply message (result or error); None if it was cancelled."""
         request_id = next(self._ids) if request_id is None else request_id
         message: dict[str, Any] = {"jsonrpc": "2.0", "id": request_id, "method": method}
         if params is not None:
             message["params"] = params
         future = self.send(message)
         assert future is not None
-        reply = await future
+        reply: dict[str, Any] | None = await future
         if reply is not None:
             self.sent.append((reply, method))
         return reply
@@ -156,7 +156,7 @@ class MemoryClient:
         if "error" in reply:
             error = reply["error"]
             raise McpError(error["code"], error["message"], error.get("data"))
-        return reply["result"]
+        return cast("dict[str, Any]", reply["result"])
 
     def notify(self, method: str, params: dict[str, Any] | None = None) -> None:
         message: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
@@ -214,7 +214,7 @@ class MemoryClient:
         params: dict[str, Any] = {"ref": ref, "argument": {"name": name, "value": value}}
         if context is not None:
             params["context"] = {"arguments": context}
-        return (await self.request("completion/complete", params))["completion"]
+        return cast("dict[str, Any]", (await self.request("completion/complete", params))["completion"])
 
 
 def make_host(*plugins: Any, config: Config | dict[str, Any] | None = None) -> Host:
@@ -265,7 +265,7 @@ async def serve_http(host: Host, *, graceful_timeout: float = 2.0) -> AsyncItera
         await stop.wait()
         app.begin_shutdown()
 
-    task = asyncio.get_running_loop().create_task(serve(app, config, shutdown_trigger=shutdown_trigger))  # type: ignore[arg-type]
+    task = asyncio.get_running_loop().create_task(serve(app, config, shutdown_trigger=shutdown_trigger))  # type: ignore[arg-type]  # Hypercorn types ASGI messages as its TypedDicts; ours are dicts
     try:
         for _ in range(400):
             if task.done():

@@ -9,6 +9,7 @@ never imports Quart, Hypercorn or stdio code, and never names the host: it is gi
 :class:`~mcphost.kernel.services.Services`.
 """
 
-from mcphost.kernel.dispatcher import Kernel, RequestInfo
+from mcphost.kernel.dispatcher import Kernel
+from mcphost.request import RequestInfo
 
 __all__ = ["Kernel", "RequestInfo"]

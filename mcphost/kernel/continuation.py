@@ -132,7 +132,7 @@ class Continuations:
         scope = ContinuationScope(self.kernel, session, request.id, request.method, progress_token,
                                   request.principal, round=run.round, continuation=run)
         run.scope = scope
-        run.task = asyncio.get_running_loop().create_task(start(scope))
+        run.task = asyncio.ensure_future(start(scope))
         run.task.add_done_callback(lambda task: self._finished(run, task))
         return await self._outcome(request, run)
 

@@ -366,7 +366,7 @@ class Kernel:
             self.cluster.tell(session.id, {"t": "response", "m": message})  # another process may wait for it
 
     def _resolve(self, session: Session, message: Message) -> bool:
-        future = session.pending.get(message.get("id"))  # type: ignore[arg-type]
+        future = session.pending.get(message.get("id"))  # type: ignore[arg-type]  # any other id finds nothing
         if future is not None and not future.done():
             future.set_result(message)
             return True
@@ -399,7 +399,7 @@ class Kernel:
         return task is not None
 
     def _respond_here(self, session: Session, message: dict[str, Any]) -> bool:
-        deferred = self._deferred.get((session.id, message.get("id")))
+        deferred = self._deferred.get((session.id, message.get("id")))  # type: ignore[arg-type]  # any other id finds nothing
         if deferred is None:
             return False
         error = message.get("error")
@@ -541,7 +541,7 @@ def _state_keys(configured: tuple[str, ...]) -> list[bytes]:
 
 async def _deliver(session: Session, message: Message) -> None:
     try:
-        await session.outlet(message, None)  # type: ignore[misc]
+        await session.outlet(message, None)  # type: ignore[misc]  # no outlet: logged below like any failed delivery
     except Exception:
         log.warning("could not deliver %s to session %s", message.get("method"), session.id[:8], exc_info=True)
 
@@ -581,7 +581,7 @@ async def _guarded_middleware(failures: PluginFailures, record: Middleware, call
         if outcome[1] is not None:
             raise outcome[1] from None
         if outcome[0] is not _UNKNOWN:
-            return outcome[0]  # type: ignore[no-any-return]
+            return outcome[0]  # type: ignore[no-any-return]  # the rest's result, once it is not _UNKNOWN
         return await call_next(request)
 
 

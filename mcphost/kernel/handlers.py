@@ -9,7 +9,7 @@ import inspect
 import logging
 from collections.abc import Awaitable, Callable
 from concurrent.futures import Executor
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import orjson
 
@@ -135,7 +135,7 @@ def _listing(kernel: Kernel, request: RequestInfo, capability: str, kind: str,
              build: Callable[[Any, str], dict[str, Any]]) -> dict[str, Any]:
     """One page of the catalog's ``kind`` descriptors this caller sees (scopes and allow-lists)."""
     _require_capability(kernel, request, capability)
-    items = _visibility(request).listing(kernel.catalog, kind, request.session.protocol_version, build)
+    items = _visibility(request).listing(kernel.catalog, kind, request.session.protocol_version, build)  # type: ignore[arg-type]  # initialized: it has a version
     chunk, next_cursor = page(items, request.params.get("cursor"), kernel.settings.page_size)
     result: dict[str, Any] = {kind: chunk}
     if next_cursor is not None:
@@ -303,15 +303,16 @@ async def call_tool(kernel: Kernel, request: RequestInfo) -> dict[str, Any]:
         return results.error_result(f"Invalid arguments for tool {name!r}: {exc}")
     run = kernel.tasks.begin(session, name, record.task)
     if record.resumable and request.round is not None and run is None:  # a 2026-07-28 call that must not re-run
-        return await kernel.continuations.call(request, _progress_token(request), functools.partial(
-            _resume_tool, kernel, request, entry, kwargs))
+        return cast("dict[str, Any]", await kernel.continuations.call(request, _progress_token(request),
+                                                                      functools.partial(_resume_tool, kernel, request,
+                                                                                        entry, kwargs)))
     if record.signature is not None and record.signature.context_param:
         scope = _scope(kernel, request) if run is None else TaskScope(
             kernel, session, request.id, request.method, _progress_token(request), round=request.round, run=run)
         kwargs[record.signature.context_param] = Context(scope)
     if run is not None:  # a task may run until its record expires
-        return await run.execute(functools.partial(_invoke_tool, kernel, request, entry, kwargs,
-                                                   kernel.settings.task_ttl))
+        return cast("dict[str, Any]", await run.execute(functools.partial(_invoke_tool, kernel, request, entry, kwargs,
+                                                                          kernel.settings.task_ttl)))
     return await _invoke_tool(kernel, request, entry, kwargs, kernel.settings.max_tool_seconds)
 
 
@@ -350,7 +351,7 @@ async def _invoke_tool(kernel: Kernel, request: RequestInfo, entry: Any, kwargs:
         return results.error_result(exc.message)
     except Exception as exc:
         return await _tool_failed(kernel, request, record, exc)
-    return results.tool_result(entry, value, request.session.protocol_version)
+    return results.tool_result(entry, value, request.session.protocol_version)  # type: ignore[arg-type]  # initialized: it has a version
 
 
 async def _tool_failed(kernel: Kernel, request: RequestInfo, record: Tool, exc: Exception) -> dict[str, Any]:
@@ -579,17 +580,17 @@ async def discover(kernel: Kernel, request: RequestInfo) -> dict[str, Any]:
 
 @method("tasks/get")
 async def get_task(kernel: Kernel, request: RequestInfo) -> dict[str, Any]:
-    return await kernel.tasks.get(request.session, request.params)
+    return cast("dict[str, Any]", await kernel.tasks.get(request.session, request.params))
 
 
 @method("tasks/update")
 async def update_task(kernel: Kernel, request: RequestInfo) -> dict[str, Any]:
-    return await kernel.tasks.update(request.session, request.params)
+    return cast("dict[str, Any]", await kernel.tasks.update(request.session, request.params))
 
 
 @method("tasks/cancel")
 async def cancel_task(kernel: Kernel, request: RequestInfo) -> dict[str, Any]:
-    return await kernel.tasks.cancel(request.session, request.params)
+    return cast("dict[str, Any]", await kernel.tasks.cancel(request.session, request.params))
 
 
 _LIST_KINDS = {"toolsListChanged": ("tools", "tools"), "promptsListChanged": ("prompts", "prompts"),
@@ -642,7 +643,7 @@ async def listen(kernel: Kernel, request: RequestInfo) -> dict[str, Any]:
     listener = Listener(request.session, request.id, kinds, uris, task_ids)
     kernel.listeners.add(listener)
     try:
-        await request.session.outlet(  # type: ignore[misc]
+        await request.session.outlet(  # type: ignore[misc]  # a 2026-07-28 session always has its exchange's outlet
             {"jsonrpc": "2.0", "method": "notifications/subscriptions/acknowledged",
              "params": {"_meta": meta, "notifications": honoured}}, request.id)
         # The stream ends with this result on shutdown, when the caller's credentials expire, or

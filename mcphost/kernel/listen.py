@@ -31,6 +31,6 @@ class Listener:
         """Deliver a notification tagged with this subscription's id; a dead stream is dropped quietly."""
         params = {**params, "_meta": {SUBSCRIPTION_ID: self.request_id}}
         try:
-            await self.session.outlet(jsonrpc.notification(method, params), self.request_id)  # type: ignore[misc]
+            await self.session.outlet(jsonrpc.notification(method, params), self.request_id)  # type: ignore[misc]  # no outlet: the stream is gone (below)
         except Exception:
             log.debug("listen stream %r is gone", self.request_id, exc_info=True)

@@ -13,7 +13,7 @@ each question gets its answer by key. Handlers must be safe to re-run up to thei
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from mcphost.context import ElicitResult
 from mcphost.errors import ClientRequestError, HostSignal
@@ -100,7 +100,7 @@ class ModernScope(RequestScope):
             answer = self.round.answers.get(name)
             if _well_formed(method, answer):
                 self.round.used.add(name)
-                return answer
+                return cast("dict[str, Any]", answer)
             name = await self._missing(name, method, params)  # missing or malformed: ask (again)
 
     async def elicit(self, params: dict[str, Any], timeout: float | None, key: str | None = None) -> ElicitResult:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import base64
 import logging
-from typing import Any
+from typing import Any, cast
 
 import jsonschema
 import orjson
@@ -33,7 +33,8 @@ def _downgrade(blocks: list[dict[str, Any]], version: str) -> list[dict[str, Any
     # resource_link blocks arrived in 2025-06-18; older clients get the link as text.
     if at_least(version, "2025-06-18") or not any(b.get("type") == "resource_link" for b in blocks):
         return blocks
-    return [text(f"{b.get('name', '')}: {b['uri']}") if b.get("type") == "resource_link" else b for b in blocks]
+    return [cast("dict[str, Any]", text(f"{b.get('name', '')}: {b['uri']}")) if b.get("type") == "resource_link" else b
+            for b in blocks]
 
 
 def tool_result(entry: ToolEntry, value: Any, version: str) -> dict[str, Any]:

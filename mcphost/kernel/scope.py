@@ -155,7 +155,7 @@ class RequestScope:
             raise ClientRequestError(INVALID_PARAMS, f"Invalid elicitation action {action!r}")
         content = answer.get("content")
         if action != "accept" or params.get("mode", "form") != "form":
-            return ElicitResult(action, None)  # type: ignore[arg-type]
+            return ElicitResult(action, None)  # type: ignore[arg-type]  # one of _ELICIT_ACTIONS (checked above)
         if not isinstance(content, dict):
             raise ClientRequestError(INVALID_PARAMS, "The accepted elicitation carried no content object")
         validator = self._kernel.validator_for(params["requestedSchema"])

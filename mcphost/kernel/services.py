@@ -49,21 +49,28 @@ class Exchange(Protocol):
     stdio has one for the whole process; HTTP one per request.
     """
 
+    # Read-only: the kernel never sets them, and a transport may give each as a plain attribute or a property.
+
     #: The connection facts the lifecycle hooks and middleware see.
-    connection: Connection
+    @property
+    def connection(self) -> Connection: ...
     #: HTTP request headers, lower-case names (None on stdio).
-    headers: Mapping[str, str] | None
+    @property
+    def headers(self) -> Mapping[str, str] | None: ...
     #: ``Mcp-Session-Id`` of the exchange (None when absent, and always on stdio).
-    session_id: str | None
+    @property
+    def session_id(self) -> str | None: ...
     #: The era the connection already settled (stdio once its session is initialized), else None.
-    era: Era | None
+    @property
+    def era(self) -> Era | None: ...
     #: The transport vouches for an anonymous client (stdio: whoever started the process).
-    trusted: bool
+    @property
+    def trusted(self) -> bool: ...
 
     async def send(self, message: dict[str, Any], related: Any) -> None:
         """Deliver a server message of a 2026-07-28 request (its outlet)."""
 
-    async def reply(self, reply: Awaitable[Any] | None) -> str:
+    async def reply(self, reply: asyncio.Future[Any] | None) -> str:
         """Deliver the reply of a 2026-07-28 request (None for a notification): return the
         disconnect reason (``complete`` or ``dropped``)."""
 
@@ -90,6 +97,9 @@ class KernelView(Protocol):
     closing: asyncio.Event
 
     catalog: Catalog
+
+    @property
+    def sync_pool(self) -> Any: ...
 
     def defer(self, session: Session, request_id: Any) -> Deferred: ...
 

@@ -25,7 +25,7 @@ import secrets
 import time
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from mcphost.kernel.modern import ModernScope, principal_key
 from mcphost.protocol.errors import (
@@ -97,7 +97,7 @@ class TaskRun:
         self.state = "sync"  # sync -> escalating -> task
         self.record: dict[str, Any] = {}
         self.created: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self.handler: asyncio.Task[Any] | None = None
+        self.handler: asyncio.Task[dict[str, Any]] | None = None
         self.waiters: dict[str, asyncio.Future[Any]] = {}
         self.retries = 0
         self.stopping: str | None = None  # why the host cancelled the handler (shutdown)
@@ -343,7 +343,7 @@ class TaskManager:
 
     @property
     def lease(self) -> float:
-        return self.settings.task_lease
+        return cast(float, self.settings.task_lease)
 
     def keep_beating(self) -> None:
         """On a shared backend, restamp running tasks every third of a lease: proof that a process runs them."""
@@ -437,9 +437,9 @@ class TaskManager:
         runs = [run for run in self.running.values() if run.handler is not None and not run.handler.done()]
         for run in runs:
             run.stopping = reason
-            run.handler.cancel()  # type: ignore[union-attr]
+            run.handler.cancel()  # type: ignore[union-attr]  # runs holds only runs with a handler
         if runs:
-            await asyncio.gather(*(run.handler for run in runs), return_exceptions=True)  # type: ignore[misc]
+            await asyncio.gather(*(run.handler for run in runs), return_exceptions=True)  # type: ignore[arg-type]  # as above
 
 
 __all__ = ["EXTENSION", "TaskManager", "TaskRun", "TaskScope", "declares_tasks"]

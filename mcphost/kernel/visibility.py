@@ -44,7 +44,7 @@ class Visibility:
         grant = self._grant
         if grant is _UNSET:
             grant = self._grant = grant_of(self.principal, self.session.trusted)
-        return grant  # type: ignore[no-any-return]
+        return grant  # type: ignore[no-any-return]  # _grant is Any only to hold the _UNSET marker
 
     # -- the allow-lists (hidden is unknown) ------------------------------------------------------
 

@@ -8,7 +8,7 @@ fail as one ``JSONDecodeError``, so a single except clause maps every malformed 
 from __future__ import annotations
 
 import enum
-from typing import Any
+from typing import Any, TypeGuard
 
 import orjson
 
@@ -37,7 +37,7 @@ def encode(message: Any) -> bytes:
     return orjson.dumps(message)
 
 
-def valid_id(value: object) -> bool:
+def valid_id(value: object) -> TypeGuard[RequestId]:
     # bool is an int subclass; JSON-RPC ids are strings or integers, never true/false.
     return (isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool)))
 
@@ -47,7 +47,7 @@ def readable_id(message: object) -> RequestId | None:
     if isinstance(message, dict):
         value = message.get("id")
         if valid_id(value):
-            return value  # type: ignore[return-value]
+            return value
     return None
 
 

@@ -411,13 +411,13 @@ def _match_group(group: _Group, uri: str, pos: int, end: int, out: MatchResult) 
         if unit.prefixes:
             if pos < end and uri[pos] in unit.prefixes:
                 start = pos + 1
-                stop = max(start, min(unit.run.match(uri, start, end).end(), reserve))
+                stop = max(start, min(unit.run.match(uri, start, end).end(), reserve))  # type: ignore[union-attr]  # run patterns end in *: they always match
                 _assign(unit, uri[start:stop], out)
                 pos = stop
             else:
                 _assign(unit, None, out)
         else:
-            stop = min(unit.run.match(uri, pos, end).end(), reserve)
+            stop = min(unit.run.match(uri, pos, end).end(), reserve)  # type: ignore[union-attr]  # run patterns end in *: they always match
             if stop - pos < unit.min_len:
                 raise _NoMatch
             _assign(unit, uri[pos:stop], out)
@@ -513,7 +513,7 @@ class UriTemplate:
                     _match_group(group, uri, pos, end, out)
                     break
                 literal = group.literal
-                bound = end if group.limit is None else group.limit.match(uri, pos, end).end()
+                bound = end if group.limit is None else group.limit.match(uri, pos, end).end()  # type: ignore[union-attr]  # run patterns end in *: they always match
                 # First fit: the earliest occurrence the group could end at.
                 j = uri.find(literal, pos + group.min_len, min(bound + len(literal), end))
                 if j < 0:

@@ -145,11 +145,7 @@ class HttpTransport(SseStreams):
         return self.host.backend.events
 
     @property
-    def shared(self) -> bool:
-        return self.manager.shared
-
-    @property
-    def lease(self) -> float:  # type: ignore[override]
+    def lease(self) -> float:  # type: ignore[override]  # SseStreams only reads it; here it is the manager's
         return self.manager.lease
 
     # -- lifecycle ----------------------------------------------------------------------------
@@ -372,6 +368,7 @@ class HttpTransport(SseStreams):
     async def _post_legacy(self, headers: dict[str, str], connection: Connection, payload: Any, receive: Receive,
                            send: Send) -> None:
         """A session-era POST: create or find the session, run its messages, stream the replies."""
+        assert self.host.kernel is not None  # the host starts it before serving
         version = headers.get("mcp-protocol-version")
         batch = isinstance(payload, list)
         request_id = None if batch else jsonrpc.readable_id(payload)  # for errors from here on
@@ -503,6 +500,7 @@ class HttpTransport(SseStreams):
 
     async def _reply_json(self, session: Session, connection: Connection, messages: list[Any], batch: bool,
                           send: Send, extra: dict[str, str], principal: Principal | None) -> None:
+        assert self.host.kernel is not None  # the host starts it before serving
         replies = [r for r in (self.host.kernel.receive(session, m, connection, principal) for m in messages)
                    if r is not None]
         results = [m for m in [await r for r in replies] if m is not None]

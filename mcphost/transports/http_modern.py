@@ -24,8 +24,8 @@ from mcphost.protocol.errors import (
 from mcphost.transports.asgi import Receive, Send, respond, wait_disconnect
 
 #: JSON-RPC error codes that are answered with an HTTP error status in this revision.
-STATUS_OF = {METHOD_NOT_FOUND: 404, HEADER_MISMATCH: 400, MISSING_CLIENT_CAPABILITY: 400,
-             UNSUPPORTED_PROTOCOL_VERSION: 400}
+STATUS_OF: dict[object, int] = {METHOD_NOT_FOUND: 404, HEADER_MISMATCH: 400, MISSING_CLIENT_CAPABILITY: 400,
+                               UNSUPPORTED_PROTOCOL_VERSION: 400}
 _SSE = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache"), (b"x-accel-buffering", b"no")]
 _CLOSED = object()
 
@@ -69,7 +69,7 @@ async def _wait_and_answer(reply: asyncio.Future[Any], queue: asyncio.Queue[Any]
             await respond(send, status_for(message), jsonrpc.encode(message) if message else b"", {})
             return "complete"
         await send({"type": "http.response.start", "status": 200, "headers": list(_SSE)})
-        pending = first
+        pending: asyncio.Future[Any] | None = first
         while True:
             getter = pending or asyncio.ensure_future(queue.get())
             pending = None

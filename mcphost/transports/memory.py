@@ -14,6 +14,7 @@ from typing import Any
 
 from mcphost.host import Host
 from mcphost.protocol import jsonrpc
+from mcphost.protocol.era import Era
 from mcphost.protocol.errors import METHOD_NOT_FOUND, McpError
 from mcphost.protocol.versions import LATEST_LEGACY
 from mcphost.sessions.session import Connection, Session
@@ -24,7 +25,7 @@ class MemoryTransport:
 
     headers = None
     trusted = True
-    era = "legacy"  # initialize first: a session-era client
+    era: Era = "legacy"  # initialize first: a session-era client
 
     def __init__(self, host: Host, *, client_info: dict[str, Any] | None = None) -> None:
         self.host = host
@@ -89,7 +90,7 @@ class MemoryTransport:
         reply = await self.request("tools/call", {"name": name, "arguments": arguments or {}})
         if "error" in reply:
             raise McpError(reply["error"]["code"], reply["error"]["message"], reply["error"].get("data"))
-        return reply["result"]  # type: ignore[no-any-return]
+        return reply["result"]  # type: ignore[no-any-return]  # a result is an object (the kernel built it)
 
     # -- the kernel's exchange (see mcphost.kernel.services.Exchange) ------------------------------
 

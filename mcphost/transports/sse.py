@@ -15,13 +15,16 @@ import re
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mcphost.protocol import jsonrpc
 from mcphost.protocol.errors import REQUEST_CANCELLED, McpError
 from mcphost.sessions.backend import BackendUnavailable, UnknownEvent
 from mcphost.sessions.session import Session
 from mcphost.transports.asgi import Receive, Send, wait_disconnect
+
+if TYPE_CHECKING:
+    from mcphost.sessions.manager import SessionManager
 
 log = logging.getLogger("mcphost.http")
 
@@ -96,7 +99,14 @@ class SseStreams:
     transport's settings, event log and session manager)."""
 
     events: Any
-    manager: Any
+    manager: SessionManager
+    host: Any
+
+    @property
+    def shared(self) -> bool:
+        """Sessions live in a store shared with other processes."""
+        return self.manager.shared
+
     settings: Any
     closing: asyncio.Event
     keepalive: float
@@ -333,7 +343,8 @@ class SseStreams:
                 # store outage delays the reply instead of losing it.
                 await patiently(lambda: self.manager.persist(session))
                 if message is not None:
-                    await patiently(lambda m=message: self.events.append(session.id, stream, m, final=single))
+                    await patiently(lambda m=message: self.events.append(  # type: ignore[misc]  # mypy infers no lambda with a default
+                        session.id, stream, m, final=single))
                     finished = single
             if not finished:  # a batch, or no reply: mark the stream done
                 await (patiently(lambda: self.events.finish(session.id, stream)) if self.shared

@@ -17,6 +17,7 @@ block on the full pipe), and 2026-07-28 requests beyond that many at once get -3
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 import os
 import signal
@@ -27,6 +28,7 @@ from typing import Any, BinaryIO
 from mcphost.errors import Refused
 from mcphost.host import Host
 from mcphost.protocol import jsonrpc
+from mcphost.protocol.era import Era
 from mcphost.protocol.errors import INVALID_REQUEST, SERVER_BUSY, McpError
 from mcphost.protocol.versions import allows_batches
 from mcphost.sessions.session import Connection, Session
@@ -183,7 +185,8 @@ class StdioServer:
             return
         # A 2026-07-28 request: its lifecycle runs as the task that writes its reply.
         if len(self._modern_running) >= self.max_waiting:
-            work.close()
+            if inspect.iscoroutine(work):
+                work.close()  # never started: nothing ran
             if isinstance(message, dict) and "id" in message:
                 await self.write(jsonrpc.error(message["id"], McpError(
                     SERVER_BUSY, "Too many requests in flight; retry later")))
@@ -196,7 +199,8 @@ class StdioServer:
 
     def legacy(self, session: Session, message: Any) -> None:
         """A session-era message: the kernel answers it for this process's session."""
-        reply = self.host.kernel.receive(session, message, self.connection)  # type: ignore[union-attr]
+        assert self.host.kernel is not None
+        reply = self.host.kernel.receive(session, message, self.connection)
         if reply is not None:
             self._track(reply, self._send_reply)
 
@@ -247,7 +251,8 @@ class StdioServer:
             await self.write(jsonrpc.error(None, McpError(
                 INVALID_REQUEST, "Batches are not accepted (only on 2025-03-26 sessions, never with initialize)")))
             return
-        replies = [r for r in (self.host.kernel.receive(session, m, self.connection) for m in batch)  # type: ignore[union-attr]
+        assert self.host.kernel is not None
+        replies = [r for r in (self.host.kernel.receive(session, m, self.connection) for m in batch)
                    if r is not None]
         if replies:
             self._track(asyncio.gather(*replies), self._send_batch)
@@ -301,7 +306,7 @@ class _Line:
     session_id = None
 
     @property
-    def era(self) -> str | None:
+    def era(self) -> Era | None:
         """An initialized session settles the era of this connection: the session era."""
         session = self.server.session
         return "legacy" if session is not None and session.protocol_version is not None else None
@@ -381,7 +386,7 @@ async def open_stdio(stdin: BinaryIO | None = None, stdout: BinaryIO | None = No
     reader: asyncio.StreamReader | _FileReader
     if _watchable(source.fileno()):
         reader = asyncio.StreamReader(limit=CHUNK * 2)
-        await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), source)
+        await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), source)  # type: ignore[arg-type]  # the StreamReader just made
     else:
         reader = _FileReader(source.fileno())
     if stdout is None:
