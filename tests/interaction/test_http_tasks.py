@@ -1,11 +1,12 @@
-"""The 2026-07-28 tasks extension (``io.modelcontextprotocol/tasks``) over real HTTP.
+"""The 2026-07-28 tasks extension (``io.modelcontextprotocol/tasks``): what needs HTTP or a host of its own.
 
-A real ``mcphost serve`` with the conformance plugin's task fixtures (greet, slow_compute,
-failing_job, protocol_error_job, confirm_delete, multi_input, test_tool_with_task) and the
-``httpauth`` test plugin, so tasks can be tried across principals. The conformance suite scores
-the happy paths (tests/interop/test_http_conformance.py); these tests pin the rest: binding to the
-principal, re-asking a malformed in-task answer under a fresh key, partial updates, listen
-streams with ``taskIds``, expiry after ``ttlMs``, the session era and graceful shutdown.
+What tasks do on every transport (negotiation, lifecycle, cancel, questions inside a task, the
+session era) is written once in ``test_tasks.py`` and runs in every cell of the interaction matrix.
+Here: a real ``mcphost serve`` with the conformance plugin's task fixtures and the ``httpauth``
+test plugin, so tasks can be tried across principals (binding to the principal, listen streams
+with ``taskIds``), expiry after ``ttlMs`` (a server with its own setting), and in-process hosts
+for graceful shutdown and the task cap. The conformance suite scores the happy paths
+(tests/interop/test_http_conformance.py).
 """
 
 from __future__ import annotations
@@ -33,7 +34,6 @@ WITHOUT_TASKS = {"elicitation": {}, "sampling": {}}
 PLUGINS = "demo,conformance,httpauth"
 #: httpauth authenticates X-Test-User; requests without it stay anonymous (not 401).
 ANONYMOUS_TOO = {"MCPHOST_ALLOW_ANONYMOUS": "true"}
-TASK_FIELDS = {"taskId", "status", "createdAt", "lastUpdatedAt", "ttlMs", "pollIntervalMs"}
 
 
 def request(method: str, params: dict[str, Any] | None = None, *, tasks: bool = True,
@@ -110,12 +110,6 @@ def client() -> Iterator[httpx.Client]:
 
 # -- negotiation ------------------------------------------------------------------------------------------
 
-def test_discover_advertises_the_extension_and_no_core_tasks_capability(server, client):
-    capabilities = result(client, server, "server/discover")["capabilities"]
-    assert capabilities["extensions"] == {TASKS: {}}
-    assert "tasks" not in capabilities
-
-
 def test_a_host_without_task_capable_tools_does_not_advertise_it():
     host = make_host(("plain", _Plain()))
     host.prepare()
@@ -137,67 +131,6 @@ class _Plain:
         return [hello]
 
 
-def test_without_the_extension_tasks_methods_get_32021_and_optional_tools_run_synchronously(server, client):
-    for method, params in (("tasks/get", {"taskId": "x"}), ("tasks/update", {"taskId": "x", "inputResponses": {}}),
-                           ("tasks/cancel", {"taskId": "x"})):
-        err = error(client, server, method, params, status=400, tasks=False)
-        assert err["code"] == -32021
-        assert err["data"]["requiredCapabilities"] == {"extensions": {TASKS: {}}}
-    plain = call(client, server, "slow_compute", {"seconds": 0.5, "label": "sync"}, tasks=False)
-    assert plain["resultType"] == "complete" and "taskId" not in plain
-    assert plain["content"][0]["text"] == "sync: computed after 0.5s"
-    err = error(client, server, "tools/call", {"name": "failing_job", "arguments": {}}, status=400, tasks=False)
-    assert err["code"] == -32021 and err["data"]["requiredCapabilities"]["extensions"] == {TASKS: {}}
-
-
-def test_removed_methods_are_404_method_not_found(server, client):
-    for method in ("tasks/result", "tasks/list"):
-        assert error(client, server, method, {"taskId": "x"}, status=404)["code"] == -32601
-
-
-# -- lifecycle ------------------------------------------------------------------------------------------------
-
-def test_a_task_is_durable_when_created_and_completes_with_the_inlined_result(server, client):
-    created = call(client, server, "slow_compute", {"seconds": 1, "label": "life"})
-    assert created["resultType"] == "task"
-    assert TASK_FIELDS <= set(created) and not {"result", "error", "inputRequests", "requestState"} & set(created)
-    assert created["status"] == "working" and created["ttlMs"] == 3_600_000 and created["pollIntervalMs"] == 500
-    task = result(client, server, "tasks/get", {"taskId": created["taskId"]})  # at once: durable before the reply
-    assert task["status"] == "working" and task["resultType"] == "complete" and "result" not in task
-    done = wait_for(client, server, created["taskId"], {"completed"})
-    assert done["result"]["content"][0]["text"] == "life: computed after 1s"
-    assert "io.modelcontextprotocol/related-task" not in (done["result"].get("_meta") or {})
-    assert done["lastUpdatedAt"] >= done["createdAt"]
-
-
-def test_a_quick_call_of_an_optional_tool_stays_synchronous(server, client):
-    quick = call(client, server, "slow_compute", {"seconds": 0, "label": "now"})
-    assert quick["resultType"] == "complete" and quick["content"][0]["text"] == "now: computed after 0s"
-
-
-def test_a_protocol_error_fails_the_task_and_a_tool_error_completes_it(server, client):
-    failed = wait_for(client, server, start_task(client, server, "protocol_error_job"), {"failed"})
-    assert failed["error"]["code"] == -32603 and "result" not in failed
-    errored = wait_for(client, server, start_task(client, server, "failing_job"), {"completed"})
-    assert errored["result"]["isError"] is True
-
-
-def test_cancel_settles_to_cancelled_and_is_idempotent(server, client):
-    task_id = start_task(client, server, "slow_compute", {"seconds": 60})
-    ack = result(client, server, "tasks/cancel", {"taskId": task_id})
-    assert ack["resultType"] == "complete" and set(ack) == {"resultType", "_meta"}
-    cancelled = wait_for(client, server, task_id, {"cancelled", "completed", "failed"}, timeout=3)
-    assert cancelled["status"] == "cancelled"
-    again = result(client, server, "tasks/cancel", {"taskId": task_id})
-    assert again["resultType"] == "complete" and "status" not in again
-
-
-def test_unknown_task_ids_are_32602(server, client):
-    for task_id in ("nope", "x" * 5000):
-        err = error(client, server, "tasks/get", {"taskId": task_id}, status=200)
-        assert err["code"] == -32602 and err["message"] == "Unknown task"
-
-
 # -- binding to the principal ---------------------------------------------------------------------------------
 
 def test_a_task_is_invisible_to_another_principal_and_to_anonymous_callers(server, client):
@@ -212,57 +145,6 @@ def test_a_task_is_invisible_to_another_principal_and_to_anonymous_callers(serve
     assert result(client, server, "tasks/get", {"taskId": task_id}, user="alice")["status"] == "working"
     result(client, server, "tasks/cancel", {"taskId": task_id}, user="alice")
     assert wait_for(client, server, task_id, {"cancelled"}, user="alice")["status"] == "cancelled"
-
-
-# -- questions inside a task -----------------------------------------------------------------------------------
-
-def test_an_unusable_answer_is_asked_again_under_a_fresh_key(server, client):
-    task_id = start_task(client, server, "confirm_delete", {"filename": "a.txt"})
-    asked = wait_for(client, server, task_id, {"input_required"})
-    (key, question), = asked["inputRequests"].items()
-    assert question["method"] == "elicitation/create"
-    assert question["params"]["requestedSchema"]["properties"]["confirm"]["type"] == "boolean"
-    wrong = {"action": "accept", "content": {"confirm": "yes"}}  # a string where the schema wants a boolean
-    result(client, server, "tasks/update", {"taskId": task_id, "inputResponses": {key: wrong}})
-    again = wait_for(client, server, task_id, {"input_required"})
-    assert list(again["inputRequests"]) != [key] and len(again["inputRequests"]) == 1  # keys are never reused
-    (retry_key,) = again["inputRequests"]
-    ack = result(client, server, "tasks/update", {"taskId": task_id, "inputResponses": {
-        retry_key: {"action": "accept", "content": {"confirm": True}}, "unknown-key": {"ignored": True}}})
-    assert ack["resultType"] == "complete" and "status" not in ack
-    done = wait_for(client, server, task_id, {"completed"})
-    assert done["result"]["content"][0]["text"] == "Deleted a.txt"
-
-
-def test_a_partial_update_leaves_only_the_unanswered_question(server, client):
-    task_id = start_task(client, server, "multi_input")
-    deadline = time.monotonic() + 5
-    while len((asked := result(client, server, "tasks/get", {"taskId": task_id})).get("inputRequests") or {}) < 2:
-        assert time.monotonic() < deadline, asked
-        time.sleep(0.05)
-    first, second = sorted(asked["inputRequests"])
-    answer = {"action": "accept", "content": {"name": "Ada", "confirm": True}}
-    result(client, server, "tasks/update", {"taskId": task_id, "inputResponses": {first: answer}})
-    partial = result(client, server, "tasks/get", {"taskId": task_id})
-    assert partial["status"] == "input_required" and list(partial["inputRequests"]) == [second]
-    result(client, server, "tasks/update", {"taskId": task_id, "inputResponses": {first: answer}})  # already answered
-    assert list(result(client, server, "tasks/get", {"taskId": task_id})["inputRequests"]) == [second]
-    result(client, server, "tasks/update", {"taskId": task_id, "inputResponses": {second: answer}})
-    done = wait_for(client, server, task_id, {"completed"})
-    assert done["result"]["content"][0]["text"] == "name=Ada confirm=True"
-
-
-def test_input_rounds_before_the_task_are_answered_synchronously(server, client):
-    first = call(client, server, "test_tool_with_task")
-    assert first["resultType"] == "input_required" and "taskId" not in first
-    assert list(first["inputRequests"]) == ["user_name"]
-    alice = {"action": "accept", "content": {"name": "Alice"}}
-    second = result(client, server, "tools/call", {"name": "test_tool_with_task", "arguments": {},
-                                                   "requestState": first["requestState"],
-                                                   "inputResponses": {"user_name": alice}})
-    assert second["resultType"] == "task" and "requestState" not in second
-    done = wait_for(client, server, second["taskId"], {"completed"})
-    assert "Alice" in done["result"]["content"][0]["text"]
 
 
 # -- listen streams ---------------------------------------------------------------------------------------------
@@ -304,12 +186,7 @@ def test_listen_delivers_status_notifications_for_the_callers_own_tasks(server, 
     result(client, server, "tasks/cancel", {"taskId": theirs}, user="bob")
 
 
-def test_listen_for_tasks_without_the_extension_is_32021(server, client):
-    err = error(client, server, "subscriptions/listen", {"notifications": {"taskIds": ["x"]}}, status=400, tasks=False)
-    assert err["code"] == -32021
-
-
-# -- expiry, session era, shutdown --------------------------------------------------------------------------------
+# -- expiry, shutdown --------------------------------------------------------------------------------
 
 def test_a_task_is_kept_for_its_ttl_and_then_forgotten(tmp_path: Path):
     env = probe_env(tmp_path, {**ANONYMOUS_TOO, "MCPHOST_TASK_TTL": "1.5"})
@@ -323,22 +200,6 @@ def test_a_task_is_kept_for_its_ttl_and_then_forgotten(tmp_path: Path):
             assert error(client, server, "tasks/get", {"taskId": created["taskId"]}, status=200)["code"] == -32602
     finally:
         server.stop()
-
-
-def test_the_session_era_runs_task_tools_synchronously_and_has_no_tasks_methods(server, client):
-    headers = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
-    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
-    response = client.post(server.url, headers=headers, content=json.dumps(init))
-    session_headers = {**headers, "mcp-session-id": response.headers["mcp-session-id"],
-                       "mcp-protocol-version": "2025-11-25"}
-    call_message = {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
-                    "params": {"name": "failing_job", "arguments": {}, "task": {"ttl": 1000}}}
-    reply = messages_of(client.post(server.url, headers=session_headers, content=json.dumps(call_message)))[-1]
-    assert reply["result"]["isError"] is True and "taskId" not in reply["result"]
-    get = {"jsonrpc": "2.0", "id": 3, "method": "tasks/get", "params": {"taskId": "x"}}
-    assert messages_of(client.post(server.url, headers=session_headers,
-                                   content=json.dumps(get)))[-1]["error"]["code"] == -32601
 
 
 async def _call_in_process(host: Any, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
