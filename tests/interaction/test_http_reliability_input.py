@@ -1,7 +1,8 @@
 """RELIABILITY.md rows A (input validation), B1-B3 (body limits), C (sessions) and E (transport
 security) over Streamable HTTP, against a real ``mcphost serve`` on loopback.
 
-Most tests share one server (demo, conformance and the test plugins ``httpprobe`` and
+A12 and A17, which hold the same on every transport, are in ``test_reliability.py`` (the
+interaction matrix). Most tests share one server (demo, conformance and the test plugins ``httpprobe`` and
 ``httpauth``); the ones that need other settings start their own. After every malformed input
 the server must still answer the next valid request.
 """
@@ -193,7 +194,7 @@ def test_a6_unsupported_protocol_version_header_is_400_with_the_literal(server: 
         assert answer(post(client, server, session, rpc(version, "ping"), mcp_protocol_version=version), version)
 
 
-# -- A10, A17: notifications and responses ---------------------------------------------------------
+# -- A10: notifications and responses (A17 for every transport: test_reliability.py) ---------------
 
 @pytest.mark.parametrize("message", [
     {"jsonrpc": "2.0", "method": "notifications/initialized"},
@@ -209,19 +210,6 @@ def test_a10_posted_notifications_and_responses_get_202_and_an_empty_body(
     assert response.content == b""
     assert "content-type" not in response.headers
     assert_serving(server, client, session)
-
-
-def test_a17_cancellation_and_responses_for_unknown_ids_are_ignored(server: HttpServer, client: httpx.Client,
-                                                                    session: str) -> None:
-    for message in ({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 999}},
-                    {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": {"x": 1}}},
-                    {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {}},
-                    {"jsonrpc": "2.0", "method": "notifications/cancelled"},
-                    {"jsonrpc": "2.0", "id": 999, "result": {"action": "accept"}},
-                    {"jsonrpc": "2.0", "id": None, "error": {"code": -32000, "message": "x"}}):
-        assert post(client, server, session, message).status_code == 202
-    echoed = answer(post(client, server, session, call(1, "echo", {"text": "still here"})), 1, "tools/call")
-    assert echoed["result"]["content"][0]["text"] == "still here"
 
 
 # -- A11: parser edge cases -------------------------------------------------------------------------
@@ -299,29 +287,7 @@ def test_a11_a_1mb_string_in_params_name_is_refused_in_band_without_echoing_it(
     assert_serving(server, client, session)
 
 
-# -- A12-A14: bad params, leaking handlers, resource URIs ---------------------------------------
-
-@pytest.mark.parametrize("params", [
-    {"name": "echo", "arguments": "text=hi"},
-    {"name": "echo", "arguments": ["hi"]},
-    {"arguments": {"text": "hi"}},
-    {"name": 42},
-    {"name": None},
-    {"name": "no-such-tool"},
-    {"name": ""},
-])
-def test_a12_tools_call_with_bad_params_is_an_in_band_32602_at_200(server: HttpServer, client: httpx.Client,
-                                                                   session: str, params: dict[str, Any]) -> None:
-    reply = answer(post(client, server, session, rpc(1, "tools/call", params)), 1, "tools/call")
-    assert reply["error"]["code"] == -32602
-    assert_serving(server, client, session)
-
-
-def test_a12_arguments_that_fail_the_schema_are_a_tool_error_result(server: HttpServer, client: httpx.Client,
-                                                                    session: str) -> None:
-    reply = answer(post(client, server, session, call(1, "echo", {"text": 5})), 1, "tools/call")
-    assert reply["result"]["isError"] is True
-    assert_serving(server, client, session)
+# -- A13-A14: leaking handlers, resource URIs (A12 for every transport: test_reliability.py) ----
 
 
 def test_a13_handler_exceptions_never_put_their_message_on_the_wire(server: HttpServer, client: httpx.Client,
