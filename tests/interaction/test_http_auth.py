@@ -595,7 +595,7 @@ async def test_the_python_sdk_client_with_a_bearer_header(server, mode, revision
     import httpx2
     from mcp.client.streamable_http import streamable_http_client
 
-    from tests.interop.test_http_sdk import ClientSide, RecordingTransport
+    from tests.support.sdk_support import ClientSide, RecordingTransport
 
     recorder, side = RecordingTransport(), ClientSide()
     http = httpx2.AsyncClient(transport=recorder, headers={"Authorization": f"Bearer {ALICE}"},
