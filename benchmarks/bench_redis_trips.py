@@ -33,7 +33,7 @@ sys.path[:0] = [str(REPO), str(REPO / "plugins" / "mcphost-redis")]
 
 from mcphost_redis.testing import RedisServer, free_port  # noqa: E402
 
-from tests.fixtures.distributions import make_distribution  # noqa: E402
+from tests.support.fixtures.distributions import make_distribution  # noqa: E402
 
 PLUGIN = '''
 import time

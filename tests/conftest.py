@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.http_support import HttpServer
-from tests.js.run import ensure_ts_client
-from tests.stdio_support import RawServer, server_env
+from tests.support.http_support import HttpServer
+from tests.support.js.run import ensure_ts_client
+from tests.support.stdio_support import RawServer, server_env
 
 
 @pytest.fixture(scope="module")

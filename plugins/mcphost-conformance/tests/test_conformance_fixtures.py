@@ -2,7 +2,7 @@
 
 Every test talks to a Host serving only this plugin through mcphost's in-memory client, and every
 message the host sent to any client is validated against the official JSON schema of the revision
-the client negotiated (``tests/wire.py`` of the mcphost repository).
+the client negotiated (``tests/support/wire.py`` of the mcphost repository).
 """
 
 from __future__ import annotations
@@ -105,10 +105,10 @@ SEP1330_SCHEMA = {
 
 
 def _wire_validator() -> Any:
-    """``tests.wire.WireValidator`` of the mcphost checkout this plugin lives in."""
+    """``tests.support.wire.WireValidator`` of the mcphost checkout this plugin lives in."""
     if str(REPO_ROOT) not in sys.path:
         sys.path.insert(0, str(REPO_ROOT))
-    return importlib.import_module("tests.wire").WireValidator
+    return importlib.import_module("tests.support.wire").WireValidator
 
 
 WireValidator = _wire_validator()

@@ -3,7 +3,7 @@
 Each request gets its own short-lived modern session (``kernel.modern_session``) and goes through
 ``kernel.receive_modern``, the steps ``Kernel.serve`` runs for the stdio and HTTP transports; the notifications the
 kernel sends meanwhile are collected from the session's outlet. Every reply and notification is
-validated against the official 2026-07-28 schema (``tests/wire.py`` of the mcphost repository).
+validated against the official 2026-07-28 schema (``tests/support/wire.py`` of the mcphost repository).
 The scenarios follow ``CONFORMANCE.md``: server-stateless (the diagnostic tools) and the
 input-required-result (MRTR) family. The session-era behaviour of the same fixtures is checked
 at the end with mcphost's in-memory client.
@@ -55,10 +55,10 @@ STATELESS_TOOLS = {
 
 
 def _wire_validator() -> Any:
-    """``tests.wire.WireValidator`` of the mcphost checkout this plugin lives in."""
+    """``tests.support.wire.WireValidator`` of the mcphost checkout this plugin lives in."""
     if str(REPO_ROOT) not in sys.path:
         sys.path.insert(0, str(REPO_ROOT))
-    return importlib.import_module("tests.wire").WireValidator
+    return importlib.import_module("tests.support.wire").WireValidator
 
 
 WireValidator = _wire_validator()

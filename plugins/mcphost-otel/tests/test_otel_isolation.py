@@ -11,9 +11,9 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.http_plugins.bearer import TOKENS
-from tests.http_plugins.harness import probe_env
-from tests.http_support import HttpServer
+from tests.support.http_plugins.bearer import TOKENS
+from tests.support.http_plugins.harness import probe_env
+from tests.support.http_support import HttpServer
 
 PROMETHEUS = "[plugins.otel]\nprometheus = true\n"
 OTEL_OFF = {"OTEL_TRACES_EXPORTER": "none", "OTEL_METRICS_EXPORTER": "none"}

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.http_support import HttpServer
+from tests.support.http_support import HttpServer
 
 REPO = Path(__file__).resolve().parents[3]
 CONFORMANCE = REPO / "scripts" / "conformance"

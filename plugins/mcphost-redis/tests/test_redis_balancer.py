@@ -25,9 +25,9 @@ import httpx
 import pytest
 from mcphost_redis.testing import Haproxy, RedisServer, haproxy_path
 
-from tests.fixtures.distributions import make_distribution
-from tests.http_plugins.harness import SseReader
-from tests.http_support import ACCEPT_BOTH, HttpServer, sse_messages
+from tests.support.fixtures.distributions import make_distribution
+from tests.support.http_plugins.harness import SseReader
+from tests.support.http_support import ACCEPT_BOTH, HttpServer, sse_messages
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 HAPROXY_CFG = REPO_ROOT / "deploy" / "haproxy.cfg"
@@ -178,7 +178,7 @@ async def test_round_robin_spreads_requests_over_every_node(balanced: Balanced):
 # -- the official conformance suites against the balancer's address ------------------------------------
 
 def _conformance(balanced: Balanced, record_property: Any, *args: str) -> tuple[list[str], str]:
-    from tests import test_http_conformance as conformance
+    from tests.interop import test_http_conformance as conformance
     if shutil.which("npm") is None:  # scripts/conformance installs the suite with npm
         if os.environ.get("CI"):
             pytest.fail("the conformance suite is required in CI but npm is not on PATH")
@@ -195,7 +195,7 @@ def _conformance(balanced: Balanced, record_property: Any, *args: str) -> tuple[
 
 
 def test_conformance_0_1_16_through_the_balancer(balanced: Balanced, record_property):
-    from tests.test_http_conformance import _expect, _summary
+    from tests.interop.test_http_conformance import _expect, _summary
     lines, log = _conformance(balanced, record_property)
     _expect(lines, log, "PASS 32/32")
     assert len(_summary(log)) == 32
@@ -204,7 +204,7 @@ def test_conformance_0_1_16_through_the_balancer(balanced: Balanced, record_prop
 def test_conformance_alpha_suite_all_through_the_balancer(balanced: Balanced, record_property):
     """Every 2026-07-28 scenario, the eight input-required round trips whose retry lands on another
     node among them (they failed while each node sealed requestState with its own key)."""
-    from tests.test_http_conformance import ALPHA, ALPHA_SUITE_ALL_SCENARIOS, _expect, _summary
+    from tests.interop.test_http_conformance import ALPHA, ALPHA_SUITE_ALL_SCENARIOS, _expect, _summary
     lines, log = _conformance(balanced, record_property, ALPHA, "--", "--suite", "all")
     _expect(lines, log, f"PASS {ALPHA_SUITE_ALL_SCENARIOS}/{ALPHA_SUITE_ALL_SCENARIOS}")
     summary = _summary(log)
@@ -212,7 +212,7 @@ def test_conformance_alpha_suite_all_through_the_balancer(balanced: Balanced, re
 
 
 def test_conformance_alpha_2025_11_25_through_the_balancer(balanced: Balanced, record_property):
-    from tests.test_http_conformance import ALPHA, _expect, _summary
+    from tests.interop.test_http_conformance import ALPHA, _expect, _summary
     lines, log = _conformance(balanced, record_property, ALPHA, "--", "--suite", "all", "--spec-version", LEGACY)
     _expect(lines, log, "PASS 33/33")
     assert all(_summary(log).values())
@@ -226,7 +226,7 @@ async def test_sdk_client_session_era_through_the_balancer(balanced: Balanced):
 
     from mcp import MCPDeprecationWarning
 
-    from tests.test_http_sdk import ClientSide
+    from tests.support.sdk_support import ClientSide
     side = ClientSide()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", MCPDeprecationWarning)
@@ -248,7 +248,7 @@ async def test_sdk_client_session_era_through_the_balancer(balanced: Balanced):
 
 async def test_sdk_client_auto_mode_through_the_balancer(balanced: Balanced):
     """2026-07-28: the input-required retry of greet_user is sealed on one node and opened on another."""
-    from tests.test_http_sdk import ClientSide
+    from tests.support.sdk_support import ClientSide
     side = ClientSide()
     async with side.client(balanced.url, mode="auto") as client:
         assert client.protocol_version == MODERN
@@ -357,7 +357,7 @@ async def test_a_rolling_restart_under_load_gives_no_client_visible_error(balanc
                 errors.append(f"legacy {exc!r}")
 
     async def sdk_load() -> None:
-        from tests.test_http_sdk import ClientSide
+        from tests.support.sdk_support import ClientSide
         async with ClientSide().client(balanced.url, mode="auto") as client:
             while not stop.is_set():
                 try:

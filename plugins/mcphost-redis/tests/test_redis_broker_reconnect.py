@@ -18,8 +18,8 @@ import httpx
 import pytest
 from mcphost_redis.testing import RedisServer, redis_server_path
 
-from tests.http_plugins.harness import SseReader
-from tests.http_support import ACCEPT_BOTH, HttpServer
+from tests.support.http_plugins.harness import SseReader
+from tests.support.http_support import ACCEPT_BOTH, HttpServer
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 LEGACY = "2025-11-25"

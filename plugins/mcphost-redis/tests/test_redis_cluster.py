@@ -22,9 +22,9 @@ import httpx
 import pytest
 from mcphost_redis.testing import RedisServer
 
-from tests.fixtures.distributions import make_distribution
-from tests.http_plugins.harness import SseReader
-from tests.http_support import ACCEPT_BOTH, HttpServer, sse_messages
+from tests.support.fixtures.distributions import make_distribution
+from tests.support.http_plugins.harness import SseReader
+from tests.support.http_support import ACCEPT_BOTH, HttpServer, sse_messages
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 MODERN = "2026-07-28"

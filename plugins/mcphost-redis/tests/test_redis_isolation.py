@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from mcphost_redis.testing import RedisServer
 
-from tests.http_support import HttpServer, sse_events, sse_messages
+from tests.support.http_support import HttpServer, sse_events, sse_messages
 
 INIT = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "isolation", "version": "0"}}
 
@@ -74,7 +74,7 @@ def test_crafted_last_event_ids_naming_internal_fields_get_400_never_500(
 
 
 def test_a_crafted_task_id_never_reaches_redis(served: HttpServer) -> None:
-    from tests.test_http_modern import modern
+    from tests.interaction.test_http_modern import modern
     with httpx.Client(timeout=10) as client:
         for task_id in ("x:y", "{iso}", "a b", "t:" + "x" * 10, "../x"):
             message, headers = modern("tasks/get", {"taskId": task_id})
@@ -156,7 +156,7 @@ def test_a_lease_renewal_that_fails_never_tells_the_client_to_resend_a_running_r
 
 def test_plugin_exits_kill_no_worker_and_the_supervisor_keeps_serving(tmp_path: Path,
                                                                       redis_server: RedisServer) -> None:
-    from tests.http_plugins.harness import probe_env
+    from tests.support.http_plugins.harness import probe_env
     config = (f'[server]\nallow_anonymous = true\n\n[plugins.redis]\nurl = "{redis_server.url}"\n'
               f'prefix = "workers:"\n')
     server = HttpServer(tmp_path, plugins="demo,redis,httpunruly", env=probe_env(tmp_path), config=config,

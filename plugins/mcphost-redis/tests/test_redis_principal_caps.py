@@ -12,7 +12,7 @@ import httpx
 from mcphost_redis.testing import RedisServer
 
 from mcphost.sessions.session import Principal, Session
-from tests.http_support import INIT_PARAMS, HttpServer
+from tests.support.http_support import INIT_PARAMS, HttpServer
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 

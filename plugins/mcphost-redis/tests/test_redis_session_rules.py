@@ -23,9 +23,9 @@ import pytest
 from mcphost_redis import RedisBackend
 from mcphost_redis.testing import RedisServer, redis_settings
 
-from tests.fixtures.distributions import make_distribution
-from tests.http_plugins.harness import SseReader
-from tests.http_support import ACCEPT_BOTH, HttpServer, sse_messages
+from tests.support.fixtures.distributions import make_distribution
+from tests.support.http_plugins.harness import SseReader
+from tests.support.http_support import ACCEPT_BOTH, HttpServer, sse_messages
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 LEGACY = "2025-11-25"

@@ -27,7 +27,7 @@ from mcphost.protocol.sealed import StateRejected
 from mcphost.sessions import cluster as cluster_module
 from mcphost.sessions.backend import BackendUnavailable
 from mcphost.sessions.cluster import KEY_ACTIVATION, STATE_RING, sealing_keys
-from tests.http_support import ACCEPT_BOTH, HttpServer
+from tests.support.http_support import ACCEPT_BOTH, HttpServer
 
 MODERN = "2026-07-28"
 MCPHOST = Path(sys.executable).parent / "mcphost"

@@ -1,0 +1,1 @@
+"""Hypothesis fuzzing of the stdio and HTTP transports."""

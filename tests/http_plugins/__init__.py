@@ -1,5 +1,0 @@
-"""Test-only plugins for the HTTP transport tests, and the helpers that install them.
-
-They are installed into a ``mcphost serve`` subprocess through a fake dist-info on PYTHONPATH
-(see :func:`tests.http_plugins.harness.install`), the way ``tests/stdio_plugins`` are.
-"""

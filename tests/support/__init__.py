@@ -1,0 +1,1 @@
+"""Helpers for the tests: servers as subprocesses, the wire-schema validator, fake distributions, test plugins."""

@@ -1,0 +1,1 @@
+"""Tests of one module or component in-process (and the packaging checks that need no client)."""
