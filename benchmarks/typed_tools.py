@@ -4,7 +4,10 @@
 an enum, a list of strings, a nested object, an optional boolean and a float. Echo hides what
 argument validation costs; ``plan_trip`` shows it. The functions are plain FastMCP-style functions
 (``Annotated[..., Field(...)]``, a pydantic model for the nested object), so every server derives
-its schema and validates from the same source.
+its schema and validates from the same source. Both are ``async def``, as a tool that does no
+blocking work is written: a plain ``def`` tool runs in mcphost's bounded thread pool (so one that
+blocks never freezes the server), which the SDK does not do (it calls a ``def`` tool on its event
+loop); the thread hop cost mcphost about 100 us of server CPU per call (docs/performance.md).
 
     python benchmarks/typed_tools.py mcphost --port 8123    # mcphost serve with these tools (plugin "typed")
     python benchmarks/typed_tools.py sdk --port 8124        # mcp 2.3.0 MCPServer, stateless, JSON replies, uvicorn
@@ -36,12 +39,12 @@ class Traveller(BaseModel):
     age: Annotated[int, Field(ge=0, le=130)]
 
 
-def echo(text: str) -> str:
+async def echo(text: str) -> str:
     """Echo the text back."""
     return text
 
 
-def plan_trip(
+async def plan_trip(
     destination: Annotated[str, Field(min_length=1, max_length=100, description="Where to")],
     nights: Annotated[int, Field(ge=1, le=30, description="How many nights")],
     cabin: Cabin,
