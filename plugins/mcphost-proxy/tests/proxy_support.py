@@ -17,7 +17,7 @@ from mcphost.testing import make_host, serve_http
 HERE = Path(__file__).resolve().parent
 SDK_SERVER = HERE / "upstreams" / "sdk_server.py"
 REPO = HERE.parents[2]
-TS_SERVER = REPO / "tests" / "js" / "upstream_server.mjs"
+TS_SERVER = REPO / "tests" / "support" / "js" / "upstream_server.mjs"
 
 
 def sdk_upstream(**extra: Any) -> dict[str, Any]:

@@ -62,12 +62,20 @@ def _failed(log: str) -> list[str]:
     return sorted(name for name, passed in _summary(log).items() if not passed)
 
 
+#: The runs beyond what CI needs (each repeats scenarios the suite-all run already scores; a
+#: minute or more each): set MCPHOST_EXTENDED_CONFORMANCE=1 to run them, e.g. before a release.
+extended = pytest.mark.skipif(not os.environ.get("MCPHOST_EXTENDED_CONFORMANCE"),
+                              reason="extended conformance run: set MCPHOST_EXTENDED_CONFORMANCE=1")
+
+
+@extended
 def test_conformance_alpha_suite_all_2025_11_25_through_the_proxy(fronted):
     out, log = _run(fronted[1], ALPHA, "--", "--suite", "all", "--spec-version", "2025-11-25")
     print(out)
     assert "PASS 33/33" in out, f"{out}\nfailed: {_failed(log)}\n{fronted[1].log()[-3000:]}"
 
 
+@extended
 def test_conformance_alpha_requirements_2026_07_28_through_the_proxy(fronted):
     out, log = _run(fronted[1], ALPHA, "--", "--requirements", "2026-07-28")
     print(out)

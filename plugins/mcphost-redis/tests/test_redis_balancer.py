@@ -211,6 +211,13 @@ def test_conformance_alpha_suite_all_through_the_balancer(balanced: Balanced, re
     assert len(summary) == ALPHA_SUITE_ALL_SCENARIOS and all(summary.values()), summary
 
 
+#: The runs beyond what CI needs (each repeats scenarios the suite-all run already scores; a
+#: minute or more each): set MCPHOST_EXTENDED_CONFORMANCE=1 to run them, e.g. before a release.
+extended = pytest.mark.skipif(not os.environ.get("MCPHOST_EXTENDED_CONFORMANCE"),
+                              reason="extended conformance run: set MCPHOST_EXTENDED_CONFORMANCE=1")
+
+
+@extended
 def test_conformance_alpha_2025_11_25_through_the_balancer(balanced: Balanced, record_property):
     from tests.interop.test_http_conformance import ALPHA, _expect, _summary
     lines, log = _conformance(balanced, record_property, ALPHA, "--", "--suite", "all", "--spec-version", LEGACY)
@@ -226,7 +233,7 @@ async def test_sdk_client_session_era_through_the_balancer(balanced: Balanced):
 
     from mcp import MCPDeprecationWarning
 
-    from tests.support.sdk_support import ClientSide
+    from tests.support.sdk_support import SUMMARY, ClientSide
     side = ClientSide()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", MCPDeprecationWarning)
@@ -235,7 +242,7 @@ async def test_sdk_client_session_era_through_the_balancer(balanced: Balanced):
             pids = {(await client.call_tool("whoami", {})).content[0].text for _ in range(6)}
             assert len(pids) == 3, pids  # the session really moved between nodes
             assert (await client.call_tool("greet_user", {})).content[0].text == "Hello, Ada!"
-            assert (await client.call_tool("summarize", {"text": "x"})).content[0].text == "An HTTP summary."
+            assert (await client.call_tool("summarize", {"text": "x"})).content[0].text == SUMMARY
             seen: list[float] = []
 
             async def on_progress(progress: float, total: float | None, message: str | None) -> None:
