@@ -211,16 +211,6 @@ async def run_plugin(fn: Any, /, *args: Any, **kwargs: Any) -> Any:
         raise PluginAborted(exc) from exc
 
 
-async def contained(awaitable: Any) -> Any:
-    """Await plugin code, turning a BaseException it raises (cancellation aside) into PluginAborted."""
-    try:
-        return await awaitable
-    except (Exception, asyncio.CancelledError, HostSignal):
-        raise
-    except BaseException as exc:
-        raise PluginAborted(exc) from exc
-
-
 # -- collecting what plugins hand over (at startup and on reload) ---------------------------------
 
 def collect_catalog(pm: pluggy.PluginManager, host: Any, infos: Mapping[str, PluginInfo],

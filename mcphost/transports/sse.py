@@ -235,8 +235,7 @@ class SseStreams:
                 await self._write(send, f"retry: {max(1, exc.retry_after) * 1000}\n\n".encode())
         except _Stalled:
             reason = "dropped"  # the events stay in the log: the client can resume elsewhere
-            log.info("SSE stream %s of session %s… stalled: the client read nothing for %ss; closing it",
-                     stream, session.id[:8], self.write_timeout)
+            self._log_stalled(session, stream)
         except (OSError, asyncio.CancelledError):
             reason = "dropped"
             raise
@@ -291,8 +290,7 @@ class SseStreams:
             await self._retire(session.id, state, stream)
         except TimeoutError:
             reason = "dropped"  # the events stay in the log: the client can resume elsewhere
-            log.info("SSE stream %s of session %s… stalled: the client read nothing for %ss; closing it",
-                     stream, session.id[:8], self.write_timeout)
+            self._log_stalled(session, stream)
         except (OSError, asyncio.CancelledError):
             reason = "dropped"
             raise
@@ -300,6 +298,10 @@ class SseStreams:
             session.last_active = time.time()
             await self.manager.disconnect(session, reason)
         return True
+
+    def _log_stalled(self, session: Session, stream: str) -> None:
+        log.info("SSE stream %s of session %s… stalled: the client read nothing for %ss; closing it",
+                 stream, session.id[:8], self.write_timeout)
 
     async def _write(self, send: Send, data: bytes) -> None:
         """One SSE write; a client that reads nothing for ``sse_write_timeout`` seconds is let go."""
