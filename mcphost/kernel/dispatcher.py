@@ -123,7 +123,8 @@ class Kernel:
         """The 2026-07-28 lifecycle of one request, in one place for every transport."""
         if "method" not in message:
             raise ModernError(INVALID_REQUEST, "Invalid request: clients may not post responses in this revision")
-        request = validate_modern(message, exchange.headers, tool_header_params=self.catalog.tool_header_params)
+        request = validate_modern(message, exchange.headers, tool_header_params=self.catalog.tool_header_params,
+                                  lower_case=True)
         connection = exchange.connection
         self.authorize(message, connection.principal, exchange.trusted)  # InsufficientScope before anything runs
         sessions = self.sessions
@@ -198,8 +199,7 @@ class Kernel:
             return _done(jsonrpc.error(request_id, _crowded()))
         task = asyncio.get_running_loop().create_task(self._run(session, message, connection, principal))
         session.inflight[request_id] = task
-        task.add_done_callback(functools.partial(_forget, session, request_id))
-        task.add_done_callback(functools.partial(_let_go, self.sessions, session))
+        task.add_done_callback(functools.partial(_finished, self.sessions, session, request_id))
         return task
 
     def authorize(self, message: Any, principal: Principal | None, trusted: bool = False) -> None:
@@ -239,8 +239,7 @@ class Kernel:
             return _done(jsonrpc.error(message["id"], _crowded()))
         task = asyncio.get_running_loop().create_task(self._run(session, message, connection))
         session.inflight[message["id"]] = task
-        task.add_done_callback(functools.partial(_forget, session, message["id"]))
-        task.add_done_callback(functools.partial(_let_go, self.sessions, session))
+        task.add_done_callback(functools.partial(_finished, self.sessions, session, message["id"]))
         return task
 
     async def _answer_modern(self, session: Session, request_id: RequestId, method: str,
@@ -590,13 +589,11 @@ def _crowded() -> McpError:
     return McpError(SERVER_BUSY, "Too many requests in flight for this principal; retry later", {"retryAfter": 1})
 
 
-def _let_go(sessions: Any, session: Session, _task: asyncio.Task[Any]) -> None:
-    sessions.done(session)
-
-
-def _forget(session: Session, request_id: RequestId, task: asyncio.Task[Any]) -> None:
+def _finished(sessions: Any, session: Session, request_id: RequestId, task: asyncio.Task[Any]) -> None:
+    """A request's task is done: its id is free again, and its principal's slot too."""
     if session.inflight.get(request_id) is task:
         del session.inflight[request_id]
+    sessions.done(session)
 
 
 def _deferred_reply(request_id: RequestId, value: Any, error: BaseException | None) -> dict[str, Any]:

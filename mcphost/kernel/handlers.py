@@ -15,6 +15,7 @@ import orjson
 
 from mcphost.content import Completion
 from mcphost.context import Context, Deferred
+from mcphost.deadline import deadline
 from mcphost.errors import ClientRequestError, HostSignal, PluginAborted, ToolError
 from mcphost.kernel import results
 from mcphost.kernel.listen import SUBSCRIPTION_ID, Listener
@@ -66,6 +67,11 @@ def method(name: str) -> Callable[[Handler], Handler]:
     return register
 
 
+@functools.lru_cache(maxsize=4096)
+def _is_async(fn: Callable[..., Any]) -> bool:
+    return inspect.iscoroutinefunction(fn)
+
+
 async def call_handler(fn: Callable[..., Any], kwargs: dict[str, Any], *, pool: Executor | None = None,
                        thread: bool = False) -> Any:
     """Run a plugin's handler and wait for a Deferred it returns.
@@ -76,7 +82,7 @@ async def call_handler(fn: Callable[..., Any], kwargs: dict[str, Any], *, pool: 
     an ``Exception`` (:class:`~mcphost.errors.PluginAborted` for SystemExit and the like).
     """
     try:
-        if pool is not None and (thread or not inspect.iscoroutinefunction(fn)):
+        if pool is not None and (thread or not _is_async(fn)):
             loop = asyncio.get_running_loop()
             # The caller's context variables (a trace span, say) go along, as asyncio.to_thread does.
             call = functools.partial(contextvars.copy_context().run, fn, **kwargs)
@@ -329,12 +335,12 @@ async def _invoke_tool(kernel: Kernel, request: RequestInfo, entry: Any, kwargs:
     """Run the tool for at most ``limit`` seconds (0: no limit); its failures become isError results,
     protocol errors propagate."""
     record = entry.record
-    deadline = asyncio.timeout(limit or None)
+    limited = deadline(limit or None)
     try:
-        async with deadline:
+        with limited:
             value = await call_handler(record.fn, kwargs, pool=kernel.sync_pool, thread=record.thread)
     except TimeoutError as exc:
-        if not deadline.expired():  # the tool's own timeout (an HTTP client's, say): a tool failure
+        if not limited.expired():  # the tool's own timeout (an HTTP client's, say): a tool failure
             return await _tool_failed(kernel, request, record, exc)
         log.warning("tool %s ran past its %gs limit and was cancelled", record.name, limit)
         if request.era == "legacy":

@@ -220,7 +220,7 @@ def _lower(headers: Mapping[str, str]) -> dict[str, str]:
     return {name.lower(): value for name, value in headers.items()}
 
 
-def _check_version(meta: dict[str, Any] | None, headers: dict[str, str] | None) -> str:
+def _check_version(meta: dict[str, Any] | None, headers: Mapping[str, str] | None) -> str:
     """Steps 1 to 4: the version checks; returns the (modern) version the request speaks."""
     raw_header = headers.get("mcp-protocol-version") if headers is not None else None
     if headers is not None and meta is not None and META_PROTOCOL_VERSION in meta and raw_header is None:
@@ -248,7 +248,7 @@ def _check_version(meta: dict[str, Any] | None, headers: dict[str, str] | None) 
     return body_version
 
 
-def _header(headers: dict[str, str], name: str, display: str, *, sentinel: bool) -> str | None:
+def _header(headers: Mapping[str, str], name: str, display: str, *, sentinel: bool) -> str | None:
     raw = headers.get(name)
     if raw is None:
         return None
@@ -261,7 +261,7 @@ def _header(headers: dict[str, str], name: str, display: str, *, sentinel: bool)
 def _check_headers(
     message: dict[str, Any],
     params: dict[str, Any],
-    headers: dict[str, str],
+    headers: Mapping[str, str],
     tool_header_params: Callable[[str], Mapping[str, str] | None] | None,
 ) -> None:
     """Step 6: Mcp-Method, Mcp-Name, Mcp-Param-*."""
@@ -315,6 +315,7 @@ def validate_modern(
     headers: Mapping[str, str] | None,
     *,
     tool_header_params: Callable[[str], Mapping[str, str] | None] | None = None,
+    lower_case: bool = False,
 ) -> ModernRequest:
     """Validate one modern request or notification; raise :class:`ModernError` on the first failure.
 
@@ -322,13 +323,15 @@ def validate_modern(
     ``headers`` are the HTTP request headers (names in any case) or ``None`` on stdio, where only the
     ``_meta`` checks apply. ``tool_header_params(tool_name)`` returns the tool's ``x-mcp-header`` map
     as built by :func:`x_mcp_headers` — ``{X lower-cased: argument name}`` for header ``Mcp-Param-{X}``
-    — or ``None`` for an unknown tool (whose call the handler then rejects).
+    — or ``None`` for an unknown tool (whose call the handler then rejects). ``lower_case``: the
+    header names are lower-case already (a transport's :class:`Exchange` promises it), so they are
+    used as they are.
     """
     params = message.get("params")
     if not isinstance(params, dict):
         params = {}
     meta = request_meta(params)
-    lowered = _lower(headers) if headers is not None else None
+    lowered = headers if lower_case or headers is None else _lower(headers)
     version = _check_version(meta, lowered)
     assert meta is not None  # _check_version raised otherwise
 

@@ -50,6 +50,8 @@ class RequestGuard:
         self.loopback = is_loopback(settings.host)
         self.allowed_hosts = {h.lower() for h in settings.allowed_hosts}
         self.allowed_origins = {o.lower().rstrip("/") for o in settings.allowed_origins}
+        #: Host values accepted before (a server sees few): checked again only when new.
+        self._good_hosts: set[str] = set()
 
     def check(self, headers: dict[str, str], raw: list[tuple[bytes, bytes]] | None = None) -> None:
         """403 for an Origin this server does not accept, 421 for a Host it is not.
@@ -66,7 +68,14 @@ class RequestGuard:
         origin = headers.get("origin")
         if origin is not None and not self.origin_allowed(origin, headers.get("host", "")):
             raise HttpError(403, "Forbidden: invalid Origin header")
-        host = headers.get("host", "").lower()
+        sent = headers.get("host", "")
+        if sent in self._good_hosts:
+            return
+        self._check_host(sent.lower())
+        if len(self._good_hosts) < 64:
+            self._good_hosts.add(sent)
+
+    def _check_host(self, host: str) -> None:
         if (self.allowed_hosts or self.loopback) and not _well_formed_host(host):
             raise HttpError(421, "Misdirected request: invalid Host header")
         if self.allowed_hosts:
@@ -120,6 +129,15 @@ def _is_address(host: str) -> bool:
     except ValueError:
         return False
     return True
+
+
+def request_headers(scope: Scope) -> dict[str, str]:
+    """The request's headers by name (a repeated name keeps its last value).
+
+    Names come lower-cased from the server: ASGI servers (Hypercorn, uvicorn) send them so, as
+    HTTP/2 requires and Starlette relies on; they are not lower-cased again here.
+    """
+    return {name.decode("latin-1"): value.decode("latin-1") for name, value in scope["headers"]}
 
 
 async def respond_unread(receive: Receive, send: Send, status: int, body: bytes, headers: dict[str, str],

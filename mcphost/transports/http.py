@@ -29,6 +29,7 @@ import time
 from collections.abc import Awaitable, Iterable, Mapping
 from typing import Any
 
+from mcphost.deadline import deadline
 from mcphost.errors import Refused, Unauthorized
 from mcphost.host import Host
 from mcphost.kernel.handlers import check_initialize
@@ -50,6 +51,7 @@ from mcphost.transports.asgi import (
     check_credentials,
     closing,
     is_loopback,
+    request_headers,
     respond,
     respond_unread,
     without_credentials,
@@ -193,7 +195,7 @@ class HttpTransport(SseStreams):
     # -- ASGI entry ---------------------------------------------------------------------------
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        headers = request_headers(scope)
         # A request refused before its body was read: the server drops the connection once the
         # answer is out (the rest of the body would be read as the next request), so say so.
         unread = "transfer-encoding" in headers or headers.get("content-length", "0") not in ("", "0")
@@ -239,7 +241,7 @@ class HttpTransport(SseStreams):
     async def check_route(self, scope: Scope, receive: Receive, send: Send, *, authenticate: bool = False) -> bool:
         """The MCP endpoint's Host and Origin checks (and, with ``authenticate``, its authentication)
         for another route; False when the request was refused here (the answer is sent)."""
-        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        headers = request_headers(scope)
         unread = "transfer-encoding" in headers or headers.get("content-length", "0") not in ("", "0")
         try:
             self.guard.check(headers, scope["headers"])
@@ -313,7 +315,7 @@ class HttpTransport(SseStreams):
                     return
 
         try:
-            async with asyncio.timeout(self.body_timeout):
+            with deadline(self.body_timeout):
                 await read()
         except TimeoutError:
             raise HttpError(408, "Timed out reading the request body") from None

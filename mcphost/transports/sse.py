@@ -17,6 +17,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
+from mcphost.deadline import deadline
 from mcphost.protocol import jsonrpc
 from mcphost.protocol.errors import REQUEST_CANCELLED, McpError
 from mcphost.sessions.backend import BackendUnavailable, UnknownEvent
@@ -257,7 +258,7 @@ class SseStreams:
                         with contextlib.suppress(BackendUnavailable):
                             await self.host.backend.unhold(f"get:{session.id}", self.host.cluster.worker)
             try:
-                async with asyncio.timeout(1 if reason == "dropped" else self.write_timeout):
+                with deadline(1 if reason == "dropped" else self.write_timeout):
                     await send({"type": "http.response.body", "body": b"", "more_body": False})
             except Exception:  # the client is gone (or stalled); nothing more to say
                 pass
@@ -284,7 +285,7 @@ class SseStreams:
         headers.extend((k.encode(), v.encode()) for k, v in extra.items())
         reason = "complete"
         try:
-            async with asyncio.timeout(self.write_timeout):
+            with deadline(self.write_timeout):
                 await send({"type": "http.response.start", "status": 200, "headers": headers})
                 await send({"type": "http.response.body", "body": bytes(chunk), "more_body": False})
             await self._retire(session.id, state, stream)
@@ -306,7 +307,7 @@ class SseStreams:
     async def _write(self, send: Send, data: bytes) -> None:
         """One SSE write; a client that reads nothing for ``sse_write_timeout`` seconds is let go."""
         try:
-            async with asyncio.timeout(self.write_timeout):
+            with deadline(self.write_timeout):
                 await send({"type": "http.response.body", "body": data, "more_body": True})
         except TimeoutError:
             raise _Stalled from None
@@ -406,13 +407,13 @@ def frame(stream: str, seq: int, message: dict[str, Any] | None, retry_ms: int) 
 
 async def patiently(operation: Callable[[], Awaitable[Any]], limit: float = 30.0) -> Any:
     """Run a store operation that must not be lost (a reply), retrying through a short outage."""
-    deadline = time.monotonic() + limit
+    give_up = time.monotonic() + limit
     delay = 0.1
     while True:
         try:
             return await operation()
         except BackendUnavailable:
-            if time.monotonic() + delay > deadline:
+            if time.monotonic() + delay > give_up:
                 raise
             await asyncio.sleep(delay)
             delay = min(1.0, delay * 2)

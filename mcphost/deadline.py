@@ -1,0 +1,138 @@
+"""Deadlines for the per-request path: what ``asyncio.timeout`` does, at a fraction of its cost.
+
+``asyncio.timeout`` puts a timer handle on the loop's heap for every block it guards and takes it
+off again on the way out. On the request path (reading a body, running a tool, writing an SSE
+event) that is paid for every request, for a deadline that is almost never reached: about 5 us of
+the roughly 60 us a stateless echo call costs in-process, per block.
+
+:func:`deadline` instead records the block in a per-loop table, and one sweep timer, armed only
+while a block with a deadline is open, cancels the tasks whose deadline has passed. The behaviour
+is ``asyncio.timeout``'s: the task is cancelled, and the block raises :class:`TimeoutError` when
+the cancellation it sees is the deadline's own (a cancellation from elsewhere propagates
+unchanged). A deadline fires at most :data:`RESOLUTION` seconds late.
+
+    with deadline(30):          # a plain ``with``: entering and leaving never wait
+        await read_body()
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import weakref
+from types import TracebackType
+
+#: How late a deadline may fire, in seconds: the sweep timer's period while blocks are open.
+RESOLUTION = 0.05
+
+
+class Deadline:
+    """One guarded block (see :func:`deadline`)."""
+
+    __slots__ = ("_cancelling", "_expired", "_task", "_watch", "_when")
+
+    def __init__(self, watch: _Watch | None, when: float | None) -> None:
+        self._watch = watch
+        self._when = when
+        self._expired = False
+        self._task: asyncio.Task[object] | None = None
+        self._cancelling = 0
+
+    def expired(self) -> bool:
+        """Whether the deadline passed (and so cancelled the task)."""
+        return self._expired
+
+    def __enter__(self) -> Deadline:
+        if self._watch is None:  # no limit
+            return self
+        task = asyncio.current_task(self._watch.loop())
+        if task is None:
+            raise RuntimeError("a deadline needs a running task")
+        self._task = task
+        self._cancelling = task.cancelling()
+        self._watch.add(self)
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 traceback: TracebackType | None) -> None:
+        if self._watch is not None:
+            self._watch.entries.pop(self, None)
+        if self._expired:
+            assert self._task is not None
+            # Only the deadline's own cancellation becomes a timeout (asyncio.timeout's rule).
+            if self._task.uncancel() <= self._cancelling and exc_type is asyncio.CancelledError:
+                raise TimeoutError from exc
+
+    def _fire(self) -> None:
+        self._expired = True
+        assert self._task is not None
+        self._task.cancel()
+
+
+class _Watch:
+    """The open deadlines of one event loop and the timer that sweeps them."""
+
+    __slots__ = ("earliest", "entries", "handle", "loop")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        # Held weakly: the table of watches is keyed by the loop, which must stay collectable.
+        self.loop = weakref.ref(loop)
+        self.entries: dict[Deadline, None] = {}
+        self.earliest = math.inf
+        self.handle: asyncio.TimerHandle | None = None
+
+    def add(self, block: Deadline) -> None:
+        self.entries[block] = None
+        assert block._when is not None
+        if block._when < self.earliest:
+            self.earliest = block._when
+        if self.handle is None:
+            loop = self.loop()
+            assert loop is not None  # a block is being entered on it
+            self.handle = loop.call_at(loop.time() + RESOLUTION, self.sweep)
+
+    def sweep(self) -> None:
+        self.handle = None
+        loop = self.loop()
+        if loop is None:
+            return
+        now = loop.time()
+        if now >= self.earliest:
+            earliest = math.inf
+            for block in list(self.entries):
+                when = block._when
+                assert when is not None
+                if when <= now:
+                    del self.entries[block]
+                    block._fire()
+                elif when < earliest:
+                    earliest = when
+            self.earliest = earliest
+        if self.entries:
+            self.handle = loop.call_at(now + RESOLUTION, self.sweep)
+        else:
+            self.earliest = math.inf
+
+
+_watches: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Watch] = weakref.WeakKeyDictionary()
+
+
+_last: _Watch | None = None  # the watch of the loop that asked last: almost always the one asking
+
+
+def deadline(seconds: float | None) -> Deadline:
+    """A block that may run ``seconds`` at most (``None``: no limit); use it as ``with``, inside a task."""
+    global _last
+    if seconds is None:
+        return Deadline(None, None)
+    loop = asyncio.get_running_loop()
+    watch = _last
+    if watch is None or watch.loop() is not loop:
+        watch = _watches.get(loop)
+        if watch is None:
+            watch = _watches[loop] = _Watch(loop)
+        _last = watch
+    return Deadline(watch, loop.time() + seconds)
+
+
+__all__ = ["RESOLUTION", "Deadline", "deadline"]
