@@ -1,0 +1,90 @@
+"""mcphost.deadline: asyncio.timeout's behaviour from one sweep timer per loop."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from mcphost.deadline import RESOLUTION, deadline
+
+
+async def test_a_block_past_its_deadline_raises_timeout_in_time() -> None:
+    started = time.monotonic()
+    limited = deadline(0.1)
+    with pytest.raises(TimeoutError):
+        with limited:
+            await asyncio.sleep(5)
+    took = time.monotonic() - started
+    assert limited.expired()
+    assert 0.1 <= took < 0.1 + RESOLUTION + 0.1
+
+
+async def test_a_block_that_finishes_in_time_is_untouched_and_leaves_nothing_armed() -> None:
+    limited = deadline(1)
+    with limited:
+        await asyncio.sleep(0.01)
+    assert not limited.expired()
+    # The task is not cancelled later by a deadline that was left behind.
+    await asyncio.sleep(1.2)
+    assert asyncio.current_task().cancelling() == 0  # type: ignore[union-attr]
+
+
+async def test_no_limit_never_fires() -> None:
+    limited = deadline(None)
+    with limited:
+        await asyncio.sleep(0.01)
+    assert not limited.expired()
+
+
+async def test_a_cancellation_from_elsewhere_propagates_unchanged() -> None:
+    async def guarded() -> None:
+        with deadline(10):
+            await asyncio.sleep(5)
+
+    task = asyncio.ensure_future(guarded())
+    await asyncio.sleep(0.01)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+
+
+async def test_the_inner_deadline_of_two_nested_blocks_is_the_one_that_fires() -> None:
+    outer, inner = deadline(5), deadline(0.05)
+    with outer:
+        with pytest.raises(TimeoutError):
+            with inner:
+                await asyncio.sleep(5)
+        await asyncio.sleep(0.01)  # the outer block goes on
+    assert inner.expired() and not outer.expired()
+
+
+async def test_many_blocks_each_fire_at_their_own_deadline() -> None:
+    async def guarded(seconds: float) -> float:
+        started = time.monotonic()
+        try:
+            with deadline(seconds):
+                await asyncio.sleep(5)
+        except TimeoutError:
+            return time.monotonic() - started
+        raise AssertionError("not timed out")
+
+    limits = [0.05, 0.2, 0.1, 0.3]
+    took = await asyncio.gather(*(guarded(s) for s in limits))
+    for limit, spent in zip(limits, took, strict=True):
+        assert limit <= spent < limit + RESOLUTION + 0.1
+
+
+def test_entering_outside_a_task_is_an_error() -> None:
+    async def make() -> object:
+        return deadline(1)
+
+    loop = asyncio.new_event_loop()
+    try:
+        limited = loop.run_until_complete(make())
+        with pytest.raises(RuntimeError):
+            with limited:  # type: ignore[attr-defined]
+                pass
+    finally:
+        loop.close()
