@@ -125,6 +125,10 @@ class SessionManager:
         #: Seconds a request stream's lease lasts; 0 when the backend has no leases (one process).
         events = getattr(backend, "events", None)
         self.lease = float(getattr(backend, "lease", 0) or 0) if hasattr(events, "settle") else 0.0
+        #: A shared store that keeps each session's subscriptions apart from its state (optional
+        #: ``subscribe``/``unsubscribe``): a subscription then writes only itself, never the state.
+        sessions = getattr(backend, "sessions", None)
+        self._subscriptions_apart = self.shared and hasattr(sessions, "subscribe") and hasattr(sessions, "unsubscribe")
 
     def join(self, cluster: Any) -> None:
         """Share sessions with other processes through ``cluster``: an end elsewhere lets go here."""
@@ -264,12 +268,41 @@ class SessionManager:
             await self.driver.keep(session)
         return True
 
+    # -- subscriptions ----------------------------------------------------------------------------
+
+    async def subscribe(self, session: Session, uri: str) -> bool:
+        """Follow ``uri`` for ``session`` within ``server.max_subscriptions``; False, following
+        nothing new, when it already follows that many other URIs.
+
+        A shared store that keeps subscriptions apart gets just this one (it checks the budget
+        itself, atomically, whichever processes hold the session); otherwise the set is saved
+        with the session's state.
+        """
+        if uri in session.subscriptions:
+            return True
+        limit = self.settings.max_subscriptions
+        if len(session.subscriptions) >= limit:
+            return False
+        if self._subscriptions_apart and not await self.backend.sessions.subscribe(session.id, uri, limit):
+            return False
+        session.subscriptions.add(uri)
+        return True
+
+    async def unsubscribe(self, session: Session, uri: str) -> None:
+        """Stop following ``uri`` for ``session`` (nothing when it did not)."""
+        if self._subscriptions_apart:
+            await self.backend.sessions.unsubscribe(session.id, uri)
+        session.subscriptions.discard(uri)
+
     # -- the store (shared backend) ---------------------------------------------------------------
 
     def _snapshot(self, session: Session) -> dict[str, Any]:
-        """What a shared store keeps of a session (activity time aside, which is in the TTL)."""
+        """What a shared store keeps of a session (activity time aside, which is in the TTL;
+        subscriptions aside when the store keeps them apart)."""
         snapshot = session.to_state()
         del snapshot["last_active"]
+        if self._subscriptions_apart:
+            del snapshot["subscriptions"]
         if self.driver is not None:
             snapshot.update(self.driver.durable(session))
         return snapshot

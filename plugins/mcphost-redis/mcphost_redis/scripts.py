@@ -241,28 +241,64 @@ return raw
 # while its key lingers (the key outlives it by a grace period, so the reaper can hand the state
 # to the terminate hook). Whoever removes an id from the index owns its ending: exactly one.
 
-# KEYS: index. ARGV: state key prefix, now ms, max count. Returns {id, state, id, state, ...} of
-# the sessions it took out of the index (state '' when the key was already gone).
+# KEYS: index. ARGV: state key prefix, subscription key prefix, now ms, max count. Returns {id,
+# state, subscriptions, id, state, subscriptions, ...} of the sessions it took out of the index
+# (state '' when the key was already gone); both keys go.
 REAP = """
-local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[2], 'LIMIT', 0, tonumber(ARGV[3]))
+local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[3], 'LIMIT', 0, tonumber(ARGV[4]))
 local out = {}
 for _, id in ipairs(due) do
   redis.call('ZREM', KEYS[1], id)
   local key = ARGV[1] .. id
+  local subs = ARGV[2] .. id
   out[#out + 1] = id
   out[#out + 1] = redis.call('GET', key) or ''
-  redis.call('DEL', key)
+  out[#out + 1] = redis.call('SMEMBERS', subs)
+  redis.call('DEL', key, subs)
 end
 return out
 """
 
-# KEYS: state, index. ARGV: id, now ms, expiry ms (absolute), key ttl ms. 1 when the session is
-# alive (its idle time restarted), 0 when it is gone or already expired.
+# KEYS: state, index, subscriptions. ARGV: id, now ms, expiry ms (absolute), key ttl ms. 1 when the
+# session is alive (its idle time restarted, its subscriptions kept as long), 0 when it is gone or
+# already expired.
 TOUCH = """
 local score = redis.call('ZSCORE', KEYS[2], ARGV[1])
 if not score or tonumber(score) <= tonumber(ARGV[2]) then return 0 end
 if redis.call('PEXPIRE', KEYS[1], ARGV[4]) == 0 then return 0 end
+redis.call('PEXPIRE', KEYS[3], ARGV[4])
 redis.call('ZADD', KEYS[2], ARGV[3], ARGV[1])
+return 1
+"""
+
+# A session's resource subscriptions live beside its state, in the set ``P u:<id>``, so that
+# subscribing writes one member instead of the whole state (RELIABILITY H5). The set expires
+# with the state (every save and touch renews both) and is deleted with it.
+
+# KEYS: subscriptions, state. ARGV: uri, max count, key ttl ms. 1 when the session follows ``uri``
+# (added now or before), 0 when it already follows the maximum: the budget holds atomically,
+# whichever processes subscribe at once.
+SUBSCRIBE = """
+if redis.call('SISMEMBER', KEYS[1], ARGV[1]) == 1 then return 1 end
+if redis.call('SCARD', KEYS[1]) >= tonumber(ARGV[2]) then return 0 end
+redis.call('SADD', KEYS[1], ARGV[1])
+local ttl = redis.call('PTTL', KEYS[2])
+if ttl <= 0 then ttl = ARGV[3] end
+redis.call('PEXPIRE', KEYS[1], ttl)
+return 1
+"""
+
+# KEYS: state, subscriptions. ARGV: the state as read, the state without its subscriptions, uris...
+# Moves the subscriptions a state written by an earlier version holds inline into the set, once,
+# only if the state is still what was read (a concurrent save wins).
+MIGRATE = """
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+redis.call('SET', KEYS[1], ARGV[2], 'KEEPTTL')
+if #ARGV > 2 then
+  redis.call('SADD', KEYS[2], unpack(ARGV, 3))
+  local ttl = redis.call('PTTL', KEYS[1])
+  if ttl > 0 then redis.call('PEXPIRE', KEYS[2], ttl) end
+end
 return 1
 """
 
