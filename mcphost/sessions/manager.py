@@ -40,6 +40,8 @@ log = logging.getLogger("mcphost.sessions")
 
 #: Longest session id looked up in a shared store (ours are 43 characters).
 MAX_SESSION_ID = 128
+#: Seconds between attempts to renew the request leases after a renewal failed.
+RENEW_RETRY = 0.2
 #: A session id this host mints (``secrets.token_urlsafe``); anything else is unknown without a lookup.
 _SESSION_ID = re.compile(rf"[A-Za-z0-9_-]{{1,{MAX_SESSION_ID}}}")
 
@@ -451,15 +453,25 @@ class SessionManager:
             log.exception("reaping expired sessions failed")
 
     async def _beat(self) -> None:
-        """Renew the leases of the request streams this process is writing, three times a lease."""
+        """Renew the leases of the request streams this process is writing, three times a lease.
+
+        After a failed renewal it tries again every :data:`RENEW_RETRY` seconds until one goes
+        through: a lease that lapsed while the store refused writes is taken back as soon as it
+        takes them again, well within the grace the store gives an owner before another process
+        may settle the stream (RELIABILITY H12: a renewal failure never makes a client resend a
+        request still running here).
+        """
+        failed = False
         while True:
-            await asyncio.sleep(self.lease / 3)
+            await asyncio.sleep(min(RENEW_RETRY, self.lease / 3) if failed else self.lease / 3)
             streams: list[tuple[str, str, list[Any]]] = []
             if self.driver is not None:
                 for session in list(self.sessions.values()):
                     streams.extend((session.id, stream, ids) for stream, ids in self.driver.leased(session))
+            failed = True
             try:
                 await self.backend.events.lease(streams, self.lease)
+                failed = False
             except BackendUnavailable as exc:
                 log.warning("could not renew %d request leases: %s", len(streams), exc)
             except Exception:

@@ -83,7 +83,8 @@ class RedisSettings:
     stream_max_events: int = 1000
     #: Seconds an event is kept (default: the session TTL, so a resumable session's events are).
     stream_max_age: float = 1800.0
-    #: Seconds without a heartbeat after which a request in flight on a dead process is settled.
+    #: Seconds without a heartbeat after which a request in flight is taken for lost; its stream is
+    #: settled ("send it again") once that has been so for as long again while Redis took writes.
     lease: float = 6.0
     #: Connections to Redis at most per process (blocked stream readers hold one each).
     max_connections: int = 10000
@@ -356,6 +357,9 @@ class RedisEventLog:
         # Keys outlive the events by a margin, so a session idle for its whole TTL still has its log.
         self._ttl_ms = _ms(max(settings.stream_max_age, settings.session_ttl) + 60)
         self._wait_margin = settings.deadline
+        #: Seconds a lapsed lease must stay lapsed, while Redis takes writes, before its stream is
+        #: settled: a full lease, three heartbeats of its owner.
+        self.grace = settings.lease
         register = backend.redis.register_script
         self._open = register(scripts.OPEN)
         self._append = register(scripts.APPEND)
@@ -460,12 +464,19 @@ class RedisEventLog:
         return None if not raw else orjson.loads(raw)
 
     async def settle(self, session_id: str, stream_id: str, messages: list[dict[str, Any]]) -> bool:
-        """Append ``messages`` and end an orphaned stream; False when it is not (or no longer) orphaned."""
+        """Append ``messages`` and end a stream orphaned for at least :attr:`grace` seconds; False
+        when it is not (or no longer, or not yet) orphaned.
+
+        The grace counts from the first settle that found the lease gone, in Redis time, and the
+        owner's next renewal cancels it: a lease that lapsed only because Redis refused writes for
+        a while (its owner's renewals failed, and so did every settle) is renewed once Redis takes
+        writes again, before anyone may settle the stream (see :mod:`.scripts`).
+        """
         base, lease = self._lease_keys(session_id, stream_id)
         done = await self._op(self._settle(
             keys=[base, f"{base}:{stream_id}", lease],
-            args=[stream_id, _now_ms(), self._ttl_ms, *(orjson.dumps(m) for m in messages)]))
-        return bool(done)
+            args=[stream_id, _now_ms(), self._ttl_ms, _ms(self.grace), *(orjson.dumps(m) for m in messages)]))
+        return bool(done == 1)
 
 
 # -- tasks ------------------------------------------------------------------------------------------
