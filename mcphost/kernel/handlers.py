@@ -434,16 +434,21 @@ async def subscribe(kernel: Kernel, request: RequestInfo) -> dict[str, Any]:
     subscriptions = request.session.subscriptions
     _check_uri(kernel, uri)
     if uri not in subscriptions and len(subscriptions) >= kernel.settings.max_subscriptions:
-        raise invalid_params(f"Too many subscriptions on this session (server.max_subscriptions is "
-                             f"{kernel.settings.max_subscriptions}); unsubscribe first")
+        raise _too_many_subscriptions(kernel)
     visibility = _visibility(request)
     found = kernel.catalog.find_resource(uri)
     if found is not None and not visibility.allows(found[0]):
         raise _not_found(request, uri)  # hidden from this session: as if it did not exist
     if found is not None:
         visibility.require(found[0].scopes)  # what the caller may not read, it may not follow
-    request.session.subscriptions.add(uri)
+    if not await kernel.sessions.subscribe(request.session, uri):  # the store's count may be higher
+        raise _too_many_subscriptions(kernel)
     return {}
+
+
+def _too_many_subscriptions(kernel: Kernel) -> McpError:
+    return invalid_params(f"Too many subscriptions on this session (server.max_subscriptions is "
+                          f"{kernel.settings.max_subscriptions}); unsubscribe first")
 
 
 def _check_uri(kernel: Kernel, uri: str) -> None:
@@ -463,7 +468,7 @@ def _subscribable(kernel: Kernel, visibility: Visibility, uri: str) -> bool:
 @method("resources/unsubscribe")
 async def unsubscribe(kernel: Kernel, request: RequestInfo) -> dict[str, Any]:
     _require_capability(kernel, request, "resources")
-    request.session.subscriptions.discard(_string(request.params, "uri"))
+    await kernel.sessions.unsubscribe(request.session, _string(request.params, "uri"))
     return {}
 
 

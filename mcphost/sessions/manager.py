@@ -40,6 +40,8 @@ log = logging.getLogger("mcphost.sessions")
 
 #: Longest session id looked up in a shared store (ours are 43 characters).
 MAX_SESSION_ID = 128
+#: Seconds between attempts to renew the request leases after a renewal failed.
+RENEW_RETRY = 0.2
 #: A session id this host mints (``secrets.token_urlsafe``); anything else is unknown without a lookup.
 _SESSION_ID = re.compile(rf"[A-Za-z0-9_-]{{1,{MAX_SESSION_ID}}}")
 
@@ -125,6 +127,10 @@ class SessionManager:
         #: Seconds a request stream's lease lasts; 0 when the backend has no leases (one process).
         events = getattr(backend, "events", None)
         self.lease = float(getattr(backend, "lease", 0) or 0) if hasattr(events, "settle") else 0.0
+        #: A shared store that keeps each session's subscriptions apart from its state (optional
+        #: ``subscribe``/``unsubscribe``): a subscription then writes only itself, never the state.
+        sessions = getattr(backend, "sessions", None)
+        self._subscriptions_apart = self.shared and hasattr(sessions, "subscribe") and hasattr(sessions, "unsubscribe")
 
     def join(self, cluster: Any) -> None:
         """Share sessions with other processes through ``cluster``: an end elsewhere lets go here."""
@@ -264,12 +270,41 @@ class SessionManager:
             await self.driver.keep(session)
         return True
 
+    # -- subscriptions ----------------------------------------------------------------------------
+
+    async def subscribe(self, session: Session, uri: str) -> bool:
+        """Follow ``uri`` for ``session`` within ``server.max_subscriptions``; False, following
+        nothing new, when it already follows that many other URIs.
+
+        A shared store that keeps subscriptions apart gets just this one (it checks the budget
+        itself, atomically, whichever processes hold the session); otherwise the set is saved
+        with the session's state.
+        """
+        if uri in session.subscriptions:
+            return True
+        limit = self.settings.max_subscriptions
+        if len(session.subscriptions) >= limit:
+            return False
+        if self._subscriptions_apart and not await self.backend.sessions.subscribe(session.id, uri, limit):
+            return False
+        session.subscriptions.add(uri)
+        return True
+
+    async def unsubscribe(self, session: Session, uri: str) -> None:
+        """Stop following ``uri`` for ``session`` (nothing when it did not)."""
+        if self._subscriptions_apart:
+            await self.backend.sessions.unsubscribe(session.id, uri)
+        session.subscriptions.discard(uri)
+
     # -- the store (shared backend) ---------------------------------------------------------------
 
     def _snapshot(self, session: Session) -> dict[str, Any]:
-        """What a shared store keeps of a session (activity time aside, which is in the TTL)."""
+        """What a shared store keeps of a session (activity time aside, which is in the TTL;
+        subscriptions aside when the store keeps them apart)."""
         snapshot = session.to_state()
         del snapshot["last_active"]
+        if self._subscriptions_apart:
+            del snapshot["subscriptions"]
         if self.driver is not None:
             snapshot.update(self.driver.durable(session))
         return snapshot
@@ -418,15 +453,25 @@ class SessionManager:
             log.exception("reaping expired sessions failed")
 
     async def _beat(self) -> None:
-        """Renew the leases of the request streams this process is writing, three times a lease."""
+        """Renew the leases of the request streams this process is writing, three times a lease.
+
+        After a failed renewal it tries again every :data:`RENEW_RETRY` seconds until one goes
+        through: a lease that lapsed while the store refused writes is taken back as soon as it
+        takes them again, well within the grace the store gives an owner before another process
+        may settle the stream (RELIABILITY H12: a renewal failure never makes a client resend a
+        request still running here).
+        """
+        failed = False
         while True:
-            await asyncio.sleep(self.lease / 3)
+            await asyncio.sleep(min(RENEW_RETRY, self.lease / 3) if failed else self.lease / 3)
             streams: list[tuple[str, str, list[Any]]] = []
             if self.driver is not None:
                 for session in list(self.sessions.values()):
                     streams.extend((session.id, stream, ids) for stream, ids in self.driver.leased(session))
+            failed = True
             try:
                 await self.backend.events.lease(streams, self.lease)
+                failed = False
             except BackendUnavailable as exc:
                 log.warning("could not renew %d request leases: %s", len(streams), exc)
             except Exception:

@@ -13,6 +13,8 @@ Keys (``P`` is the configured prefix):
   session ids scored by when their idle time runs out (restarted by every save or touch). The
   index decides what is alive; the state key outlives it by ``SESSION_GRACE`` for the reaper
   (``expired()``), which hands each expired session to exactly one process.
+- ``P u:<session>``: the session's resource subscriptions, a set of URIs beside the state (a
+  subscribe writes one member, never the state), expiring and deleted with it.
 - ``P h:<key>``: a hold (``hold``/``unhold``), e.g. the one standalone GET stream of a session.
 - ``P e:{<session>}`` and ``P e:{<session>}:<stream>``: the event log (see :mod:`.scripts`).
 - ``P t:<task>``: one task record as JSON, with its TTL.
@@ -81,7 +83,8 @@ class RedisSettings:
     stream_max_events: int = 1000
     #: Seconds an event is kept (default: the session TTL, so a resumable session's events are).
     stream_max_age: float = 1800.0
-    #: Seconds without a heartbeat after which a request in flight on a dead process is settled.
+    #: Seconds without a heartbeat after which a request in flight is taken for lost; its stream is
+    #: settled ("send it again") once that has been so for as long again while Redis took writes.
     lease: float = 6.0
     #: Connections to Redis at most per process (blocked stream readers hold one each).
     max_connections: int = 10000
@@ -238,21 +241,42 @@ class RedisSessionStore:
         register = backend.redis.register_script
         self._reap = register(scripts.REAP)
         self._touch = register(scripts.TOUCH)
+        self._subscribe = register(scripts.SUBSCRIBE)
+        self._migrate = register(scripts.MIGRATE)
 
     async def load(self, session_id: str) -> dict[str, Any] | None:
         pipe = self._redis.pipeline(transaction=False)  # one round trip
         pipe.get(self._key("s:", session_id))
         pipe.zscore(self._index, session_id)
-        raw, expires = await self._op(pipe.execute())
+        pipe.smembers(self._key("u:", session_id))
+        raw, expires, members = await self._op(pipe.execute())
         if raw is None or expires is None or expires <= _now_ms():
             return None  # gone, or idle past its time (the reaper ends it)
-        return orjson.loads(raw)
+        state: dict[str, Any] = orjson.loads(raw)
+        subscriptions = {member.decode() for member in members}
+        inline = state.pop("subscriptions", None)
+        if inline is not None:  # written by an earlier version: move them into the set, once
+            subscriptions.update(inline)
+            await self._op(self._migrate(keys=[self._key("s:", session_id), self._key("u:", session_id)],
+                                         args=[raw, orjson.dumps(state), *inline]))
+        if subscriptions:
+            state["subscriptions"] = sorted(subscriptions)
+        return state
 
     async def save(self, state: dict[str, Any]) -> None:
+        """Write the state. Its subscriptions are not part of it (see :meth:`subscribe`): a state
+        that lists them anyway (``"subscriptions"``) replaces the set with them."""
         session_id = state["id"]
         pipe = self._redis.pipeline(transaction=True)
         now = _now_ms()
+        subscriptions = state.get("subscriptions")
+        if subscriptions is not None:
+            state = {name: value for name, value in state.items() if name != "subscriptions"}
+            pipe.delete(self._key("u:", session_id))
+            if subscriptions:
+                pipe.sadd(self._key("u:", session_id), *subscriptions)
         pipe.set(self._key("s:", session_id), orjson.dumps(state), px=self._key_ttl)
+        pipe.pexpire(self._key("u:", session_id), self._key_ttl)
         pipe.zadd(self._index, {session_id: now + _ms(self._ttl)})
         quota = state.get("quota")
         if isinstance(quota, str):  # the caller's sessions, for max_sessions_per_principal
@@ -260,18 +284,29 @@ class RedisSessionStore:
             pipe.pexpire(self._key("q:", quota), _ms(self._ttl))
         await self._op(pipe.execute())
 
+    async def subscribe(self, session_id: str, uri: str, limit: int) -> bool:
+        """Add ``uri`` to the session's subscriptions, writing only that (one set member); False,
+        adding nothing, when it already has ``limit`` others. Atomic across processes."""
+        done = await self._op(self._subscribe(keys=[self._key("u:", session_id), self._key("s:", session_id)],
+                                              args=[uri, limit, self._key_ttl]))
+        return bool(done)
+
+    async def unsubscribe(self, session_id: str, uri: str) -> None:
+        await self._op(self._redis.srem(self._key("u:", session_id), uri))
+
     async def touch(self, session_id: str) -> bool:
         """Restart the session's idle time without rewriting it; False when it is gone or expired."""
         now = _now_ms()
-        alive = await self._op(self._touch(keys=[self._key("s:", session_id), self._index],
-                                           args=[session_id, now, now + _ms(self._ttl), self._key_ttl]))
+        alive = await self._op(self._touch(
+            keys=[self._key("s:", session_id), self._index, self._key("u:", session_id)],
+            args=[session_id, now, now + _ms(self._ttl), self._key_ttl]))
         return bool(alive)
 
     async def delete(self, session_id: str) -> None:
         raw = await self._op(self._redis.get(self._key("s:", session_id)))
         quota = orjson.loads(raw).get("quota") if raw is not None else None
         pipe = self._redis.pipeline(transaction=True)
-        pipe.delete(self._key("s:", session_id))
+        pipe.delete(self._key("s:", session_id), self._key("u:", session_id))
         pipe.zrem(self._index, session_id)
         if isinstance(quota, str):
             pipe.zrem(self._key("q:", quota), session_id)
@@ -295,8 +330,15 @@ class RedisSessionStore:
         """Take up to ``limit`` sessions whose idle time ran out out of the store, with their last
         state (None when it was lost). Atomic: each expired session is returned to exactly one
         caller, whichever process asks first."""
-        raw = await self._op(self._reap(keys=[self._index], args=[self._key("s:"), _now_ms(), limit]))
-        return [(raw[i].decode(), orjson.loads(raw[i + 1]) if raw[i + 1] else None) for i in range(0, len(raw), 2)]
+        raw = await self._op(self._reap(keys=[self._index], args=[self._key("s:"), self._key("u:"), _now_ms(), limit]))
+        out: list[tuple[str, dict[str, Any] | None]] = []
+        for i in range(0, len(raw), 3):
+            state: dict[str, Any] | None = orjson.loads(raw[i + 1]) if raw[i + 1] else None
+            if state is not None and raw[i + 2]:
+                inline = state.get("subscriptions") or ()
+                state["subscriptions"] = sorted({*inline, *(member.decode() for member in raw[i + 2])})
+            out.append((raw[i].decode(), state))
+        return out
 
 
 # -- event log --------------------------------------------------------------------------------------
@@ -315,6 +357,9 @@ class RedisEventLog:
         # Keys outlive the events by a margin, so a session idle for its whole TTL still has its log.
         self._ttl_ms = _ms(max(settings.stream_max_age, settings.session_ttl) + 60)
         self._wait_margin = settings.deadline
+        #: Seconds a lapsed lease must stay lapsed, while Redis takes writes, before its stream is
+        #: settled: a full lease, three heartbeats of its owner.
+        self.grace = settings.lease
         register = backend.redis.register_script
         self._open = register(scripts.OPEN)
         self._append = register(scripts.APPEND)
@@ -419,12 +464,19 @@ class RedisEventLog:
         return None if not raw else orjson.loads(raw)
 
     async def settle(self, session_id: str, stream_id: str, messages: list[dict[str, Any]]) -> bool:
-        """Append ``messages`` and end an orphaned stream; False when it is not (or no longer) orphaned."""
+        """Append ``messages`` and end a stream orphaned for at least :attr:`grace` seconds; False
+        when it is not (or no longer, or not yet) orphaned.
+
+        The grace counts from the first settle that found the lease gone, in Redis time, and the
+        owner's next renewal cancels it: a lease that lapsed only because Redis refused writes for
+        a while (its owner's renewals failed, and so did every settle) is renewed once Redis takes
+        writes again, before anyone may settle the stream (see :mod:`.scripts`).
+        """
         base, lease = self._lease_keys(session_id, stream_id)
         done = await self._op(self._settle(
             keys=[base, f"{base}:{stream_id}", lease],
-            args=[stream_id, _now_ms(), self._ttl_ms, *(orjson.dumps(m) for m in messages)]))
-        return bool(done)
+            args=[stream_id, _now_ms(), self._ttl_ms, _ms(self.grace), *(orjson.dumps(m) for m in messages)]))
+        return bool(done == 1)
 
 
 # -- tasks ------------------------------------------------------------------------------------------

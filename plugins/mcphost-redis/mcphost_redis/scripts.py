@@ -12,8 +12,15 @@ tag so a session's keys share a cluster slot):
 
 A request stream served by a live process has a lease, ``P e:{S}:lease:<stream>``, renewed by that
 process's heartbeat; the hash field ``<stream>:r`` holds the stream's request ids. A stream that
-is not done and has lost its lease belongs to a process that died: ``SETTLE`` ends it with the
-error replies the caller prepared.
+is not done and has lost its lease may belong to a process that died: ``SETTLE`` ends it with the
+error replies the caller prepared ("send it again"), but only once the lapse has been seen for a
+grace period *while Redis took writes*. The first ``SETTLE`` that finds the lease gone only notes
+when (field ``<stream>:s``, Redis time) and the owner's next renewal erases the note. A lease can
+also lapse because Redis refused writes for a while (out of memory, a read-only replica, failing
+writes): then every process's writes failed, the note could not be written either, and the owner,
+still running the request, renews within the grace once Redis takes writes again. So a renewal
+failure never tells a client to resend a request that is still running; a dead process's streams
+are settled a grace period later than its lease (RELIABILITY H12).
 
 Retention: ``XADD … MAXLEN ~ N`` bounds the length, and events older than the maximum age are
 trimmed with ``XTRIM MINID`` (the boundary found from the ``t`` fields, a few batches per
@@ -155,7 +162,7 @@ local fields = redis.call('HGETALL', KEYS[1])
 for i = 1, #fields, 2 do
   local name = fields[i]
   local suffix = string.sub(name, -2)
-  if suffix ~= ':d' and suffix ~= ':r' then
+  if suffix ~= ':d' and suffix ~= ':r' and suffix ~= ':s' then
     local key = ARGV[1] .. name
     marker(key, tonumber(fields[i + 1]), 'gone', ARGV[2])
     redis.call('PEXPIRE', key, 2000)
@@ -166,9 +173,11 @@ return 1
 """
 
 # KEYS: hash, lease. ARGV: stream id, request ids (JSON), ttl ms. Returns 0 for an unknown stream.
+# The owner is alive: a lapse another process noted (``<stream>:s``) is forgotten.
 LEASE = """
 if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0 then return 0 end
 redis.call('HSET', KEYS[1], ARGV[1] .. ':r', ARGV[2])
+redis.call('HDEL', KEYS[1], ARGV[1] .. ':s')
 redis.call('SET', KEYS[2], 1, 'PX', ARGV[3])
 return 1
 """
@@ -182,14 +191,25 @@ if redis.call('EXISTS', KEYS[2]) == 1 then return false end
 return redis.call('HGET', KEYS[1], ARGV[1] .. ':r')
 """
 
-# KEYS: hash, stream, lease. ARGV: stream id, now ms, ttl ms, messages… Appends the messages
-# and ends the stream, only if it is still orphaned (one process settles it, once).
+# KEYS: hash, stream, lease. ARGV: stream id, now ms, ttl ms, grace ms, messages… Appends the
+# messages and ends the stream, only if it is still orphaned and has been for the grace period,
+# counted from when a settle first found it so (one process settles it, once). Returns 1 when
+# settled, 0 when not orphaned, -1 when orphaned for less than the grace (noted now or before).
 SETTLE = _HELPERS + """
 if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0 then return 0 end
 if redis.call('HEXISTS', KEYS[1], ARGV[1] .. ':d') == 1 then return 0 end
 if redis.call('EXISTS', KEYS[3]) == 1 then return 0 end
+local clock = redis.call('TIME')  -- Redis's clock: the processes' clocks may disagree
+local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
+local seen = tonumber(redis.call('HGET', KEYS[1], ARGV[1] .. ':s'))
+if not seen then
+  redis.call('HSET', KEYS[1], ARGV[1] .. ':s', now)
+  return -1
+end
+if now - seen < tonumber(ARGV[4]) then return -1 end
+redis.call('HDEL', KEYS[1], ARGV[1] .. ':s')
 local seq = tonumber(redis.call('HGET', KEYS[1], ARGV[1]))
-for i = 4, #ARGV do
+for i = 5, #ARGV do
   seq = seq + 1
   redis.call('XADD', KEYS[2], seq .. '-0', 't', ARGV[2], 'm', ARGV[i])
 end
@@ -241,28 +261,64 @@ return raw
 # while its key lingers (the key outlives it by a grace period, so the reaper can hand the state
 # to the terminate hook). Whoever removes an id from the index owns its ending: exactly one.
 
-# KEYS: index. ARGV: state key prefix, now ms, max count. Returns {id, state, id, state, ...} of
-# the sessions it took out of the index (state '' when the key was already gone).
+# KEYS: index. ARGV: state key prefix, subscription key prefix, now ms, max count. Returns {id,
+# state, subscriptions, id, state, subscriptions, ...} of the sessions it took out of the index
+# (state '' when the key was already gone); both keys go.
 REAP = """
-local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[2], 'LIMIT', 0, tonumber(ARGV[3]))
+local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[3], 'LIMIT', 0, tonumber(ARGV[4]))
 local out = {}
 for _, id in ipairs(due) do
   redis.call('ZREM', KEYS[1], id)
   local key = ARGV[1] .. id
+  local subs = ARGV[2] .. id
   out[#out + 1] = id
   out[#out + 1] = redis.call('GET', key) or ''
-  redis.call('DEL', key)
+  out[#out + 1] = redis.call('SMEMBERS', subs)
+  redis.call('DEL', key, subs)
 end
 return out
 """
 
-# KEYS: state, index. ARGV: id, now ms, expiry ms (absolute), key ttl ms. 1 when the session is
-# alive (its idle time restarted), 0 when it is gone or already expired.
+# KEYS: state, index, subscriptions. ARGV: id, now ms, expiry ms (absolute), key ttl ms. 1 when the
+# session is alive (its idle time restarted, its subscriptions kept as long), 0 when it is gone or
+# already expired.
 TOUCH = """
 local score = redis.call('ZSCORE', KEYS[2], ARGV[1])
 if not score or tonumber(score) <= tonumber(ARGV[2]) then return 0 end
 if redis.call('PEXPIRE', KEYS[1], ARGV[4]) == 0 then return 0 end
+redis.call('PEXPIRE', KEYS[3], ARGV[4])
 redis.call('ZADD', KEYS[2], ARGV[3], ARGV[1])
+return 1
+"""
+
+# A session's resource subscriptions live beside its state, in the set ``P u:<id>``, so that
+# subscribing writes one member instead of the whole state (RELIABILITY H5). The set expires
+# with the state (every save and touch renews both) and is deleted with it.
+
+# KEYS: subscriptions, state. ARGV: uri, max count, key ttl ms. 1 when the session follows ``uri``
+# (added now or before), 0 when it already follows the maximum: the budget holds atomically,
+# whichever processes subscribe at once.
+SUBSCRIBE = """
+if redis.call('SISMEMBER', KEYS[1], ARGV[1]) == 1 then return 1 end
+if redis.call('SCARD', KEYS[1]) >= tonumber(ARGV[2]) then return 0 end
+redis.call('SADD', KEYS[1], ARGV[1])
+local ttl = redis.call('PTTL', KEYS[2])
+if ttl <= 0 then ttl = ARGV[3] end
+redis.call('PEXPIRE', KEYS[1], ttl)
+return 1
+"""
+
+# KEYS: state, subscriptions. ARGV: the state as read, the state without its subscriptions, uris...
+# Moves the subscriptions a state written by an earlier version holds inline into the set, once,
+# only if the state is still what was read (a concurrent save wins).
+MIGRATE = """
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+redis.call('SET', KEYS[1], ARGV[2], 'KEEPTTL')
+if #ARGV > 2 then
+  redis.call('SADD', KEYS[2], unpack(ARGV, 3))
+  local ttl = redis.call('PTTL', KEYS[1])
+  if ttl > 0 then redis.call('PEXPIRE', KEYS[2], ttl) end
+end
 return 1
 """
 

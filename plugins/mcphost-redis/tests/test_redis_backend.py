@@ -132,6 +132,10 @@ async def test_a_stream_whose_lease_lapses_is_settled_once_with_the_given_replie
         await asyncio.sleep(0.25)
         assert await log.orphaned("s", "1") == [7, "x"]
         replies = [{"jsonrpc": "2.0", "id": i, "error": {"code": -32800, "message": "gone"}} for i in (7, "x")]
+        log.grace = 0.3
+        assert not await log.settle("s", "1", replies)  # the lapse is noted: its grace starts now
+        assert not await log.settle("s", "1", replies)
+        await asyncio.sleep(0.35)
         assert await log.settle("s", "1", replies)
         assert not await log.settle("s", "1", replies)  # once
         read = await log.read("s", "1", 1, 0)
@@ -143,5 +147,34 @@ async def test_a_stream_whose_lease_lapses_is_settled_once_with_the_given_replie
         assert await log.orphaned("s", "2") is None and await log.orphaned("s", "9") is None
         await log.lease([("s", "9", [1])], 1)  # a lease for an unknown stream creates nothing
         assert not await log.exists("s", "9")
+    finally:
+        await backend.close()
+
+
+async def test_a_lapsed_lease_renewed_within_the_grace_is_never_settled(redis_server):
+    """H12: the owner's renewals failed (Redis refused writes) and its lease lapsed; another
+    process finds the stream orphaned, but the owner renews within the grace: no "resend"."""
+    backend = RedisBackend(redis_settings(redis_server.url))
+    try:
+        log = backend.events
+        log.grace = 0.5
+        await log.begin("s", "1", [7], 0.2)
+        await asyncio.sleep(0.25)  # the renewals failed: the lease is gone
+        assert await log.orphaned("s", "1") == [7]
+        reply = [{"jsonrpc": "2.0", "id": 7, "error": {"code": -32800, "message": "send it again"}}]
+        assert not await log.settle("s", "1", reply)  # noted, not settled
+        await log.lease([("s", "1", [7])], 0.2)  # the owner is back
+        await asyncio.sleep(0.3)
+        assert await log.orphaned("s", "1") == [7]  # lapsed again, but the grace starts over
+        assert not await log.settle("s", "1", reply)
+        await asyncio.sleep(0.3)  # more than the grace after the first note: not settled all the same
+        assert not await log.settle("s", "1", reply)
+        await log.lease([("s", "1", [7])], 5)
+        await log.append("s", "1", {"jsonrpc": "2.0", "id": 7, "result": {}}, final=True)
+        read = await log.read("s", "1", 1, 0)
+        assert [e.message for e in read.events] == [{"jsonrpc": "2.0", "id": 7, "result": {}}] and read.done
+        # Dropping the session's log leaves nothing of the note behind.
+        await log.drop("s")
+        assert not await log.exists("s", "1")
     finally:
         await backend.close()

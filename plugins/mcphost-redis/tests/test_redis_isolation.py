@@ -6,11 +6,13 @@ Each test runs real ``mcphost serve`` processes against a private redis-server.
 
 from __future__ import annotations
 
+import json
 import re
 import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -150,6 +152,66 @@ def test_a_lease_renewal_that_fails_never_tells_the_client_to_resend_a_running_r
     finally:
         stop.set()
         server.stop()
+
+
+def test_a_lease_lapsed_while_redis_refused_writes_is_taken_back_not_settled_by_another_process(
+        tmp_path: Path, own_redis: RedisServer) -> None:
+    """A slow call runs on node A; its client follows the stream on node B (Last-Event-ID). Redis
+    refuses every write for longer than a lease (A's renewals fail, its lease lapses), then takes
+    B's writes a moment before A's. B must not settle the stream ("send it again") while A still
+    runs the call: the client gets the real result."""
+    own_redis.command("ACL", "SETUSER", "nodea", "on", ">pw", "~*", "&*", "+@all")
+    common = '[server]\nsse_keepalive = 1\n\n[plugins.redis]\nprefix = "h12:"\nlease = 2\n'
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    a = HttpServer(tmp_path / "a", plugins="demo,redis",
+                   config=common + f'url = "redis://nodea:pw@127.0.0.1:{own_redis.port}/0"\n')
+    b = HttpServer(tmp_path / "b", plugins="demo,redis", config=common + f'url = "{own_redis.url}"\n')
+    faults = threading.Event()
+
+    def fail_writes() -> None:
+        faults.wait(30)
+        time.sleep(0.3)
+        own_redis.command("ACL", "SETUSER", "nodea", "-@write")  # A's writes fail ...
+        own_redis.command("CONFIG", "SET", "min-replicas-to-write", "1")  # ... and everyone's (NOREPLICAS)
+        time.sleep(3.0)  # past A's lease (2 s): it lapses
+        own_redis.command("CONFIG", "SET", "min-replicas-to-write", "0")  # B writes again
+        time.sleep(1.5)  # B sees the lapse (it checks every half lease)
+        own_redis.command("ACL", "SETUSER", "nodea", "+@all")  # and A
+
+    breaker = threading.Thread(target=fail_writes)
+    breaker.start()
+    try:
+        with httpx.Client(timeout=30) as client:
+            session_id = a.initialize(client)
+            call = {"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+                    "params": {"name": "progress", "arguments": {"steps": 8, "delay_ms": 1000}}}
+            with client.stream("POST", a.url, headers=a.headers(session_id), json=call) as response:
+                assert response.status_code == 200
+                last = next(line for line in response.iter_lines() if line.startswith("id: "))[4:]
+            faults.set()  # the client left A's stream; it follows the call on B from now on
+            answer: dict[str, Any] | None = None
+            deadline = time.monotonic() + 25
+            while answer is None and time.monotonic() < deadline:
+                get = {**b.headers(session_id), "accept": "text/event-stream", "last-event-id": last}
+                with client.stream("GET", b.url, headers=get) as stream:
+                    if stream.status_code != 200:  # Redis refused B's session touch: 503, retry
+                        time.sleep(0.2)
+                        continue
+                    for event in sse_events("".join(f"{line}\n" for line in stream.iter_lines())):
+                        last = event.get("id", last)
+                        message = json.loads(event["data"]) if event.get("data", "").strip() else {}
+                        if message.get("id") == 7:
+                            answer = message
+        assert answer is not None, b.log()[-3000:]
+        assert "result" in answer, answer  # not "send it again" while it was still running on A
+        assert answer["result"]["content"][0]["text"] == "completed 8 steps", answer
+    finally:
+        faults.set()
+        breaker.join()
+        own_redis.command("CONFIG", "SET", "min-replicas-to-write", "0")
+        a.stop()
+        b.stop()
 
 
 # -- H1 with workers: no worker dies, so the supervisor never gives up ------------------------------
