@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """mcphost against the official SDK and the bare Starlette ceiling, side by side in one run.
 
-    python benchmarks/compare.py                                  # 3 rounds x 7 targets x (2 s + 10 s), ~5 min
+    python benchmarks/compare.py                                  # 3 rounds x 8 targets x (2 s + 10 s), ~6 min
     python benchmarks/compare.py --rounds 1 --duration 2 --warmup 0.5 --no-memory   # a quick check
     python benchmarks/compare.py --json > report.json
 
@@ -14,6 +14,8 @@ The servers, all started once and kept running, each pinned to core 0 (``taskset
   sdk-session      the same ``MCPServer`` in its default mode: sessions, SSE replies (``sdk-session``)
   starlette        a bare Starlette route on Hypercorn, mcphost's settings (starlette_app.py): it
                    parses the body and answers the echo result, no MCP work: the ceiling of the stack
+  asgi             the same answer from a bare ASGI callable on the same Hypercorn (``--raw``): no
+                   framework either, the floor of what any app on this stack costs per request
 
 The targets (what is sent to which server), one tools/call per request:
 
@@ -22,6 +24,7 @@ The targets (what is sent to which server), one tools/call per request:
   sdk-stateless    echo, 2026-07-28 when the SDK answers it, else stateless 2025-11-25 (the report says)
   sdk-session      echo, 2025-11-25 sessions (one per connection), SSE replies
   starlette        echo, the 2026-07-28 request (the route ignores the headers)
+  asgi             the same, to the bare ASGI callable
   mcphost-typed    plan_trip (seven typed parameters), 2026-07-28
   sdk-typed        plan_trip, as sdk-stateless
 
@@ -94,6 +97,7 @@ TARGETS = [
     Target("sdk-stateless", "sdk", "echo", "modern", full_check=False),
     Target("sdk-session", "sdk-session", "echo", "session"),
     Target("starlette", "starlette", "echo", "modern"),
+    Target("asgi", "asgi", "echo", "modern"),
     Target("mcphost-typed", "mcphost-typed", "plan_trip", "modern"),
     Target("sdk-typed", "sdk", "plan_trip", "modern", full_check=False),
 ]
@@ -130,9 +134,10 @@ def make_servers(names: set[str], logdir: Path) -> dict[str, benchlib.Server]:
         elif name in ("sdk", "sdk-session"):
             server = benchlib.Server(name, pinned([sys.executable, typed, name, "--port", str(port)], SERVER_CORE),
                                      port, dict(os.environ), logdir)
-        elif name == "starlette":
-            server = benchlib.Server(name, pinned([sys.executable, str(HERE / "starlette_app.py"), "--port", str(port)],
-                                                  SERVER_CORE), port, dict(os.environ), logdir)
+        elif name in ("starlette", "asgi"):
+            raw = ["--raw"] if name == "asgi" else []
+            server = benchlib.Server(name, pinned([sys.executable, str(HERE / "starlette_app.py"), "--port", str(port),
+                                                   *raw], SERVER_CORE), port, dict(os.environ), logdir)
         else:
             raise ValueError(name)
         servers[name] = server
@@ -367,7 +372,15 @@ def summarize(rounds: list[dict[str, dict[str, Any]]], names: list[str]) -> dict
         ratios.append({"figure": label, "ours": ours, "theirs": theirs, "goal": goal,
                        "per_round": [round(x, 3) for x in per_round], "median_of_rounds": round(median, 3),
                        "ratio_of_medians": round(of_medians, 3), "met": median >= goal})
-    return {"medians": medians, "ratios": ratios}
+    # What each goal leaves mcphost per request, in server CPU (one core saturated: requests/s is
+    # 1 / CPU per request), beside what the stack alone costs: the bare ASGI callable and the route.
+    budgets = []
+    for label, ours, theirs, goal in RATIOS:
+        if theirs in medians and "asgi" in medians:
+            budgets.append({"figure": label, "goal": goal,
+                            "cpu_us_allowed": round(medians[theirs]["server_cpu_us_per_request"] / goal, 1),
+                            "mcphost_cpu_us": medians.get(ours, {}).get("server_cpu_us_per_request")})
+    return {"medians": medians, "ratios": ratios, "budgets": budgets}
 
 
 def print_report(report: dict[str, Any]) -> None:
@@ -396,6 +409,18 @@ def print_report(report: dict[str, Any]) -> None:
     for ratio in summary["ratios"]:
         print(f"  {ratio['figure']:<44}{ratio['median_of_rounds']:>7.2f}x{ratio['ratio_of_medians']:>8.2f}x"
               f"   goal >= {ratio['goal']:g}: {'met' if ratio['met'] else 'NOT met'}   rounds {ratio['per_round']}")
+    medians = summary["medians"]
+    if summary.get("budgets"):
+        floor = medians["asgi"]["server_cpu_us_per_request"]
+        route = medians.get("starlette", {}).get("server_cpu_us_per_request")
+        print(f"\nserver CPU per request each goal allows mcphost (the other side's CPU / the goal), against the "
+              f"stack's own cost: bare ASGI callable {floor:.0f} us"
+              + (f", Starlette route {route:.0f} us" if route else ""))
+        for budget in summary["budgets"]:
+            spent = budget["mcphost_cpu_us"]
+            print(f"  {budget['figure']:<44}{budget['cpu_us_allowed']:>7.0f} us allowed, "
+                  f"{budget['cpu_us_allowed'] - floor:>5.0f} us above the bare ASGI callable"
+                  + (f"; mcphost spends {spent:.0f} us" if spent is not None else ""))
     memory = report.get("memory")
     if memory:
         if "error" in memory:
