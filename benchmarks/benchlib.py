@@ -61,6 +61,21 @@ def use_source_in_process() -> None:
     sys.path.insert(0, source)
 
 
+def pinned(argv: list[str], core: str) -> list[str]:
+    """``argv`` run on CPU ``core`` with ``taskset`` (unchanged when taskset is missing)."""
+    taskset = shutil.which("taskset")
+    return [taskset, "-c", core, *argv] if taskset else argv
+
+
+def pin_self(core: str) -> bool:
+    """Move this process to CPU ``core``; False where that is not possible (no such core, no API)."""
+    try:
+        os.sched_setaffinity(0, {int(core)})
+    except (OSError, AttributeError, ValueError):
+        return False
+    return True
+
+
 def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
