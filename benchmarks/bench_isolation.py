@@ -286,7 +286,7 @@ def stop_attackers(attackers: subprocess.Popen[str]) -> dict[str, Any]:
 
 # -- phases and report -----------------------------------------------------------------------------
 
-def phase(url: str, seconds: float, args: argparse.Namespace, attacks: list[str]) -> dict[str, Any]:
+def phase(url: str, seconds: float, args: argparse.Namespace, attacks: list[str], server_pid: int) -> dict[str, Any]:
     """Bystanders for ``seconds``; with ``attacks``, while the attacker process runs them."""
     attackers = start_attackers(url, args) if attacks else None
     try:
@@ -301,7 +301,10 @@ def phase(url: str, seconds: float, args: argparse.Namespace, attacks: list[str]
         threads.append(threading.Thread(target=health_prober, args=(url, stop, health, errors)))
         for thread in threads:
             thread.start()
+        window = (time.monotonic(), time.monotonic() + seconds)
+        cpu_before = benchlib.cpu_seconds(server_pid)
         time.sleep(seconds)
+        server_cpu = (benchlib.cpu_seconds(server_pid) - cpu_before) / seconds
         stop.set()
         for thread in threads:
             thread.join(60)
@@ -311,7 +314,20 @@ def phase(url: str, seconds: float, args: argparse.Namespace, attacks: list[str]
             "p50_ms": round(benchlib.percentile(latencies, 50) * 1000, 2),
             "p99_ms": round(benchlib.percentile(latencies, 99) * 1000, 2),
             "healthz_max_ms": round(max(health, default=float("nan")) * 1000, 1),
-            "load_average": benchlib.load_average(), "attacks": outcomes}
+            "server_cpu_share": round(server_cpu, 2), "load_average": benchlib.load_average(),
+            "attacks": outcomes, "window": window}
+
+
+def loop_summary(recorded: dict[str, Any], window: tuple[float, float]) -> dict[str, Any]:
+    """What benchunruly's LoopRecorder saw of the server's event loop during ``window``."""
+    start, end = window
+    stalls = [ms for at, ms in recorded.get("stalls", []) if start <= at <= end]
+    collections = [(generation, ms) for at, generation, ms in recorded.get("collections", []) if start <= at <= end]
+    return {"stalls_over_2ms": len(stalls), "stall_max_ms": max(stalls, default=0.0),
+            "stalled_ms": round(sum(stalls), 1),
+            "gc": {str(generation): {"count": sum(1 for g, _ in collections if g == generation),
+                                     "max_ms": max((ms for g, ms in collections if g == generation), default=0.0)}
+                   for generation in (0, 1, 2)}}
 
 
 def parse_args(argv: list[str] | None = None, default_attacks: str = ",".join(ATTACKS)) -> argparse.Namespace:
@@ -330,6 +346,8 @@ def parse_args(argv: list[str] | None = None, default_attacks: str = ",".join(AT
     parser.add_argument("--attacker-core", default=CLIENT_CORE, help="CPU the attacker process runs on")
     parser.add_argument("--attacker-nice", type=int, default=10,
                         help="niceness of the attacker process: the bystanders get their core when they need it")
+    parser.add_argument("--loop-report", action="store_true",
+                        help="record the server's loop stalls and garbage collections (benchunruly.LoopRecorder)")
     parser.add_argument("--json", help="write the report here")
     parser.add_argument("--attacker-for", metavar="URL", help=argparse.SUPPRESS)  # the attacker process
     args = parser.parse_args(argv)
@@ -347,10 +365,12 @@ def main(argv: list[str] | None = None, default_attacks: str = ",".join(ATTACKS)
         return
     report = benchlib.new_report(args)
     with benchlib.sigterm_as_interrupt(), benchlib.workdir() as tmp:
+        loop_file = Path(tmp) / "loop.json"
         server = benchlib.mcphost_server("mcphost-isolation", Path(tmp), extra_env={
             "MCPHOST_PLUGINS": "demo,benchunruly",
             "MCPHOST_MAX_SESSIONS_PER_PRINCIPAL": str(args.sessions_cap),
-            "MCPHOST_MAX_REQUESTS_PER_PRINCIPAL": str(args.requests_cap)})
+            "MCPHOST_MAX_REQUESTS_PER_PRINCIPAL": str(args.requests_cap),
+            **({"MCPHOST_BENCH_LOOP_REPORT": str(loop_file)} if args.loop_report else {})})
         server.argv = benchlib.pinned([sys.executable, str(HERE / "benchunruly.py"), *server.argv[1:]], SERVER_CORE)
         with running(server):
             pinned_here = benchlib.pin_self(CLIENT_CORE)  # after the server started: it never inherits it
@@ -358,10 +378,14 @@ def main(argv: list[str] | None = None, default_attacks: str = ",".join(ATTACKS)
             with client_from(BYSTANDER) as warm:  # the first calls pay imports and caches
                 for number in range(50):
                     warm.post(server.url, content=benchlib.modern_echo_call(number), headers=benchlib.modern_headers())
-            baseline = phase(server.url, args.baseline, args, [])
-            attacked = phase(server.url, args.attack, args, args.attacks)
+            baseline = phase(server.url, args.baseline, args, [], pid)
+            attacked = phase(server.url, args.attack, args, args.attacks, pid)
             alive = server.proc is not None and server.proc.poll() is None
-            log = server.log_path.read_text(errors="replace")
+        log = server.log_path.read_text(errors="replace")
+        recorded = orjson.loads(loop_file.read_bytes()) if args.loop_report and loop_file.exists() else None
+    if recorded is not None:
+        for figures in (baseline, attacked):
+            figures["server_loop"] = loop_summary(recorded, figures["window"])
     report.update({"baseline": baseline, "attack": attacked, "server_alive": alive, "server_pid": pid,
                    "log_mentions_exit": "exited with" in log, "taskset": shutil.which("taskset") is not None,
                    "measuring_process_pinned": pinned_here})
@@ -372,9 +396,15 @@ def main(argv: list[str] | None = None, default_attacks: str = ",".join(ATTACKS)
     for name, figures in (("baseline", baseline), (f"attack ({', '.join(args.attacks)})", attacked)):
         print(f"  {name:<48} calls {figures['calls']:>6}  p50 {figures['p50_ms']:>7.2f} ms  "
               f"p99 {figures['p99_ms']:>7.2f} ms  errors {figures['error_count']}  "
-              f"/healthz max {figures['healthz_max_ms']} ms  (load average {figures['load_average']})")
+              f"/healthz max {figures['healthz_max_ms']} ms  server CPU {figures['server_cpu_share']:.0%}  "
+              f"(load average {figures['load_average']})")
     for name, counts in attacked["attacks"].items():
         print(f"  attack {name:<10} {counts}")
+    for name, figures in (("baseline", baseline), ("attack", attacked)):
+        if "server_loop" in figures:
+            loop = figures["server_loop"]
+            print(f"  server loop, {name:<8}: {loop['stalls_over_2ms']} stalls > 2 ms (longest "
+                  f"{loop['stall_max_ms']} ms, {loop['stalled_ms']} ms in all); gc by generation {loop['gc']}")
     print(f"  p99 ratio {ratio:.2f}; server alive {alive} (pid {pid}); "
           f"load average before {report['load_average_before']}, after {attacked['load_average']}")
     greedy = attacked["attacks"].get("greedy")
