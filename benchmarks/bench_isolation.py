@@ -302,9 +302,10 @@ def phase(url: str, seconds: float, args: argparse.Namespace, attacks: list[str]
         for thread in threads:
             thread.start()
         window = (time.monotonic(), time.monotonic() + seconds)
-        cpu_before = benchlib.cpu_seconds(server_pid)
+        cpu_before, preempted_before = benchlib.cpu_seconds(server_pid), benchlib.preemptions(server_pid)
         time.sleep(seconds)
         server_cpu = (benchlib.cpu_seconds(server_pid) - cpu_before) / seconds
+        preempted = benchlib.preemptions(server_pid) - preempted_before
         stop.set()
         for thread in threads:
             thread.join(60)
@@ -314,7 +315,8 @@ def phase(url: str, seconds: float, args: argparse.Namespace, attacks: list[str]
             "p50_ms": round(benchlib.percentile(latencies, 50) * 1000, 2),
             "p99_ms": round(benchlib.percentile(latencies, 99) * 1000, 2),
             "healthz_max_ms": round(max(health, default=float("nan")) * 1000, 1),
-            "server_cpu_share": round(server_cpu, 2), "load_average": benchlib.load_average(),
+            "server_cpu_share": round(server_cpu, 2), "server_preemptions": preempted,
+            "load_average": benchlib.load_average(),
             "attacks": outcomes, "window": window}
 
 
@@ -404,7 +406,8 @@ def main(argv: list[str] | None = None, default_attacks: str = ",".join(ATTACKS)
         if "server_loop" in figures:
             loop = figures["server_loop"]
             print(f"  server loop, {name:<8}: {loop['stalls_over_2ms']} stalls > 2 ms (longest "
-                  f"{loop['stall_max_ms']} ms, {loop['stalled_ms']} ms in all); gc by generation {loop['gc']}")
+                  f"{loop['stall_max_ms']} ms, {loop['stalled_ms']} ms in all); gc by generation {loop['gc']}; "
+                  f"{figures['server_preemptions']} involuntary context switches of its main thread")
     print(f"  p99 ratio {ratio:.2f}; server alive {alive} (pid {pid}); "
           f"load average before {report['load_average_before']}, after {attacked['load_average']}")
     greedy = attacked["attacks"].get("greedy")

@@ -108,6 +108,14 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / CLK_TCK  # utime, stime (fields 14 and 15)
 
 
+def preemptions(pid: int) -> int:
+    """How often ``pid``'s main thread lost its CPU involuntarily (nonvoluntary_ctxt_switches)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("nonvoluntary_ctxt_switches:"):
+            return int(line.split()[1])
+    return 0
+
+
 def machine_busy_seconds() -> float:
     """CPU seconds all cores have spent busy since boot (/proc/stat), to tell what else ran meanwhile."""
     fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]
