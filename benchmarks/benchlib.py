@@ -61,6 +61,21 @@ def use_source_in_process() -> None:
     sys.path.insert(0, source)
 
 
+def pinned(argv: list[str], core: str) -> list[str]:
+    """``argv`` run on CPU ``core`` with ``taskset`` (unchanged when taskset is missing)."""
+    taskset = shutil.which("taskset")
+    return [taskset, "-c", core, *argv] if taskset else argv
+
+
+def pin_self(core: str) -> bool:
+    """Move this process to CPU ``core``; False where that is not possible (no such core, no API)."""
+    try:
+        os.sched_setaffinity(0, {int(core)})
+    except (OSError, AttributeError, ValueError):
+        return False
+    return True
+
+
 def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
@@ -91,6 +106,14 @@ def cpu_seconds(pid: int) -> float:
     stat = Path(f"/proc/{pid}/stat").read_text()
     fields = stat[stat.rindex(")") + 2:].split()
     return (int(fields[11]) + int(fields[12])) / CLK_TCK  # utime, stime (fields 14 and 15)
+
+
+def preemptions(pid: int) -> int:
+    """How often ``pid``'s main thread lost its CPU involuntarily (nonvoluntary_ctxt_switches)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("nonvoluntary_ctxt_switches:"):
+            return int(line.split()[1])
+    return 0
 
 
 def machine_busy_seconds() -> float:

@@ -51,7 +51,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import os
 import re
@@ -72,6 +71,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import benchlib  # noqa: E402
+from benchlib import pinned  # noqa: E402
 from typed_tools import PLAN_TRIP_ARGUMENTS, PLAN_TRIP_TEXT  # noqa: E402
 
 LUA = HERE / "compare.lua"
@@ -111,11 +111,6 @@ RATIOS = [
 
 
 # -- servers -----------------------------------------------------------------------------------------
-
-def pinned(argv: list[str], core: str) -> list[str]:
-    taskset = shutil.which("taskset")
-    return [taskset, "-c", core, *argv] if taskset else argv
-
 
 def make_servers(names: set[str], logdir: Path) -> dict[str, benchlib.Server]:
     servers: dict[str, benchlib.Server] = {}
@@ -299,8 +294,7 @@ async def _python_load(target: Target, server: benchlib.Server, prepared: Prepar
 
 def run_python(target: Target, server: benchlib.Server, prepared: Prepared, seconds: float,
                args: argparse.Namespace, check: bool) -> dict[str, Any]:
-    with contextlib.suppress(OSError, AttributeError):
-        os.sched_setaffinity(0, {int(LOAD_CORE)})
+    benchlib.pin_self(LOAD_CORE)
     return asyncio.run(_python_load(target, server, prepared, seconds, args.connections, check))
 
 

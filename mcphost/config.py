@@ -71,6 +71,10 @@ class ServerSettings:
     max_subscriptions: int = 1000
     #: Longest resource URI a session may subscribe to or name in a listen filter, in bytes; longer, -32602.
     max_uri_bytes: int = 2048
+    #: Longest URI a ``resources/read`` may name, in bytes; longer is refused with -32602 before it is
+    #: matched against any template (twice RFC 9110's recommended minimum of 8000; a 2026-07-28
+    #: request repeats the URI in its Mcp-Name header, within max_header_bytes anyway).
+    max_read_uri_bytes: int = 16 * 1024
     #: Largest ``capabilities`` plus ``clientInfo`` of an ``initialize`` (kept for the session's
     #: life), as JSON bytes; larger, -32602.
     max_client_info_bytes: int = 65536
@@ -304,7 +308,8 @@ def _check_server(server: ServerSettings, source: str) -> None:
         raise ConfigError(f"{source}: server.port must be 0-65535, not {server.port}")
     for name in ("max_body_bytes", "max_header_bytes", "page_size", "max_inflight", "max_sessions", "workers",
                  "stream_max_events", "max_tasks", "task_poll_interval_ms", "sync_workers", "max_subscriptions",
-                 "max_uri_bytes", "max_client_info_bytes", "max_streams_per_session", "max_retained_bytes"):
+                 "max_uri_bytes", "max_read_uri_bytes", "max_client_info_bytes", "max_streams_per_session",
+                 "max_retained_bytes"):
         if getattr(server, name) < 1:
             raise ConfigError(f"{source}: server.{name} must be at least 1")
     if any(len(key.encode()) < 16 for key in server.state_keys):

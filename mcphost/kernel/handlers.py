@@ -395,6 +395,7 @@ def _not_found(request: RequestInfo, uri: str) -> McpError:
 async def read_resource(kernel: Kernel, request: RequestInfo) -> dict[str, Any]:
     _require_capability(kernel, request, "resources")
     uri = _string(request.params, "uri")
+    _check_uri(uri, kernel.settings.max_read_uri_bytes, "max_read_uri_bytes")
     visibility = _visibility(request)
     found = visibility.resource(kernel.catalog, uri)
     if found is None:
@@ -432,7 +433,7 @@ async def subscribe(kernel: Kernel, request: RequestInfo) -> dict[str, Any]:
     _require_capability(kernel, request, "resources")
     uri = _string(request.params, "uri")
     subscriptions = request.session.subscriptions
-    _check_uri(kernel, uri)
+    _check_uri(uri, kernel.settings.max_uri_bytes, "max_uri_bytes")
     if uri not in subscriptions and len(subscriptions) >= kernel.settings.max_subscriptions:
         raise _too_many_subscriptions(kernel)
     visibility = _visibility(request)
@@ -451,11 +452,15 @@ def _too_many_subscriptions(kernel: Kernel) -> McpError:
                           f"{kernel.settings.max_subscriptions}); unsubscribe first")
 
 
-def _check_uri(kernel: Kernel, uri: str) -> None:
-    """Refuse to keep a URI longer than ``server.max_uri_bytes`` (a subscription or a listen filter)."""
-    budget = kernel.settings.max_uri_bytes
-    if len(uri) > budget or len(uri.encode()) > budget:
-        raise invalid_params(f"URI longer than {budget} bytes (server.max_uri_bytes)")
+def _check_uri(uri: str, budget: int, setting: str) -> None:
+    """Refuse a URI longer than ``budget`` bytes, the value of ``server.<setting>``: one to keep (a
+    subscription or a listen filter, ``max_uri_bytes``) or to read (``max_read_uri_bytes``).
+
+    Checked before the URI is matched, encoded or echoed anywhere, so an oversized one costs
+    nothing; the length in characters decides alone when it already exceeds the budget.
+    """
+    if len(uri) > budget or len(uri.encode("utf-8", "surrogatepass")) > budget:
+        raise invalid_params(f"URI longer than {budget} bytes (server.{setting})")
 
 
 def _subscribable(kernel: Kernel, visibility: Visibility, uri: str) -> bool:
@@ -622,7 +627,7 @@ async def listen(kernel: Kernel, request: RequestInfo) -> dict[str, Any]:
                                  "(server.max_subscriptions)")
         for item in named if isinstance(named, list) and field == "resourceSubscriptions" else ():
             if isinstance(item, str):
-                _check_uri(kernel, item)
+                _check_uri(item, kernel.settings.max_uri_bytes, "max_uri_bytes")
     capabilities = kernel.catalog.capabilities()
     honoured: dict[str, Any] = {}
     kinds: set[str] = set()

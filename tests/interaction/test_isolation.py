@@ -210,8 +210,12 @@ def test_a_one_mebibyte_uri_to_the_demo_file_template_costs_milliseconds(
     started = time.monotonic()
     answer = reply(session_call(server, client, session_id, rpc(1, "resources/read", {"uri": uri})))
     elapsed = time.monotonic() - started
+    # Refused before any template sees it (server.max_read_uri_bytes, 16 KiB by default).
+    assert answer["error"] == {"code": -32602, "message": "URI longer than 16384 bytes (server.max_read_uri_bytes)"}
+    longest = "demo://files/" + "a/" * ((16384 - 13) // 2)  # within the limit: matched, then not found
+    answer = reply(session_call(server, client, session_id, rpc(3, "resources/read", {"uri": longest})))
     assert answer["error"]["code"] == -32002
-    assert answer["error"]["data"] == {"uri": uri[:2048], "truncated": True}  # not a megabyte echoed back
+    assert answer["error"]["data"] == {"uri": longest[:2048], "truncated": True}  # not echoed back whole
     completion = reply(session_call(server, client, session_id, rpc(2, "completion/complete", {
         "ref": {"type": "ref/resource", "uri": "demo://files/{+path}"},
         "argument": {"name": "path", "value": "a/" * (512 * 1024)}})))

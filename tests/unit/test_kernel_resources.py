@@ -237,6 +237,17 @@ async def test_read_without_a_string_uri_is_invalid_params(params: dict[str, Any
         assert (await error_of(client, "resources/read", params))["code"] == -32602
 
 
+async def test_a_uri_longer_than_max_read_uri_bytes_is_refused_before_any_handler(version: str) -> None:
+    host = make(*RESOURCES, server={"max_read_uri_bytes": 64})
+    async with connected(host, protocol_version=version) as client:
+        at_limit = "files://" + "p" * 56  # 64 bytes: still read
+        assert (await client.read_resource(at_limit))["contents"][0]["text"] == "file " + "p" * 56
+        for uri in ("files://" + "p" * 57, "files://" + "é" * 29):  # 65 characters; 66 bytes in 37 characters
+            error = await error_of(client, "resources/read", {"uri": uri})
+            assert error == {"code": -32602, "message": "URI longer than 64 bytes (server.max_read_uri_bytes)"}
+    assert READS == [("files", "p" * 56)]
+
+
 async def test_static_resource_wins_over_a_matching_template() -> None:
     @mcphost.resource("users://ann/posts/pinned")
     def pinned() -> str:
