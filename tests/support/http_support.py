@@ -99,6 +99,48 @@ class HttpServer:
         return session_id
 
 
+def session_headers(session_id: str | None = None, **extra: str) -> dict[str, str]:
+    """The headers of a session-era (2025-11-25) POST, with the session's id once it has one."""
+    sent = {"content-type": "application/json", "accept": ACCEPT_BOTH, "mcp-protocol-version": "2025-11-25"}
+    if session_id:
+        sent["mcp-session-id"] = session_id
+    sent.update(extra)
+    return sent
+
+
+def stream_headers(session_id: str) -> dict[str, str]:
+    """The headers of a session's GET stream."""
+    return {"accept": "text/event-stream", "mcp-session-id": session_id, "mcp-protocol-version": "2025-11-25"}
+
+
+def _url(server: HttpServer | str) -> str:
+    return server if isinstance(server, str) else server.url
+
+
+async def open_session(client: httpx.AsyncClient, server: HttpServer | str,
+                       capabilities: dict[str, Any] | None = None) -> str:
+    """``initialize`` and ``notifications/initialized`` over HTTP; the new session's id."""
+    params = {**INIT_PARAMS, "capabilities": capabilities or {}}
+    response = await client.post(_url(server), headers=session_headers(), json={
+        "jsonrpc": "2.0", "id": 1, "method": "initialize", "params": params})
+    assert response.status_code == 200, response.text
+    session_id = response.headers["mcp-session-id"]
+    done = await client.post(_url(server), headers=session_headers(session_id),
+                             json={"jsonrpc": "2.0", "method": "notifications/initialized"})
+    assert done.status_code == 202, done.text
+    return session_id
+
+
+async def session_call(client: httpx.AsyncClient, server: HttpServer | str, session_id: str, method: str,
+                       params: dict[str, Any] | None = None, request_id: Any = 2) -> dict[str, Any]:
+    """One request on a session; its reply, read from the SSE response."""
+    response = await client.post(_url(server), headers=session_headers(session_id), json={
+        "jsonrpc": "2.0", "id": request_id, "method": method, "params": params or {}})
+    assert response.status_code == 200, f"{response.status_code} {response.text}"
+    [reply] = [m for m in sse_messages(response.text) if m.get("id") == request_id]
+    return reply
+
+
 def sse_messages(text: str) -> list[dict[str, Any]]:
     """The JSON-RPC messages in an SSE body (events with data), in order."""
     import json

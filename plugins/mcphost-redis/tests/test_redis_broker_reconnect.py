@@ -19,10 +19,11 @@ import pytest
 from mcphost_redis.testing import RedisServer, redis_server_path
 
 from tests.support.http_plugins.harness import SseReader
-from tests.support.http_support import ACCEPT_BOTH, HttpServer
+from tests.support.http_support import HttpServer, open_session, session_headers
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 LEGACY = "2025-11-25"
+ELICITATION = {"elicitation": {"form": {}}}  # what these clients declare
 
 
 @pytest.fixture
@@ -46,25 +47,6 @@ def pair(tmp_path: Path, durable_redis: RedisServer) -> Iterator[tuple[HttpServe
         server.stop()
 
 
-def headers(session_id: str | None = None) -> dict[str, str]:
-    sent = {"content-type": "application/json", "accept": ACCEPT_BOTH, "mcp-protocol-version": LEGACY}
-    if session_id:
-        sent["mcp-session-id"] = session_id
-    return sent
-
-
-async def initialize(client: httpx.AsyncClient, server: HttpServer) -> str:
-    response = await client.post(server.url, headers=headers(), json={
-        "jsonrpc": "2.0", "id": 1, "method": "initialize",
-        "params": {"protocolVersion": LEGACY, "capabilities": {"elicitation": {"form": {}}},
-                   "clientInfo": {"name": "reconnect", "version": "0"}}})
-    assert response.status_code == 200, response.text
-    session_id = response.headers["mcp-session-id"]
-    await client.post(server.url, headers=headers(session_id),
-                      json={"jsonrpc": "2.0", "method": "notifications/initialized"})
-    return session_id
-
-
 def messages(reader: SseReader) -> list[dict[str, Any]]:
     return [json.loads(e["data"]) for e in reader.events if e.get("data", "").strip()]
 
@@ -72,7 +54,7 @@ def messages(reader: SseReader) -> list[dict[str, Any]]:
 async def post_patiently(client: httpx.AsyncClient, server: HttpServer, session_id: str, body: dict) -> int:
     """POST until it is accepted: while Redis restarts, the node answers 503 with Retry-After."""
     for _ in range(50):
-        response = await client.post(server.url, headers=headers(session_id), json=body)
+        response = await client.post(server.url, headers=session_headers(session_id), json=body)
         if response.status_code != 503:
             return response.status_code
         await asyncio.sleep(0.1)
@@ -123,10 +105,10 @@ async def follow(client: httpx.AsyncClient, server: HttpServer, session_id: str,
 async def test_an_elicitation_answer_survives_a_broker_disconnect(pair, durable_redis: RedisServer, outage: str):
     a, b = pair
     async with httpx.AsyncClient(timeout=30) as client:
-        session_id = await initialize(client, a)
-        assert (await client.post(b.url, headers=headers(session_id), json={
+        session_id = await open_session(client, a, ELICITATION)
+        assert (await client.post(b.url, headers=session_headers(session_id), json={
             "jsonrpc": "2.0", "id": 2, "method": "ping"})).status_code == 200  # B holds it too
-        async with client.stream("POST", a.url, headers=headers(session_id), json={
+        async with client.stream("POST", a.url, headers=session_headers(session_id), json={
                 "jsonrpc": "2.0", "id": 3, "method": "tools/call",
                 "params": {"name": "greet_user", "arguments": {}}}) as call:
             reader = SseReader(call)
@@ -150,10 +132,10 @@ async def test_an_elicitation_answer_survives_a_broker_disconnect(pair, durable_
 async def test_a_cancellation_survives_a_broker_disconnect(pair, durable_redis: RedisServer, outage: str):
     a, b = pair
     async with httpx.AsyncClient(timeout=30) as client:
-        session_id = await initialize(client, a)
-        assert (await client.post(b.url, headers=headers(session_id), json={
+        session_id = await open_session(client, a, ELICITATION)
+        assert (await client.post(b.url, headers=session_headers(session_id), json={
             "jsonrpc": "2.0", "id": 2, "method": "ping"})).status_code == 200
-        async with client.stream("POST", a.url, headers=headers(session_id), json={
+        async with client.stream("POST", a.url, headers=session_headers(session_id), json={
                 "jsonrpc": "2.0", "id": 4, "method": "tools/call",
                 "params": {"name": "progress", "arguments": {"steps": 600, "delay_ms": 50},
                            "_meta": {"progressToken": "p"}}}) as call:

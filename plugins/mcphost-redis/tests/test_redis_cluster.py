@@ -24,12 +24,18 @@ from mcphost_redis.testing import RedisServer
 
 from tests.support.fixtures.distributions import make_distribution
 from tests.support.http_plugins.harness import SseReader
-from tests.support.http_support import ACCEPT_BOTH, HttpServer, sse_messages
+from tests.support.http_support import (
+    ACCEPT_BOTH,
+    HttpServer,
+    open_session,
+    session_call,
+    session_headers,
+    sse_messages,
+)
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 MODERN = "2026-07-28"
-INIT = {"protocolVersion": "2025-11-25", "capabilities": {"elicitation": {"form": {}}},
-        "clientInfo": {"name": "cluster-test", "version": "0"}}
+ELICITATION = {"elicitation": {"form": {}}}  # what these clients declare
 
 PLUGIN = '''
 import os
@@ -91,35 +97,6 @@ def cluster(tmp_path: Path, redis_server: RedisServer, request: pytest.FixtureRe
     made.stop()
 
 
-def headers(session_id: str | None = None, **extra: str) -> dict[str, str]:
-    sent = {"content-type": "application/json", "accept": ACCEPT_BOTH, "mcp-protocol-version": "2025-11-25"}
-    if session_id:
-        sent["mcp-session-id"] = session_id
-    sent.update(extra)
-    return sent
-
-
-async def initialize(client: httpx.AsyncClient, server: HttpServer, capabilities: dict | None = None) -> str:
-    params = {**INIT, "capabilities": capabilities if capabilities is not None else INIT["capabilities"]}
-    response = await client.post(server.url, headers=headers(), json={
-        "jsonrpc": "2.0", "id": 1, "method": "initialize", "params": params})
-    assert response.status_code == 200, response.text
-    session_id = response.headers["mcp-session-id"]
-    done = await client.post(server.url, headers=headers(session_id),
-                             json={"jsonrpc": "2.0", "method": "notifications/initialized"})
-    assert done.status_code == 202, done.text
-    return session_id
-
-
-async def call(client: httpx.AsyncClient, server: HttpServer, session_id: str, method: str,
-               params: dict[str, Any] | None = None, request_id: Any = 2) -> dict[str, Any]:
-    response = await client.post(server.url, headers=headers(session_id), json={
-        "jsonrpc": "2.0", "id": request_id, "method": method, "params": params or {}})
-    assert response.status_code == 200, f"{response.status_code} {response.text}"
-    [reply] = [m for m in sse_messages(response.text) if m.get("id") == request_id]
-    return reply
-
-
 def text_of(reply: dict[str, Any]) -> str:
     return reply["result"]["content"][0]["text"]
 
@@ -127,18 +104,18 @@ def text_of(reply: dict[str, Any]) -> str:
 async def test_a_session_initialized_on_a_is_served_by_b(cluster):
     a, b = cluster.start(), cluster.start()
     async with httpx.AsyncClient(timeout=10) as client:
-        session_id = await initialize(client, a)
-        on_b = await call(client, b, session_id, "tools/call", {"name": "whoami", "arguments": {}})
-        on_a = await call(client, a, session_id, "tools/call", {"name": "whoami", "arguments": {}}, 3)
+        session_id = await open_session(client, a, ELICITATION)
+        on_b = await session_call(client, b, session_id, "tools/call", {"name": "whoami", "arguments": {}})
+        on_a = await session_call(client, a, session_id, "tools/call", {"name": "whoami", "arguments": {}}, 3)
         assert text_of(on_b) == str(b.process.pid) and text_of(on_a) == str(a.process.pid)
-        echo = await call(client, b, session_id, "tools/call", {"name": "echo", "arguments": {"text": "hi"}}, 4)
+        echo = await session_call(client, b, session_id, "tools/call", {"name": "echo", "arguments": {"text": "hi"}}, 4)
         assert "hi" in text_of(echo)
         # The log level set on B holds on A.
-        await call(client, b, session_id, "logging/setLevel", {"level": "error"}, 5)
-        listed = await call(client, a, session_id, "tools/list", {}, 6)
+        await session_call(client, b, session_id, "logging/setLevel", {"level": "error"}, 5)
+        listed = await session_call(client, a, session_id, "tools/list", {}, 6)
         assert {"echo", "whoami"} <= {t["name"] for t in listed["result"]["tools"]}
         # A foreign or unknown id is still 404 everywhere.
-        unknown = await client.post(b.url, headers=headers("no-such-session"), json={
+        unknown = await client.post(b.url, headers=session_headers("no-such-session"), json={
             "jsonrpc": "2.0", "id": 1, "method": "tools/list"})
         assert unknown.status_code == 404
 
@@ -146,12 +123,12 @@ async def test_a_session_initialized_on_a_is_served_by_b(cluster):
 async def test_a_session_deleted_on_b_is_gone_on_a(cluster):
     a, b = cluster.start(), cluster.start()
     async with httpx.AsyncClient(timeout=10) as client:
-        session_id = await initialize(client, a)
-        await call(client, b, session_id, "tools/list")
-        deleted = await client.delete(b.url, headers=headers(session_id))
+        session_id = await open_session(client, a, ELICITATION)
+        await session_call(client, b, session_id, "tools/list")
+        deleted = await client.delete(b.url, headers=session_headers(session_id))
         assert deleted.status_code == 204
         for server in (a, b):
-            gone = await client.post(server.url, headers=headers(session_id), json={
+            gone = await client.post(server.url, headers=session_headers(session_id), json={
                 "jsonrpc": "2.0", "id": 9, "method": "tools/list"})
             assert gone.status_code == 404, (server.port, gone.text)
 
@@ -159,15 +136,15 @@ async def test_a_session_deleted_on_b_is_gone_on_a(cluster):
 async def test_an_elicitation_started_on_a_is_answered_through_b(cluster):
     a, b = cluster.start(), cluster.start()
     async with httpx.AsyncClient(timeout=15) as client:
-        session_id = await initialize(client, a)
-        async with client.stream("POST", a.url, headers=headers(session_id), json={
+        session_id = await open_session(client, a, ELICITATION)
+        async with client.stream("POST", a.url, headers=session_headers(session_id), json={
                 "jsonrpc": "2.0", "id": 7, "method": "tools/call",
                 "params": {"name": "greet_user", "arguments": {}}}) as response:
             assert response.status_code == 200
             reader = SseReader(response)
             await reader.until(lambda r: any(_method(e) == "elicitation/create" for e in r.events))
             question = next(_message(e) for e in reader.events if _method(e) == "elicitation/create")
-            answer = await client.post(b.url, headers=headers(session_id), json={
+            answer = await client.post(b.url, headers=session_headers(session_id), json={
                 "jsonrpc": "2.0", "id": question["id"], "result": {"action": "accept", "content": {"name": "Ada"}}})
             assert answer.status_code == 202
             await reader.until(lambda r: any(_message(e).get("id") == 7 for e in r.events))
@@ -178,14 +155,14 @@ async def test_an_elicitation_started_on_a_is_answered_through_b(cluster):
 async def test_a_cancellation_sent_to_b_stops_the_request_running_on_a(cluster):
     a, b = cluster.start(), cluster.start()
     async with httpx.AsyncClient(timeout=15) as client:
-        session_id = await initialize(client, a)
-        async with client.stream("POST", a.url, headers=headers(session_id), json={
+        session_id = await open_session(client, a, ELICITATION)
+        async with client.stream("POST", a.url, headers=session_headers(session_id), json={
                 "jsonrpc": "2.0", "id": 8, "method": "tools/call",
                 "params": {"name": "progress", "arguments": {"steps": 200, "delay_ms": 50},
                            "_meta": {"progressToken": "p"}}}) as response:
             reader = SseReader(response)
             await reader.until(lambda r: sum(_method(e) == "notifications/progress" for e in r.events) >= 2)
-            cancelled = await client.post(b.url, headers=headers(session_id), json={
+            cancelled = await client.post(b.url, headers=session_headers(session_id), json={
                 "jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 8}})
             assert cancelled.status_code == 202
             await reader.until(lambda r: r.ended, timeout=5)  # the stream ends without a reply
@@ -196,15 +173,15 @@ async def test_a_cancellation_sent_to_b_stops_the_request_running_on_a(cluster):
 async def test_a_resource_update_on_a_reaches_the_get_stream_held_on_b_once(cluster):
     a, b = cluster.start(), cluster.start()
     async with httpx.AsyncClient(timeout=15) as client:
-        session_id = await initialize(client, a)
-        await call(client, b, session_id, "resources/subscribe", {"uri": "demo://readme"})
-        await call(client, a, session_id, "tools/list", {}, 3)  # A holds the session too
+        session_id = await open_session(client, a, ELICITATION)
+        await session_call(client, b, session_id, "resources/subscribe", {"uri": "demo://readme"})
+        await session_call(client, a, session_id, "tools/list", {}, 3)  # A holds the session too
         async with client.stream("GET", b.url, headers={"accept": "text/event-stream",
                                                         "mcp-session-id": session_id}) as stream:
             assert stream.status_code == 200
             reader = SseReader(stream)
             await reader.until(lambda r: bool(r.events))  # primed
-            await call(client, a, session_id, "tools/call",
+            await session_call(client, a, session_id, "tools/call",
                        {"name": "announce", "arguments": {"uri": "demo://readme"}}, 4)
             await reader.until(lambda r: any(_method(e) == "notifications/resources/updated" for e in r.events))
             await asyncio.sleep(0.5)
@@ -304,17 +281,18 @@ async def test_a_task_whose_process_dies_is_reported_failed_within_a_lease(clust
 async def test_restarted_processes_keep_serving_the_sessions_redis_holds(cluster):
     a = cluster.start()
     async with httpx.AsyncClient(timeout=10) as client:
-        session_id = await initialize(client, a)
-        await call(client, a, session_id, "logging/setLevel", {"level": "error"})
+        session_id = await open_session(client, a, ELICITATION)
+        await session_call(client, a, session_id, "logging/setLevel", {"level": "error"})
         port = a.port
         assert a.stop() == 0  # SIGTERM: a graceful stop leaves the session in Redis
         again = cluster.start(port=port)
-        reply = await call(client, again, session_id, "tools/call", {"name": "whoami", "arguments": {}}, 3)
+        reply = await session_call(client, again, session_id, "tools/call", {"name": "whoami", "arguments": {}}, 3)
         assert text_of(reply) == str(again.process.pid)
         killed_port = again.port
         again.stop(signal.SIGKILL)
         third = cluster.start(port=killed_port)
-        reply = await call(client, third, session_id, "tools/call", {"name": "echo", "arguments": {"text": "x"}}, 4)
+        reply = await session_call(client, third, session_id, "tools/call",
+                                   {"name": "echo", "arguments": {"text": "x"}}, 4)
         assert "x" in text_of(reply)
 
 
@@ -358,9 +336,9 @@ async def test_f10_a_killed_process_loses_no_persisted_event_and_its_request_end
         async with httpx.AsyncClient(timeout=20) as client:
             for trial in range(20):
                 a = cluster.start()
-                session_id = await initialize(client, a)
+                session_id = await open_session(client, a, ELICITATION)
                 received: list[tuple[str, dict | None]] = []
-                async with client.stream("POST", a.url, headers=headers(session_id), json={
+                async with client.stream("POST", a.url, headers=session_headers(session_id), json={
                         "jsonrpc": "2.0", "id": 11, "method": "tools/call",
                         "params": {"name": "progress", "arguments": {"steps": 400, "delay_ms": 50},
                                    "_meta": {"progressToken": "t"}}}) as response:
@@ -402,7 +380,7 @@ async def test_f10_a_killed_process_loses_no_persisted_event_and_its_request_end
                 assert ended_after < 10
                 report.append((len(progress), round(ended_after, 2)))
                 # The session lives on: B serves it.
-                listed = await call(client, b, session_id, "tools/list", {}, 12)
+                listed = await session_call(client, b, session_id, "tools/list", {}, 12)
                 assert "tools" in listed["result"]
                 cluster.servers.remove(a)
     finally:
@@ -415,7 +393,7 @@ async def test_f10_a_killed_process_loses_no_persisted_event_and_its_request_end
 async def test_several_workers_serve_any_request_and_a_dead_worker_is_replaced(cluster):
     server = cluster.start()  # a single process first, to hold a session created before the workers
     async with httpx.AsyncClient(timeout=10) as client:
-        session_id = await initialize(client, server)
+        session_id = await open_session(client, server, ELICITATION)
     port = server.port
     server.stop()
     workers = HttpServer(cluster.tmp_path, plugins="demo,clustertest,redis", env=cluster.env, config=cluster.config,
@@ -425,7 +403,8 @@ async def test_several_workers_serve_any_request_and_a_dead_worker_is_replaced(c
     # A new connection per request: the kernel hands each to whichever worker accepts first.
     async with httpx.AsyncClient(timeout=10, limits=httpx.Limits(max_keepalive_connections=0)) as client:
         for n in range(60):
-            reply = await call(client, workers, session_id, "tools/call", {"name": "whoami", "arguments": {}}, n + 10)
+            reply = await session_call(client, workers, session_id, "tools/call", {"name": "whoami", "arguments": {}},
+                                       n + 10)
             pids.add(text_of(reply))
             if len(pids) == 3:
                 break
@@ -434,12 +413,14 @@ async def test_several_workers_serve_any_request_and_a_dead_worker_is_replaced(c
         victim = int(next(iter(pids)))
         os.kill(victim, signal.SIGKILL)
         for n in range(20):  # the others go on serving meanwhile, and a replacement starts
-            reply = await call(client, workers, session_id, "tools/call", {"name": "whoami", "arguments": {}}, n + 100)
+            reply = await session_call(client, workers, session_id, "tools/call", {"name": "whoami", "arguments": {}},
+                                       n + 100)
             assert text_of(reply) != str(victim)
         await asyncio.sleep(1.5)
         seen: set[str] = set()
         for n in range(60):
-            reply = await call(client, workers, session_id, "tools/call", {"name": "whoami", "arguments": {}}, n + 200)
+            reply = await session_call(client, workers, session_id, "tools/call", {"name": "whoami", "arguments": {}},
+                                       n + 200)
             seen.add(text_of(reply))
         assert str(victim) not in seen and len(seen) >= 2
     assert "starting a new one" in workers.log()
@@ -463,7 +444,7 @@ async def _post_call(client: httpx.AsyncClient, server: HttpServer, session_id: 
                      ) -> tuple[int, float, httpx.Response]:
     import time
     started = time.monotonic()
-    response = await client.post(server.url, headers=headers(session_id), json={
+    response = await client.post(server.url, headers=session_headers(session_id), json={
         "jsonrpc": "2.0", "id": request_id, "method": "tools/call",
         "params": {"name": "echo", "arguments": {"text": f"r{request_id}"}}})
     return response.status_code, time.monotonic() - started, response
@@ -481,7 +462,7 @@ async def test_f11_redis_killed_and_restarted_ten_times_under_load(tmp_path):
     try:
         a, b = cluster.start(), cluster.start()
         async with httpx.AsyncClient(timeout=40) as client:
-            session_id = await initialize(client, a)
+            session_id = await open_session(client, a, ELICITATION)
 
             async def load() -> None:
                 while not stop.is_set():
@@ -559,10 +540,11 @@ async def test_f15_subscription_churn_and_deleted_sessions_leave_no_channels_or_
             old = {"protocolVersion": "2025-03-26", "capabilities": {}, "clientInfo": {"name": "f15", "version": "0"}}
             sessions = []
             for server in (a, b, a, b):
-                response = await client.post(server.url, headers=headers(), json={
+                response = await client.post(server.url, headers=session_headers(), json={
                     "jsonrpc": "2.0", "id": 1, "method": "initialize", "params": old})
                 sessions.append(response.headers["mcp-session-id"])
-                await client.post(server.url, headers=headers(sessions[-1], **{"mcp-protocol-version": "2025-03-26"}),
+                await client.post(server.url,
+                                  headers=session_headers(sessions[-1], **{"mcp-protocol-version": "2025-03-26"}),
                                   json={"jsonrpc": "2.0", "method": "notifications/initialized"})
 
             async def churn(session_id: str, server: HttpServer, cycles: int) -> None:
@@ -571,7 +553,7 @@ async def test_f15_subscription_churn_and_deleted_sessions_leave_no_channels_or_
                               "params": {"uri": f"demo://x/{n % 7}"}}
                              for n in range(start, start + 25)
                              for method in ("resources/subscribe", "resources/unsubscribe")]
-                    response = await client.post(server.url, json=batch, headers=headers(
+                    response = await client.post(server.url, json=batch, headers=session_headers(
                         session_id, **{"mcp-protocol-version": "2025-03-26"}))
                     assert response.status_code == 200, response.text
                     replies = sse_messages(response.text)
@@ -579,14 +561,14 @@ async def test_f15_subscription_churn_and_deleted_sessions_leave_no_channels_or_
 
             await asyncio.gather(*(churn(s, (a, b)[i % 2], 2500) for i, s in enumerate(sessions)))
             for session_id in sessions:
-                old_headers = headers(session_id, **{"mcp-protocol-version": "2025-03-26"})
+                old_headers = session_headers(session_id, **{"mcp-protocol-version": "2025-03-26"})
                 response = await client.post(a.url, headers=old_headers, json={
                     "jsonrpc": "2.0", "id": 5, "method": "resources/subscribe", "params": {"uri": "demo://readme"}})
                 assert response.status_code == 200
-                assert (await client.delete(b.url, headers=headers(session_id))).status_code == 204
+                assert (await client.delete(b.url, headers=session_headers(session_id))).status_code == 204
             await asyncio.sleep(0.5)
             assert set(inspect.pubsub_channels(f"{prefix}*")) == baseline  # every session channel is gone
-            await call(client, a, await initialize(client, a), "tools/call",
+            await session_call(client, a, await open_session(client, a, ELICITATION), "tools/call",
                        {"name": "announce", "arguments": {"uri": "demo://readme"}}, 6)
             await asyncio.sleep(2.5)  # the streams of a dropped session linger 2 s to wake their readers
             for session_id in sessions:  # nothing written for a dead session, nothing of it left

@@ -25,10 +25,16 @@ from mcphost_redis.testing import RedisServer, redis_settings
 
 from tests.support.fixtures.distributions import make_distribution
 from tests.support.http_plugins.harness import SseReader
-from tests.support.http_support import ACCEPT_BOTH, HttpServer, sse_messages
+from tests.support.http_support import (
+    HttpServer,
+    open_session,
+    session_call,
+    session_headers,
+    sse_messages,
+    stream_headers,
+)
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
-LEGACY = "2025-11-25"
 
 PLUGIN = '''
 import os
@@ -103,39 +109,6 @@ def idle_nodes(tmp_path: Path, redis_server: RedisServer, request: pytest.Fixtur
     made.stop()
 
 
-def headers(session_id: str | None = None, **extra: str) -> dict[str, str]:
-    sent = {"content-type": "application/json", "accept": ACCEPT_BOTH, "mcp-protocol-version": LEGACY}
-    if session_id:
-        sent["mcp-session-id"] = session_id
-    sent.update(extra)
-    return sent
-
-
-async def initialize(client: httpx.AsyncClient, server: HttpServer) -> str:
-    response = await client.post(server.url, headers=headers(), json={
-        "jsonrpc": "2.0", "id": 1, "method": "initialize",
-        "params": {"protocolVersion": LEGACY, "capabilities": {}, "clientInfo": {"name": "rules", "version": "0"}}})
-    assert response.status_code == 200, response.text
-    session_id = response.headers["mcp-session-id"]
-    done = await client.post(server.url, headers=headers(session_id),
-                             json={"jsonrpc": "2.0", "method": "notifications/initialized"})
-    assert done.status_code == 202
-    return session_id
-
-
-async def call(client: httpx.AsyncClient, server: HttpServer, session_id: str, method: str,
-               params: dict[str, Any] | None = None, request_id: int = 2) -> dict[str, Any]:
-    response = await client.post(server.url, headers=headers(session_id), json={
-        "jsonrpc": "2.0", "id": request_id, "method": method, "params": params or {}})
-    assert response.status_code == 200, f"{response.status_code} {response.text}"
-    [reply] = [m for m in sse_messages(response.text) if m.get("id") == request_id]
-    return reply
-
-
-def get_headers(session_id: str) -> dict[str, str]:
-    return {"accept": "text/event-stream", "mcp-session-id": session_id, "mcp-protocol-version": LEGACY}
-
-
 def notes(reader: SseReader) -> list[dict[str, Any]]:
     return [json.loads(e["data"]) for e in reader.events if e.get("data", "").strip()]
 
@@ -145,17 +118,17 @@ def notes(reader: SseReader) -> list[dict[str, Any]]:
 async def test_a_second_get_stream_on_another_process_gets_409(nodes: Nodes):
     a, b = nodes.start(), nodes.start()
     async with httpx.AsyncClient(timeout=10) as client:
-        session_id = await initialize(client, a)
-        async with client.stream("GET", a.url, headers=get_headers(session_id)) as first:
+        session_id = await open_session(client, a)
+        async with client.stream("GET", a.url, headers=stream_headers(session_id)) as first:
             assert first.status_code == 200
-            second = await client.get(b.url, headers=get_headers(session_id))
+            second = await client.get(b.url, headers=stream_headers(session_id))
             assert second.status_code == 409, second.text
             assert second.json()["error"]["message"].startswith("Conflict: only one standalone SSE stream")
-            same = await client.get(a.url, headers=get_headers(session_id))
+            same = await client.get(a.url, headers=stream_headers(session_id))
             assert same.status_code == 409
         # The first stream ended: the next GET, on any process, gets the stream.
         for _ in range(50):
-            async with client.stream("GET", b.url, headers=get_headers(session_id)) as again:
+            async with client.stream("GET", b.url, headers=stream_headers(session_id)) as again:
                 if again.status_code == 200:
                     break
             await asyncio.sleep(0.1)
@@ -165,15 +138,15 @@ async def test_a_second_get_stream_on_another_process_gets_409(nodes: Nodes):
 async def test_the_get_stream_of_a_killed_process_is_free_again_within_a_lease(nodes: Nodes):
     a, b = nodes.start(), nodes.start()
     async with httpx.AsyncClient(timeout=10) as client:
-        session_id = await initialize(client, a)
-        async with client.stream("GET", a.url, headers=get_headers(session_id)) as first:
+        session_id = await open_session(client, a)
+        async with client.stream("GET", a.url, headers=stream_headers(session_id)) as first:
             assert first.status_code == 200
             await SseReader(first).until(lambda r: bool(r.events), timeout=5)
             a.stop(signal.SIGKILL)
         killed = time.monotonic()
         status = 0
         while time.monotonic() - killed < 10:
-            async with client.stream("GET", b.url, headers=get_headers(session_id)) as again:
+            async with client.stream("GET", b.url, headers=stream_headers(session_id)) as again:
                 status = again.status_code
             if status == 200:
                 break
@@ -187,15 +160,15 @@ async def test_the_get_stream_of_a_killed_process_is_free_again_within_a_lease(n
 async def test_a_notification_for_a_session_no_process_holds_waits_for_its_next_get(nodes: Nodes):
     a = nodes.start()
     async with httpx.AsyncClient(timeout=10) as client:
-        session_id = await initialize(client, a)
-        await call(client, a, session_id, "resources/subscribe", {"uri": "demo://readme"})
+        session_id = await open_session(client, a)
+        await session_call(client, a, session_id, "resources/subscribe", {"uri": "demo://readme"})
         a.stop()  # gracefully: the session is released, not ended; no process holds it now
         b = nodes.start()  # has never seen the session
-        other = await initialize(client, b)
-        await call(client, b, other, "tools/call", {"name": "announce", "arguments": {
+        other = await open_session(client, b)
+        await session_call(client, b, other, "tools/call", {"name": "announce", "arguments": {
             "uri": "demo://readme", "kind": "tools"}})
         await asyncio.sleep(0.5)  # kept in the background by the announcing process
-        async with client.stream("GET", b.url, headers=get_headers(session_id)) as stream:
+        async with client.stream("GET", b.url, headers=stream_headers(session_id)) as stream:
             assert stream.status_code == 200
             reader = SseReader(stream)
             await reader.until(lambda r: len(notes(r)) >= 2, timeout=5)
@@ -207,13 +180,13 @@ async def test_a_notification_for_a_session_no_process_holds_waits_for_its_next_
 async def test_a_held_session_gets_a_notification_once(nodes: Nodes):
     a, b = nodes.start(), nodes.start()
     async with httpx.AsyncClient(timeout=10) as client:
-        session_id = await initialize(client, a)
-        await call(client, b, session_id, "resources/subscribe", {"uri": "demo://readme"})  # both hold it
-        async with client.stream("GET", a.url, headers=get_headers(session_id)) as stream:
+        session_id = await open_session(client, a)
+        await session_call(client, b, session_id, "resources/subscribe", {"uri": "demo://readme"})  # both hold it
+        async with client.stream("GET", a.url, headers=stream_headers(session_id)) as stream:
             reader = SseReader(stream)
-            other = await initialize(client, b)
+            other = await open_session(client, b)
             for n in range(3):
-                await call(client, b, other, "tools/call", {"name": "announce", "arguments": {"uri": "demo://readme"}},
+                await session_call(client, b, other, "tools/call", {"name": "announce", "arguments": {"uri": "demo://readme"}},
                            request_id=10 + n)
             await reader.until(lambda r: len(notes(r)) >= 3, timeout=5)
             with pytest.raises(AssertionError):  # nothing more comes
@@ -227,10 +200,10 @@ async def test_idle_expiry_fires_the_terminate_hook_exactly_once_across_processe
     nodes = idle_nodes
     servers = [nodes.start(), nodes.start(), nodes.start()]
     async with httpx.AsyncClient(timeout=10) as client:
-        sessions = [await initialize(client, servers[n % 3]) for n in range(6)]
+        sessions = [await open_session(client, servers[n % 3]) for n in range(6)]
         for n, session_id in enumerate(sessions):  # every process holds every session
             for m, server in enumerate(servers):
-                await call(client, server, session_id, "tools/list", request_id=100 + 10 * n + m)
+                await session_call(client, server, session_id, "tools/list", request_id=100 + 10 * n + m)
         deadline = time.monotonic() + 15
         while len(nodes.terminations()) < len(sessions) and time.monotonic() < deadline:
             await asyncio.sleep(0.2)
@@ -240,7 +213,7 @@ async def test_idle_expiry_fires_the_terminate_hook_exactly_once_across_processe
         assert {reason for _, reason, _ in ended} == {"expired"}
         for session_id in sessions:  # gone on every process
             for server in servers:
-                gone = await client.post(server.url, headers=headers(session_id),
+                gone = await client.post(server.url, headers=session_headers(session_id),
                                          json={"jsonrpc": "2.0", "id": 9, "method": "ping"})
                 assert gone.status_code == 404, gone.text
 
@@ -249,11 +222,11 @@ async def test_a_session_busy_on_one_process_does_not_expire(idle_nodes: Nodes):
     nodes = idle_nodes
     a, b = nodes.start(), nodes.start()
     async with httpx.AsyncClient(timeout=15) as client:
-        session_id = await initialize(client, a)
-        async with client.stream("GET", b.url, headers=get_headers(session_id)) as stream:
+        session_id = await open_session(client, a)
+        async with client.stream("GET", b.url, headers=stream_headers(session_id)) as stream:
             assert stream.status_code == 200
             await asyncio.sleep(4)  # twice the idle timeout, with only the GET stream open
-        response = await client.post(a.url, headers=headers(session_id),
+        response = await client.post(a.url, headers=session_headers(session_id),
                                      json={"jsonrpc": "2.0", "id": 2, "method": "tools/list"})
         replies = sse_messages(response.text)
         assert replies and "tools" in replies[-1].get("result", {}), (response.status_code, response.text)

@@ -29,10 +29,14 @@ from mcphost_redis.testing import RedisServer, redis_settings
 
 from tests.support.fixtures.distributions import make_distribution
 from tests.support.http_plugins.harness import SseReader
-from tests.support.http_support import ACCEPT_BOTH, HttpServer, sse_messages
+from tests.support.http_support import (
+    HttpServer,
+    open_session,
+    session_call,
+    stream_headers,
+)
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
-LEGACY = "2025-11-25"
 
 PLUGIN = '''
 import mcphost
@@ -83,38 +87,6 @@ def nodes(tmp_path: Path, redis_server: RedisServer, request: pytest.FixtureRequ
     made.stop()
 
 
-def headers(session_id: str | None = None) -> dict[str, str]:
-    sent = {"content-type": "application/json", "accept": ACCEPT_BOTH, "mcp-protocol-version": LEGACY}
-    if session_id:
-        sent["mcp-session-id"] = session_id
-    return sent
-
-
-async def initialize(client: httpx.AsyncClient, server: HttpServer) -> str:
-    response = await client.post(server.url, headers=headers(), json={
-        "jsonrpc": "2.0", "id": 1, "method": "initialize",
-        "params": {"protocolVersion": LEGACY, "capabilities": {}, "clientInfo": {"name": "subs", "version": "0"}}})
-    assert response.status_code == 200, response.text
-    session_id = response.headers["mcp-session-id"]
-    done = await client.post(server.url, headers=headers(session_id),
-                             json={"jsonrpc": "2.0", "method": "notifications/initialized"})
-    assert done.status_code == 202
-    return session_id
-
-
-async def call(client: httpx.AsyncClient, server: HttpServer, session_id: str, method: str,
-               params: dict[str, Any] | None = None, request_id: int = 2) -> dict[str, Any]:
-    response = await client.post(server.url, headers=headers(session_id), json={
-        "jsonrpc": "2.0", "id": request_id, "method": method, "params": params or {}})
-    assert response.status_code == 200, f"{response.status_code} {response.text}"
-    [reply] = [m for m in sse_messages(response.text) if m.get("id") == request_id]
-    return reply
-
-
-def get_headers(session_id: str) -> dict[str, str]:
-    return {"accept": "text/event-stream", "mcp-session-id": session_id, "mcp-protocol-version": LEGACY}
-
-
 def updates(reader: SseReader) -> list[str]:
     messages = [json.loads(e["data"]) for e in reader.events if e.get("data", "").strip()]
     return [m["params"]["uri"] for m in messages if m.get("method") == "notifications/resources/updated"]
@@ -162,13 +134,13 @@ async def test_subscribing_writes_one_set_member_and_never_the_session_state(nod
                                                                            redis_server: RedisServer):
     a = nodes.start()
     async with httpx.AsyncClient(timeout=10) as client:
-        session_id = await initialize(client, a)
+        session_id = await open_session(client, a)
         state_key = f"{nodes.prefix}s:{session_id}"
         before = redis_server.command("GET", state_key)
         assert session_id.encode() in before
         monitor = Monitor(redis_server)
-        assert (await call(client, a, session_id, "resources/subscribe", {"uri": "demo://readme"}))["result"] == {}
-        assert (await call(client, a, session_id, "resources/unsubscribe", {"uri": "demo://readme"}))["result"] == {}
+        for method in ("resources/subscribe", "resources/unsubscribe"):
+            assert (await session_call(client, a, session_id, method, {"uri": "demo://readme"}))["result"] == {}
         trace = monitor.stop()
         assert redis_server.command("GET", state_key) == before  # the state is as it was, byte for byte
     commands = [command_of(line) for line in trace]
@@ -183,38 +155,38 @@ async def test_subscribing_writes_one_set_member_and_never_the_session_state(nod
 async def test_the_budget_holds_across_processes_with_the_memory_backends_error(nodes: Nodes):
     a, b = nodes.start(), nodes.start()
     async with httpx.AsyncClient(timeout=10) as client:
-        session_id = await initialize(client, a)
-        assert (await call(client, a, session_id, "resources/subscribe", {"uri": "demo://one"}))["result"] == {}
+        session_id = await open_session(client, a)
+        assert (await session_call(client, a, session_id, "resources/subscribe", {"uri": "demo://one"}))["result"] == {}
         # b loads the session, then follows a second URI: the budget (2) is used up, though a
         # itself holds only one subscription in memory.
-        assert (await call(client, b, session_id, "resources/subscribe", {"uri": "demo://two"}))["result"] == {}
+        assert (await session_call(client, b, session_id, "resources/subscribe", {"uri": "demo://two"}))["result"] == {}
         for node in (a, b):
-            refused = await call(client, node, session_id, "resources/subscribe", {"uri": "demo://three"})
+            refused = await session_call(client, node, session_id, "resources/subscribe", {"uri": "demo://three"})
             assert refused["error"]["code"] == -32602, refused
             assert refused["error"]["message"] == ("Too many subscriptions on this session (server.max_subscriptions "
                                                    "is 2); unsubscribe first")
-        again = await call(client, a, session_id, "resources/subscribe", {"uri": "demo://one"})
+        again = await session_call(client, a, session_id, "resources/subscribe", {"uri": "demo://one"})
         assert again["result"] == {}  # one it follows costs nothing more
-        await call(client, b, session_id, "resources/unsubscribe", {"uri": "demo://two"})
-        room = await call(client, a, session_id, "resources/subscribe", {"uri": "demo://three"})
+        await session_call(client, b, session_id, "resources/unsubscribe", {"uri": "demo://two"})
+        room = await session_call(client, a, session_id, "resources/subscribe", {"uri": "demo://three"})
         assert room["result"] == {}, room
 
 
 async def test_a_session_moved_to_another_process_still_gets_its_updates(nodes: Nodes):
     a = nodes.start()
     async with httpx.AsyncClient(timeout=10) as client:
-        session_id = await initialize(client, a)
-        await call(client, a, session_id, "resources/subscribe", {"uri": "demo://readme"})
-        await call(client, a, session_id, "resources/subscribe", {"uri": "demo://gone"})
-        await call(client, a, session_id, "resources/unsubscribe", {"uri": "demo://gone"})
+        session_id = await open_session(client, a)
+        await session_call(client, a, session_id, "resources/subscribe", {"uri": "demo://readme"})
+        await session_call(client, a, session_id, "resources/subscribe", {"uri": "demo://gone"})
+        await session_call(client, a, session_id, "resources/unsubscribe", {"uri": "demo://gone"})
         a.stop()  # gracefully: the session stays in the store
         b = nodes.start()  # has never seen the session: it loads it, subscriptions included
-        async with client.stream("GET", b.url, headers=get_headers(session_id)) as stream:
+        async with client.stream("GET", b.url, headers=stream_headers(session_id)) as stream:
             assert stream.status_code == 200
             reader = SseReader(stream)
-            other = await initialize(client, b)
+            other = await open_session(client, b)
             for uri in ("demo://gone", "demo://readme"):
-                await call(client, b, other, "tools/call", {"name": "announce", "arguments": {"uri": uri}})
+                await session_call(client, b, other, "tools/call", {"name": "announce", "arguments": {"uri": uri}})
             await reader.until(lambda r: bool(updates(r)), timeout=5)
             with pytest.raises(AssertionError):  # nothing more comes (not the unsubscribed one)
                 await reader.until(lambda r: len(updates(r)) > 1, timeout=1)
