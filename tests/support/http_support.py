@@ -99,6 +99,29 @@ class HttpServer:
         return session_id
 
 
+class ServerGroup:
+    """``mcphost serve`` processes started alike (the same plugins, environment and config), all
+    stopped by :meth:`stop`: the nodes of one cluster, say."""
+
+    def __init__(self, tmp_path: Path, *, plugins: str, env: Mapping[str, str] | None = None,
+                 config: str = "") -> None:
+        self.tmp_path = tmp_path
+        self.plugins = plugins
+        self.env = dict(env or {})
+        self.config = config
+        self.servers: list[HttpServer] = []
+
+    def start(self, port: int | None = None, plugins: str | None = None) -> HttpServer:
+        server = HttpServer(self.tmp_path, plugins=plugins or self.plugins, env=self.env, config=self.config,
+                            port=port)
+        self.servers.append(server)
+        return server
+
+    def stop(self) -> None:
+        for server in self.servers:
+            server.stop()
+
+
 def session_headers(session_id: str | None = None, **extra: str) -> dict[str, str]:
     """The headers of a session-era (2025-11-25) POST, with the session's id once it has one."""
     sent = {"content-type": "application/json", "accept": ACCEPT_BOTH, "mcp-protocol-version": "2025-11-25"}

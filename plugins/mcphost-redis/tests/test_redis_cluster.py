@@ -27,6 +27,7 @@ from tests.support.http_plugins.harness import SseReader
 from tests.support.http_support import (
     ACCEPT_BOTH,
     HttpServer,
+    ServerGroup,
     open_session,
     session_call,
     session_headers,
@@ -66,28 +67,17 @@ def mcphost_tools(host):
 '''
 
 
-class Cluster:
+class Cluster(ServerGroup):
     """Processes sharing one Redis (own key prefix per test); stopped by pid at the end."""
 
     def __init__(self, tmp_path: Path, redis: RedisServer, prefix: str, *, lease: float = 2) -> None:
-        self.tmp_path = tmp_path
         site = tmp_path / "site"
         if not site.exists():
             make_distribution(site, "mcphost-cluster-test", "0.0.1", {"clustertest": "clustertest_plugin"},
                               {"clustertest_plugin": PLUGIN})
-        self.env = {"PYTHONPATH": f"{site}:{REPO_ROOT}"}
-        self.config = (f'[server]\nsse_keepalive = 1\ntask_lease = 1\n\n[plugins.redis]\nurl = "{redis.url}"\n'
-                       f'prefix = "{prefix}"\nlease = {lease}\n')
-        self.servers: list[HttpServer] = []
-
-    def start(self, port: int | None = None, plugins: str = "demo,clustertest,redis") -> HttpServer:
-        server = HttpServer(self.tmp_path, plugins=plugins, env=self.env, config=self.config, port=port)
-        self.servers.append(server)
-        return server
-
-    def stop(self) -> None:
-        for server in self.servers:
-            server.stop()
+        super().__init__(tmp_path, plugins="demo,clustertest,redis", env={"PYTHONPATH": f"{site}:{REPO_ROOT}"},
+                         config=(f'[server]\nsse_keepalive = 1\ntask_lease = 1\n\n[plugins.redis]\n'
+                                 f'url = "{redis.url}"\nprefix = "{prefix}"\nlease = {lease}\n'))
 
 
 @pytest.fixture

@@ -26,7 +26,7 @@ from mcphost_redis.testing import RedisServer, redis_settings
 from tests.support.fixtures.distributions import make_distribution
 from tests.support.http_plugins.harness import SseReader
 from tests.support.http_support import (
-    HttpServer,
+    ServerGroup,
     open_session,
     session_call,
     session_headers,
@@ -67,31 +67,20 @@ def mcphost_terminate(session, reason):
 '''
 
 
-class Nodes:
+class Nodes(ServerGroup):
     def __init__(self, tmp_path: Path, redis: RedisServer, prefix: str, server: str = "") -> None:
-        self.tmp_path = tmp_path
         site = tmp_path / "site"
         make_distribution(site, "mcphost-rules-test", "0.0.1", {"rulestest": "rulestest_plugin"},
                           {"rulestest_plugin": PLUGIN})
         self.terminated = tmp_path / "terminated.log"
         self.terminated.touch()
-        self.env = {"PYTHONPATH": f"{site}:{REPO_ROOT}", "RULES_TERMINATE_LOG": str(self.terminated)}
-        self.config = (f"[server]\nsse_keepalive = 1\n{server}\n[plugins.redis]\nurl = \"{redis.url}\"\n"
-                       f"prefix = \"{prefix}\"\nlease = 2\n")
-        self.servers: list[HttpServer] = []
-
-    def start(self) -> HttpServer:
-        server = HttpServer(self.tmp_path, plugins="demo,conformance,rulestest,redis", env=self.env,
-                            config=self.config)
-        self.servers.append(server)
-        return server
+        super().__init__(tmp_path, plugins="demo,conformance,rulestest,redis",
+                         env={"PYTHONPATH": f"{site}:{REPO_ROOT}", "RULES_TERMINATE_LOG": str(self.terminated)},
+                         config=(f"[server]\nsse_keepalive = 1\n{server}\n[plugins.redis]\nurl = \"{redis.url}\"\n"
+                                 f"prefix = \"{prefix}\"\nlease = 2\n"))
 
     def terminations(self) -> list[list[str]]:
         return [line.split() for line in self.terminated.read_text(encoding="utf-8").splitlines()]
-
-    def stop(self) -> None:
-        for server in self.servers:
-            server.stop()
 
 
 @pytest.fixture

@@ -30,7 +30,7 @@ from mcphost_redis.testing import RedisServer, redis_settings
 from tests.support.fixtures.distributions import make_distribution
 from tests.support.http_plugins.harness import SseReader
 from tests.support.http_support import (
-    HttpServer,
+    ServerGroup,
     open_session,
     session_call,
     stream_headers,
@@ -56,28 +56,17 @@ def mcphost_tools(host):
 '''
 
 
-class Nodes:
+class Nodes(ServerGroup):
     """``mcphost serve`` processes sharing one Redis under one prefix."""
 
     def __init__(self, tmp_path: Path, redis: RedisServer, prefix: str) -> None:
-        self.tmp_path = tmp_path
         self.prefix = prefix
         site = tmp_path / "site"
         make_distribution(site, "mcphost-subs-test", "0.0.1", {"substest": "substest_plugin"},
                           {"substest_plugin": PLUGIN})
-        self.env = {"PYTHONPATH": f"{site}:{REPO_ROOT}"}
-        self.config = (f"[server]\nsse_keepalive = 1\nmax_subscriptions = 2\n\n[plugins.redis]\n"
-                       f"url = \"{redis.url}\"\nprefix = \"{prefix}\"\nlease = 2\n")
-        self.servers: list[HttpServer] = []
-
-    def start(self) -> HttpServer:
-        server = HttpServer(self.tmp_path, plugins="demo,substest,redis", env=self.env, config=self.config)
-        self.servers.append(server)
-        return server
-
-    def stop(self) -> None:
-        for server in self.servers:
-            server.stop()
+        super().__init__(tmp_path, plugins="demo,substest,redis", env={"PYTHONPATH": f"{site}:{REPO_ROOT}"},
+                         config=(f"[server]\nsse_keepalive = 1\nmax_subscriptions = 2\n\n[plugins.redis]\n"
+                                 f"url = \"{redis.url}\"\nprefix = \"{prefix}\"\nlease = 2\n"))
 
 
 @pytest.fixture
