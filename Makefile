@@ -25,11 +25,19 @@ serve: setup
 
 # lint-imports checks the layering contracts in pyproject.toml (docs/architecture.md) first, then
 # mypy the types (strict on mcphost/, configured in pyproject.toml's [tool.mypy]).
+# The suite runs on TEST_WORKERS pytest-xdist workers (0: in this process, one test at a time).
+# Most tests wait on the servers and clients they start, so more workers than cores pay off; each
+# worker starts its own servers on ports of its own block (mcphost.testing.free_port) and shares
+# its session- and module-scoped ones (the matrix's servers, a module's Redis) among its tests.
+# worksteal hands a worker that ran out of tests some of a busy worker's queue (their lengths vary
+# from milliseconds to minutes).
+TEST_WORKERS ?= 4
+
 test: setup docs-build
 	scripts/ensure-tools
 	$(VENV)/bin/lint-imports
 	$(VENV)/bin/mypy
-	$(PY) -m pytest -q tests $(foreach p,$(PLUGINS),$(dir $(p))tests)
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist worksteal tests $(foreach p,$(PLUGINS),$(dir $(p))tests)
 
 # One line per checker; the import contract and the type checker join ruff here.
 lint: setup

@@ -8,6 +8,9 @@ callbacks you give it. Fixtures:
   objects (modules or instances with ``@mcphost.hookimpl`` functions), without entry points.
 - ``mcphost_client(host, **options)`` returns a MemoryClient for it; use ``async with``.
 
+``free_port()`` is a loopback port nothing listens on, for a server a test starts; under
+pytest-xdist each worker takes its ports from a block of its own, below the ephemeral range.
+
 ``serve_http(host)`` runs the real HTTP app (Hypercorn, the same wiring as ``mcphost serve``)
 in the test's own event loop on a free loopback port, for tests that need real HTTP requests
 and in-process access to what the plugins recorded.
@@ -19,6 +22,8 @@ import asyncio
 import contextlib
 import inspect
 import itertools
+import os
+import random
 import socket
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any, cast
@@ -230,6 +235,36 @@ def make_host(*plugins: Any, config: Config | dict[str, Any] | None = None) -> H
     return Host(config, plugins=named, entry_points=False)
 
 
+#: Under pytest-xdist, worker ``gwN`` takes its ports from ``[BASE + N * BLOCK, BASE + (N + 1) * BLOCK)``:
+#: below Linux's ephemeral range (32768 and up), so neither another worker's server nor an outgoing
+#: connection's local port can take a port between the check here and the server's own bind.
+PORT_BLOCK_BASE = 20000
+PORT_BLOCK = 1000
+_port_offsets = itertools.count(random.randrange(PORT_BLOCK))  # two runs at once start apart
+
+
+def free_port() -> int:
+    """A loopback TCP port nothing listens on now, for a server about to start.
+
+    Outside pytest-xdist (or past 12 workers) the kernel picks one (``bind`` to port 0).
+    """
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    number = int(worker[2:]) if worker.startswith("gw") and worker[2:].isdigit() else -1
+    if 0 <= number < 12:
+        base = PORT_BLOCK_BASE + number * PORT_BLOCK
+        for _ in range(PORT_BLOCK):
+            port = base + next(_port_offsets) % PORT_BLOCK
+            with socket.socket() as probe:
+                try:
+                    probe.bind(("127.0.0.1", port))
+                except OSError:
+                    continue  # in use, or lingering after an earlier test: the next one
+                return port
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
 class LiveServer:
     """A running in-process HTTP server: ``url`` is the MCP endpoint, ``base`` the origin."""
 
@@ -254,9 +289,7 @@ async def serve_http(host: Host, *, graceful_timeout: float = 2.0) -> AsyncItera
 
     app = create_app(host)
     config = hypercorn_config(host)
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = int(probe.getsockname()[1])
+    port = free_port()
     config.bind = [f"127.0.0.1:{port}"]
     config.graceful_timeout = graceful_timeout
     stop = asyncio.Event()
@@ -304,4 +337,4 @@ def mcphost_client() -> Callable[..., MemoryClient]:
     return MemoryClient
 
 
-__all__ = ["LiveServer", "MemoryClient", "make_host", "mcphost_client", "mcphost_host", "serve_http"]
+__all__ = ["LiveServer", "MemoryClient", "free_port", "make_host", "mcphost_client", "mcphost_host", "serve_http"]

@@ -20,16 +20,14 @@ from typing import Any
 
 import httpx
 
+from mcphost.testing import free_port
+
 MCPHOST = Path(sys.executable).parent / "mcphost"
 ACCEPT_BOTH = "application/json, text/event-stream"
 INIT_PARAMS = {"protocolVersion": "2025-11-25", "capabilities": {},
                "clientInfo": {"name": "mcphost-tests", "version": "0"}}
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 class HttpServer:

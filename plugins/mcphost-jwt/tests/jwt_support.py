@@ -23,14 +23,10 @@ import httpx
 import jwt
 from jwt.algorithms import ECAlgorithm, OKPAlgorithm, RSAAlgorithm
 
+from mcphost.testing import free_port
+
 AUDIENCE = "https://mcp.example.test/mcp"
 MCPHOST = Path(sys.executable).parent / "mcphost"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 # -- keys and tokens ----------------------------------------------------------------------------------

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -22,6 +21,8 @@ from pathlib import Path
 import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
+
+from mcphost.testing import free_port
 
 MCPHOST = Path(sys.executable).parent / "mcphost"
 ACCEPT = "application/json, text/event-stream"
@@ -41,9 +42,7 @@ def environment(tmp_path: Path, config: str) -> dict[str, str]:
 
 def serve(tmp_path: Path, config: str, **env: str) -> Iterator[str]:
     """``mcphost serve`` on a free port; yields its base URL once ready, then stops it by pid."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    port = free_port()
     log = open(tmp_path / "server.log", "wb")
     process = subprocess.Popen([str(MCPHOST), "serve", "--port", str(port)], stdout=log, stderr=subprocess.STDOUT,
                                env={**environment(tmp_path, config), **env})

@@ -20,13 +20,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from mcphost.testing import free_port
+
 from .backend import RedisSettings
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def redis_server_path() -> str | None:
