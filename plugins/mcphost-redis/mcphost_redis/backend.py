@@ -42,7 +42,7 @@ from redis.asyncio.connection import ConnectionPool
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import RedisError, ResponseError
+from redis.exceptions import NoScriptError, RedisError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from mcphost.sessions.backend import BackendUnavailable, Event, SharedKey, StreamRead, UnknownEvent
@@ -139,6 +139,7 @@ class RedisBackend:
         await self.broker.start()
 
     async def close(self) -> None:
+        await self.events.close()
         await self.broker.close()
         for client in (self.redis, self.blocking):
             with contextlib.suppress(Exception):
@@ -343,8 +344,58 @@ class RedisSessionStore:
 
 # -- event log --------------------------------------------------------------------------------------
 
+class _Tail:
+    """What this process appended to a request stream it began: the events a local reader has not
+    taken yet (after ``base``), the last seq and whether the stream is done. A reader of the
+    stream here is answered from it, without a round trip; anything it cannot vouch for (an
+    event appended elsewhere, an earlier position) is read from Redis."""
+
+    __slots__ = ("base", "changed", "done", "events", "seq")
+
+    def __init__(self, seq: int) -> None:
+        self.base = seq
+        self.seq = seq
+        self.done = False
+        self.events: list[Event] = []
+        self.changed: asyncio.Event | None = None
+
+    def notify(self) -> None:
+        changed, self.changed = self.changed, None
+        if changed is not None:
+            changed.set()
+
+    def read(self, after: int) -> StreamRead | None:
+        """The events after ``after`` (a position at or past ``base``); None while there are none
+        and the stream goes on. Events up to ``after`` are let go: the reader has them."""
+        if after > self.base:
+            del self.events[:after - self.base]
+            self.base = after
+        if self.done:  # the last read of it here: later ones (a resumption) ask Redis
+            events, self.events, self.base = self.events, [], self.seq
+            return StreamRead(events, True)
+        if self.events:
+            return StreamRead(list(self.events), False)
+        return None
+
+
+#: Request streams whose appends a process keeps for its local readers, at most (the oldest are
+#: forgotten first; their readers then read from Redis).
+MAX_TAILS = 4096
+#: Seconds a discard of a stream this process wrote to its end may wait to go out with the
+#: session's next request (one round trip less); past that it goes alone.
+DISCARD_DELAY = 0.5
+
+
 class RedisEventLog:
-    """Each stream a Redis stream; ``read`` blocks in ``XREAD BLOCK`` on its own connection."""
+    """Each stream a Redis stream; ``read`` blocks in ``XREAD BLOCK`` on its own connection.
+
+    Round trips: a request stream costs one to begin (open, lease and priming event in one
+    script, with the discards of older streams this process had put off) and one per appended
+    reply. Its local reader is answered from what this process appended (:class:`_Tail`), and
+    the discard of a stream that this process wrote to its end is put off until the session's
+    next ``begin`` (at most :data:`DISCARD_DELAY`), behaving meanwhile, here, as done. Scripts
+    are sent by their SHA and loaded only when Redis answers NOSCRIPT.
+    """
 
     def __init__(self, backend: RedisBackend) -> None:
         settings = backend.settings
@@ -362,6 +413,7 @@ class RedisEventLog:
         self.grace = settings.lease
         register = backend.redis.register_script
         self._open = register(scripts.OPEN)
+        self._begin = register(scripts.BEGIN)
         self._append = register(scripts.APPEND)
         self._finish = register(scripts.FINISH)
         self._read = register(scripts.READ)
@@ -370,57 +422,118 @@ class RedisEventLog:
         self._lease = register(scripts.LEASE)
         self._orphaned = register(scripts.ORPHANED)
         self._settle = register(scripts.SETTLE)
+        self._tails: dict[tuple[str, str], _Tail] = {}
+        #: Streams of each session this process wrote to their end and discarded, not yet in Redis.
+        self._pending: dict[str, list[str]] = {}
+        self._flusher: asyncio.Task[None] | None = None
 
     def _keys(self, session_id: str, stream_id: str) -> list[str]:
         base = f"{self._prefix}e:{{{session_id}}}"
         return [base, f"{base}:{stream_id}"]
 
+    def _gone(self, session_id: str, stream_id: str) -> bool:
+        """Whether the stream was discarded here and Redis has not been told yet."""
+        pending = self._pending.get(session_id)
+        return pending is not None and stream_id in pending
+
     async def open(self, session_id: str, stream_id: str) -> None:
+        if self._gone(session_id, stream_id):
+            await self._flush_session(session_id)
         await self._op(self._open(keys=self._keys(session_id, stream_id), args=[stream_id, self._ttl_ms]))
 
     async def begin(self, session_id: str, stream_id: str, request_ids: list[Any], lease: float) -> None:
-        """Open, lease and prime a request stream in one pipeline (one round trip, in this order)."""
-        keys = self._keys(session_id, stream_id)
-        now = _now_ms()
-        pipe = self._redis.pipeline(transaction=False)
-        await self._open(keys=keys, args=[stream_id, self._ttl_ms], client=pipe)  # queued, sent by execute()
-        if lease:
-            await self._lease(keys=self._lease_keys(session_id, stream_id),
-                              args=[stream_id, orjson.dumps(request_ids), _ms(lease)], client=pipe)
-        await self._append(keys=keys, args=[stream_id, b"", b"0", self._max_events, now, now - self._max_age_ms,
-                                            self._ttl_ms], client=pipe)
-        results = await self._op(pipe.execute())
-        if results[-1] < 0:
-            raise UnknownEvent(stream_id)
+        """Open, lease and prime a request stream in one script (one round trip), discarding first
+        what this process put off discarding of the session's streams."""
+        hash_key, stream_key = self._keys(session_id, stream_id)
+        discards = self._pending.pop(session_id, [])
+        keys = [hash_key, stream_key, f"{hash_key}:lease:{stream_id}", *(f"{hash_key}:{d}" for d in discards)]
+        args: list[Any] = [stream_id, orjson.dumps(request_ids) if lease else b"", _ms(lease or 1),
+                           self._max_events, _now_ms(), self._ttl_ms, *discards]
+        try:
+            seq = await self._op(self._begin(keys=keys, args=args))
+        except BaseException:
+            if discards:  # not done: they go later
+                self._pending.setdefault(session_id, []).extend(discards)
+            raise
+        self._remember(session_id, stream_id, _Tail(int(seq)))
+
+    def _remember(self, session_id: str, stream_id: str, tail: _Tail) -> None:
+        tails = self._tails
+        tails.pop((session_id, stream_id), None)
+        if len(tails) >= MAX_TAILS:
+            tails.pop(next(iter(tails))).notify()
+        tails[(session_id, stream_id)] = tail
+
+    def _forget(self, session_id: str, stream_id: str) -> None:
+        tail = self._tails.pop((session_id, stream_id), None)
+        if tail is not None:
+            tail.notify()
 
     async def append(self, session_id: str, stream_id: str, message: dict[str, Any] | None, *,
-                     final: bool = False) -> int:
+                     final: bool = False, data: bytes | None = None) -> int:
+        if self._gone(session_id, stream_id):
+            raise UnknownEvent(stream_id)
         now = _now_ms()
-        payload = b"" if message is None else orjson.dumps(message)
+        payload = b"" if message is None else data if data is not None else orjson.dumps(message)
         seq = await self._op(self._append(
             keys=self._keys(session_id, stream_id),
             args=[stream_id, payload, b"1" if final else b"0", self._max_events, now, now - self._max_age_ms,
                   self._ttl_ms]))
         if seq < 0:
+            self._forget(session_id, stream_id)
             raise UnknownEvent(stream_id)
+        tail = self._tails.get((session_id, stream_id))
+        if tail is not None:
+            if seq == tail.seq + 1 and not tail.done and len(tail.events) < self._max_events:
+                tail.events.append(Event(seq, message, payload or None))
+                tail.seq = seq
+                tail.done = final
+                tail.notify()
+            else:  # appended elsewhere too (settled by another process), or far ahead of its reader
+                self._forget(session_id, stream_id)
         return int(seq)
 
     async def finish(self, session_id: str, stream_id: str) -> None:
+        if self._gone(session_id, stream_id):
+            raise UnknownEvent(stream_id)
         done = await self._op(self._finish(keys=self._keys(session_id, stream_id),
                                            args=[stream_id, _now_ms(), self._ttl_ms]))
+        tail = self._tails.get((session_id, stream_id))
         if done < 0:
+            self._forget(session_id, stream_id)
             raise UnknownEvent(stream_id)
+        if tail is not None:
+            tail.done = True
+            tail.notify()
 
     async def _read_now(self, keys: list[str], stream_id: str, after: int) -> StreamRead:
         raw = await self._op(self._read(keys=keys, args=[stream_id, after, READ_BATCH]))
         if raw[0] < 0:
             raise UnknownEvent(f"{stream_id}.{after}")
-        events = [Event(int(raw[i]), orjson.loads(raw[i + 1]) if raw[i + 1] else None)
+        events = [Event(int(raw[i]), orjson.loads(raw[i + 1]), raw[i + 1]) if raw[i + 1] else Event(int(raw[i]), None)
                   for i in range(2, len(raw), 2)]
         return StreamRead(events, bool(raw[1]))
 
     async def read(self, session_id: str, stream_id: str, after: int, timeout: float) -> StreamRead:
+        if self._gone(session_id, stream_id):
+            raise UnknownEvent(f"{stream_id}.{after}")
         keys = self._keys(session_id, stream_id)
+        tail = self._tails.get((session_id, stream_id))
+        if tail is not None and tail.base <= after <= tail.seq:
+            # A stream this process writes: its appends are here, no need to ask Redis.
+            result = tail.read(after)
+            if result is None and timeout > 0:
+                changed = tail.changed = tail.changed or asyncio.Event()
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(timeout):
+                        await changed.wait()
+                if self._tails.get((session_id, stream_id)) is tail:
+                    result = tail.read(after)
+            if result is not None:
+                return result
+            # Nothing appended here for a while (a long call), or the tail was let go: what Redis
+            # holds is the truth (another process may have settled the stream meanwhile).
+            return await self._read_now(keys, stream_id, after)
         result = await self._read_now(keys, stream_id, after)
         if result.events or result.done or timeout <= 0:
             return result
@@ -432,15 +545,65 @@ class RedisEventLog:
         return await self._read_now(keys, stream_id, after)
 
     async def exists(self, session_id: str, stream_id: str) -> bool:
+        if self._gone(session_id, stream_id):
+            return False
         keys = self._keys(session_id, stream_id)
         return bool(await self._op(self._redis.hexists(keys[0], stream_id)))
 
     async def discard(self, session_id: str, stream_id: str) -> None:
+        tail = self._tails.pop((session_id, stream_id), None)
+        if tail is not None and tail.done:
+            # Written here to its end: no reader waits on it anywhere (a read of a done stream
+            # returns at once), so the discard can go with the session's next request.
+            tail.notify()
+            pending = self._pending.setdefault(session_id, [])
+            if stream_id not in pending:
+                pending.append(stream_id)
+            if self._flusher is None or self._flusher.done():
+                self._flusher = asyncio.get_running_loop().create_task(self._flush_later(),
+                                                                       name="mcphost-redis-discards")
+            return
+        if tail is not None:
+            tail.notify()
         await self._op(self._discard(keys=self._keys(session_id, stream_id), args=[stream_id, _now_ms()]))
 
+    async def _flush_later(self) -> None:
+        """Send the discards no request took along within :data:`DISCARD_DELAY`, in one pipeline."""
+        while self._pending:
+            await asyncio.sleep(DISCARD_DELAY)
+            pending, self._pending = self._pending, {}
+            calls = [(self._discard, self._keys(session_id, stream), [stream, _now_ms()])
+                     for session_id, streams in pending.items() for stream in streams]
+            try:
+                await self._op(_run_scripts(self._redis, calls))
+            except BackendUnavailable as exc:
+                log.debug("put-off stream discards not sent (the keys expire anyway): %s", exc)
+            except Exception:
+                log.exception("sending the put-off stream discards failed")
+
+    async def _flush_session(self, session_id: str) -> None:
+        streams = self._pending.pop(session_id, [])
+        calls = [(self._discard, self._keys(session_id, stream), [stream, _now_ms()]) for stream in streams]
+        await self._op(_run_scripts(self._redis, calls))
+
     async def drop(self, session_id: str) -> None:
+        self._pending.pop(session_id, None)  # every stream of the session goes now
+        for key in [key for key in self._tails if key[0] == session_id]:
+            self._forget(*key)
         base = f"{self._prefix}e:{{{session_id}}}"
         await self._op(self._drop(keys=[base], args=[base + ":", _now_ms()]))
+
+    async def close(self) -> None:
+        """Send the put-off discards now (best effort: the keys expire anyway)."""
+        if self._flusher is not None:
+            self._flusher.cancel()
+            with contextlib.suppress(BaseException):
+                await self._flusher
+        pending, self._pending = self._pending, {}
+        calls = [(self._discard, self._keys(session_id, stream), [stream, _now_ms()])
+                 for session_id, streams in pending.items() for stream in streams]
+        with contextlib.suppress(Exception):
+            await self._op(_run_scripts(self._redis, calls))
 
     # Leases: how a stream whose process died is told apart from one still being written.
 
@@ -452,11 +615,9 @@ class RedisEventLog:
         """Renew the lease of each ``(session, stream, request ids)`` for ``ttl`` seconds, in one round trip."""
         if not streams:
             return
-        pipe = self._redis.pipeline(transaction=False)
-        for session_id, stream_id, request_ids in streams:
-            await self._lease(keys=self._lease_keys(session_id, stream_id),  # queued, sent by execute()
-                              args=[stream_id, orjson.dumps(request_ids), _ms(ttl)], client=pipe)
-        await self._op(pipe.execute())
+        await self._op(_run_scripts(self._redis, [
+            (self._lease, self._lease_keys(session_id, stream_id), [stream_id, orjson.dumps(request_ids), _ms(ttl)])
+            for session_id, stream_id, request_ids in streams]))
 
     async def orphaned(self, session_id: str, stream_id: str) -> list[Any] | None:
         """The request ids of a stream that is not done and whose lease expired; None otherwise."""
@@ -477,6 +638,25 @@ class RedisEventLog:
             keys=[base, f"{base}:{stream_id}", lease],
             args=[stream_id, _now_ms(), self._ttl_ms, _ms(self.grace), *(orjson.dumps(m) for m in messages)]))
         return bool(done == 1)
+
+
+async def _run_scripts(redis: aioredis.Redis, calls: list[tuple[Any, list[str], list[Any]]]) -> list[Any]:
+    """Run scripts in one pipeline by their SHA, without the SCRIPT EXISTS that redis-py sends
+    before every pipeline holding scripts; those Redis does not know (NOSCRIPT: after a restart or
+    a SCRIPT FLUSH) are loaded and run again. For scripts that may run twice (idempotent)."""
+    if not calls:
+        return []
+    pipe = redis.pipeline(transaction=False)
+    for script, keys, args in calls:
+        pipe.evalsha(script.sha, len(keys), *keys, *args)
+    results: list[Any] = await pipe.execute(raise_on_error=False)
+    for i, result in enumerate(results):
+        if isinstance(result, NoScriptError):
+            script, keys, args = calls[i]
+            results[i] = await script(keys=keys, args=args)  # loads it, then runs it
+        elif isinstance(result, Exception):
+            raise result
+    return results
 
 
 # -- tasks ------------------------------------------------------------------------------------------

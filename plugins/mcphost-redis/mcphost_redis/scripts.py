@@ -59,17 +59,22 @@ return 1
 # KEYS: hash, stream. ARGV: stream id, payload ('' = priming), final ('1'/'0'), max length,
 # now ms, cutoff ms, ttl ms. Returns the new seq, or -1 for an unknown stream.
 APPEND = _HELPERS + """
-local last = redis.call('HGET', KEYS[1], ARGV[1])
-if not last then return -1 end
-local seq = tonumber(last) + 1
-redis.call('HSET', KEYS[1], ARGV[1], seq)
+local state = redis.call('HMGET', KEYS[1], ARGV[1], ARGV[1] .. ':d')
+if not state[1] then return -1 end
+local seq = tonumber(state[1]) + 1
+local ending = ARGV[3] == '1' and not state[2]
+if ending then
+  redis.call('HSET', KEYS[1], ARGV[1], seq, ARGV[1] .. ':d', 1)
+else
+  redis.call('HSET', KEYS[1], ARGV[1], seq)
+end
 if ARGV[2] == '' then
   redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[4], seq .. '-0', 't', ARGV[5])
 else
   redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[4], seq .. '-0', 't', ARGV[5], 'm', ARGV[2])
 end
-if ARGV[3] == '1' and redis.call('HSETNX', KEYS[1], ARGV[1] .. ':d', 1) == 1 then
-  marker(KEYS[2], seq, 'done', ARGV[5])
+if ending then  -- the entry just added is the last: the marker follows it directly
+  redis.call('XADD', KEYS[2], seq .. '-1', 't', ARGV[5], 'x', 'done')
 end
 local cutoff = tonumber(ARGV[6])
 local first = redis.call('XRANGE', KEYS[2], '-', '+', 'COUNT', 1)[1]
@@ -146,14 +151,52 @@ if seen == last then out[2] = done end
 return out
 """
 
-# KEYS: hash, stream. ARGV: stream id, now ms. Wakes blocked readers, who then find it gone.
-DISCARD = _HELPERS + """
-local last = redis.call('HGET', KEYS[1], ARGV[1])
-if not last then return 0 end
-redis.call('HDEL', KEYS[1], ARGV[1], ARGV[1] .. ':d', ARGV[1] .. ':r')
-marker(KEYS[2], tonumber(last), 'gone', ARGV[2])
-redis.call('PEXPIRE', KEYS[2], 2000)
-return 1
+# Discarding a stream: a stream that is done has no blocked reader (a read of a done stream
+# returns at once), so it simply goes; one that is not done gets a ``gone`` marker first, to wake
+# the readers blocked in XREAD, who then find it gone, and goes two seconds later.
+_DISCARD = """
+local function discard(hash, key, id, now)
+  local state = redis.call('HMGET', hash, id, id .. ':d')
+  if not state[1] then return 0 end
+  redis.call('HDEL', hash, id, id .. ':d', id .. ':r', id .. ':s')
+  if state[2] then
+    redis.call('DEL', key)
+  else
+    marker(key, tonumber(state[1]), 'gone', now)
+    redis.call('PEXPIRE', key, 2000)
+  end
+  return 1
+end
+"""
+
+# KEYS: hash, stream. ARGV: stream id, now ms.
+DISCARD = _HELPERS + _DISCARD + """
+return discard(KEYS[1], KEYS[2], ARGV[1], ARGV[2])
+"""
+
+# KEYS: hash, stream, lease, then the streams to discard first. ARGV: stream id, request ids (JSON;
+# '' for no lease), lease ms, max length, now ms, ttl ms, then the ids of the streams to discard.
+# Opens the stream (afresh: the remains of a discarded one of the same name go), takes its lease
+# and appends the priming event: what a request stream needs before anything runs, in one step.
+# Returns the priming event's seq (1 unless the stream was open already).
+BEGIN = _HELPERS + _DISCARD + """
+for i = 4, #KEYS do discard(KEYS[1], KEYS[i], ARGV[i + 3], ARGV[5]) end
+local seq = 1
+if redis.call('HSETNX', KEYS[1], ARGV[1], 1) == 1 then
+  redis.call('DEL', KEYS[2])
+else
+  seq = tonumber(redis.call('HGET', KEYS[1], ARGV[1])) + 1
+  redis.call('HSET', KEYS[1], ARGV[1], seq)
+  redis.call('HDEL', KEYS[1], ARGV[1] .. ':s')
+end
+if ARGV[2] ~= '' then
+  redis.call('HSET', KEYS[1], ARGV[1] .. ':r', ARGV[2])
+  redis.call('SET', KEYS[3], 1, 'PX', ARGV[3])
+end
+redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[4], seq .. '-0', 't', ARGV[5])
+redis.call('PEXPIRE', KEYS[1], ARGV[6])
+redis.call('PEXPIRE', KEYS[2], ARGV[6])
+return seq
 """
 
 # KEYS: hash. ARGV: stream key prefix, now ms. Every stream of the session goes.
