@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from mcphost.hookspecs import hookimpl
+from mcphost.protocol import jsonrpc
 from mcphost.sessions.backend import Event, SharedKey, StreamRead, UnknownEvent
 
 
@@ -91,13 +92,15 @@ class MemoryEventLog:
         await self.append(session_id, stream_id, None)
 
     async def append(self, session_id: str, stream_id: str, message: dict[str, Any] | None, *,
-                     final: bool = False) -> int:
+                     final: bool = False, data: bytes | None = None) -> int:
         stream = self._get(session_id, stream_id)
         seq = stream.first + len(stream.events)
         if len(stream.events) >= self.max_events:
             del stream.events[0]  # retention: the oldest goes
             stream.first += 1
-        stream.events.append(Event(seq, message))
+        if data is None and message is not None:
+            data = jsonrpc.encode(message)  # once, here: the writers send these bytes
+        stream.events.append(Event(seq, message, data))
         stream.done = stream.done or final
         stream.notify()
         return seq

@@ -13,16 +13,19 @@ a position, like Redis ``XREAD BLOCK``, which is how live SSE writers follow a s
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 
 @dataclass(frozen=True, slots=True)
 class Event:
-    """One stored SSE event. ``message`` is None for the priming event (empty data)."""
+    """One stored SSE event. ``message`` is None for the priming event (empty data). ``data`` is
+    the message as the log stored it (``jsonrpc.encode``), when it has it: written out as is, so a
+    reply is encoded once on its way from the handler to the socket."""
 
     seq: int
     message: dict[str, Any] | None
+    data: bytes | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,12 +85,16 @@ class SessionStore(Protocol):
 
 class EventLog(Protocol):
     """``begin(session, stream, request_ids, lease)`` opens a request stream, takes its lease for
-    ``lease`` seconds (0: no leases) and appends the priming event, in one step (a round trip)."""
+    ``lease`` seconds (0: no leases) and appends the priming event, in one step (a round trip).
+
+    ``append(..., data=)`` hands over the message already encoded (``jsonrpc.encode``) when the
+    caller has it: the log stores those bytes instead of encoding the message again, and returns
+    them as the event's ``data``."""
 
     async def open(self, session_id: str, stream_id: str) -> None: ...
     async def begin(self, session_id: str, stream_id: str, request_ids: list[Any], lease: float) -> None: ...
     async def append(self, session_id: str, stream_id: str, message: dict[str, Any] | None, *,
-                     final: bool = False) -> int: ...
+                     final: bool = False, data: bytes | None = None) -> int: ...
     async def finish(self, session_id: str, stream_id: str) -> None: ...
     async def read(self, session_id: str, stream_id: str, after: int, timeout: float) -> StreamRead: ...
     async def exists(self, session_id: str, stream_id: str) -> bool: ...

@@ -221,7 +221,7 @@ class SseStreams:
                     continue
                 chunk = bytearray()
                 for event in result.events:
-                    chunk += frame(stream, event.seq, event.message, self.retry_ms)
+                    chunk += frame(stream, event.seq, event.message, self.retry_ms, event.data)
                     after = event.seq
                 if chunk:
                     await self._write(send, bytes(chunk))
@@ -283,7 +283,7 @@ class SseStreams:
             return False
         chunk = bytearray()
         for event in result.events:
-            chunk += frame(stream, event.seq, event.message, self.retry_ms)
+            chunk += frame(stream, event.seq, event.message, self.retry_ms, event.data)
         headers = list(SSE_HEADERS)
         headers.extend((k.encode(), v.encode()) for k, v in extra.items())
         reason = "complete"
@@ -337,11 +337,14 @@ class SseStreams:
                     message = await reply
                 except asyncio.CancelledError:
                     continue  # cancelled: no reply, the stream just ends
-                if message is not None:
-                    size += len(jsonrpc.encode(message))
+                # Encoded once: the bytes count against the retention budget, are stored and are
+                # what the writer sends.
+                data = None if message is None else jsonrpc.encode(message)
+                if data is not None:
+                    size += len(data)
                 if not self.shared:
                     if message is not None:
-                        await self.events.append(session.id, stream, message, final=single)
+                        await self.events.append(session.id, stream, message, final=single, data=data)
                         finished = single
                     continue
                 # What the request changed (initialize, setLevel, subscribe) is saved before its
@@ -349,8 +352,8 @@ class SseStreams:
                 # store outage delays the reply instead of losing it.
                 await patiently(lambda: self.manager.persist(session))
                 if message is not None:
-                    await patiently(lambda m=message: self.events.append(  # type: ignore[misc]  # mypy infers no lambda with a default
-                        session.id, stream, m, final=single))
+                    await patiently(lambda m=message, d=data: self.events.append(  # type: ignore[misc]  # mypy infers no lambda with a default
+                        session.id, stream, m, final=single, data=d))
                     finished = single
             if not finished:  # a batch, or no reply: mark the stream done
                 await (patiently(lambda: self.events.finish(session.id, stream)) if self.shared
@@ -400,11 +403,13 @@ def parse_event_id(value: str) -> tuple[str | None, int]:
 _STREAM_ID = re.compile(r"[0-9]{1,18}(?:-[0-9a-f]{1,32})?")
 
 
-def frame(stream: str, seq: int, message: dict[str, Any] | None, retry_ms: int) -> bytes:
+def frame(stream: str, seq: int, message: dict[str, Any] | None, retry_ms: int, data: bytes | None = None) -> bytes:
+    """One SSE event; ``data`` is the message already encoded (as the event log stored it)."""
     if message is None:
         # The priming event: an id the client can resume from, no data.
         return f"id: {stream}.{seq}\nretry: {retry_ms}\ndata: \n\n".encode()
-    return b"id: " + f"{stream}.{seq}".encode() + b"\nevent: message\ndata: " + jsonrpc.encode(message) + b"\n\n"
+    return (b"id: " + f"{stream}.{seq}".encode() + b"\nevent: message\ndata: "
+            + (jsonrpc.encode(message) if data is None else data) + b"\n\n")
 
 
 
