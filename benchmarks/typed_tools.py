@@ -12,6 +12,7 @@ loop); the thread hop cost mcphost about 100 us of server CPU per call (docs/per
     python benchmarks/typed_tools.py mcphost --port 8123    # mcphost serve with these tools (plugin "typed")
     python benchmarks/typed_tools.py sdk --port 8124        # mcp 2.3.0 MCPServer, stateless, JSON replies, uvicorn
     python benchmarks/typed_tools.py sdk-session --port 8126   # the same, its default mode: sessions, SSE replies
+    python benchmarks/typed_tools.py sdk-workers --port 8128 --workers 4   # sdk on uvicorn workers, TCP_NODELAY patched
     /tmp/fastmcp-venv/bin/python benchmarks/typed_tools.py fastmcp --port 8125   # FastMCP (its own venv)
 
 FastMCP pins an ``mcp`` older than 2.3.0, so it lives in its own virtual environment:
@@ -23,6 +24,7 @@ from __future__ import annotations
 import argparse
 import enum
 import sys
+from pathlib import Path
 from typing import Annotated, Any
 
 from pydantic import BaseModel, Field
@@ -107,6 +109,53 @@ def serve_sdk_session(host: str, port: int) -> None:
     server.run("streamable-http", host=host, port=port)
 
 
+def _nodelay_on_accepted_sockets() -> None:
+    """Set TCP_NODELAY on every connection uvicorn accepts. Its multi-worker mode hands the
+    listening socket to spawned workers, and the connections they accept miss the TCP_NODELAY that
+    asyncio sets on its own sockets: each reply then waits ~40 ms for the client's delayed ACK (an
+    open uvicorn issue). Patched here so that the SDK's multi-worker figures are fair."""
+    import socket
+
+    from uvicorn.protocols.http import h11_impl
+
+    protocols: list[Any] = [h11_impl.H11Protocol]
+    try:
+        from uvicorn.protocols.http import httptools_impl
+        protocols.append(httptools_impl.HttpToolsProtocol)
+    except ImportError:
+        pass
+    for protocol in protocols:
+        made = protocol.connection_made
+
+        def connection_made(self: Any, transport: Any, made: Any = made) -> None:
+            sock = transport.get_extra_info("socket")
+            if sock is not None:
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            made(self, transport)
+
+        protocol.connection_made = connection_made
+
+
+def sdk_stateless_app() -> Any:
+    """The ``sdk`` server as an ASGI app factory for uvicorn's workers (TCP_NODELAY patched in)."""
+    from mcp.server.mcpserver import MCPServer
+
+    _nodelay_on_accepted_sockets()
+    server = MCPServer("bench", log_level="WARNING")
+    server.tool()(echo)
+    server.tool()(plan_trip)
+    return server.streamable_http_app(stateless_http=True, json_response=True)
+
+
+def serve_sdk_workers(host: str, port: int, workers: int) -> None:
+    """``sdk`` on ``workers`` uvicorn worker processes, TCP_NODELAY patched (see above)."""
+    import uvicorn
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))  # the workers import this module by name
+    uvicorn.run("typed_tools:sdk_stateless_app", factory=True, host=host, port=port, workers=workers,
+                log_level="warning")
+
+
 def serve_fastmcp(host: str, port: int) -> None:
     from fastmcp import FastMCP  # type: ignore[import-not-found]
 
@@ -119,10 +168,14 @@ def serve_fastmcp(host: str, port: int) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("server", choices=["mcphost", "sdk", "sdk-session", "fastmcp"])
+    parser.add_argument("server", choices=["mcphost", "sdk", "sdk-session", "sdk-workers", "fastmcp"])
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--workers", type=int, default=1, help="sdk-workers: uvicorn worker processes")
     args = parser.parse_args()
+    if args.server == "sdk-workers":
+        serve_sdk_workers(args.host, args.port, args.workers)
+        return
     serve = {"mcphost": serve_mcphost, "sdk": serve_sdk, "sdk-session": serve_sdk_session, "fastmcp": serve_fastmcp}
     serve[args.server](args.host, args.port)
 
