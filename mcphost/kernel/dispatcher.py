@@ -288,8 +288,13 @@ class Kernel:
 
     def _stamp(self, session: Session, method: str, params: dict[str, Any], result: dict[str, Any]
                ) -> dict[str, Any]:
-        """What every 2026-07-28 result carries: resultType, serverInfo and, where listed, cache hints."""
-        result = dict(result)
+        """What every 2026-07-28 result carries: resultType, serverInfo and, where listed, cache hints.
+
+        A ``tools/call`` result is built for this call alone (kernel/results.py) and is stamped as
+        it is; other results may be shared (a listing), so they are stamped on a copy. The
+        ``_meta`` a tool gave is its own: it is copied either way."""
+        if method != "tools/call":
+            result = dict(result)
         result.setdefault("resultType", "complete")
         meta = dict(result.get("_meta") or {})
         meta[SERVER_INFO] = self.services.server_info(session.protocol_version or "")

@@ -360,9 +360,35 @@ async def _invoke_tool(kernel: Kernel, request: RequestInfo, entry: Any, kwargs:
     return results.tool_result(entry, value, request.session.protocol_version)  # type: ignore[arg-type]  # initialized: it has a version
 
 
+#: Seconds during which a tool failing again at the same place, with the same exception type, logs
+#: one line instead of its traceback once more: formatting a traceback costs about a millisecond,
+#: which a tool failing on every call would otherwise add to every call.
+TRACEBACK_EVERY = 60.0
+_tracebacks: dict[tuple[str, type[BaseException], str, int], float] = {}
+
+
+def _traceback_due(name: str, exc: BaseException) -> bool:
+    """Whether this failure's traceback is logged (the first at its place in TRACEBACK_EVERY s)."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    place = (name, type(exc), tb.tb_frame.f_code.co_filename if tb else "", tb.tb_lineno if tb else 0)
+    now = asyncio.get_running_loop().time()
+    if now - _tracebacks.get(place, -TRACEBACK_EVERY) < TRACEBACK_EVERY:
+        return False
+    if len(_tracebacks) >= 1024:
+        _tracebacks.clear()
+    _tracebacks[place] = now
+    return True
+
+
 async def _tool_failed(kernel: Kernel, request: RequestInfo, record: Tool, exc: Exception) -> dict[str, Any]:
-    log.error("tool %s (plugin %s) raised", record.name, record.provenance.plugin if record.provenance else "?",
-              exc_info=exc)
+    plugin = record.provenance.plugin if record.provenance else "?"
+    if _traceback_due(record.name, exc):
+        log.error("tool %s (plugin %s) raised", record.name, plugin, exc_info=exc)
+    else:
+        log.error("tool %s (plugin %s) raised %s again at the same place (its traceback is logged at most "
+                  "once every %g s)", record.name, plugin, type(exc).__name__, TRACEBACK_EVERY)
     await kernel.services.report_exception(request, exc)
     return results.error_result(f"Tool {record.name!r} failed with an internal error")
 
