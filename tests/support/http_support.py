@@ -48,7 +48,9 @@ class HttpServer:
                                         env=full_env, stdout=self._log, stderr=subprocess.STDOUT)
         self._wait_ready()
 
-    def _wait_ready(self, timeout: float = 20.0) -> None:
+    def _wait_ready(self, timeout: float = 60.0) -> None:
+        # Generous: on a busy machine (the suite's parallel workers on two cores) a start can take
+        # tens of seconds; a healthy one returns as soon as the port accepts.
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
@@ -62,7 +64,8 @@ class HttpServer:
         raise RuntimeError(f"mcphost serve did not start within {timeout}s:\n{self.log()}")
 
     def log(self) -> str:
-        self._log.flush()
+        if not self._log.closed:
+            self._log.flush()
         return self.log_path.read_text(encoding="utf-8", errors="replace")
 
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 15.0) -> int | None:

@@ -188,7 +188,7 @@ class McphostServer:
         self._log = open(self.log_path, "wb")  # closed in stop()
         self.process = subprocess.Popen([str(MCPHOST), "serve", "--port", str(self.port), "--path", path],
                                         env=env, stdout=self._log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + 60  # generous: a busy machine (parallel workers) starts it slowly
         while True:
             if self.process.poll() is not None:
                 raise RuntimeError(f"mcphost serve exited with {self.process.returncode}:\n{self.log()}")
@@ -202,7 +202,8 @@ class McphostServer:
                 time.sleep(0.05)
 
     def log(self) -> str:
-        self._log.flush()
+        if not self._log.closed:
+            self._log.flush()
         return self.log_path.read_text(encoding="utf-8", errors="replace")
 
     def stop(self) -> None:
