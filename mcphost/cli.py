@@ -8,25 +8,47 @@ import logging
 import os
 import sys
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from mcphost import __version__
-from mcphost.config import Config, config_from_dict, load_config, resolve_path
 from mcphost.errors import ConfigError, McpError, PluginError
-from mcphost.host import Host
-from mcphost.plugins import PluginInfo, PluginSelection, load_plugins, make_plugin_manager
 
-#: The plugin manager ``main`` loaded (to let plugins add commands), by the selection it honoured:
-#: the command then uses it instead of loading the plugins a second time.
-_loaded: tuple[PluginSelection, Any, dict[str, PluginInfo]] | None = None
-
+if TYPE_CHECKING:
+    from mcphost.config import Config
+    from mcphost.host import Host
+    from mcphost.plugins import PluginInfo, PluginSelection
 
 def _selection(config: Config, block: Iterable[str], allow: list[str] | None, strict: bool) -> PluginSelection:
     """Which plugins to load: the flags, the environment and the config file, in one place."""
+    from mcphost.plugins import PluginSelection
     return PluginSelection.from_env(block=(*config.block, *block), allow=allow, config_allow=config.allow,
                                     strict=strict or config.strict)
+
+
+def _load(selection: PluginSelection) -> tuple[Any, dict[str, PluginInfo]]:
+    """The plugin manager and report for ``selection``, loaded once per command (kept on the root
+    click context: looking for a plugin's command, then running it, loads the plugins once)."""
+    ctx = click.get_current_context(silent=True)
+    meta: dict[str, Any] = ctx.find_root().meta if ctx is not None else {}
+    loaded = meta.get("mcphost.loaded")
+    if loaded is not None and loaded[0] == selection:
+        return loaded[1], loaded[2]
+    from mcphost.plugins import load_plugins, make_plugin_manager
+    pm = make_plugin_manager()
+    try:
+        infos = load_plugins(pm, selection)
+    except Exception as exc:  # strict mode re-raises a plugin's import error
+        raise click.ClickException(f"a plugin failed to load (strict mode): {type(exc).__name__}: {exc}") from None
+    meta["mcphost.loaded"] = (selection, pm, infos)
+    return pm, infos
+
+
+def _problems_message(problems: list[str]) -> str:
+    if len(problems) == 1:
+        return problems[0]
+    return f"{len(problems)} problems in the configuration:\n  " + "\n  ".join(problems)
 
 
 class Options:
@@ -39,6 +61,7 @@ class Options:
         self.strict = strict
 
     def config(self) -> Config:
+        from mcphost.config import load_config
         try:
             return load_config(self.config_path)
         except ConfigError as exc:
@@ -47,12 +70,52 @@ class Options:
     def selection(self, config: Config) -> PluginSelection:
         return _selection(config, self.block, self.allow, self.strict)
 
-    def host(self, config: Config | None = None, *, prepare: bool = True) -> Host:
-        config = config or self.config()
-        selection = self.selection(config)
-        loaded = _loaded[1:] if _loaded is not None and _loaded[0] == selection else None
+    def checked(self) -> Config:
+        """The configuration, checked whole against the core schema and every loaded plugin's schema.
+
+        Every problem (unknown sections and keys with a did-you-mean, wrong types, values out of
+        range, plugin sections) is reported at once, before any plugin's other hooks run and before
+        anything binds.
+        """
+        from mcphost.config import Config, ConfigErrors, check_plugin_sections, config_from_dict, read_config_file
         try:
-            host = Host(config, selection=selection, loaded=loaded)
+            data, path = read_config_file(self.config_path)
+        except ConfigError as exc:
+            raise click.ClickException(str(exc)) from None
+        problems: list[str] = []
+        config: Config | None = None
+        try:
+            config = config_from_dict(data, env=os.environ, path=path)
+        except ConfigErrors as exc:
+            problems += exc.problems
+        # With core problems, the plugin sections are still checked, against the selection the flags
+        # and environment make (the file's own block/allow may be what is broken).
+        table = data.get("plugins") if isinstance(data.get("plugins"), dict) else {}
+        sections = {k: v for k, v in (table or {}).items() if isinstance(v, dict)}
+        probe = config or Config(plugins=sections, path=path)
+        pm, infos = _load(self.selection(probe))
+        from mcphost.plugins import call_impl, impls
+        schemas = {}
+        for impl in impls(pm, "mcphost_config_schema"):
+            try:
+                schema = call_impl(impl)
+            except Exception as exc:
+                problems.append(f"plugin {impl.plugin_name!r}: mcphost_config_schema raised {exc!r}")
+                continue
+            if schema:
+                schemas[impl.plugin_name] = schema
+        problems += check_plugin_sections(probe, schemas, [n for n, i in infos.items() if not i.builtin])
+        if problems:
+            raise click.ClickException(_problems_message(problems))
+        assert config is not None
+        return config
+
+    def host(self, config: Config | None = None, *, prepare: bool = True) -> Host:
+        from mcphost.host import Host
+        config = config or self.checked()
+        selection = self.selection(config)
+        try:
+            host = Host(config, selection=selection, loaded=_load(selection))
             if prepare:
                 host.prepare()
         except (ConfigError, PluginError) as exc:
@@ -69,7 +132,30 @@ def _setup_logging(level: str) -> None:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _Commands(click.Group):
+    """The top-level group: its own commands need no plugin; a name it does not know loads the
+    plugins (honouring the global options) to look for a command one of them adds."""
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        found = super().get_command(ctx, cmd_name)
+        if found is not None or ctx.resilient_parsing:
+            return found
+        params = ctx.params  # the group's callback has not run yet: its options are parsed, though
+        options = Options(params.get("config_path"), tuple(params.get("block") or ()), params.get("allow"),
+                          bool(params.get("strict")))
+        try:
+            selection = options.selection(options.config())
+            pm, _ = _load(selection)
+            pm.hook.mcphost_register_commands(cli=self)
+        except Exception as exc:  # a plugin's commands must not make the whole CLI unusable
+            logging.getLogger("mcphost.cli").warning("plugin commands unavailable: %s", exc)
+        return super().get_command(ctx, cmd_name)
+
+
+@click.group(cls=_Commands, context_settings={"help_option_names": ["-h", "--help"]},
+             epilog="Plugins may add commands (hook mcphost_register_commands); run one by its name. "
+                    "Shell completion: eval \"$(_MCPHOST_COMPLETE=bash_source mcphost)\" (zsh_source, fish_source).")
+@click.version_option(__version__, "--version", "-V", prog_name="mcphost", message="%(prog)s %(version)s")
 @click.option("--config", "config_path", metavar="FILE", help="Configuration file (default: $MCPHOST_CONFIG, "
               "then mcphost.toml in the user config directory).")
 @click.option("--disable-plugin", "block", multiple=True, metavar="NAME",
@@ -105,18 +191,17 @@ def serve(options: Options, stdio: bool, bind_host: str | None, port: int | None
           workers: int | None, allow_remote: bool, reload_: bool = False, worker_fd: int | None = None,
           ready_fd: int | None = None) -> None:
     """Serve the installed plugins to MCP clients (Streamable HTTP, or stdio with --stdio)."""
-    config = options.config()
-    overrides = {k: v for k, v in (("host", bind_host), ("port", port), ("path", mcp_path),
+    config = options.checked()
+    overrides: dict[str, Any] = {k: v for k, v in (("host", bind_host), ("port", port), ("path", mcp_path),
                                    ("workers", workers)) if v is not None}
     if overrides:
-        try:
-            config = config_from_dict({"server": {**_server_dict(config), **overrides},
-                                       "plugins": {**config.plugins, "block": list(config.block),
-                                                   **({"allow": list(config.allow)} if config.allow is not None
-                                                      else {}), "strict": config.strict}},
-                                      path=config.path)
-        except ConfigError as exc:
-            raise click.ClickException(str(exc)) from None
+        import dataclasses
+
+        from mcphost.config import server_problems
+        config = dataclasses.replace(config, server=dataclasses.replace(config.server, **overrides))
+        problems = server_problems(config.server, "command line")
+        if problems:
+            raise click.ClickException(_problems_message(problems))
     _setup_logging(config.server.log_level)
     if reload_ and not os.environ.get("MCPHOST_RELOAD_CHILD"):
         if stdio:
@@ -124,6 +209,8 @@ def serve(options: Options, stdio: bool, bind_host: str | None, port: int | None
         from mcphost.reload import run_with_reload
         extra = [config.path] if config.path else []
         raise SystemExit(run_with_reload(sys.argv[1:], extra_paths=extra))
+    if not stdio and worker_fd is None:
+        _check_address(config.server.host, config.server.port)  # before any plugin starts
     host = options.host(config)
     if stdio:
         from mcphost.transports.stdio import serve_stdio
@@ -139,43 +226,117 @@ def serve(options: Options, stdio: bool, bind_host: str | None, port: int | None
             runner = serve_http(host, sock=socket_module.socket(fileno=worker_fd), ready_fd=ready_fd)
         elif config.server.workers > 1:
             host.prepare()  # plugins and catalog once, before forking
-            raise SystemExit(run_workers(host, config.server.workers))
+            try:
+                code = run_workers(host, config.server.workers)
+            except OSError as exc:  # lost a race for the port since the check
+                raise click.ClickException(_address_problem(config.server.host, config.server.port, exc)) from None
+            raise SystemExit(code)
         else:
             runner = serve_http(host)
     try:
         asyncio.run(runner)
     except KeyboardInterrupt:
         pass
+    except OSError as exc:
+        if stdio or exc.errno not in _BIND_ERRNOS:
+            raise
+        raise click.ClickException(_address_problem(config.server.host, config.server.port, exc)) from None
 
 
-def _server_dict(config: Config) -> dict[str, Any]:
-    import dataclasses
-    return {k: v for k, v in dataclasses.asdict(config.server).items() if v is not None}
+def _address_problem(host: str, port: int, exc: OSError) -> str:
+    """One line naming the address that cannot be listened on, and what to do about it."""
+    import errno
+    if exc.errno == errno.EADDRINUSE:
+        return (f"port {port} on {host} is already in use: stop the server listening there (ss -ltnp "
+                f"'sport = :{port}' shows it) or choose another port with --port")
+    if exc.errno in (errno.EACCES, errno.EPERM):
+        return f"port {port} on {host} needs privileges this user lacks: choose a port above 1023 with --port"
+    return (f"cannot listen on {host}:{port} ({exc.strerror or exc}): give an address of this machine with "
+            "--host (127.0.0.1 for this machine only, 0.0.0.0 for every interface)")
 
 
-def _table(rows: list[list[str]], headers: list[str]) -> str:
+def _bind_errnos() -> frozenset[int]:
+    import errno
+    return frozenset({errno.EADDRINUSE, errno.EADDRNOTAVAIL, errno.EACCES, errno.EPERM, errno.EAFNOSUPPORT})
+
+
+_BIND_ERRNOS = _bind_errnos()
+
+
+def _check_address(host: str, port: int) -> None:
+    """Exit with one line (no traceback) when ``host:port`` cannot be listened on: a busy port, an
+    address this machine does not have, a privileged port. Binds and closes a probe socket."""
+    import socket
+    try:
+        infos = socket.getaddrinfo(host.strip("[]"), port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except (socket.gaierror, UnicodeError) as exc:
+        raise click.ClickException(f"cannot listen on {host}:{port}: {host!r} is not an address or a name this "
+                                   f"machine resolves ({exc}); use --host 127.0.0.1 or --host 0.0.0.0") from None
+    for family, kind, proto, _, address in infos[:1]:
+        with socket.socket(family, kind, proto) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server binds
+            try:
+                probe.bind(address)
+            except OSError as exc:
+                raise click.ClickException(_address_problem(host, port, exc)) from None
+
+
+def _table(rows: list[list[str]], headers: list[str], width: int | None = None) -> str:
+    """Columns padded to fit; beyond ``width`` the last column is cut with an ellipsis (--json has it all)."""
     widths = [max(len(str(x)) for x in column) for column in zip(headers, *rows, strict=False)]
     lines = ["  ".join(str(h).ljust(w) for h, w in zip(headers, widths, strict=False))]
     lines += ["  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=False)) for row in rows]
-    return "\n".join(line.rstrip() for line in lines)
+    lines = [line.rstrip() for line in lines]
+    if width:
+        lines = [line if len(line) <= width else line[:width - 1] + "…" for line in lines]
+    return "\n".join(lines)
+
+
+def _terminal_width() -> int:
+    import shutil
+    return max(60, shutil.get_terminal_size((100, 24)).columns)
+
+
+def _short(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+def _provides(info: PluginInfo) -> str:
+    """What a plugin provides, counted (``3 tools, 1 prompt``); names are in --json."""
+    order = ["tools", "resources", "resourceTemplates", "prompts", "middleware"]
+    parts = []
+    for kind in sorted(info.provides, key=lambda k: order.index(k) if k in order else len(order)):
+        count = len(info.provides[kind])
+        noun = {"resourceTemplates": "templates"}.get(kind, kind)
+        parts.append(f"{count} {noun.removesuffix('s') if count == 1 else noun}")
+    return ", ".join(parts)
+
+
+def _status(info: PluginInfo) -> str:
+    if info.status == "not configured":
+        return f"not configured: {info.wake}"
+    if info.error:
+        return f"{info.status}: {info.error}"
+    return info.status
 
 
 @cli.command()
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.option("--json", "as_json", is_flag=True, help="Print the whole record of each plugin as JSON.")
 @click.option("--all", "show_all", is_flag=True, help="Include built-in plugins.")
 @click.pass_obj
 def plugins(options: Options, as_json: bool, show_all: bool) -> None:
-    """List plugins: name, version, status, hooks and what each provides."""
+    """List plugins: name, version, status and what each provides (--json: hooks, names, the whole record)."""
     host = options.host()
     infos = [i for i in host.plugin_infos.values() if show_all or not i.builtin]
     if as_json:
         click.echo(json.dumps([info.to_json() for info in infos], indent=2))
         return
-    rows = [[i.name, i.distribution or "-", i.version or "-", i.status + (f" ({i.error})" if i.error else ""),
-             ", ".join(h.removeprefix("mcphost_") for h in i.hooks) or "-",
-             "; ".join(f"{k}: {', '.join(v)}" for k, v in i.provides.items()) or "-"] for i in infos]
-    click.echo(_table(rows, ["NAME", "DISTRIBUTION", "VERSION", "STATUS", "HOOKS", "PROVIDES"])
-               if rows else "No plugins installed.")
+    if not infos:
+        click.echo("No plugins installed.")
+        return
+    width = _terminal_width()
+    rows = [[i.name, i.version or "-", _short(_status(i), 48), _provides(i) or "-"] for i in infos]
+    click.echo(_table(rows, ["NAME", "VERSION", "STATUS", "PROVIDES"], width))
 
 
 @cli.command()
@@ -194,7 +355,7 @@ def tools(options: Options, as_json: bool) -> None:
         return
     rows = [[t.name, t.provenance.plugin if t.provenance else "-", (t.description or "").split("\n")[0][:70]]
             for t in entries]
-    click.echo(_table(rows, ["TOOL", "PLUGIN", "DESCRIPTION"]) if rows else "No tools.")
+    click.echo(_table(rows, ["TOOL", "PLUGIN", "DESCRIPTION"], _terminal_width()) if rows else "No tools.")
 
 
 def _parse_arg(pair: str, schema: dict[str, Any]) -> tuple[str, Any]:
@@ -292,6 +453,7 @@ def config() -> None:
 @click.pass_obj
 def config_path_cmd(options: Options) -> None:
     """Print the configuration file path in effect."""
+    from mcphost.config import resolve_path
     path, _ = resolve_path(options.config_path)
     click.echo(str(path))
 
@@ -306,6 +468,14 @@ def config_show(options: Options) -> None:
             "block": list(cfg.block), "allow": None if cfg.allow is None else list(cfg.allow),
             "path": str(cfg.path) if cfg.path else None}
     click.echo(json.dumps(data, indent=2, default=str))
+
+
+@config.command("check")
+@click.pass_obj
+def config_check(options: Options) -> None:
+    """Check the configuration as `mcphost serve` does (every problem at once); exit 1 on any."""
+    config = options.checked()
+    click.echo(f"{config.path or 'no configuration file (built-in defaults)'}: ok")
 
 
 @config.command("schema")
@@ -339,37 +509,15 @@ def new_plugin(name: str, directory: str) -> None:
 
 
 def main() -> None:
-    """Entry point of the ``mcphost`` console script: plugins may add commands first."""
-    if "serve" in sys.argv[1:] and "--stdio" in sys.argv[1:]:
+    """Entry point of the ``mcphost`` console script.
+
+    Nothing is loaded up front: ``--version``, ``--help`` and ``version`` load no plugin, each
+    command loads what it needs, and a command name mcphost does not know loads the plugins to
+    look for one they add.
+    """
+    argv = sys.argv[1:]
+    if "serve" in argv and "--stdio" in argv:
         # Before any plugin is imported: whatever they print must not reach the protocol stream.
         from mcphost.transports.stdio import protect_stdout
         protect_stdout()
-    global _loaded
-    # One plugin manager for the whole command, honouring --config, --disable-plugin, --plugins
-    # and --strict-plugins (read here, before click runs, since plugins may add commands): a
-    # plugin those block is never imported.
-    config_path, block, allow, strict = _global_options(sys.argv[1:])
-    try:
-        config = load_config(config_path)
-    except ConfigError:
-        config = Config()  # the command itself reports the broken file
-    selection = _selection(config, block, _names(allow), strict)
-    pm = make_plugin_manager()
-    try:
-        infos = load_plugins(pm, selection)
-        _loaded = (selection, pm, infos)
-        pm.hook.mcphost_register_commands(cli=cli)
-    except Exception as exc:  # a plugin's commands must not make the whole CLI unusable
-        logging.getLogger("mcphost.cli").warning("plugin commands unavailable: %s", exc)
     cli(prog_name="mcphost")
-
-
-def _global_options(argv: list[str]) -> tuple[str | None, tuple[str, ...], str | None, bool]:
-    """The group's own options as click will read them (whatever follows is left alone)."""
-    try:
-        ctx = cli.make_context("mcphost", list(argv), resilient_parsing=True)
-    except (click.ClickException, click.exceptions.Exit):
-        return None, (), None, False
-    params = ctx.params
-    return (params.get("config_path"), tuple(params.get("block") or ()), params.get("allow"),
-            bool(params.get("strict")))

@@ -213,6 +213,18 @@ def mcphost_config_schema() -> dict[str, Any] | None:
 
 
 @hookspec
+def mcphost_unconfigured(host: Host) -> str | None:
+    """Whether this plugin is waiting for configuration: the one setting that wakes it, or None.
+
+    Called once when the host prepares, after the config sections are validated and before any
+    other hook is collected. A plugin that can do nothing useful until it is configured (an auth
+    plugin without an issuer, an exporter without a destination) returns the setting that wakes
+    it, e.g. ``"[plugins.jwt] issuer"``; the host then lists it as "not configured" and calls none
+    of its other hooks, so it costs nothing. None (or no implementation): the plugin is active.
+    """
+
+
+@hookspec
 def mcphost_startup(host: Host) -> None:
     """The host is starting; the catalog is built. May be async (awaited before serving)."""
 

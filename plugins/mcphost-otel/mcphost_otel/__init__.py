@@ -8,7 +8,9 @@ One SERVER span per MCP request, following the OpenTelemetry semantic convention
 ``mcphost.server.active_sessions`` up-down counter, with the plugin that owns each tool, prompt
 or resource as ``mcphost.plugin.name`` / ``mcphost.plugin.version``. Exporters come from the
 standard ``OTEL_*`` variables (see :mod:`mcphost_otel.providers`); ``[plugins.otel]
-prometheus = true`` adds a Prometheus scrape route.
+prometheus = true`` adds a Prometheus scrape route. With neither (no ``OTEL_*`` exporter or
+endpoint, no Prometheus, no provider installed by someone else) the plugin is dormant: listed as
+"not configured" and never called, so it exports nowhere and costs nothing.
 
 Metric attributes come from a closed set, so what a client sends cannot grow the metrics without
 bound: a method that is not an MCP method, a tool or prompt name that the catalog does not hold,
@@ -102,6 +104,16 @@ class OtelPlugin:
     @mcphost.hookimpl
     def mcphost_config_schema(self) -> dict[str, Any]:
         return CONFIG_SCHEMA
+
+    @mcphost.hookimpl
+    def mcphost_unconfigured(self, host: Any) -> str | None:
+        """Dormant until something says where telemetry goes (see :func:`providers.destination`)."""
+        if self._given_tracer_provider is not None or self._given_meter_provider is not None:
+            return None
+        name = host.pm.get_name(self) or "otel"
+        if host.plugin_config(name).get("prometheus") or setup.destination() is not None:
+            return None
+        return "OTEL_EXPORTER_OTLP_ENDPOINT"  # or OTEL_*_EXPORTER, or [plugins.otel] prometheus = true
 
     @mcphost.hookimpl(tryfirst=True)
     def mcphost_middleware(self, host: Any) -> list[mcphost.Middleware]:
