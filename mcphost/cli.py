@@ -376,15 +376,25 @@ def _parse_arg(pair: str, schema: dict[str, Any]) -> tuple[str, Any]:
 @click.option("--arg", "args", multiple=True, metavar="KEY=VALUE",
               help="An argument; VALUE is parsed as JSON when it can be, else taken as a string.")
 @click.option("--json-args", metavar="JSON", help="All arguments as one JSON object.")
+@click.option("--answer", "answers", multiple=True, metavar="KEY=VALUE",
+              help="Answer a field of a form the tool asks for (elicitation) without being asked; "
+                   "url=accept|decline for a URL elicitation. Repeatable.")
 @click.pass_obj
-def call(options: Options, tool_name: str, args: tuple[str, ...], json_args: str | None) -> None:
-    """Run a tool locally and print its result as JSON (exit 1 on an error result)."""
+def call(options: Options, tool_name: str, args: tuple[str, ...], json_args: str | None,
+         answers: tuple[str, ...]) -> None:
+    """Run a tool locally and print its result as JSON (exit 1 on an error result).
+
+    A form the tool asks for is prompted field by field on the terminal (or filled from --answer);
+    a URL it asks you to open is printed; sampling is refused (there is no model here).
+    """
+    from mcphost.questions import CAPABILITIES, TerminalAnswers, parse_answers
     try:
         arguments: dict[str, Any] = json.loads(json_args) if json_args else {}
     except ValueError as exc:
         raise click.BadParameter(f"not valid JSON: {exc}", param_hint="--json-args") from None
     if not isinstance(arguments, dict):
         raise click.BadParameter("must be a JSON object", param_hint="--json-args")
+    terminal = TerminalAnswers(parse_answers(answers))
     host = options.host()
     entry = host.catalog.tools.get(tool_name)
     schema = dict(entry.record.input_schema) if entry is not None else {}
@@ -392,7 +402,7 @@ def call(options: Options, tool_name: str, args: tuple[str, ...], json_args: str
     from mcphost.transports.memory import MemoryTransport
 
     async def run() -> dict[str, Any]:
-        async with MemoryTransport(host) as client:
+        async with MemoryTransport(host, capabilities=CAPABILITIES, handlers=terminal.handlers()) as client:
             return await client.call_tool(tool_name, arguments)
 
     try:
