@@ -414,6 +414,115 @@ def call(options: Options, tool_name: str, args: tuple[str, ...], json_args: str
         sys.exit(1)
 
 
+@cli.command()
+@click.argument("target", metavar="FILE_OR_PACKAGE")
+@click.option("--host", "bind_host", default="127.0.0.1", show_default=True, metavar="ADDRESS",
+              help="Address to bind (loopback: this is a development server).")
+@click.option("--port", type=int, default=8000, show_default=True, help="Port to bind.")
+@click.option("--path", "mcp_path", default="/mcp", show_default=True, metavar="PATH", help="MCP endpoint path.")
+@click.option("--stdio", is_flag=True, help="Serve one client on stdin/stdout instead (no reload).")
+@click.option("--reload/--no-reload", "reload_", default=True, show_default=True,
+              help="Restart when the module (or an installed plugin) changes; needs watchfiles.")
+@click.option("--inspector", is_flag=True, help="Also start the MCP Inspector (npx @modelcontextprotocol/inspector).")
+@click.pass_obj
+def dev(options: Options, target: str, bind_host: str, port: int, mcp_path: str, stdio: bool, reload_: bool,
+        inspector: bool) -> None:
+    """Serve one module without packaging it: an mcphost plugin module, or a FastMCP / MCPServer module.
+
+    FILE_OR_PACKAGE is a .py file, a package folder or a module name. Only that module is served
+    (installed plugins are left out); the configuration file still applies.
+    """
+    import dataclasses
+
+    from mcphost.dev import DevError, inspector_command, inspector_hint, resolve
+    if stdio:
+        from mcphost.transports.stdio import protect_stdout
+        protect_stdout()
+    try:
+        found = resolve(target)  # import it now: a broken module is reported before anything starts
+    except DevError as exc:
+        raise click.ClickException(str(exc)) from None
+    config = options.config()
+    server = dataclasses.replace(config.server, host=bind_host, port=port, path=mcp_path, workers=1)
+    config = dataclasses.replace(config, server=server)
+    _setup_logging(config.server.log_level)
+    url = f"http://{bind_host}:{port}{mcp_path}"
+    child = bool(os.environ.get("MCPHOST_RELOAD_CHILD"))
+    if reload_ and not stdio and not child:
+        try:
+            import watchfiles  # noqa: F401 - only whether it is there
+        except ImportError:
+            click.echo("(no reload: pip install 'mcphost[reload]' for watchfiles)", err=True)
+        else:
+            _check_address(bind_host, port)
+            _announce_dev(found, url, inspector_hint(url))
+            from mcphost.reload import run_with_reload
+            with _inspector(inspector, inspector_command):
+                raise SystemExit(run_with_reload(sys.argv[1:], extra_paths=list(found.watch)))
+    from mcphost.host import Host
+    from mcphost.plugins import PluginSelection
+    selection = PluginSelection(entry_points=False)
+    try:
+        host = Host(config, plugins=[(found.name, found.plugin)], selection=selection)
+        host.prepare()
+    except (ConfigError, PluginError) as exc:
+        raise click.ClickException(str(exc)) from None
+    failed = [i for i in host.plugin_infos.values() if i.status == "failed"]
+    if failed:
+        raise click.ClickException(f"{target}: {failed[0].error}")
+    if stdio:
+        from mcphost.transports.stdio import serve_stdio
+        runner = serve_stdio(host)
+    else:
+        if not child:
+            _check_address(bind_host, port)
+            _announce_dev(found, url, inspector_hint(url), host)
+        from mcphost.serve import serve_http
+        runner = serve_http(host)
+    with _inspector(inspector and not child and not stdio, inspector_command):
+        try:
+            asyncio.run(runner)
+        except KeyboardInterrupt:
+            pass
+
+
+def _announce_dev(found: Any, url: str, hint: str, host: Host | None = None) -> None:
+    what = ""
+    if host is not None:
+        info = host.plugin_infos.get(found.name)
+        what = f": {_provides(info)}" if info is not None and info.provides else ""
+    click.echo(f"Serving {found.name} ({found.style}-style{what}) on {url}", err=True)
+    click.echo(hint, err=True)
+
+
+class _inspector:
+    """Start the MCP Inspector for the block's duration (when asked and npx is there); stop it by pid."""
+
+    def __init__(self, wanted: bool, command: Any) -> None:
+        self.wanted, self.command = wanted, command
+        self.process: Any = None
+
+    def __enter__(self) -> None:
+        if not self.wanted:
+            return
+        import shutil
+        import subprocess
+        npx = shutil.which("npx")
+        if npx is None:
+            click.echo("--inspector needs npx (Node.js); serving without it", err=True)
+            return
+        self.process = subprocess.Popen(self.command(npx), stdin=subprocess.DEVNULL)
+
+    def __exit__(self, *exc: object) -> None:
+        process = self.process
+        if process is not None and process.poll() is None:
+            process.terminate()
+            try:
+                process.wait(timeout=10)
+            except Exception:
+                process.kill()
+
+
 @cli.command("rotate-state-key")
 @click.pass_obj
 def rotate_state_key(options: Options) -> None:
