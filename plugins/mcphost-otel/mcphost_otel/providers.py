@@ -88,6 +88,12 @@ def resource(service_name: str, service_version: str | None) -> Resource:
     return found.merge(Resource(defaults)) if defaults else found
 
 
+def metric_exporter_names() -> list[str]:
+    """The names ``OTEL_METRICS_EXPORTER`` lists (lower case)."""
+    value = os.environ.get("OTEL_METRICS_EXPORTER", "otlp")
+    return [name.strip().lower() for name in value.split(",") if name.strip()]
+
+
 def exporter_classes(signal: str) -> list[tuple[str, type]]:
     """The exporter classes ``OTEL_<SIGNAL>_EXPORTER`` names (signal: ``traces`` or ``metrics``).
 
@@ -100,6 +106,8 @@ def exporter_classes(signal: str) -> list[tuple[str, type]]:
     for name in names:
         if name == "none":
             continue
+        if name == "prometheus" and signal == "metrics":
+            continue  # served on the host's own port by the plugin's scrape route, never a second bind
         entry_name = name
         if name == "otlp":
             protocol = (os.environ.get(f"OTEL_EXPORTER_OTLP_{signal.upper()}_PROTOCOL")
