@@ -25,6 +25,7 @@ import pluggy
 from mcphost import hookspecs
 from mcphost.catalog import CATALOG_HOOKS, CATALOG_KINDS, Catalog, decorator_name, record_key
 from mcphost.errors import HostSignal, PluginAborted, PluginError, PluginFailures  # noqa: F401 - PluginFailures: re-exported
+from mcphost.fastmcp import is_server, logging_kept, plugin_for
 from mcphost.records import Middleware, Provenance, stamped
 
 log = logging.getLogger("mcphost.plugins")
@@ -108,7 +109,10 @@ def make_plugin_manager() -> pluggy.PluginManager:
 
 
 def _instantiate(obj: Any) -> Any:
-    # An entry point may name a module, a plugin object, or a class to instantiate.
+    # An entry point may name a module, a plugin object, a class to instantiate, or the server
+    # object of a FastMCP / MCPServer module (served as it registered its tools, resources, prompts).
+    if is_server(obj):
+        return plugin_for(obj)
     return obj() if inspect.isclass(obj) else obj
 
 
@@ -134,7 +138,8 @@ def load_plugins(pm: pluggy.PluginManager, selection: PluginSelection = PluginSe
                 info.status = "disabled"
                 continue
             try:
-                plugin = _instantiate(ep.load())
+                with logging_kept():  # a plugin's import must not reconfigure the host's logging
+                    plugin = _instantiate(ep.load())
                 pm.register(plugin, name=ep.name)
             except Exception as exc:
                 if selection.strict:

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import signal
@@ -161,3 +162,28 @@ def test_reload_restarts_on_an_edit(tmp_path: Path) -> None:
             time.sleep(0.3)
     finally:
         served.close()
+
+
+def test_an_entry_point_may_name_a_fastmcp_server_object(tmp_path: Path) -> None:
+    """Packaged without an adapter: the entry point names the module's server object
+    (``weather = "fastmcp_style:mcp"``); installing it does not switch the host's log to Rich."""
+    from tests.support.fixtures.distributions import make_distribution
+
+    site = tmp_path / "site"
+    source = (REPO_ROOT / "examples" / "fastmcp_style.py").read_text()
+    make_distribution(site, "mcphost-weather-fastmcp", "1.0", {"weather": "weather_fastmcp:mcp"},
+                      {"weather_fastmcp": source})
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MCPHOST_", "OTEL_"))}
+    env.update({"XDG_CONFIG_HOME": str(tmp_path / "xdg"), "PYTHONPATH": f"{site}:{REPO_ROOT}",
+                "MCPHOST_PLUGINS": "weather"})
+    listed = subprocess.run([str(MCPHOST), "plugins", "--json"], env=env, capture_output=True, text=True,
+                            timeout=60)
+    assert listed.returncode == 0, listed.stderr
+    [weather] = [p for p in json.loads(listed.stdout) if p["name"] == "weather"]
+    assert weather["status"] == "active"
+    assert weather["provides"] == {"prompts": ["plan_trip"], "resourceTemplates": ["weather://city/{name}"],
+                                   "resources": ["weather://cities"], "tools": ["forecast"]}
+    called = subprocess.run([str(MCPHOST), "call", "forecast", "--arg", "city=Oslo"],
+                            env=env, capture_output=True, text=True, timeout=60)
+    assert json.loads(called.stdout)["content"][0]["text"] == "Oslo: rain, 9°C for 1 day(s)"
+    assert "INFO" not in called.stderr  # no Rich handler printing the tool's ctx.info at the root logger
