@@ -200,7 +200,11 @@ with ``[server] routes_require_auth``); a ``SystemExit`` raised in a view answer
 
 @hookspec
 def mcphost_register_commands(cli: click.Group) -> None:
-    """Add subcommands to the ``mcphost`` command line."""
+    """Add subcommands to the ``mcphost`` command line.
+
+    Called when the command line meets a command name it does not know (the built-in commands,
+    ``--help`` and ``--version`` import no plugin); the name is then looked up again.
+    """
 
 
 @hookspec
