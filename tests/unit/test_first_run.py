@@ -129,3 +129,23 @@ def test_an_address_this_machine_does_not_have_is_one_line(tmp_path: Path) -> No
     assert done.returncode == 1
     [line] = done.stderr.splitlines()
     assert line.startswith("Error: cannot listen on 192.0.2.1:0 (") and "--host" in line
+
+
+def test_serve_with_every_plugin_and_no_config_answers_and_logs_no_error(tmp_path: Path) -> None:
+    """What `make serve` runs: no 503 from an unconfigured auth plugin, no exporter retrying."""
+    import httpx
+
+    from tests.support.http_support import HttpServer
+
+    server = HttpServer(tmp_path, plugins="", env={"XDG_CONFIG_HOME": str(tmp_path / "xdg")})
+    try:
+        response = httpx.post(server.url, headers={"content-type": "application/json",
+                                                   "accept": "application/json, text/event-stream"},
+                              json={"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                                    "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+                                               "clientInfo": {"name": "newcomer", "version": "0"}}}, timeout=10)
+        assert response.status_code == 200, response.text
+        log = server.log()
+        assert " ERROR " not in log and " WARNING " not in log and "Traceback" not in log, log
+    finally:
+        server.stop()
