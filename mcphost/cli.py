@@ -601,7 +601,12 @@ def config_check(options: Options) -> None:
 @click.pass_obj
 def config_schema(options: Options) -> None:
     """Print the JSON Schema each plugin declares for its [plugins.<name>] section."""
-    click.echo(json.dumps(options.host(prepare=False).config_schemas(), indent=2))
+    from mcphost.config import Config
+    try:
+        config = options.config()
+    except click.ClickException:  # the schemas are what one reads to fix a broken file
+        config = Config()
+    click.echo(json.dumps(options.host(config, prepare=False).config_schemas(), indent=2))
 
 
 @cli.group()

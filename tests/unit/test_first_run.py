@@ -149,3 +149,10 @@ def test_serve_with_every_plugin_and_no_config_answers_and_logs_no_error(tmp_pat
         assert " ERROR " not in log and " WARNING " not in log and "Traceback" not in log, log
     finally:
         server.stop()
+
+
+def test_config_schema_answers_even_when_the_file_is_broken(tmp_path: Path) -> None:
+    path = write(tmp_path, "[plugins.redsi]\nurl = 1\n")
+    done = mcphost(tmp_path, "--config", str(path), "config", "schema")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["redis"]["properties"]["url"]["type"] == "string"
