@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from mcphost.host import Host
     from mcphost.plugins import PluginInfo, PluginSelection
 
+
 def _selection(config: Config, block: Iterable[str], allow: list[str] | None, strict: bool) -> PluginSelection:
     """Which plugins to load: the flags, the environment and the config file, in one place."""
     from mcphost.plugins import PluginSelection
