@@ -404,7 +404,11 @@ def call(options: Options, tool_name: str, args: tuple[str, ...], json_args: str
 
     async def run() -> dict[str, Any]:
         async with MemoryTransport(host, capabilities=CAPABILITIES, handlers=terminal.handlers()) as client:
-            return await client.call_tool(tool_name, arguments)
+            result = await client.call_tool(tool_name, arguments)
+        task = asyncio.current_task()
+        if task is not None and task.cancelling():  # Ctrl-C: the kernel ended the call; do not print it
+            raise asyncio.CancelledError
+        return result
 
     try:
         result = asyncio.run(run())

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -134,9 +135,7 @@ class TerminalAnswers:
         return {"elicitation/create": self.elicit, "sampling/createMessage": self.sample, "roots/list": self.roots}
 
     async def elicit(self, params: dict[str, Any]) -> dict[str, Any]:
-        if params.get("mode") == "url":
-            return await asyncio.to_thread(self._url, params)
-        return await asyncio.to_thread(self._form, params)
+        return await _in_daemon_thread(self._url if params.get("mode") == "url" else self._form, params)
 
     async def sample(self, params: dict[str, Any]) -> dict[str, Any]:
         self._say("The tool asked for sampling (a completion from the client's model); mcphost call has no "
@@ -225,6 +224,33 @@ class TerminalAnswers:
                 return convert(field, text)
             except AnswerError as exc:
                 self._say(f"  {exc}")
+
+
+async def _in_daemon_thread(fn: Callable[[dict[str, Any]], dict[str, Any]], params: dict[str, Any]) -> dict[str, Any]:
+    """``fn(params)`` in a daemon thread: one blocked reading the terminal must not keep the process
+    alive after Ctrl-C (``asyncio.to_thread``'s executor is joined when the loop closes)."""
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[dict[str, Any]] = loop.create_future()
+
+    def settle(value: dict[str, Any] | None, error: BaseException | None) -> None:
+        if done.done():
+            return
+        if error is not None:
+            done.set_exception(error)
+        else:
+            assert value is not None
+            done.set_result(value)
+
+    def run() -> None:
+        try:
+            value = fn(params)
+        except BaseException as exc:
+            loop.call_soon_threadsafe(settle, None, exc)
+        else:
+            loop.call_soon_threadsafe(settle, value, None)
+
+    threading.Thread(target=run, name="mcphost-call-question", daemon=True).start()
+    return await done
 
 
 def _read_line(prompt: str) -> str:

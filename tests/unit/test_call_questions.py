@@ -8,6 +8,7 @@ import json
 import os
 import pty
 import select
+import signal
 import subprocess
 import sys
 import time
@@ -36,7 +37,8 @@ class Terminal:
     def __init__(self, tmp_path: Path, *args: str) -> None:
         self.master, slave = pty.openpty()
         self.process = subprocess.Popen([str(MCPHOST), "call", *args], stdin=slave, stderr=slave,
-                                        stdout=subprocess.PIPE, env=environment(tmp_path), close_fds=True)
+                                        stdout=subprocess.PIPE, env=environment(tmp_path), close_fds=True,
+                                        start_new_session=True)
         os.close(slave)
         self.seen = ""
 
@@ -89,6 +91,16 @@ def test_a_form_is_answered_field_by_field_on_a_terminal(tmp_path: Path) -> None
     answered = json.loads(block["text"].split("content=", 1)[1])
     assert block["text"].startswith("Elicitation completed: action=accept")
     assert answered == {"name": "Ada", "age": 41, "score": 95.5, "status": "inactive", "verified": False}
+
+
+def test_ctrl_c_at_a_prompt_aborts_at_once_and_prints_no_result(tmp_path: Path) -> None:
+    term = Terminal(tmp_path, "greet_user")
+    term.expect("Name: ")
+    os.killpg(term.process.pid, signal.SIGINT)  # what Ctrl-C on the terminal sends
+    assert term.process.wait(timeout=15) == 1
+    term.expect("Aborted!")
+    assert term.process.stdout is not None and term.process.stdout.read() == b""
+    os.close(term.master)
 
 
 def test_answer_fills_a_form_without_a_terminal(tmp_path: Path) -> None:
