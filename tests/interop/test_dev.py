@@ -11,7 +11,6 @@ import json
 import logging
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -23,17 +22,12 @@ import pytest
 from mcp import Client
 
 from mcphost.dev import DevError, resolve
+from mcphost.testing import free_port
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 MCPHOST = Path(sys.executable).parent / "mcphost"
 
 pytestmark = pytest.mark.filterwarnings("ignore::mcp.MCPDeprecationWarning")
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def dev(tmp_path: Path, target: str, *args: str) -> Iterator[tuple[str, Path]]:
