@@ -454,6 +454,7 @@ class RedisEventLog:
         except BaseException:
             if discards:  # not done: they go later
                 self._pending.setdefault(session_id, []).extend(discards)
+                self._flush_soon()
             raise
         self._remember(session_id, stream_id, _Tail(int(seq)))
 
@@ -559,13 +560,15 @@ class RedisEventLog:
             pending = self._pending.setdefault(session_id, [])
             if stream_id not in pending:
                 pending.append(stream_id)
-            if self._flusher is None or self._flusher.done():
-                self._flusher = asyncio.get_running_loop().create_task(self._flush_later(),
-                                                                       name="mcphost-redis-discards")
+            self._flush_soon()
             return
         if tail is not None:
             tail.notify()
         await self._op(self._discard(keys=self._keys(session_id, stream_id), args=[stream_id, _now_ms()]))
+
+    def _flush_soon(self) -> None:
+        if self._flusher is None or self._flusher.done():
+            self._flusher = asyncio.get_running_loop().create_task(self._flush_later(), name="mcphost-redis-discards")
 
     async def _flush_later(self) -> None:
         """Send the discards no request took along within :data:`DISCARD_DELAY`, in one pipeline."""
