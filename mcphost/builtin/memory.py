@@ -14,7 +14,6 @@ from collections.abc import Callable
 from typing import Any
 
 from mcphost.hookspecs import hookimpl
-from mcphost.protocol import jsonrpc
 from mcphost.sessions.backend import Event, SharedKey, StreamRead, UnknownEvent
 
 
@@ -98,9 +97,9 @@ class MemoryEventLog:
         if len(stream.events) >= self.max_events:
             del stream.events[0]  # retention: the oldest goes
             stream.first += 1
-        if data is None and message is not None:
-            data = jsonrpc.encode(message)  # once, here: the writers send these bytes
-        stream.events.append(Event(seq, message, data))
+        # ``data`` is not kept: beside the message it would double what an idle session holds (its
+        # initialize reply, ~4 KB); the writer encodes the message when it sends it.
+        stream.events.append(Event(seq, message))
         stream.done = stream.done or final
         stream.notify()
         return seq

@@ -88,8 +88,9 @@ class EventLog(Protocol):
     ``lease`` seconds (0: no leases) and appends the priming event, in one step (a round trip).
 
     ``append(..., data=)`` hands over the message already encoded (``jsonrpc.encode``) when the
-    caller has it: the log stores those bytes instead of encoding the message again, and returns
-    them as the event's ``data``."""
+    caller has it: a log that stores bytes (Redis) stores those instead of encoding the message
+    again, and may return them as the event's ``data``; one that keeps the message itself may
+    ignore them."""
 
     async def open(self, session_id: str, stream_id: str) -> None: ...
     async def begin(self, session_id: str, stream_id: str, request_ids: list[Any], lease: float) -> None: ...

@@ -63,6 +63,8 @@ async def test_a_request_stream_costs_one_round_trip_to_begin_and_one_per_reply(
 async def test_the_local_reader_waits_for_the_reply_without_asking_redis(pair, trips):
     here, _ = pair
     log = here.events
+    await log.begin("s", "0", [0], 6.0)  # the scripts loaded (another test may have flushed them)
+    await log.append("s", "0", {"n": 0}, final=True)
     await log.begin("s", "1", [1], 6.0)
     reader = asyncio.ensure_future(log.read("s", "1", 1, 10))
     await asyncio.sleep(0.1)
