@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import mcphost
+from mcphost.records import Provenance
 from mcphost_proxy.mount import records
 from mcphost_proxy.settings import CONFIG_SCHEMA, ProxySettings, ServerSettings, load_settings
 from mcphost_proxy.upstream import Upstream, UpstreamUnavailable
@@ -21,6 +22,15 @@ from mcphost_proxy.upstream import Upstream, UpstreamUnavailable
 log = logging.getLogger("mcphost.proxy")
 
 __all__ = ["CONFIG_SCHEMA", "ProxyPlugin", "ServerSettings", "Upstream", "UpstreamUnavailable"]
+
+
+#: The plugin's record kinds (mount.records) as the catalog names them, and back.
+_CATALOG_KINDS = {"tools": "tools", "prompts": "prompts", "resources": "resources", "templates": "resourceTemplates"}
+_HOOK_KINDS = {catalog: hook for hook, catalog in _CATALOG_KINDS.items()}
+
+
+def _key(record: Any) -> str:
+    return str(getattr(record, "uri_template", None) or getattr(record, "uri", None) or record.name)
 
 
 class ProxyPlugin:
@@ -33,10 +43,13 @@ class ProxyPlugin:
         #: per_session servers: (server name, session id) -> that session's own connection.
         self.bound: dict[tuple[str, str], Upstream] = {}
         self.host: Any = None
-        self._reload = asyncio.Lock()
         self._lazy_started = False
-        #: The listing each upstream's records were last collected from.
+        #: The listing each upstream's records were last derived from, and those records (by hook kind).
         self._listed: dict[str, Any] = {}
+        self._mounted: dict[str, dict[str, list[Any]]] = {}
+        #: One derivation at a time per upstream (a burst of list_changed makes them in order).
+        self._mounting: dict[str, asyncio.Lock] = {}
+        self._watchdog: asyncio.Task[None] | None = None
 
     # -- configuration --------------------------------------------------------------------------
 
@@ -61,8 +74,23 @@ class ProxyPlugin:
     def _report(self) -> None:
         """Show each upstream's state in ``mcphost plugins`` (PROVIDES: upstreams)."""
         info = self.host.plugin_infos.get("proxy") if self.host is not None else None
-        if info is not None and self.upstreams:
-            info.provides["upstreams"] = [u.status() for u in self.upstreams.values()]
+        if info is None or not self.upstreams:
+            return
+        info.provides["upstreams"] = [u.status() for u in self.upstreams.values()]
+        clashes = [c for c in self.host.catalog.clashes if c.loser.plugin == "proxy"]
+        if clashes:
+            info.provides["clashes"] = [clash.describe() for clash in clashes]
+        else:
+            info.provides.pop("clashes", None)
+        lost = {(_HOOK_KINDS.get(c.kind, c.kind), c.key) for c in clashes}
+        for kind, catalog_kind in (("tools", "tools"), ("prompts", "prompts"), ("resources", "resources"),
+                                   ("templates", "resourceTemplates")):
+            names = [_key(record) for mounted in self._mounted.values() for record in mounted[kind]]
+            names = [name for name in names if (kind, name) not in lost]
+            if names:
+                info.provides[catalog_kind] = names
+            else:
+                info.provides.pop(catalog_kind, None)
 
     # -- catalog ------------------------------------------------------------------------------------
 
@@ -85,20 +113,9 @@ class ProxyPlugin:
         return resolve
 
     def _records(self, host: Any, kind: str) -> list[Any]:
+        """Every mounted record of ``kind`` (a full catalog collection; clashes are the catalog's to settle)."""
         self._configure(host)
-        out: list[Any] = []
-        seen: set[str] = set()
-        for upstream in self.upstreams.values():
-            for record in records(upstream, self._resolver(upstream.settings))[kind]:
-                key = getattr(record, "uri_template", None) or getattr(record, "uri", None) \
-                    if kind in ("resources", "templates") else record.name
-                if key in seen:
-                    log.warning("upstream %s: %s %r is already mounted from another upstream; skipped",
-                                upstream.settings.name, kind[:-1], key)
-                    continue
-                seen.add(key)
-                out.append(record)
-        return out
+        return [record for mounted in self._mounted.values() for record in mounted[kind]]
 
     @mcphost.hookimpl
     def mcphost_tools(self, host: Any) -> list[Any]:
@@ -117,35 +134,68 @@ class ProxyPlugin:
         return self._records(host, "templates")
 
     async def _changed(self, upstream: Upstream) -> None:
-        """An upstream (re)connected or its lists changed: collect the catalog again, tell clients."""
+        """An upstream (re)connected or its lists changed: derive its records again, off the event loop,
+        and have the host swap in a catalog where only this upstream's records are replaced."""
         self._report()
         host = self.host
-        snapshot = upstream.listing
-        if host is None or not host.started or self._listed.get(upstream.label) == snapshot:
-            return  # at startup the host collects once, after every upstream is up
-        self._listed[upstream.label] = snapshot
-        async with self._reload:
-            await host.reload()
+        name = upstream.settings.name
+        if host is None or getattr(host, "kernel", None) is None or self.upstreams.get(name) is not upstream:
+            return
+        async with self._mounting.setdefault(name, asyncio.Lock()):
+            listing = upstream.listing
+            previous = self._listed.get(name)
+            if previous is listing:
+                return
+            resolve = self._resolver(upstream.settings)
+
+            def derive() -> dict[str, list[Any]] | None:
+                if previous is not None and previous == listing:
+                    return None  # reconnected with the same lists: nothing to re-derive
+                return records(upstream, resolve, listing)
+
+            derived = await asyncio.to_thread(derive)
+            self._listed[name] = listing
+            if derived is None:
+                return
+            self._mounted[name] = derived
+            await host.replace_provider(Provenance(plugin="proxy", origin=name),
+                                        [(_CATALOG_KINDS[kind], record) for kind, items in derived.items()
+                                         for record in items])
         self._report()
+
+    async def wait_mounted(self, timeout: float) -> bool:
+        """Wait until every upstream started with the host has listed and is mounted (False on timeout)."""
+        eager = [u for u in self.upstreams.values() if u.settings.start == "startup"]
+        ready = await asyncio.gather(*(u.wait_ready(timeout) for u in eager))
+        return all(ready)
 
     # -- lifecycle ------------------------------------------------------------------------------------
 
     @mcphost.hookimpl
     async def mcphost_startup(self, host: Any) -> None:
+        """Start the upstreams and return: the host listens at once, and each upstream is mounted
+        when it has listed (``startup_wait`` > 0 waits that long first, for one-shot commands)."""
         self._configure(host)
         assert self.settings is not None
         if not self.upstreams:
             return
         eager = [u for u in self.upstreams.values() if u.settings.start == "startup"]
-        ready = await asyncio.gather(*(u.wait_ready(self.settings.startup_timeout) for u in eager))
+        for upstream in eager:
+            upstream.start()
+        self._watchdog = asyncio.get_running_loop().create_task(self._watch(eager), name="proxy:startup")
+        if self.settings.startup_wait:
+            await self.wait_mounted(self.settings.startup_wait)
+        self._report()
+
+    async def _watch(self, eager: list[Upstream]) -> None:
+        assert self.settings is not None
+        timeout = self.settings.startup_timeout
+        ready = await asyncio.gather(*(u.wait_ready(timeout) for u in eager))
         for upstream, ok in zip(eager, ready, strict=True):
             if not ok:
-                log.error("upstream %s did not start (%s); its tools answer an error until it does",
-                          upstream.label, upstream.error or upstream.state)
-        self._listed = {u.label: u.listing for u in self.upstreams.values()}
-        async with self._reload:
-            await host.reload()
-        self._report()
+                log.error("upstream %s has not listed within startup_timeout (%ss: %s); it is mounted when "
+                          "it does, and its tools are not served until then", upstream.label, timeout,
+                          upstream.error or upstream.state)
 
     @mcphost.hookimpl
     def mcphost_middleware(self, host: Any) -> list[Any]:
@@ -172,6 +222,8 @@ class ProxyPlugin:
 
     @mcphost.hookimpl
     async def mcphost_shutdown(self, host: Any) -> None:
+        if self._watchdog is not None:
+            self._watchdog.cancel()
         everything = [*self.bound.values(), *self.upstreams.values()]
         self.bound.clear()
         await asyncio.gather(*(u.stop() for u in everything), return_exceptions=True)

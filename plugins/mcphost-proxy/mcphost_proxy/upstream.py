@@ -88,6 +88,7 @@ class Upstream:
         self._callers: dict[int, mcphost.Context] = {}
         self._ids = itertools.count(1)
         self._refresh: asyncio.Task[None] | None = None
+        self._relist_again = False
         self._http: httpx2.AsyncClient | None = None
 
     # -- lifecycle ------------------------------------------------------------------------------
@@ -262,8 +263,7 @@ class Upstream:
         root = getattr(message, "root", message)
         method = getattr(root, "method", "")
         if method.endswith("/list_changed") and method != "notifications/roots/list_changed":
-            if self._refresh is None or self._refresh.done():
-                self._refresh = asyncio.ensure_future(self._relist())
+            self._schedule_relist()
         elif method == "notifications/resources/updated":
             uri = getattr(getattr(root, "params", None), "uri", None)
             if self.host is not None and uri is not None:
@@ -275,22 +275,32 @@ class Upstream:
             async with listen(session, tools_list_changed=True, prompts_list_changed=True,
                               resources_list_changed=True) as changes:
                 async for _event in changes:
-                    if self._refresh is None or self._refresh.done():
-                        self._refresh = asyncio.ensure_future(self._relist())
+                    self._schedule_relist()
         except Exception as exc:  # an upstream without listen: its lists are read at (re)connect only
             log.info("upstream %s: no list_changed stream (%s)", self.label, _describe(exc))
 
+    def _schedule_relist(self) -> None:
+        """List again soon; a change announced while a listing is under way makes one more after it."""
+        if self._refresh is None or self._refresh.done():
+            self._refresh = asyncio.ensure_future(self._relist())
+        else:
+            self._relist_again = True
+
     async def _relist(self) -> None:
-        await asyncio.sleep(0.05)  # a burst of list_changed notifications makes one refresh
-        session = self._session
-        if session is None:
-            return
-        try:
-            self.listing = await self._list(session)
-        except Exception as exc:
-            log.warning("upstream %s: listing after list_changed failed: %s", self.label, _describe(exc))
-            return
-        await self._changed()
+        while True:
+            self._relist_again = False
+            await asyncio.sleep(0.05)  # a burst of list_changed notifications makes one refresh
+            session = self._session
+            if session is None:
+                return
+            try:
+                self.listing = await self._list(session)
+            except Exception as exc:
+                log.warning("upstream %s: listing after list_changed failed: %s", self.label, _describe(exc))
+                return
+            await self._changed()
+            if not self._relist_again:
+                return
 
     def _caller(self) -> _Call | None:
         """The one downstream call in flight, to which the upstream's question belongs."""

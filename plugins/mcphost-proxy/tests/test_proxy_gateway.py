@@ -1,0 +1,135 @@
+"""Gateway grade: a clashing or odd upstream costs only its own records; list_changed re-derives one upstream."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import sys
+import textwrap
+
+import pytest
+from proxy_support import HERE, front, sdk_upstream
+
+import mcphost
+
+RAW_SERVER = HERE / "upstreams" / "raw_server.py"
+
+
+def _text(result) -> str:
+    return "".join(getattr(block, "text", "") for block in result.content)
+
+
+class Local:
+    """A local plugin serving a tool named ``add`` and the resource ``sdk://motd``."""
+
+    @mcphost.hookimpl
+    def mcphost_tools(self):
+        @mcphost.tool(name="add")
+        def add(a: int, b: int) -> str:
+            """The local add."""
+            return f"local {a + b}"
+        return [add]
+
+    @mcphost.hookimpl
+    def mcphost_resources(self):
+        @mcphost.resource("sdk://motd")
+        def motd() -> str:
+            return "local motd"
+        return [motd]
+
+
+async def test_an_upstream_clashing_with_a_local_plugin_loses_only_the_clashing_records(side, caplog):
+    # "bare" mounts the SDK server without a prefix: its add and its sdk://motd clash with the local
+    # plugin's; "other" mounts the same server under its prefix and clashes with nothing.
+    servers = {"bare": sdk_upstream(prefix=""), "other": sdk_upstream()}
+    with caplog.at_level(logging.WARNING):
+        async with front(servers, ("local", Local())) as live, side.client(live.url) as client:
+            names = {tool.name for tool in (await client.list_tools()).tools}
+            assert {"add", "pid", "ask_name", "slow", "other_add", "other_pid", "other_slow"} <= names
+            # The local plugin wins the clash; every other record of both upstreams is served.
+            assert _text(await client.call_tool("add", {"a": 1, "b": 2})) == "local 3"
+            assert _text(await client.call_tool("other_add", {"a": 1, "b": 2})) == "3"
+            assert _text(await client.call_tool("pid", {})).isdigit()
+            prompts = {prompt.name for prompt in (await client.list_prompts()).prompts}
+            assert {"greet", "other_greet"} <= prompts
+            contents = (await client.read_resource("sdk://motd")).contents
+            assert contents[0].text == "local motd"
+            # mcphost plugins (the proxy's PROVIDES) and the log name the upstream, the record and the holder.
+            info = live.host.plugin_infos["proxy"]
+            assert "tool 'add' from upstream 'bare' (plugin 'proxy') is not served: plugin 'local' already " \
+                   "serves it" in info.provides["clashes"]
+            assert any("resource 'sdk://motd' from upstream 'bare'" in line for line in info.provides["clashes"])
+            assert "add" not in info.provides["tools"] and "pid" in info.provides["tools"]
+            assert live.host.plugin_infos["local"].status != "failed"
+    assert "tool 'add' from upstream 'bare' (plugin 'proxy') is not served: plugin 'local' already serves it" \
+        in caplog.text
+
+
+def raw_upstream(tmp_path, tools: list[dict] | None = None, **extra) -> dict:
+    """A [plugins.proxy.servers.X] table running tests/upstreams/raw_server.py (no SDK) with ``tools``."""
+    env = {}
+    if tools is not None:
+        path = tmp_path / "tools.json"
+        path.write_text(json.dumps(tools))
+        env["RAW_TOOLS"] = str(path)
+    return {"command": sys.executable, "args": [str(RAW_SERVER)], "env": env, **extra}
+
+
+async def test_upstream_names_and_sizes_are_checked(side, tmp_path, caplog):
+    schema = {"type": "object", "properties": {}}
+    tools = [{"name": "fine", "description": "ok", "inputSchema": schema},
+             {"name": "esc\x1b[31m", "inputSchema": schema}, {"name": "new\nline", "inputSchema": schema},
+             {"name": "nul\x00", "inputSchema": schema}, {"name": "x" * 100_000, "inputSchema": schema},
+             {"name": "huge_description", "description": "d" * 5_000_000, "inputSchema": schema},
+             {"name": "huge_schema", "inputSchema": {"type": "object", "properties": {
+                 f"p{i}": {"type": "string", "description": "x" * 100} for i in range(5000)}}}]
+    with caplog.at_level(logging.WARNING):
+        async with front({"odd": raw_upstream(tmp_path, tools, prefix="")}) as live, \
+                side.client(live.url) as client:
+            listed = (await client.list_tools()).tools
+            assert [tool.name for tool in listed] == ["fine"]
+            assert _text(await client.call_tool("fine", {})) == "called fine"
+            assert len(json.dumps([tool.model_dump(mode="json") for tool in listed])) < 1000
+    text = caplog.text
+    assert "tool 'esc\\x1b[31m' is not mounted" in text and "tool 'new\\nline' is not mounted" in text
+    assert "tool 'nul\\x00' is not mounted" in text
+    assert "over max_description_chars" in text and "over max_schema_bytes" in text
+    assert "x" * 100 not in text  # a 100 000-character name is shown cut short
+
+
+@pytest.mark.parametrize("count", [300])
+async def test_list_changed_re_derives_only_that_upstream(side, tmp_path, count):
+    """Tools a second upstream adds after list_changed appear; the first upstream's entries are kept as they were."""
+    script = tmp_path / "growing.py"
+    script.write_text(textwrap.dedent(f'''
+        import os
+        from mcp.server.mcpserver import Context, MCPServer
+        server = MCPServer("growing")
+        for i in range({count}):
+            server.add_tool(lambda i=i: i, name=f"t{{i}}", description=f"tool {{i}}")
+
+        @server.tool()
+        async def grow(ctx: Context) -> str:
+            server.add_tool(lambda: "new", name="added_later")
+            await ctx.session.send_tool_list_changed()
+            return "grown"
+
+        server.run("stdio")
+    '''))
+    servers = {"grow": {"command": sys.executable, "args": [str(script)]}, "sdk": sdk_upstream()}
+    async with front(servers) as live, side.client(live.url) as client:
+        catalog = live.host.catalog
+        assert len([n for n in catalog.tools if n.startswith("grow_t")]) == count
+        kept = catalog.tools["sdk_add"]
+        kept_grow = catalog.tools["grow_t7"]
+        assert _text(await client.call_tool("grow_grow", {})) == "grown"
+        for _ in range(200):
+            if "grow_added_later" in live.host.catalog.tools:
+                break
+            await asyncio.sleep(0.05)
+        catalog = live.host.catalog
+        assert "grow_added_later" in catalog.tools
+        assert catalog.tools["sdk_add"] is kept  # the other upstream's entry was not rebuilt
+        assert catalog.tools["grow_t7"] is not kept_grow  # this upstream's were
+        assert _text(await client.call_tool("grow_added_later", {})) == "new"

@@ -1,0 +1,65 @@
+"""A minimal session-era MCP server over stdio written without an SDK, so it can misbehave on purpose.
+
+``RAW_TOOLS`` names a JSON file with the tools it lists (any names, sizes). Its tools answer
+``called NAME``, except ``big`` (argument ``mib``), whose result line is that many MiB long, and
+``flood`` (argument ``count``), which first sends that many log notifications outside the call's
+progress (they carry no related request).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+TOOLS = json.loads(open(os.environ["RAW_TOOLS"], encoding="utf-8").read()) if os.environ.get("RAW_TOOLS") else [
+    {"name": "echo", "inputSchema": {"type": "object", "properties": {}}}]
+out = sys.stdout.buffer
+
+
+def send(message: dict) -> None:
+    out.write(json.dumps(message).encode() + b"\n")
+    out.flush()
+
+
+def reply(request_id, result: dict) -> None:
+    send({"jsonrpc": "2.0", "id": request_id, "result": result})
+
+
+for line in sys.stdin.buffer:
+    message = json.loads(line)
+    method, request_id = message.get("method"), message.get("id")
+    if request_id is None:
+        continue  # notifications
+    params = message.get("params") or {}
+    if method == "initialize":
+        reply(request_id, {"protocolVersion": params.get("protocolVersion", "2025-06-18"),
+                           "capabilities": {"tools": {"listChanged": True}, "logging": {}},
+                           "serverInfo": {"name": "raw", "version": "1"}})
+    elif method == "tools/list":
+        reply(request_id, {"tools": TOOLS})
+    elif method == "tools/call":
+        name = params.get("name")
+        arguments = params.get("arguments") or {}
+        if name == "big":
+            size = int(float(arguments.get("mib", 1)) * 1024 * 1024)
+            head = json.dumps({"jsonrpc": "2.0", "id": request_id,
+                               "result": {"content": [{"type": "text", "text": ""}]}}).encode()
+            cut = head.index(b'"text": ""') + len(b'"text": "')
+            chunk = b"x" * (1024 * 1024)
+            out.write(head[:cut])
+            for _ in range(size // len(chunk)):
+                out.write(chunk)
+            out.write(head[cut:] + b"\n")
+            out.flush()
+            continue
+        if name == "flood":
+            note = json.dumps({"jsonrpc": "2.0", "method": "notifications/message",
+                               "params": {"level": "info", "logger": "flood", "data": "x" * 64}}).encode() + b"\n"
+            out.write(note * int(arguments.get("count", 1)))
+            out.flush()
+        reply(request_id, {"content": [{"type": "text", "text": f"called {name}"}]})
+    elif method == "logging/setLevel" or method == "ping":
+        reply(request_id, {})
+    else:
+        send({"jsonrpc": "2.0", "id": request_id, "error": {"code": -32601, "message": f"no {method}"}})
