@@ -129,9 +129,11 @@ class Catalog:
         self.templates: dict[str, TemplateEntry] = {}
         self.prompts: dict[str, Prompt] = {}
         self._descriptor_cache: dict[tuple[str, str], list[dict[str, Any]]] = {}
-        #: Each record's descriptor per revision, by id(record) (the record is kept to check identity);
+        #: Each record's descriptors by revision, by id(record) (the record is kept to check identity);
         #: carried into a catalog derived by :meth:`with_provider` for the records it keeps.
-        self._built: dict[tuple[int, str], tuple[Any, dict[str, Any]]] = {}
+        self._built: dict[int, tuple[Any, dict[str, dict[str, Any]]]] = {}
+        #: The keys each mounted provider (plugin, origin) serves, by kind.
+        self._served: dict[tuple[str, str | None], dict[str, set[str]]] = {}
         self._scopes_cache: dict[str, list[frozenset[str]]] = {}
         self._visible_cache: dict[tuple[str, str, frozenset[str]], list[dict[str, Any]]] = {}
         self._capabilities: dict[str, Any] | None = None
@@ -194,27 +196,29 @@ class Catalog:
             return own is not None and own.plugin == plugin and own.origin == origin
 
         new = Catalog()
-        removed: dict[str, set[str]] = {kind: set() for kind in CATALOG_KINDS}
+        mine = self._served.get((plugin, origin), {})
+        removed: dict[str, set[str]] = {kind: set(mine.get(kind, ())) for kind in CATALOG_KINDS}
+        gone: set[int] = set()
         for kind in CATALOG_KINDS:
-            target = new._table(kind)
-            for key, entry in self._table(kind).items():
-                if theirs(getattr(entry, "record", entry)):
-                    removed[kind].add(key)
-                else:
-                    target[key] = entry
+            source, target = self._table(kind), new._table(kind)
+            target.update(source)  # shared entries: a copy of the table, not of what it holds
+            for key in removed[kind]:
+                entry = target.pop(key)
+                gone.add(id(getattr(entry, "record", entry)))
+        new._served = {owner: {kind: set(keys) for kind, keys in kinds.items()}
+                       for owner, kinds in self._served.items() if owner != (plugin, origin)}
+        new._built = dict(self._built)
+        for ident in gone:
+            new._built.pop(ident, None)
         new.scoped_kinds = set(self.scoped_kinds)
+        added: dict[str, set[str]] = {kind: set() for kind in CATALOG_KINDS}
         for kind, record in records:
             record = _with_checked_scopes(stamped(record, provenance), kind)
-            new._mount(kind, record)
+            if new._mount(kind, record):
+                added[kind].add(record_key(record))
         for kind, record, _clash in self._shadowed:
-            if not theirs(record):
-                new._mount(kind, record, quiet=True)  # served now if its name became free
-        added: dict[str, set[str]] = {kind: set() for kind in CATALOG_KINDS}
-        for kind in CATALOG_KINDS:
-            before = self._table(kind)
-            added[kind] = {key for key in new._table(kind) if key not in before or key in removed[kind]}
-        live = {id(record) for kind in CATALOG_KINDS for record in new._records(kind)}
-        new._built = {key: value for key, value in dict(self._built).items() if key[0] in live}
+            if not theirs(record) and new._mount(kind, record, quiet=True):  # served now if its name became free
+                added[kind].add(record_key(record))
         lists = frozenset({"resourceTemplates": "resources"}.get(kind, kind)
                           for kind in CATALOG_KINDS if removed[kind] or added[kind])
         change = ProviderChange(plugin, origin, {k: frozenset(v) for k, v in removed.items()},
@@ -226,19 +230,20 @@ class Catalog:
         """The mounted records not served because another provider serves their name."""
         return [clash for _, _, clash in self._shadowed]
 
-    def _mount(self, kind: str, record: Any, *, quiet: bool = False) -> None:
+    def _mount(self, kind: str, record: Any, *, quiet: bool = False) -> bool:
         """Admit one mounted record on its own: a clash or an invalid record loses only itself."""
         key = record_key(record)
         existing = self._existing(kind, key)
         if existing is not None:
             self._shadow(kind, record, Clash(kind, key, record.provenance, existing.provenance), quiet=quiet)
-            return
+            return False
         try:
             entry = self._entry(kind, record)
         except PluginError as exc:
             log.warning("%s: %s; not served", _source(record.provenance), exc)
-            return
+            return False
         self._put(kind, entry)
+        return True
 
     def _shadow(self, kind: str, record: Any, clash: Clash, *, quiet: bool = False) -> None:
         self._shadowed.append((kind, record, clash))
@@ -246,8 +251,12 @@ class Catalog:
             log.warning("%s", clash.describe())
 
     def _put(self, kind: str, entry: Any) -> None:
-        if getattr(entry, "record", entry).scopes:
+        record = getattr(entry, "record", entry)
+        if record.scopes:
             self.scoped_kinds.add(kind)
+        if _is_mounted(record):
+            owner = (record.provenance.plugin, record.provenance.origin)
+            self._served.setdefault(owner, {}).setdefault(kind, set()).add(record_key(record))
         if kind == "tools":
             self.tools[entry.record.name] = entry
         elif kind == "resources":
@@ -259,7 +268,10 @@ class Catalog:
 
     def _remove(self, kind: str, key: str) -> Any:
         entry = self._table(kind).pop(key)
-        return getattr(entry, "record", entry)
+        record = getattr(entry, "record", entry)
+        if _is_mounted(record):
+            self._served[(record.provenance.plugin, record.provenance.origin)][kind].discard(key)
+        return record
 
     def _table(self, kind: str) -> dict[str, Any]:
         """The entries of ``kind`` by name (URI, template)."""
@@ -350,10 +362,13 @@ class Catalog:
             built = self._built
             cached = []
             for record in self._records(kind):
-                memo = built.get((id(record), version))
+                memo = built.get(id(record))
                 if memo is None or memo[0] is not record:
-                    memo = built[(id(record), version)] = (record, build(record, version))
-                cached.append(memo[1])
+                    memo = built[id(record)] = (record, {})
+                descriptor = memo[1].get(version)
+                if descriptor is None:
+                    descriptor = memo[1][version] = build(record, version)
+                cached.append(descriptor)
             self._descriptor_cache[(kind, version)] = cached
         return cached
 

@@ -17,7 +17,6 @@ import contextlib
 import contextvars
 import itertools
 import logging
-import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
@@ -27,12 +26,13 @@ import anyio
 import httpx2
 import mcp_types as types
 import pydantic
-from mcp import ClientSession, MCPError, StdioServerParameters, stdio_client
+from mcp import ClientSession, MCPError
 from mcp.client.streamable_http import streamable_http_client
 from mcp.client.subscriptions import listen
 
 import mcphost
 from mcphost_proxy import tasks
+from mcphost_proxy.framing import offload, stdio_transport
 from mcphost_proxy.settings import ServerSettings
 
 log = logging.getLogger("mcphost.proxy")
@@ -173,9 +173,9 @@ class Upstream:
         settings = self.settings
         async with contextlib.AsyncExitStack() as stack:
             if settings.command:
-                params = StdioServerParameters(command=settings.command, args=list(settings.args),
-                                               env=settings.resolved_env() or None, cwd=settings.cwd)
-                read, write = await stack.enter_async_context(stdio_client(params, errlog=sys.stderr))
+                read, write = await stack.enter_async_context(stdio_transport(
+                    settings.command, list(settings.args), env=settings.resolved_env() or None, cwd=settings.cwd,
+                    max_message_bytes=settings.max_message_bytes, label=self.label))
             else:
                 # Only the configured headers: nothing from the downstream request (its bearer
                 # token in particular) ever reaches the upstream.
@@ -243,15 +243,18 @@ class Upstream:
                 log.exception("upstream %s: refreshing the catalog failed", self.label)
 
     async def _list(self, session: ClientSession) -> Listing:
+        """What the upstream offers, read as plain JSON (no model per item on the event loop); the
+        client's own tool cache (output schemas, x-mcp-header maps) learns the tools in a worker thread."""
         caps = session.server_capabilities
         listing = Listing(capabilities=_dump(caps) if caps is not None else {})
         if caps is None or caps.tools is not None:
-            listing.tools = await _all_pages(session.list_tools, "tools")
+            pages = await _raw_pages(session, "tools/list")
+            listing.tools = await offload(_absorb_tools, session, pages, self.label)
         if caps is None or caps.prompts is not None:
-            listing.prompts = await _all_pages(session.list_prompts, "prompts")
+            listing.prompts = _items(await _raw_pages(session, "prompts/list"), "prompts")
         if caps is None or caps.resources is not None:
-            listing.resources = await _all_pages(session.list_resources, "resources")
-            listing.templates = await _all_pages(session.list_resource_templates, "resourceTemplates")
+            listing.resources = _items(await _raw_pages(session, "resources/list"), "resources")
+            listing.templates = _items(await _raw_pages(session, "resources/templates/list"), "resourceTemplates")
         return listing
 
     # -- notifications and questions from the upstream ------------------------------------------
@@ -560,17 +563,73 @@ async def _roots(ctx: mcphost.Context, key: str | None = None) -> types.ListRoot
     return types.ListRootsResult.model_validate({"roots": await ctx.list_roots(key=key)})
 
 
-async def _all_pages(fetch: Callable[..., Awaitable[Any]], key: str) -> list[dict[str, Any]]:
-    items: list[dict[str, Any]] = []
+class _ListRequest(types.Request):  # type: ignore[type-arg]
+    """A */list request sent as it is (its result is read as plain JSON)."""
+
+    method: str
+    params: dict[str, Any] | None = None
+
+
+class _Plain(pydantic.BaseModel):
+    """Any result, kept as the JSON it arrived as (validated by nobody on the event loop)."""
+
+    model_config = pydantic.ConfigDict(extra="allow")
+
+
+async def _raw_pages(session: ClientSession, method: str) -> list[dict[str, Any]]:
+    """Every page of a */list result, as plain dicts (at most 1 000 pages)."""
+    pages: list[dict[str, Any]] = []
     cursor: str | None = None
+    # The client's own send_request validates every result against its method's model on the event
+    # loop (20 000 tools: a second); its stamp and dispatcher send the request without that, and
+    # the tools are validated one by one in a worker thread (_absorb_tools). Private in mcp 2.3:
+    # without them the public send_request is used.
+    stamp = getattr(session, "_stamp", None)
+    dispatcher = getattr(session, "_dispatcher", None)
+    timeout = getattr(session, "_session_read_timeout_seconds", None)
     for _ in range(1000):
-        result = await fetch(params=types.PaginatedRequestParams(cursor=cursor) if cursor else None)
-        dumped = _dump(result)
-        items.extend(dumped.get(key) or [])
-        cursor = dumped.get("nextCursor")
+        params = {"cursor": cursor} if cursor else None
+        if stamp is not None and hasattr(dispatcher, "send_raw_request"):
+            data: dict[str, Any] = {"method": method, **({"params": params} if params else {})}
+            opts: dict[str, Any] = {"timeout": timeout} if timeout is not None else {}
+            stamp(data, opts)
+            raw = await dispatcher.send_raw_request(method, data.get("params"), opts)  # type: ignore[union-attr]
+            page = dict(raw) if isinstance(raw, dict) else {}
+        else:
+            result = await session.send_request(_ListRequest(method=method, params=params), _Plain)
+            page = dict(result.__pydantic_extra__ or {})
+        pages.append(page)
+        cursor = page.get("nextCursor") if isinstance(page.get("nextCursor"), str) else None
         if not cursor:
             break
-    return items
+    return pages
+
+
+def _items(pages: list[dict[str, Any]], key: str) -> list[dict[str, Any]]:
+    return [item for page in pages if isinstance(page.get(key), list) for item in page[key] if isinstance(item, dict)]
+
+
+def _absorb_tools(session: ClientSession, pages: list[dict[str, Any]], label: str) -> list[dict[str, Any]]:
+    """The listed tools the ``mcp`` client accepts, taught to its tool cache (it validates structured
+    results against the output schemas listed, and a 2026-07-28 client drops tools whose
+    x-mcp-header is invalid). Runs in a worker thread: one item that is not a valid Tool is skipped."""
+    kept: list[dict[str, Any]] = []
+    models: list[types.Tool] = []
+    for item in _items(pages, "tools"):
+        try:
+            models.append(types.Tool.model_validate(item))
+        except pydantic.ValidationError as exc:
+            log.warning("upstream %s: tool %r is not mounted: not a valid Tool (%s)", label,
+                        str(item.get("name"))[:80], str(exc).splitlines()[0])
+            continue
+        kept.append(item)
+    result = types.ListToolsResult(tools=models)
+    absorb = getattr(session, "_absorb_tool_listing", None)  # private in mcp 2.3: checked when mcp is upgraded
+    if absorb is not None:
+        absorb(result, complete=True)
+        names = {tool.name for tool in result.tools}
+        kept = [item for item in kept if item.get("name") in names]
+    return kept
 
 
 def _first(group: BaseExceptionGroup[Any]) -> BaseException:

@@ -9,6 +9,7 @@ import sys
 import textwrap
 
 import pytest
+from mcp import MCPError
 from proxy_support import HERE, front, sdk_upstream
 
 import mcphost
@@ -133,3 +134,32 @@ async def test_list_changed_re_derives_only_that_upstream(side, tmp_path, count)
         assert catalog.tools["sdk_add"] is kept  # the other upstream's entry was not rebuilt
         assert catalog.tools["grow_t7"] is not kept_grow  # this upstream's were
         assert _text(await client.call_tool("grow_added_later", {})) == "new"
+
+
+async def test_a_message_over_max_message_bytes_fails_only_its_call(side, tmp_path):
+    """A 40 MiB reply line (max_message_bytes 1 MiB here) is dropped as it arrives: that call gets a clear
+    error, and the upstream, still running, answers the next call."""
+    server = raw_upstream(tmp_path, [{"name": "big", "inputSchema": {"type": "object", "properties": {}}},
+                                     {"name": "echo", "inputSchema": {"type": "object", "properties": {}}}],
+                          max_message_bytes=1024 * 1024)
+    async with front({"raw": server}) as live, side.client(live.url) as client:
+        upstream = live.plugin.upstreams["raw"]
+        with pytest.raises(MCPError, match=r"over this server's max_message_bytes \(1048576\)"):
+            await client.call_tool("raw_big", {"mib": 40})
+        assert _text(await client.call_tool("raw_echo", {})) == "called echo"
+        assert upstream.restarts == 0 and upstream.state == "running"
+        # Under the bound, a long reply passes whole (parsed in the worker thread).
+        assert len(_text(await client.call_tool("raw_big", {"mib": 0.5}))) == 512 * 1024
+
+
+def test_line_reader_is_linear_and_bounded():
+    from mcphost_proxy.framing import LineReader
+
+    reader = LineReader(limit=10)
+    assert reader.feed(b'{"a"') == []
+    assert reader.feed(b':1}\n{"b":2}\n{"i') == [(b'{"a":1}', None), (b'{"b":2}', None)]
+    lines = reader.feed(b'd":7,"x":"' + b"y" * 50)
+    assert lines == []
+    [(head, size)] = reader.feed(b'"}\n')
+    assert size == len(b'{"id":7,"x":"' + b"y" * 50 + b'"}') and head.startswith(b'{"id":7')
+    assert reader.feed(b"{}\n") == [(b"{}", None)]

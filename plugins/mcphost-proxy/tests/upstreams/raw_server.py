@@ -48,8 +48,9 @@ for line in sys.stdin.buffer:
             cut = head.index(b'"text": ""') + len(b'"text": "')
             chunk = b"x" * (1024 * 1024)
             out.write(head[:cut])
-            for _ in range(size // len(chunk)):
-                out.write(chunk)
+            while size > 0:
+                out.write(chunk[:size])
+                size -= len(chunk)
             out.write(head[cut:] + b"\n")
             out.flush()
             continue
