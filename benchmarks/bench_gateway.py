@@ -249,6 +249,52 @@ async def _recollect(kind: str, tools: int, rounds: int) -> dict[str, Any]:
         await host.stop()
 
 
+async def _big_line(mib: float) -> dict[str, Any]:
+    """One upstream reply line of ``mib`` MiB (over max_message_bytes): the loop's longest stall, the
+    error the call gets, and whether the upstream answers the next call."""
+    from mcphost_proxy import ProxyPlugin
+
+    import mcphost
+    from mcphost.testing import make_host
+
+    plugin = ProxyPlugin()
+    config = {"plugins": {"proxy": {"servers": {"u": {"command": sys.executable,
+                                                      "args": [str(UPSTREAM), "raw", "10"]}}}}}
+    host = make_host(("proxy", plugin), config=config)
+    await host.start()
+    stalls: list[float] = []
+    ticking = True
+
+    async def ticker() -> None:
+        while ticking:
+            before = time.monotonic()
+            await asyncio.sleep(0.005)
+            stalls.append(time.monotonic() - before - 0.005)
+
+    try:
+        await plugin.wait_mounted(60)
+        upstream = plugin.upstreams["u"]
+        tick = asyncio.ensure_future(ticker())
+        started = time.monotonic()
+        error = None
+        try:
+            await upstream.request(None, lambda session: session.call_tool("big", {"mib": mib}))
+        except mcphost.McpError as exc:
+            error = str(exc)
+        took = time.monotonic() - started
+        next_started = time.monotonic()
+        answer = await upstream.request(None, lambda session: session.call_tool("t1", {"x1": 1}))
+        next_took = time.monotonic() - next_started
+        ticking = False
+        await tick
+        return {"mib": mib, "error": error, "call_s": round(took, 2), "loop_max_stall_ms": round(max(stalls) * 1000, 1),
+                "loop_p99_stall_ms": round(percentile([x * 1000 for x in stalls], 99), 1),
+                "next_call_ok": not answer.is_error, "next_call_s": round(next_took, 3),
+                "restarts": upstream.restarts}
+    finally:
+        await host.stop()
+
+
 def part_two(args: argparse.Namespace) -> list[dict[str, Any]]:
     sizes = [int(size) for size in args.sizes.split(",")]
     return [asyncio.run(_recollect(args.upstream, size, args.rounds)) for size in sizes]
@@ -264,12 +310,14 @@ def main() -> None:
     parser.add_argument("--sizes", default="200,2000,20000", help="upstream sizes of part 2")
     parser.add_argument("--rounds", type=int, default=3, help="re-collections per size in part 2")
     parser.add_argument("--deadline", type=float, default=240.0, help="longest wait for any phase (s)")
-    parser.add_argument("--skip", choices=["one", "two"], help="skip a part")
+    parser.add_argument("--big-mib", type=float, default=300, help="part 3: one upstream reply line this long")
+    parser.add_argument("--skip", choices=["one", "two", "three"], action="append", default=[],
+                        help="skip a part (repeatable)")
     parser.add_argument("--json", help="write the report here")
     args = parser.parse_args()
     report: dict[str, Any] = {"facts": machine_facts(), "args": vars(args)}
     with sigterm_as_interrupt(), workdir() as tmp:
-        if args.skip != "one":
+        if "one" not in args.skip:
             base = report["baseline_probes"] = baseline(args, Path(tmp))
             print(f"load average {' '.join(Path('/proc/loadavg').read_text().split()[:3])}; /healthz of an idle host: "
                   f"p50 {base['p50_ms']} ms, p99 {base['p99_ms']} ms, max {base['max_ms']} ms")
@@ -291,12 +339,20 @@ def main() -> None:
                 "list_changed p99 < 50 ms": one.get("change_probes", {}).get("p99_ms", 1e9) < 50,
                 "list_changed max < 250 ms": one.get("change_probes", {}).get("max_ms", 1e9) < 250,
             }
-        if args.skip != "two":
+        if "two" not in args.skip:
             two = report["recollection"] = part_two(args)
             for row in two:
                 per = row["cpu_s"] / row["tools"] * 1e6
                 print(f"  re-collection of one upstream of {row['tools']:>6} tools: CPU {row['cpu_s']:.3f} s "
                       f"({per:.0f} us/tool), wall {row['wall_s']:.3f} s, loop max stall {row['loop_max_stall_ms']} ms")
+        if "three" not in args.skip:
+            big = report["big_line"] = asyncio.run(_big_line(args.big_mib))
+            print(f"  one {big['mib']:.0f} MiB upstream line: loop max stall {big['loop_max_stall_ms']} ms (p99 "
+                  f"{big['loop_p99_stall_ms']} ms), call answered in {big['call_s']} s with: {big['error']}; next call "
+                  f"{'ok' if big['next_call_ok'] else 'FAILED'} in {big['next_call_s']} s, restarts {big['restarts']}")
+            report.setdefault("targets", {})["300 MiB line: loop max stall < 250 ms"] = big["loop_max_stall_ms"] < 250
+            report["targets"]["300 MiB line: clear error, next call ok"] = bool(
+                big["error"] and "max_message_bytes" in big["error"] and big["next_call_ok"])
         for name, met in report.get("targets", {}).items():
             print(f"  {'met ' if met else 'MISS'}  {name}")
     save_report(args.json, report)

@@ -3,11 +3,11 @@
 ``python gateway_upstream.py sdk N``: the official Python SDK's ``MCPServer`` with N generated tools.
 ``python gateway_upstream.py raw N``: the same list spoken by a few lines of JSON-RPC (no SDK
 import, so 50 of them start in a moment on a small machine).
-Both have a ``bump`` tool that adds one tool and sends ``notifications/tools/list_changed``.
+Both have a ``bump`` tool that adds one tool and sends ``notifications/tools/list_changed``; the raw
+one also answers a call of ``big`` (argument ``mib``, not listed) with one reply line that long.
 """
 
-from __future__ import annotations
-
+# No ``from __future__ import annotations``: the SDK reads the generated tools' annotations at runtime.
 import json
 import sys
 
@@ -67,6 +67,18 @@ def run_raw(count: int) -> None:
             tools.append({"name": f"added{len(tools)}", "inputSchema": {"type": "object", "properties": {}}})
             send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
             result = {"content": [{"type": "text", "text": "bumped"}]}
+        elif method == "tools/call" and params.get("name") == "big":
+            # One reply line of ``mib`` MiB, written a MiB at a time.
+            size = int(float((params.get("arguments") or {}).get("mib", 1)) * 1024 * 1024)
+            out.write(f'{{"jsonrpc": "2.0", "id": {json.dumps(request_id)}, "result": {{"content": '
+                      '[{"type": "text", "text": "')
+            chunk = "x" * (1024 * 1024)
+            while size > 0:
+                out.write(chunk[:size])
+                size -= len(chunk)
+            out.write('"}]}}\n')
+            out.flush()
+            continue
         elif method == "tools/call":
             result = {"content": [{"type": "text", "text": json.dumps(params.get("arguments"))}]}
         else:

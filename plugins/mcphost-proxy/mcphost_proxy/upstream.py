@@ -89,6 +89,8 @@ class Upstream:
         self._ids = itertools.count(1)
         self._refresh: asyncio.Task[None] | None = None
         self._relist_again = False
+        #: The HTTP upstream answered 404 (or a 400 naming the session) to our session id.
+        self._session_lost = False
         self._http: httpx2.AsyncClient | None = None
 
     # -- lifecycle ------------------------------------------------------------------------------
@@ -163,6 +165,9 @@ class Upstream:
                 delay = self.backoff  # it ran a good while: start over with a short delay
             self.restarts += 1
             self.state = RESTARTING
+            if self._session_lost:  # the server forgot our session (it restarted): initialize at once
+                self._session_lost = False
+                continue
             log.info("upstream %s: restarting in %.1fs", self.label, delay)
             await asyncio.sleep(delay)
             delay = min(delay * 2, self.backoff_max)
@@ -180,7 +185,8 @@ class Upstream:
                 # Only the configured headers: nothing from the downstream request (its bearer
                 # token in particular) ever reaches the upstream.
                 client = httpx2.AsyncClient(headers=settings.resolved_headers(),
-                                            timeout=httpx2.Timeout(settings.timeout, read=None))
+                                            timeout=httpx2.Timeout(settings.timeout, read=None),
+                                            event_hooks={"response": [self._watch_response]})
                 await stack.enter_async_context(client)
                 self._http = client
                 read, write = await stack.enter_async_context(
@@ -387,10 +393,50 @@ class Upstream:
                                       "retry shortly")
         return self._session
 
+    async def _watch_response(self, response: Any) -> None:
+        """Notice an HTTP upstream that no longer knows our session (it restarted, or expired it):
+        the spec says a client MUST then initialize a new session."""
+        if response.request.headers.get("mcp-session-id") is None or response.request.method == "DELETE":
+            return
+        lost = response.status_code == 404
+        if response.status_code == 400:
+            body = await response.aread()
+            lost = b"session" in body[:2000].lower()
+        if lost:
+            self._session_lost = True
+
+    async def _fresh_session(self, old: ClientSession, timeout: float) -> ClientSession | None:
+        """Reconnect and wait for a session other than ``old`` (None: none within ``timeout``)."""
+        if self._session is old:
+            log.warning("upstream %s no longer knows this proxy's session; initializing a new one", self.label)
+            self._dead.set()
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(timeout):
+                while self._session is None or self._session is old:
+                    await asyncio.sleep(0.02)
+        return self._session if self._session is not old else None
+
     async def request(self, ctx: mcphost.Context | None, call: Callable[[ClientSession], Awaitable[Any]],
                       wait: float | None = None) -> Any:
-        """Run ``call`` on the live session with ``ctx`` as the caller questions are forwarded to."""
+        """Run ``call`` on the live session with ``ctx`` as the caller questions are forwarded to.
+
+        An HTTP upstream that answers 404 to our session id (it restarted while we were idle) never
+        received the request: the session is initialized again and the request sent once more.
+        """
         session = await self.session(wait)
+        try:
+            return await self._request(session, ctx, call)
+        except mcphost.McpError:
+            if not self._session_lost or self._http is None:
+                raise
+        fresh = await self._fresh_session(session, self.settings.timeout)
+        if fresh is None:
+            raise UpstreamUnavailable(f"Upstream server {self.label!r} lost its session and could not be "
+                                      "reconnected; retry shortly")
+        return await self._request(fresh, ctx, call)
+
+    async def _request(self, session: ClientSession, ctx: mcphost.Context | None,
+                       call: Callable[[ClientSession], Awaitable[Any]]) -> Any:
         token = next(self._ids)
         record = _Call(ctx)
         if ctx is not None:

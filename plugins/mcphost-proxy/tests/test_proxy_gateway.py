@@ -13,6 +13,7 @@ from mcp import MCPError
 from proxy_support import HERE, front, sdk_upstream
 
 import mcphost
+from tests.support.http_support import HttpServer
 
 RAW_SERVER = HERE / "upstreams" / "raw_server.py"
 
@@ -163,3 +164,23 @@ def test_line_reader_is_linear_and_bounded():
     [(head, size)] = reader.feed(b'"}\n')
     assert size == len(b'{"id":7,"x":"' + b"y" * 50 + b'"}') and head.startswith(b'{"id":7')
     assert reader.feed(b"{}\n") == [(b"{}", None)]
+
+
+async def test_an_http_upstream_restarted_while_idle_is_initialized_again(side, tmp_path):
+    """mcphost itself as the upstream, restarted on the same port while the proxy is idle: its old
+    Mcp-Session-Id now gets 404, so the proxy initializes a new session and sends the call again."""
+    upstream = await asyncio.to_thread(HttpServer, tmp_path, plugins="demo")
+    try:
+        async with front({"up": {"url": upstream.url}}) as live, side.client(live.url) as client:
+            assert _text(await client.call_tool("up_echo", {"text": "before"})) == "before"
+            old = live.plugin.upstreams["up"]._session
+            port = upstream.port
+            await asyncio.to_thread(upstream.stop)
+            upstream = await asyncio.to_thread(HttpServer, tmp_path, plugins="demo", port=port)
+            await asyncio.sleep(0.5)  # idle: nothing in flight while the upstream restarted
+            assert _text(await client.call_tool("up_echo", {"text": "after"})) == "after"
+            assert live.plugin.upstreams["up"]._session is not old
+            for n in range(3):
+                assert _text(await client.call_tool("up_echo", {"text": f"again {n}"})) == f"again {n}"
+    finally:
+        upstream.stop()
