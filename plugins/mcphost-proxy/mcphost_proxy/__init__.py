@@ -55,8 +55,10 @@ class ProxyPlugin:
         self.settings: ProxySettings | None = None
         #: The shared connection of each server (the one that lists its catalog), by server name.
         self.upstreams: dict[str, Upstream] = {}
-        #: per_session servers: (server name, session id) -> that session's own connection.
+        #: per_session servers: (server name, session id) -> that session's own connection, and whose it is.
         self.bound: dict[tuple[str, str], Upstream] = {}
+        self._owners: dict[tuple[str, str], Any] = {}
+        self._reaper: asyncio.Task[None] | None = None
         self.host: Any = None
         self._lazy_started = False
         #: The listing each upstream's records were last derived from, and those records (by hook kind).
@@ -117,15 +119,48 @@ class ProxyPlugin:
             key = (server.name, ctx.session.id)
             upstream = self.bound.get(key)
             if upstream is None:
-                assert self.settings is not None
-                upstream = Upstream(server, backoff=self.settings.restart_backoff,
-                                    backoff_max=self.settings.restart_backoff_max,
-                                    label=f"{server.name}@{ctx.session.id[:8]}")
-                upstream.host = self.host
-                self.bound[key] = upstream
-                upstream.start()
+                upstream = self._new_instance(server, key, ctx.session)
+            upstream.last_used = time.monotonic()
             return upstream
         return resolve
+
+    def _new_instance(self, server: ServerSettings, key: tuple[str, str], session: Any) -> Upstream:
+        """A per_session instance for ``session``, within max_instances and the principal's share."""
+        assert self.settings is not None
+        owner = getattr(session, "quota", None) or session.id
+        mine = [k for k in self.bound if k[0] == server.name]
+        if len(mine) >= server.max_instances:
+            raise UpstreamUnavailable(
+                f"Upstream server {server.name!r} already runs its max_instances ({server.max_instances}) "
+                f"instances, one per client session; retry when one is released (idle ones stop after "
+                f"{server.idle_timeout:g} s)")
+        share = server.max_instances_per_principal
+        if share is not None and sum(1 for k in mine if self._owners.get(k) == owner) >= share:
+            raise UpstreamUnavailable(
+                f"Upstream server {server.name!r}: this principal already holds its share of instances "
+                f"(max_instances_per_principal = {share}); end a session or retry later")
+        upstream = Upstream(server, backoff=self.settings.restart_backoff,
+                            backoff_max=self.settings.restart_backoff_max, label=f"{server.name}@{key[1][:8]}")
+        upstream.host = self.host
+        self.bound[key] = upstream
+        self._owners[key] = owner
+        upstream.start()
+        if self._reaper is None or self._reaper.done():
+            self._reaper = asyncio.get_running_loop().create_task(self._reap(), name="proxy:reaper")
+        return upstream
+
+    async def _reap(self) -> None:
+        """Stop per_session instances idle longer than their server's idle_timeout."""
+        while self.bound:
+            shortest = min(u.settings.idle_timeout for u in self.bound.values())
+            await asyncio.sleep(min(max(shortest / 4, 0.05), 30.0))
+            now = time.monotonic()
+            for key, upstream in list(self.bound.items()):
+                if upstream.in_flight == 0 and now - upstream.last_used > upstream.settings.idle_timeout:
+                    self.bound.pop(key, None)
+                    self._owners.pop(key, None)
+                    log.info("upstream %s: idle for %.0f s; stopped", upstream.label, now - upstream.last_used)
+                    await upstream.stop()
 
     def _records(self, host: Any, kind: str) -> list[Any]:
         """Every mounted record of ``kind`` (a full catalog collection; clashes are the catalog's to settle)."""
@@ -242,12 +277,14 @@ class ProxyPlugin:
     async def mcphost_terminate(self, session: Any, reason: str) -> None:
         for key in [k for k in self.bound if k[1] == session.id]:
             upstream = self.bound.pop(key)
+            self._owners.pop(key, None)
             await upstream.stop()
 
     @mcphost.hookimpl
     async def mcphost_shutdown(self, host: Any) -> None:
-        if self._watchdog is not None:
-            self._watchdog.cancel()
+        for task in (self._watchdog, self._reaper):
+            if task is not None:
+                task.cancel()
         everything = [*self.bound.values(), *self.upstreams.values()]
         self.bound.clear()
         await asyncio.gather(*(u.stop() for u in everything), return_exceptions=True)

@@ -89,6 +89,9 @@ class Upstream:
         self._ids = itertools.count(1)
         self._refresh: asyncio.Task[None] | None = None
         self._relist_again = False
+        #: Requests under way, and when the last one began or ended (per_session instances are reaped idle).
+        self.in_flight = 0
+        self.last_used = time.monotonic()
         #: The HTTP upstream answered 404 (or a 400 naming the session) to our session id.
         self._session_lost = False
         self._http: httpx2.AsyncClient | None = None
@@ -423,17 +426,22 @@ class Upstream:
         An HTTP upstream that answers 404 to our session id (it restarted while we were idle) never
         received the request: the session is initialized again and the request sent once more.
         """
-        session = await self.session(wait)
+        self.in_flight += 1
         try:
-            return await self._request(session, ctx, call)
-        except mcphost.McpError:
-            if not self._session_lost or self._http is None:
-                raise
-        fresh = await self._fresh_session(session, self.settings.timeout)
-        if fresh is None:
-            raise UpstreamUnavailable(f"Upstream server {self.label!r} lost its session and could not be "
-                                      "reconnected; retry shortly")
-        return await self._request(fresh, ctx, call)
+            session = await self.session(wait)
+            try:
+                return await self._request(session, ctx, call)
+            except mcphost.McpError:
+                if not self._session_lost or self._http is None:
+                    raise
+            fresh = await self._fresh_session(session, self.settings.timeout)
+            if fresh is None:
+                raise UpstreamUnavailable(f"Upstream server {self.label!r} lost its session and could not be "
+                                          "reconnected; retry shortly")
+            return await self._request(fresh, ctx, call)
+        finally:
+            self.in_flight -= 1
+            self.last_used = time.monotonic()
 
     async def _request(self, session: ClientSession, ctx: mcphost.Context | None,
                        call: Callable[[ClientSession], Awaitable[Any]]) -> Any:

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
+import os
 import sys
 import textwrap
 
 import pytest
 from mcp import MCPError
-from proxy_support import HERE, front, sdk_upstream
+from proxy_support import HERE, Side, front, sdk_upstream
 
 import mcphost
 from tests.support.http_support import HttpServer
@@ -184,3 +186,43 @@ async def test_an_http_upstream_restarted_while_idle_is_initialized_again(side, 
                 assert _text(await client.call_tool("up_echo", {"text": f"again {n}"})) == f"again {n}"
     finally:
         upstream.stop()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+async def test_per_session_instances_are_capped_and_idle_ones_reaped(side):
+    """40 sessions, max_instances = 8: 8 get their own upstream process, the others a clear error;
+    instances idle past idle_timeout stop, and their places serve new sessions."""
+    server = sdk_upstream(per_session=True, max_instances=8, idle_timeout=1)
+    async with front({"py": server}) as live, contextlib.AsyncExitStack() as stack:
+        clients = [await stack.enter_async_context(Side().client(live.url)) for _ in range(40)]
+        results = await asyncio.gather(*(client.call_tool("py_pid", {}) for client in clients))
+        pids = {int(_text(r)) for r in results if not r.is_error}
+        refused = [_text(r) for r in results if r.is_error]
+        assert len(pids) == 8 and len(refused) == 32
+        assert "already runs its max_instances (8) instances" in refused[0]
+        assert len(live.plugin.bound) == 8 and all(_alive(pid) for pid in pids)
+        # Idle for longer than idle_timeout: reaped, their processes gone.
+        for _ in range(200):
+            if not live.plugin.bound and not any(_alive(pid) for pid in pids):
+                break
+            await asyncio.sleep(0.05)
+        assert not live.plugin.bound and not any(_alive(pid) for pid in pids)
+        # A session refused before gets an instance now.
+        assert not (await clients[-1].call_tool("py_pid", {})).is_error
+
+
+async def test_per_session_share_per_principal(side):
+    server = sdk_upstream(per_session=True, max_instances=8, max_instances_per_principal=2)
+    async with front({"py": server}) as live, contextlib.AsyncExitStack() as stack:
+        clients = [await stack.enter_async_context(Side().client(live.url)) for _ in range(3)]
+        results = [await client.call_tool("py_pid", {}) for client in clients]
+        assert [r.is_error for r in results] == [False, False, True]  # one principal (this address)
+        assert "max_instances_per_principal = 2" in _text(results[2])
+        assert len(live.plugin.bound) == 2
