@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import logging
 import os
 import re
 import subprocess
@@ -285,10 +286,25 @@ async def _big_line(mib: float) -> dict[str, Any]:
         next_started = time.monotonic()
         answer = await upstream.request(None, lambda session: session.call_tool("t1", {"x1": 1}))
         next_took = time.monotonic() - next_started
+        big_max, big_p99 = max(stalls) * 1000, percentile([x * 1000 for x in stalls], 99)
+        records: list[logging.LogRecord] = []
+        handler = logging.Handler()
+        handler.emit = records.append  # type: ignore[method-assign]
+        logging.getLogger("mcphost.proxy").addHandler(handler)
+        stalls.clear()
+        flood_started = time.monotonic()
+        await upstream.request(None, lambda session: session.call_tool("flood", {"count": 200_000}))
+        flooded = time.monotonic()
+        await upstream.request(None, lambda session: session.call_tool("t1", {"x1": 1}))
+        after_flood = time.monotonic() - flooded
+        logging.getLogger("mcphost.proxy").removeHandler(handler)
+        flood = {"messages": 200_000, "call_s": round(flooded - flood_started, 2), "next_call_s": round(after_flood, 3),
+                 "host_log_bytes": sum(len(r.getMessage()) + 80 for r in records),
+                 "loop_max_stall_ms": round(max(stalls, default=0) * 1000, 1)}
         ticking = False
         await tick
-        return {"mib": mib, "error": error, "call_s": round(took, 2), "loop_max_stall_ms": round(max(stalls) * 1000, 1),
-                "loop_p99_stall_ms": round(percentile([x * 1000 for x in stalls], 99), 1),
+        return {"flood": flood, "mib": mib, "error": error, "call_s": round(took, 2),
+                "loop_max_stall_ms": round(big_max, 1), "loop_p99_stall_ms": round(big_p99, 1),
                 "next_call_ok": not answer.is_error, "next_call_s": round(next_took, 3),
                 "restarts": upstream.restarts}
     finally:
@@ -350,7 +366,13 @@ def main() -> None:
             print(f"  one {big['mib']:.0f} MiB upstream line: loop max stall {big['loop_max_stall_ms']} ms (p99 "
                   f"{big['loop_p99_stall_ms']} ms), call answered in {big['call_s']} s with: {big['error']}; next call "
                   f"{'ok' if big['next_call_ok'] else 'FAILED'} in {big['next_call_s']} s, restarts {big['restarts']}")
-            report.setdefault("targets", {})["300 MiB line: loop max stall < 250 ms"] = big["loop_max_stall_ms"] < 250
+            flood = big["flood"]
+            print(f"  {flood['messages']} upstream log messages: the flooding call took {flood['call_s']} s, the next "
+                  f"call {flood['next_call_s']} s; host log {flood['host_log_bytes']} bytes; loop max stall "
+                  f"{flood['loop_max_stall_ms']} ms")
+            report.setdefault("targets", {})["log flood: host log < 1 MB"] = flood["host_log_bytes"] < 1_000_000
+            report["targets"]["log flood: next call within 1 s"] = flood["next_call_s"] < 1.0
+            report["targets"]["300 MiB line: loop max stall < 250 ms"] = big["loop_max_stall_ms"] < 250
             report["targets"]["300 MiB line: clear error, next call ok"] = bool(
                 big["error"] and "max_message_bytes" in big["error"] and big["next_call_ok"])
         for name, met in report.get("targets", {}).items():

@@ -4,7 +4,8 @@
 ``python gateway_upstream.py raw N``: the same list spoken by a few lines of JSON-RPC (no SDK
 import, so 50 of them start in a moment on a small machine).
 Both have a ``bump`` tool that adds one tool and sends ``notifications/tools/list_changed``; the raw
-one also answers a call of ``big`` (argument ``mib``, not listed) with one reply line that long.
+one also answers a call of ``big`` (argument ``mib``, not listed) with one reply line that long, and
+of ``flood`` (argument ``count``) with that many log notifications before its reply.
 """
 
 # No ``from __future__ import annotations``: the SDK reads the generated tools' annotations at runtime.
@@ -79,6 +80,12 @@ def run_raw(count: int) -> None:
             out.write('"}]}}\n')
             out.flush()
             continue
+        elif method == "tools/call" and params.get("name") == "flood":
+            # ``count`` log notifications, then the reply.
+            note = json.dumps({"jsonrpc": "2.0", "method": "notifications/message",
+                               "params": {"level": "info", "logger": "flood", "data": "x" * 64}}) + "\n"
+            out.write(note * int((params.get("arguments") or {}).get("count", 1)))
+            result = {"content": [{"type": "text", "text": "flooded"}]}
         elif method == "tools/call":
             result = {"content": [{"type": "text", "text": json.dumps(params.get("arguments"))}]}
         else:

@@ -118,9 +118,11 @@ class LineReader:
 
 @contextlib.asynccontextmanager
 async def stdio_transport(command: str, args: list[str], *, env: dict[str, str] | None, cwd: str | None,
-                          max_message_bytes: int, label: str, errlog: TextIO = sys.stderr
-                          ) -> AsyncIterator[tuple[Any, Any]]:
-    """(read stream, write stream) of ``SessionMessage`` to a process speaking MCP over stdio."""
+                          max_message_bytes: int, label: str, errlog: TextIO = sys.stderr,
+                          admit: Callable[[bytes], bool] | None = None) -> AsyncIterator[tuple[Any, Any]]:
+    """(read stream, write stream) of ``SessionMessage`` to a process speaking MCP over stdio.
+
+    ``admit(line)``: False drops a line before it is parsed (the log gate of mcphost_proxy.logs)."""
     process = await anyio.open_process([command, *args], env={**get_default_environment(), **(env or {})},
                                        stderr=errlog, cwd=cwd, start_new_session=True)
     inbox_writer, inbox = anyio.create_memory_object_stream[SessionMessage | Exception](0)
@@ -133,6 +135,8 @@ async def stdio_transport(command: str, args: list[str], *, env: dict[str, str] 
             async with inbox_writer:
                 async for chunk in process.stdout:
                     for line, dropped in lines.feed(chunk):
+                        if dropped is None and admit is not None and not admit(line):
+                            continue
                         if dropped is not None:
                             message: SessionMessage | Exception | None = too_large(label, line, dropped,
                                                                                    max_message_bytes)

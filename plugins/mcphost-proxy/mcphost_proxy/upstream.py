@@ -33,6 +33,7 @@ from mcp.client.subscriptions import listen
 import mcphost
 from mcphost_proxy import tasks
 from mcphost_proxy.framing import offload, stdio_transport
+from mcphost_proxy.logs import LogRelay
 from mcphost_proxy.settings import ServerSettings
 
 log = logging.getLogger("mcphost.proxy")
@@ -89,6 +90,8 @@ class Upstream:
         self._ids = itertools.count(1)
         self._refresh: asyncio.Task[None] | None = None
         self._relist_again = False
+        #: Log messages outside a call: rate-limited, relayed to sessions, summarized in the host log.
+        self.logs = LogRelay(self.label)
         #: Requests under way, and when the last one began or ended (per_session instances are reaped idle).
         self.in_flight = 0
         self.last_used = time.monotonic()
@@ -183,7 +186,7 @@ class Upstream:
             if settings.command:
                 read, write = await stack.enter_async_context(stdio_transport(
                     settings.command, list(settings.args), env=settings.resolved_env() or None, cwd=settings.cwd,
-                    max_message_bytes=settings.max_message_bytes, label=self.label))
+                    max_message_bytes=settings.max_message_bytes, label=self.label, admit=self.logs.admit))
             else:
                 # Only the configured headers: nothing from the downstream request (its bearer
                 # token in particular) ever reaches the upstream.
@@ -377,7 +380,7 @@ class Upstream:
 
     async def _log_to(self, call: _Call | None, params: types.LoggingMessageNotificationParams) -> None:
         if call is None or call.ctx is None:
-            log.info("upstream %s log (%s): %s", self.label, params.level, params.data)
+            await self.logs.outside_call(self.host, params.level, params.data, params.logger)
             return
         await call.ctx.log(params.level, params.data, logger=params.logger)
 

@@ -226,3 +226,43 @@ async def test_per_session_share_per_principal(side):
         assert [r.is_error for r in results] == [False, False, True]  # one principal (this address)
         assert "max_instances_per_principal = 2" in _text(results[2])
         assert len(live.plugin.bound) == 2
+
+
+async def test_an_upstream_log_outside_a_call_reaches_the_sessions_that_set_a_log_level(tmp_path, caplog):
+    tools = [{"name": name, "inputSchema": {"type": "object", "properties": {}}} for name in ("later", "echo")]
+    listening, silent = Side(), Side()
+    with caplog.at_level(logging.INFO, logger="mcphost.proxy"):
+        async with front({"raw": raw_upstream(tmp_path, tools)}) as live, listening.client(live.url) as one, \
+                silent.client(live.url) as other:
+            await one.set_logging_level("info")
+            assert _text(await other.call_tool("raw_later", {})) == "called later"
+            for _ in range(100):
+                if _logs(listening):
+                    break
+                await asyncio.sleep(0.05)
+            [params] = _logs(listening)
+            assert (params.level, params.data, params.logger) == ("warning", "after the call", "raw/later")
+            assert _logs(silent) == []  # it set no log level
+    assert "upstream raw logs outside a call (warning): after the call" in caplog.text
+
+
+def _logs(side: Side) -> list:
+    out = []
+    for message in side.notifications:
+        root = getattr(message, "root", message)
+        if getattr(root, "method", None) == "notifications/message":
+            out.append(root.params)
+    return out
+
+
+async def test_a_log_flood_costs_little(side, tmp_path, caplog):
+    """200 000 log notifications: the host log gets a few lines, the upstream answers the next call."""
+    tools = [{"name": name, "inputSchema": {"type": "object", "properties": {}}} for name in ("flood", "echo")]
+    with caplog.at_level(logging.DEBUG, logger="mcphost.proxy"):
+        async with front({"raw": raw_upstream(tmp_path, tools)}) as live, side.client(live.url) as client:
+            caplog.clear()
+            assert _text(await client.call_tool("raw_flood", {"count": 200_000})) == "called flood"
+            assert _text(await client.call_tool("raw_echo", {})) == "called echo"
+            assert 0 < len(_logs(side)) < 2_000  # the rest were dropped before they were parsed
+            assert live.plugin.upstreams["raw"].restarts == 0
+    assert sum(len(record.getMessage()) for record in caplog.records) < 1_000_000

@@ -2,8 +2,8 @@
 
 ``RAW_TOOLS`` names a JSON file with the tools it lists (any names, sizes). Its tools answer
 ``called NAME``, except ``big`` (argument ``mib``), whose result line is that many MiB long, and
-``flood`` (argument ``count``), which first sends that many log notifications outside the call's
-progress (they carry no related request).
+``flood`` (argument ``count``), which first sends that many log notifications, and ``later``, which
+sends one log notification 0.3 s after its reply (outside any call).
 """
 
 from __future__ import annotations
@@ -11,15 +11,20 @@ from __future__ import annotations
 import json
 import os
 import sys
+import threading
 
 TOOLS = json.loads(open(os.environ["RAW_TOOLS"], encoding="utf-8").read()) if os.environ.get("RAW_TOOLS") else [
     {"name": "echo", "inputSchema": {"type": "object", "properties": {}}}]
 out = sys.stdout.buffer
 
 
+_lock = threading.Lock()
+
+
 def send(message: dict) -> None:
-    out.write(json.dumps(message).encode() + b"\n")
-    out.flush()
+    with _lock:
+        out.write(json.dumps(message).encode() + b"\n")
+        out.flush()
 
 
 def reply(request_id, result: dict) -> None:
@@ -54,6 +59,10 @@ for line in sys.stdin.buffer:
             out.write(head[cut:] + b"\n")
             out.flush()
             continue
+        if name == "later":  # a log message 0.3 s after the reply: outside any call
+            note = {"jsonrpc": "2.0", "method": "notifications/message",
+                    "params": {"level": "warning", "logger": "later", "data": "after the call"}}
+            threading.Timer(0.3, send, (note,)).start()
         if name == "flood":
             note = json.dumps({"jsonrpc": "2.0", "method": "notifications/message",
                                "params": {"level": "info", "logger": "flood", "data": "x" * 64}}).encode() + b"\n"
