@@ -4,10 +4,11 @@ A supervisor task owns the connection (the ``mcp`` client's context managers are
 left in that one task, as anyio requires): it connects, lists what the server offers, and waits
 until the connection dies; then it reconnects after a delay that doubles up to a limit. Meanwhile
 calls answer a clear error. The server's questions to its client (elicitation, sampling, roots)
-are forwarded to the downstream caller whose call is in flight: the ``mcp`` client does not say
-which call a question belongs to, so a question is forwarded only when exactly one call is in
-flight on the connection, and refused otherwise (``per_session = true`` gives each client session
-its own connection).
+are forwarded to the downstream caller whose call caused them: over Streamable HTTP the question
+arrives on that request's stream, whose context carries the call (``_CALL``); over stdio nothing
+says which call it belongs to, so a question is forwarded only when exactly one call is in flight
+on the connection, and refused otherwise (``per_session = true`` gives each client session its own
+connection).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ import pydantic
 from mcp import ClientSession, MCPError
 from mcp.client.streamable_http import streamable_http_client
 from mcp.client.subscriptions import listen
+from mcp.shared._context_streams import create_context_streams
 
 import mcphost
 from mcphost_proxy import tasks
@@ -197,13 +199,21 @@ class Upstream:
                 self._http = client
                 read, write = await stack.enter_async_context(
                     streamable_http_client(settings.url or "", http_client=client))
-            inbox_send, inbox = anyio.create_memory_object_stream[Any](64)
+            inbox_send, inbox = create_context_streams[Any](64)
+            loop = asyncio.get_running_loop()
 
             async def pump() -> None:  # follows the transport so that its end is noticed
                 try:
                     async with inbox_send:
                         async for item in read:
-                            await inbox_send.send(item)
+                            # The HTTP transport reads a request's SSE stream in the context of the
+                            # task that sent the request; passing that context on lets a question
+                            # find the call that caused it (_CALL).
+                            origin = getattr(read, "last_context", None)
+                            if origin is None or origin.get(_CALL, None) is None:
+                                await inbox_send.send(item)
+                            else:
+                                await loop.create_task(inbox_send.send(item), context=origin)
                 finally:
                     if not self._dead.is_set() and not self._stopping:
                         log.warning("upstream %s: the transport closed", self.label)
@@ -318,7 +328,11 @@ class Upstream:
                 return
 
     def _caller(self) -> _Call | None:
-        """The one downstream call in flight, to which the upstream's question belongs."""
+        """The downstream call to which the upstream's question (or log message) belongs: the one
+        whose request's stream it came on (HTTP), else the one call in flight on this connection."""
+        call = _CALL.get()
+        if call is not None and call.upstream is self:
+            return call
         if len(self._callers) == 1:
             return next(iter(self._callers.values()))
         return None
@@ -449,7 +463,8 @@ class Upstream:
     async def _request(self, session: ClientSession, ctx: mcphost.Context | None,
                        call: Callable[[ClientSession], Awaitable[Any]]) -> Any:
         token = next(self._ids)
-        record = _Call(ctx)
+        record = _Call(ctx, self)
+        _CALL.set(record)  # this task's requests (and what their streams carry) belong to this call
         if ctx is not None:
             self._callers[token] = record
             _DOWNSTREAM_CAPABILITIES.set(dict(ctx.session.client_capabilities or {}))
@@ -588,11 +603,17 @@ def _forward_capabilities(session: ClientSession) -> None:
 class _Call:
     """One downstream request being forwarded: whom to ask, and a failure to raise in its handler."""
 
-    __slots__ = ("ctx", "failure")
+    __slots__ = ("ctx", "failure", "upstream")
 
-    def __init__(self, ctx: mcphost.Context | None) -> None:
+    def __init__(self, ctx: mcphost.Context | None, upstream: Upstream | None = None) -> None:
         self.ctx = ctx
+        self.upstream = upstream
         self.failure: BaseException | None = None
+
+
+#: The call the current task forwards (set in Upstream._request; seen by the question callbacks
+#: through the context the HTTP transport carries from a request to its stream).
+_CALL: contextvars.ContextVar[_Call | None] = contextvars.ContextVar("mcphost_proxy_call", default=None)
 
 
 async def _elicit(ctx: mcphost.Context, wire: dict[str, Any], key: str | None = None) -> types.ElicitResult:

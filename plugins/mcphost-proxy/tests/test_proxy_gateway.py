@@ -15,7 +15,7 @@ from mcp import MCPError
 from proxy_support import HERE, Side, front, sdk_upstream
 
 import mcphost
-from tests.support.http_support import HttpServer
+from tests.support.http_support import HttpServer, free_port
 
 RAW_SERVER = HERE / "upstreams" / "raw_server.py"
 
@@ -266,3 +266,36 @@ async def test_a_log_flood_costs_little(side, tmp_path, caplog):
             assert 0 < len(_logs(side)) < 2_000  # the rest were dropped before they were parsed
             assert live.plugin.upstreams["raw"].restarts == 0
     assert sum(len(record.getMessage()) for record in caplog.records) < 1_000_000
+
+
+@contextlib.asynccontextmanager
+async def sdk_http_upstream():
+    """The official Python SDK server over Streamable HTTP, as its own process on a free port."""
+    port = free_port()
+    process = await asyncio.create_subprocess_exec(sys.executable, str(HERE / "upstreams" / "sdk_server.py"),
+                                                   env={**os.environ, "PROXY_TEST_HTTP_PORT": str(port)})
+    try:
+        for _ in range(400):
+            try:
+                _, writer = await asyncio.open_connection("127.0.0.1", port)
+                writer.close()
+                break
+            except OSError:
+                await asyncio.sleep(0.05)
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        process.terminate()
+        await process.wait()
+
+
+async def test_questions_of_concurrent_calls_reach_their_own_callers_over_http():
+    """A session-era client and a 2026-07-28 client call an eliciting tool of one shared session-era
+    HTTP upstream at the same moment: each question reaches the call that caused it."""
+    ada, bob = Side("Ada"), Side("Bob")
+    async with sdk_http_upstream() as url, front({"sdk": {"url": url}}) as live, \
+            ada.client(live.url, "legacy") as old, bob.client(live.url, "auto") as new:
+        for _ in range(3):
+            first, second = await asyncio.gather(old.call_tool("sdk_ask_name", {}),
+                                                 new.call_tool("sdk_ask_name", {}))
+            assert (_text(first), _text(second)) == ("Hello, Ada!", "Hello, Bob!")
+        assert len(ada.elicitations) == 3 and len(bob.elicitations) == 3
