@@ -12,10 +12,11 @@ import textwrap
 
 import pytest
 from mcp import MCPError
-from proxy_support import HERE, Side, front, sdk_upstream
+from proxy_support import HERE, REPO, Side, front, sdk_upstream
 
 import mcphost
 from tests.support.http_support import HttpServer, free_port
+from tests.support.js.run import ensure_ts_client, node_executable
 
 RAW_SERVER = HERE / "upstreams" / "raw_server.py"
 
@@ -299,3 +300,46 @@ async def test_questions_of_concurrent_calls_reach_their_own_callers_over_http()
                                                  new.call_tool("sdk_ask_name", {}))
             assert (_text(first), _text(second)) == ("Hello, Ada!", "Hello, Bob!")
         assert len(ada.elicitations) == 3 and len(bob.elicitations) == 3
+
+
+EVERYTHING = REPO / "tests" / "support" / "js" / "node_modules" / "@modelcontextprotocol" / "server-everything" / \
+    "dist" / "index.js"
+
+
+async def _start_everything(node: str, port: int) -> asyncio.subprocess.Process:
+    """The npm @modelcontextprotocol/server-everything (pinned in tests/support/js) in its HTTP mode."""
+    process = await asyncio.create_subprocess_exec(node, str(EVERYTHING), "streamableHttp",
+                                                   env={**os.environ, "PORT": str(port)},
+                                                   stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL)
+    for _ in range(600):
+        try:
+            _, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.close()
+            return process
+        except OSError:
+            await asyncio.sleep(0.05)
+    process.kill()
+    raise RuntimeError("server-everything did not listen")
+
+
+async def test_the_typescript_server_everything_over_http_restarted_while_idle(side):
+    status = await asyncio.to_thread(ensure_ts_client)
+    if not status:
+        pytest.skip(status.reason)
+    node = node_executable()
+    port = free_port()
+    process = await _start_everything(node, port)
+    try:
+        async with front({"every": {"url": f"http://127.0.0.1:{port}/mcp"}}) as live, \
+                side.client(live.url) as client:
+            assert "every_echo" in {tool.name for tool in (await client.list_tools()).tools}
+            assert "before" in _text(await client.call_tool("every_echo", {"message": "before"}))
+            process.terminate()
+            await process.wait()
+            process = await _start_everything(node, port)
+            await asyncio.sleep(0.5)  # idle while it restarted: its sessions are gone
+            assert "after" in _text(await client.call_tool("every_echo", {"message": "after"}))
+    finally:
+        if process.returncode is None:
+            process.terminate()
+            await process.wait()
