@@ -7,9 +7,12 @@ and reports the time until every upstream is mounted and the probe latencies dur
 during ``--changes`` ``list_changed`` spread over the upstreams (each a call of an upstream's
 ``bump`` tool through the host, which adds a tool upstream and announces it).
 
-Part 2 runs a host in this process with one upstream of 200, 2 000 and 20 000 tools and measures
+Part 2 runs a host in this process with one (raw) upstream of 200, 2 000 and 20 000 tools and measures
 the CPU (this process, worker threads included) and the loop's longest stall per re-collection
 after a ``list_changed``: it should grow linearly with the upstream's tools.
+
+Part 3, in this process too: one upstream reply line of 300 MiB (over ``max_message_bytes``) and a
+flood of 200 000 log notifications: the loop's longest stall, the error, the next call, the host log.
 
     python benchmarks/bench_gateway.py [--upstream sdk|raw] [--json out.json]
 
@@ -212,7 +215,7 @@ async def _recollect(kind: str, tools: int, rounds: int) -> dict[str, Any]:
     config = {"plugins": {"proxy": {"servers": {"u": {"command": sys.executable,
                                                       "args": [str(UPSTREAM), kind, str(tools)]}}}}}
     host = make_host(("proxy", plugin), config=config)
-    await host.start()
+    await host.start(freeze_gc=True)  # as mcphost serve does
     stalls: list[float] = []
     ticking = True
 
@@ -262,7 +265,7 @@ async def _big_line(mib: float) -> dict[str, Any]:
     config = {"plugins": {"proxy": {"servers": {"u": {"command": sys.executable,
                                                       "args": [str(UPSTREAM), "raw", "10"]}}}}}
     host = make_host(("proxy", plugin), config=config)
-    await host.start()
+    await host.start(freeze_gc=True)  # as mcphost serve does
     stalls: list[float] = []
     ticking = True
 
@@ -291,6 +294,7 @@ async def _big_line(mib: float) -> dict[str, Any]:
         handler = logging.Handler()
         handler.emit = records.append  # type: ignore[method-assign]
         logging.getLogger("mcphost.proxy").addHandler(handler)
+        logging.getLogger("mcphost.proxy").setLevel(logging.INFO)  # the host's default log level
         stalls.clear()
         flood_started = time.monotonic()
         await upstream.request(None, lambda session: session.call_tool("flood", {"count": 200_000}))
@@ -313,7 +317,7 @@ async def _big_line(mib: float) -> dict[str, Any]:
 
 def part_two(args: argparse.Namespace) -> list[dict[str, Any]]:
     sizes = [int(size) for size in args.sizes.split(",")]
-    return [asyncio.run(_recollect(args.upstream, size, args.rounds)) for size in sizes]
+    return [asyncio.run(_recollect(args.recollect_upstream, size, args.rounds)) for size in sizes]
 
 
 def main() -> None:
@@ -324,6 +328,9 @@ def main() -> None:
     parser.add_argument("--changes", type=int, default=100)
     parser.add_argument("--change-interval", type=float, default=0.1, help="seconds between two list_changed")
     parser.add_argument("--sizes", default="200,2000,20000", help="upstream sizes of part 2")
+    parser.add_argument("--recollect-upstream", choices=["sdk", "raw"], default="raw",
+                        help="part 2's upstream: the host's cost does not depend on what wrote the listing, and the "
+                             "SDK takes minutes to register 20 000 generated tools on a small machine")
     parser.add_argument("--rounds", type=int, default=3, help="re-collections per size in part 2")
     parser.add_argument("--deadline", type=float, default=240.0, help="longest wait for any phase (s)")
     parser.add_argument("--big-mib", type=float, default=300, help="part 3: one upstream reply line this long")

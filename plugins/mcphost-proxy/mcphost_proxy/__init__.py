@@ -32,6 +32,11 @@ _CATALOG_KINDS = {"tools": "tools", "prompts": "prompts", "resources": "resource
 _HOOK_KINDS = {catalog: hook for hook, catalog in _CATALOG_KINDS.items()}
 
 
+#: An upstream listing this many tools or more has its new records frozen out of the garbage
+#: collector's view when the host froze its start-up objects (see _changed).
+FREEZE_AT = 2000
+
+
 def _same(before: Any, after: Any) -> bool:
     """Whether two listings are equal, compared item by item (a worker thread then lets the event
     loop in between items: one ``==`` over 20 000 tools would hold the interpreter throughout)."""
@@ -67,6 +72,8 @@ class ProxyPlugin:
         #: One derivation at a time per upstream (a burst of list_changed makes them in order).
         self._mounting: dict[str, asyncio.Lock] = {}
         self._watchdog: asyncio.Task[None] | None = None
+        self._freezes: bool | None = None
+        self._paused = 0
 
     # -- configuration --------------------------------------------------------------------------
 
@@ -204,18 +211,41 @@ class ProxyPlugin:
                 return records(upstream, resolve, listing)
 
             started = time.monotonic()
-            derived = await offload(derive)
-            self._listed[name] = listing
-            if derived is None:
-                return
-            self._mounted[name] = derived
-            change = await host.replace_provider(Provenance(plugin="proxy", origin=name),
-                                                 [(_CATALOG_KINDS[kind], record) for kind, items in derived.items()
-                                                  for record in items])
+            # Thousands of new records: the collector would scan them all while they are built and at
+            # the next full collections (a 20 000-tool upstream: over a second of the loop each time).
+            # When the host froze its start-up objects out of the collector's view (mcphost serve),
+            # automatic collection pauses while they are built and swapped in, and they join the
+            # frozen objects: they live until the upstream's next change.
+            big = len(listing.tools) >= FREEZE_AT and self._frozen()
+            if big:
+                self._paused += 1
+                gc.disable()
+            try:
+                derived = await offload(derive)
+                self._listed[name] = listing
+                if derived is None:
+                    return
+                self._mounted[name] = derived
+                change = await host.replace_provider(Provenance(plugin="proxy", origin=name),
+                                                     [(_CATALOG_KINDS[kind], record) for kind, items in derived.items()
+                                                      for record in items])
+                if big:
+                    gc.freeze()
+            finally:
+                if big:
+                    self._paused -= 1
+                    if not self._paused:
+                        gc.enable()
             log.info("upstream %s mounted: %d tools, %d prompts, %d resources, %d templates (%.0f ms)", name,
                      len(change.added["tools"]), len(change.added["prompts"]), len(change.added["resources"]),
                      len(change.added["resourceTemplates"]), (time.monotonic() - started) * 1000)
         self._report()
+
+    def _frozen(self) -> bool:
+        """Whether the host froze its start-up objects out of the collector's view (mcphost serve)."""
+        if self._freezes is None:
+            self._freezes = gc.get_freeze_count() > 0  # it walks the frozen objects: asked once
+        return self._freezes
 
     async def wait_mounted(self, timeout: float) -> bool:
         """Wait until every upstream started with the host has listed and is mounted (False on timeout)."""
@@ -245,7 +275,7 @@ class ProxyPlugin:
         assert self.settings is not None
         timeout = self.settings.startup_timeout
         ready = await asyncio.gather(*(u.wait_ready(timeout) for u in eager))
-        if gc.get_freeze_count():
+        if self._frozen():
             # The host froze what it allocated at startup out of the collector's view (mcphost serve);
             # the upstreams' first mounts are as long-lived, so they join it: with 10 000 tools
             # mounted, each full collection otherwise held the loop for a quarter of a second.
