@@ -1,4 +1,4 @@
-"""The stdio transport to an upstream process, with bounded, linear framing.
+"""The transports to an upstream: stdio with bounded, linear framing, and bounded HTTP bodies.
 
 It replaces the ``mcp`` client's ``stdio_client`` reader, which joins each chunk to the line so far
 (``buffer + chunk``: quadratic in the line's length) on the event loop, with no bound: one 300 MiB
@@ -25,6 +25,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any, TextIO, TypeVar
 
 import anyio
+import httpx2
 import mcp_types as types
 import orjson
 from mcp.client.stdio import get_default_environment
@@ -183,3 +184,41 @@ async def _stop(process: Any) -> None:
         with anyio.move_on_after(GRACE):
             await process.wait()
             return
+
+
+class _BoundedBody(httpx2.AsyncByteStream):
+    """A JSON response body that fails once it grows past ``limit`` bytes (no more is read)."""
+
+    def __init__(self, inner: Any, limit: int) -> None:
+        self._inner = inner
+        self._limit = limit
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        size = 0
+        async for chunk in self._inner:
+            size += len(chunk)
+            if size > self._limit:
+                raise httpx2.StreamError(f"the upstream's reply is over this server's max_message_bytes "
+                                         f"({self._limit}); it was dropped")
+            yield chunk
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+class BoundedTransport(httpx2.AsyncBaseTransport):
+    """HTTP to an upstream with ``max_message_bytes`` on each JSON response body (SSE events are
+    bounded by the ``mcp`` client's own ``max_sse_event_size``, set to the same)."""
+
+    def __init__(self, limit: int) -> None:
+        self._inner = httpx2.AsyncHTTPTransport()
+        self._limit = limit
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        response = await self._inner.handle_async_request(request)
+        if response.headers.get("content-type", "").lower().startswith("application/json"):
+            response.stream = _BoundedBody(response.stream, self._limit)
+        return response
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()

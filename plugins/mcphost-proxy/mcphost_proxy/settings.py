@@ -46,8 +46,8 @@ _SERVER_PROPERTIES: dict[str, Any] = {
                     "description": "one upstream connection per client session (stateful upstreams)"},
     "enabled": {"type": "boolean", "description": "false: keep the entry but do not mount it"},
     "max_message_bytes": {"type": "integer", "minimum": 1024,
-                          "description": "largest message read from a stdio upstream (one line); a larger "
-                                         "one fails only its call"},
+                          "description": "largest message read from the upstream (a stdio line, an HTTP "
+                                         "JSON body or SSE event); a larger one fails only its call"},
     "max_description_chars": {"type": "integer", "minimum": 0,
                               "description": "longer descriptions: the record is skipped with a warning"},
     "max_schema_bytes": {"type": "integer", "minimum": 2,

@@ -34,7 +34,7 @@ from mcp.shared._context_streams import create_context_streams
 
 import mcphost
 from mcphost_proxy import tasks
-from mcphost_proxy.framing import offload, stdio_transport
+from mcphost_proxy.framing import BoundedTransport, offload, stdio_transport
 from mcphost_proxy.logs import LogRelay
 from mcphost_proxy.settings import ServerSettings
 
@@ -194,11 +194,13 @@ class Upstream:
                 # token in particular) ever reaches the upstream.
                 client = httpx2.AsyncClient(headers=settings.resolved_headers(),
                                             timeout=httpx2.Timeout(settings.timeout, read=None),
+                                            transport=BoundedTransport(settings.max_message_bytes),
                                             event_hooks={"response": [self._watch_response]})
                 await stack.enter_async_context(client)
                 self._http = client
                 read, write = await stack.enter_async_context(
-                    streamable_http_client(settings.url or "", http_client=client))
+                    streamable_http_client(settings.url or "", http_client=client,
+                                           max_sse_event_size=settings.max_message_bytes))
             inbox_send, inbox = create_context_streams[Any](64)
             loop = asyncio.get_running_loop()
 
@@ -479,6 +481,11 @@ class Upstream:
             else:
                 result = await call(session)
         except MCPError as exc:
+            if exc.error.code == types.CONNECTION_CLOSED and "byte limit" in exc.error.message:
+                # One SSE event over max_message_bytes: that call's stream was dropped, not the connection.
+                raise mcphost.McpError(types.INTERNAL_ERROR, f"The upstream's reply is over this server's "
+                                       f"max_message_bytes ({self.settings.max_message_bytes}); it was dropped"
+                                       ) from None
             if exc.error.code == types.CONNECTION_CLOSED:
                 if not per_call:  # the shared connection died: reconnect (a call's own stream may just end)
                     log.warning("upstream %s: the connection closed during a call; reconnecting", self.label)
@@ -511,7 +518,8 @@ class Upstream:
         assert self._http is not None and shared.discover_result is not None
         async with contextlib.AsyncExitStack() as stack:
             read, write = await stack.enter_async_context(
-                streamable_http_client(settings.url or "", http_client=self._http, terminate_on_close=False))
+                streamable_http_client(settings.url or "", http_client=self._http, terminate_on_close=False,
+                                       max_sse_event_size=settings.max_message_bytes))
 
             async def elicit(context: Any, params: Any) -> Any:
                 return await self._forward("elicitation", lambda ctx: _elicit(ctx, _dump(params)), record)

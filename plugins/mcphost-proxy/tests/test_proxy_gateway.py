@@ -343,3 +343,36 @@ async def test_the_typescript_server_everything_over_http_restarted_while_idle(s
         if process.returncode is None:
             process.terminate()
             await process.wait()
+
+
+async def test_mounting_another_mcphost_that_serves_the_same_plugin_costs_only_its_clashing_records(side, tmp_path):
+    """The accident of the issue: mcphost mounted (prefix "") next to a local plugin it also serves.
+    Every clashing record stays the local one; the other upstream and the local plugin serve on."""
+    from mcphost_demo import Demo
+
+    upstream = await asyncio.to_thread(HttpServer, tmp_path, plugins="demo")
+    try:
+        servers = {"twin": {"url": upstream.url, "prefix": ""}, "sdk": sdk_upstream()}
+        async with front(servers, ("demo", Demo())) as live, side.client(live.url) as client:
+            catalog = live.host.catalog
+            assert catalog.tools["echo"].record.provenance.plugin == "demo"  # the local plugin wins
+            assert {c.loser.origin for c in catalog.clashes} == {"twin"}
+            assert any(c.key == "echo" for c in catalog.clashes)
+            assert _text(await client.call_tool("echo", {"text": "local"})) == "local"
+            assert _text(await client.call_tool("sdk_add", {"a": 2, "b": 3})) == "5"
+            assert live.host.plugin_infos["demo"].status != "failed"
+    finally:
+        await asyncio.to_thread(upstream.stop)
+
+
+async def test_an_http_reply_over_max_message_bytes_fails_only_its_call(side):
+    """The SDK server over Streamable HTTP answers with a 3 MiB SSE event (max_message_bytes 1 MiB):
+    that call gets a clear error; the connection stays and answers the next call."""
+    async with sdk_http_upstream() as url, \
+            front({"sdk": {"url": url, "max_message_bytes": 1024 * 1024}}) as live, side.client(live.url) as client:
+        with pytest.raises(MCPError, match=r"over this server's max_message_bytes \(1048576\)"):
+            await client.call_tool("sdk_big", {"mib": 3})
+        assert _text(await client.call_tool("sdk_add", {"a": 1, "b": 2})) == "3"
+        # Under the bound (the text travels twice: content and structuredContent) it passes whole.
+        assert len(_text(await client.call_tool("sdk_big", {"mib": 0.25}))) == 256 * 1024
+        assert live.plugin.upstreams["sdk"].restarts == 0

@@ -65,6 +65,12 @@ async def slow(seconds: float, ctx: Context) -> str:
     return "slept"
 
 
+@server.tool()
+def big(mib: float) -> str:
+    """A reply of ``mib`` MiB."""
+    return "x" * int(mib * 1024 * 1024)
+
+
 @server.prompt()
 def greet(name: str) -> str:
     """A greeting prompt."""
