@@ -63,6 +63,8 @@ class ProxyPlugin:
         #: per_session servers: (server name, session id) -> that session's own connection, and whose it is.
         self.bound: dict[tuple[str, str], Upstream] = {}
         self._owners: dict[tuple[str, str], Any] = {}
+        #: (server, resource URI) -> the sessions subscribed to it here (the upstream is subscribed once).
+        self._subscribers: dict[tuple[str, str], set[str]] = {}
         self._reaper: asyncio.Task[None] | None = None
         self.host: Any = None
         self._lazy_started = False
@@ -289,8 +291,23 @@ class ProxyPlugin:
     @mcphost.hookimpl
     def mcphost_middleware(self, host: Any) -> list[Any]:
         self._configure(host)
-        if not any(u.settings.start == "lazy" for u in self.upstreams.values()):
+        if not self.upstreams:
             return []
+
+        @mcphost.middleware(name="proxy-subscriptions")
+        async def subscriptions(request: Any, call_next: Any) -> Any:
+            """resources/subscribe and unsubscribe of a mounted resource reach its upstream, counted:
+            the first session's subscribe and the last one's unsubscribe are sent."""
+            result = await call_next(request)
+            if request.method in ("resources/subscribe", "resources/unsubscribe"):
+                uri = (request.params or {}).get("uri")
+                server = self._server_of(uri) if isinstance(uri, str) else None
+                if server is not None:
+                    await self._subscription(server, uri, request.session.id, request.method == "resources/subscribe")
+            return result
+
+        if not any(u.settings.start == "lazy" for u in self.upstreams.values()):
+            return [subscriptions]
 
         @mcphost.middleware(name="proxy-lazy-start")
         async def lazy_start(request: Any, call_next: Any) -> Any:
@@ -301,10 +318,32 @@ class ProxyPlugin:
                 await asyncio.gather(*(u.wait_ready(self.settings.startup_timeout) for u in lazy))
             return await call_next(request)
 
-        return [lazy_start]
+        return [lazy_start, subscriptions]
+
+    def _server_of(self, uri: str) -> str | None:
+        """The upstream serving resource ``uri`` (a static resource or a template), if one does."""
+        found = self.host.catalog.find_resource(uri) if self.host is not None else None
+        provenance = getattr(found[0], "provenance", None) if found is not None else None
+        if provenance is None or provenance.plugin != "proxy" or provenance.origin not in self.upstreams:
+            return None
+        return str(provenance.origin)
+
+    async def _subscription(self, server: str, uri: str, session_id: str, on: bool) -> None:
+        sessions = self._subscribers.setdefault((server, uri), set())
+        before = bool(sessions)
+        if on:
+            sessions.add(session_id)
+        else:
+            sessions.discard(session_id)
+        if not sessions:
+            del self._subscribers[(server, uri)]
+        if bool(sessions) != before:
+            await self.upstreams[server].subscription(uri, bool(sessions))
 
     @mcphost.hookimpl
     async def mcphost_terminate(self, session: Any, reason: str) -> None:
+        for server, uri in [key for key, ids in self._subscribers.items() if session.id in ids]:
+            await self._subscription(server, uri, session.id, False)
         for key in [k for k in self.bound if k[1] == session.id]:
             upstream = self.bound.pop(key)
             self._owners.pop(key, None)

@@ -92,6 +92,8 @@ class Upstream:
         self._ids = itertools.count(1)
         self._refresh: asyncio.Task[None] | None = None
         self._relist_again = False
+        #: Resource URIs subscribed at the upstream for the host's sessions (kept across restarts).
+        self.subscribed: set[str] = set()
         #: Log messages outside a call: rate-limited, relayed to sessions, summarized in the host log.
         self.logs = LogRelay(self.label)
         #: Requests under way, and when the last one began or ended (per_session instances are reaped idle).
@@ -244,6 +246,9 @@ class Upstream:
             self._session = session
             if session.discover_result is not None:
                 group.start_soon(self._follow_changes, session)
+            for uri in sorted(self.subscribed):  # a restarted upstream keeps the host's subscriptions
+                with contextlib.suppress(Exception):
+                    await session.subscribe_resource(uri)
             self.listing = await self._list(session)
             self.state = RUNNING
             self.error = None
@@ -414,6 +419,20 @@ class Upstream:
             raise UpstreamUnavailable(f"Upstream server {self.label!r} is not available ({self.state}{detail}); "
                                       "retry shortly")
         return self._session
+
+    async def subscription(self, uri: str, on: bool) -> None:
+        """Subscribe to ``uri`` at the upstream (or unsubscribe); its updates reach the host's sessions."""
+        if on:
+            self.subscribed.add(uri)
+        else:
+            self.subscribed.discard(uri)
+        if self._session is None or not (self.listing.capabilities.get("resources") or {}).get("subscribe"):
+            return  # sent when it (re)connects, if it can subscribe at all
+        try:
+            await self.request(None, lambda s: s.subscribe_resource(uri) if on else s.unsubscribe_resource(uri))
+        except Exception as exc:
+            log.warning("upstream %s: %s %s failed: %s", self.label, "subscribing to" if on else "unsubscribing from",
+                        uri, _describe(exc))
 
     async def _watch_response(self, response: Any) -> None:
         """Notice an HTTP upstream that no longer knows our session (it restarted, or expired it):

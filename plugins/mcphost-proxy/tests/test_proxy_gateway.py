@@ -376,3 +376,34 @@ async def test_an_http_reply_over_max_message_bytes_fails_only_its_call(side):
         # Under the bound (the text travels twice: content and structuredContent) it passes whole.
         assert len(_text(await client.call_tool("sdk_big", {"mib": 0.25}))) == 256 * 1024
         assert live.plugin.upstreams["sdk"].restarts == 0
+
+
+async def test_resource_subscriptions_reach_the_upstream_counted(tmp_path):
+    """Two sessions subscribe to a mounted resource: the upstream is subscribed once, its update
+    reaches both, and it is unsubscribed when the last session unsubscribes."""
+    log_file = tmp_path / "subscribes"
+    server = raw_upstream(tmp_path)
+    server["env"]["RAW_SUBSCRIBES"] = str(log_file)
+    first, second = Side(), Side()
+
+    def sent() -> list[str]:
+        return log_file.read_text().splitlines() if log_file.exists() else []
+
+    def updates(side: Side) -> int:
+        return sum(1 for m in side.notifications
+                   if getattr(getattr(m, "root", m), "method", None) == "notifications/resources/updated")
+
+    async with front({"raw": server}) as live, first.client(live.url) as one, second.client(live.url) as two:
+        assert "raw://status" in {str(r.uri) for r in (await one.list_resources()).resources}
+        await one.subscribe_resource("raw://status")
+        await two.subscribe_resource("raw://status")
+        for _ in range(100):
+            if updates(first) and updates(second):
+                break
+            await asyncio.sleep(0.05)
+        assert updates(first) >= 1 and updates(second) >= 1
+        assert sent() == ["resources/subscribe raw://status"]
+        await one.unsubscribe_resource("raw://status")
+        assert sent() == ["resources/subscribe raw://status"]  # the other session still follows it
+        await two.unsubscribe_resource("raw://status")
+        assert sent() == ["resources/subscribe raw://status", "resources/unsubscribe raw://status"]

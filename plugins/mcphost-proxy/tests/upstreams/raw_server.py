@@ -16,6 +16,9 @@ import threading
 TOOLS = json.loads(open(os.environ["RAW_TOOLS"], encoding="utf-8").read()) if os.environ.get("RAW_TOOLS") else [
     {"name": "echo", "inputSchema": {"type": "object", "properties": {}}}]
 out = sys.stdout.buffer
+#: With RAW_SUBSCRIBES (a file name): it serves the resource raw://status, whose subscriptions it
+#: records in that file, and sends an update 0.2 s after each subscribe.
+SUBSCRIBES = os.environ.get("RAW_SUBSCRIBES")
 
 
 _lock = threading.Lock()
@@ -38,9 +41,25 @@ for line in sys.stdin.buffer:
         continue  # notifications
     params = message.get("params") or {}
     if method == "initialize":
+        capabilities: dict = {"tools": {"listChanged": True}, "logging": {}}
+        if SUBSCRIBES:
+            capabilities["resources"] = {"subscribe": True}
         reply(request_id, {"protocolVersion": params.get("protocolVersion", "2025-06-18"),
-                           "capabilities": {"tools": {"listChanged": True}, "logging": {}},
-                           "serverInfo": {"name": "raw", "version": "1"}})
+                           "capabilities": capabilities, "serverInfo": {"name": "raw", "version": "1"}})
+    elif method == "resources/list":
+        reply(request_id, {"resources": [{"uri": "raw://status", "name": "status"}]})
+    elif method == "resources/templates/list":
+        reply(request_id, {"resourceTemplates": []})
+    elif method == "resources/read":
+        reply(request_id, {"contents": [{"uri": params.get("uri"), "text": "ok"}]})
+    elif method in ("resources/subscribe", "resources/unsubscribe"):
+        with open(SUBSCRIBES, "a", encoding="utf-8") as file:
+            file.write(f"{method} {params.get('uri')}\n")
+        reply(request_id, {})
+        if method == "resources/subscribe":  # an update soon after
+            update = {"jsonrpc": "2.0", "method": "notifications/resources/updated",
+                      "params": {"uri": params.get("uri")}}
+            threading.Timer(0.2, send, (update,)).start()
     elif method == "tools/list":
         reply(request_id, {"tools": TOOLS})
     elif method == "tools/call":
