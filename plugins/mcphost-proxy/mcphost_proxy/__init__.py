@@ -19,6 +19,7 @@ import mcphost
 from mcphost.records import Provenance
 from mcphost_proxy.framing import offload
 from mcphost_proxy.mount import records
+from mcphost_proxy.parking import Parking
 from mcphost_proxy.settings import CONFIG_SCHEMA, ProxySettings, ServerSettings, load_settings
 from mcphost_proxy.upstream import Upstream, UpstreamUnavailable
 
@@ -75,6 +76,7 @@ class ProxyPlugin:
         self._mounting: dict[str, asyncio.Lock] = {}
         self._watchdog: asyncio.Task[None] | None = None
         self._freezes: bool | None = None
+        self.parking = Parking()
         self._paused = 0
 
     # -- configuration --------------------------------------------------------------------------
@@ -90,12 +92,19 @@ class ProxyPlugin:
         base = None if config_path is None else Path(config_path).parent
         self.settings = load_settings(host.plugin_config("proxy"), base=base)
         self.host = host
+        self.parking = Parking(self.settings.max_parked_calls, self.settings.max_parked_bytes)
         for server in self.settings.servers:
-            upstream = Upstream(server, backoff=self.settings.restart_backoff,
-                                backoff_max=self.settings.restart_backoff_max, on_change=self._changed)
-            upstream.host = host
-            self.upstreams[server.name] = upstream
+            self.upstreams[server.name] = self._upstream(server, on_change=self._changed)
         self._report()
+
+    def _upstream(self, server: ServerSettings, label: str | None = None,
+                  on_change: Any = None) -> Upstream:
+        assert self.settings is not None
+        upstream = Upstream(server, backoff=self.settings.restart_backoff,
+                            backoff_max=self.settings.restart_backoff_max, on_change=on_change, label=label)
+        upstream.host = self.host
+        upstream.parking = self.parking
+        return upstream
 
     def _report(self) -> None:
         """Show each upstream's state in ``mcphost plugins`` (PROVIDES: upstreams)."""
@@ -148,9 +157,7 @@ class ProxyPlugin:
             raise UpstreamUnavailable(
                 f"Upstream server {server.name!r}: this principal already holds its share of instances "
                 f"(max_instances_per_principal = {share}); end a session or retry later")
-        upstream = Upstream(server, backoff=self.settings.restart_backoff,
-                            backoff_max=self.settings.restart_backoff_max, label=f"{server.name}@{key[1][:8]}")
-        upstream.host = self.host
+        upstream = self._upstream(server, label=f"{server.name}@{key[1][:8]}")
         self.bound[key] = upstream
         self._owners[key] = owner
         upstream.start()

@@ -145,7 +145,7 @@ def _tool_record(upstream: Upstream, resolve: Resolver, item: Mapping[str, Any],
                 upstream_name, arguments, progress_callback=progress, allow_input_required=modern,
                 allow_claimed=modern, **more), session)
 
-        result = await target.request(ctx, call, wait=_first_wait(settings))
+        result = await target.request(ctx, call, wait=_first_wait(settings), size=len(orjson.dumps(arguments)))
         wire = _dump(result)
         return mcphost.ToolResult(content=list(wire.get("content") or []), structured=wire.get("structuredContent"),
                                   is_error=bool(wire.get("isError")), meta=wire.get("_meta"))

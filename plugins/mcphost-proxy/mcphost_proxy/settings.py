@@ -87,6 +87,10 @@ CONFIG_SCHEMA: dict[str, Any] = {
         "startup_timeout": {"type": "number", "exclusiveMinimum": 0,
                             "description": "seconds after which an upstream that has not listed is reported "
                                            "(it is still mounted when it does)"},
+        "max_parked_calls": {"type": "integer", "minimum": 1,
+                             "description": "calls one principal may have waiting for its answers (2026-07-28)"},
+        "max_parked_bytes": {"type": "integer", "minimum": 1024,
+                             "description": "bytes (of arguments) those parked calls may hold, per principal"},
         "startup_wait": {"type": "number", "minimum": 0,
                          "description": "seconds the host's startup waits for the upstreams to list before "
                                         "it serves (default 0: it serves at once)"},
@@ -165,6 +169,8 @@ class ProxySettings:
     restart_backoff_max: float = 30.0
     startup_timeout: float = 30.0
     startup_wait: float = 0.0
+    max_parked_calls: int = 32
+    max_parked_bytes: int = 32 * 1024 * 1024
 
 
 def load_settings(section: Mapping[str, Any], *, base: Path | None = None) -> ProxySettings:
@@ -181,7 +187,9 @@ def load_settings(section: Mapping[str, Any], *, base: Path | None = None) -> Pr
                          restart_backoff=float(section.get("restart_backoff", 0.5)),
                          restart_backoff_max=float(section.get("restart_backoff_max", 30.0)),
                          startup_timeout=float(section.get("startup_timeout", 30.0)),
-                         startup_wait=float(section.get("startup_wait", 0.0)))
+                         startup_wait=float(section.get("startup_wait", 0.0)),
+                         max_parked_calls=int(section.get("max_parked_calls", 32)),
+                         max_parked_bytes=int(section.get("max_parked_bytes", 32 * 1024 * 1024)))
 
 
 def read_mcp_servers_file(path: Path) -> dict[str, dict[str, Any]]:

@@ -36,6 +36,7 @@ import mcphost
 from mcphost_proxy import tasks
 from mcphost_proxy.framing import BoundedTransport, offload, stdio_transport
 from mcphost_proxy.logs import LogRelay
+from mcphost_proxy.parking import Parking
 from mcphost_proxy.settings import ServerSettings
 
 log = logging.getLogger("mcphost.proxy")
@@ -92,6 +93,8 @@ class Upstream:
         self._ids = itertools.count(1)
         self._refresh: asyncio.Task[None] | None = None
         self._relist_again = False
+        #: The per-principal caps on parked calls (shared by every upstream; set by the plugin).
+        self.parking = Parking()
         #: Resource URIs subscribed at the upstream for the host's sessions (kept across restarts).
         self.subscribed: set[str] = set()
         #: Log messages outside a call: rate-limited, relayed to sessions, summarized in the host log.
@@ -360,7 +363,8 @@ class Upstream:
         if call is None or call.ctx is None:
             return self._no_caller(what)
         try:
-            return await ask(call.ctx)
+            async with self.parking.hold(call.ctx, call.size + 512):
+                return await ask(call.ctx)
         except asyncio.CancelledError:
             raise
         except mcphost.ClientRequestError as exc:
@@ -394,7 +398,9 @@ class Upstream:
                 return key, await _sample(ctx, params, key)
             return key, await _roots(ctx, key)
 
-        return dict(await asyncio.gather(*(one(key, request) for key, request in requests.items())))
+        size = _CALL.get().size if _CALL.get() is not None else 0  # type: ignore[union-attr]
+        async with self.parking.hold(ctx, size + 512 * len(requests)):
+            return dict(await asyncio.gather(*(one(key, request) for key, request in requests.items())))
 
     async def _on_log(self, params: types.LoggingMessageNotificationParams) -> None:
         await self._log_to(self._caller(), params)
@@ -458,7 +464,7 @@ class Upstream:
         return self._session if self._session is not old else None
 
     async def request(self, ctx: mcphost.Context | None, call: Callable[[ClientSession], Awaitable[Any]],
-                      wait: float | None = None) -> Any:
+                      wait: float | None = None, size: int = 0) -> Any:
         """Run ``call`` on the live session with ``ctx`` as the caller questions are forwarded to.
 
         An HTTP upstream that answers 404 to our session id (it restarted while we were idle) never
@@ -468,7 +474,7 @@ class Upstream:
         try:
             session = await self.session(wait)
             try:
-                return await self._request(session, ctx, call)
+                return await self._request(session, ctx, call, size)
             except mcphost.McpError:
                 if not self._session_lost or self._http is None:
                     raise
@@ -476,15 +482,16 @@ class Upstream:
             if fresh is None:
                 raise UpstreamUnavailable(f"Upstream server {self.label!r} lost its session and could not be "
                                           "reconnected; retry shortly")
-            return await self._request(fresh, ctx, call)
+            return await self._request(fresh, ctx, call, size)
         finally:
             self.in_flight -= 1
             self.last_used = time.monotonic()
 
     async def _request(self, session: ClientSession, ctx: mcphost.Context | None,
-                       call: Callable[[ClientSession], Awaitable[Any]]) -> Any:
+                       call: Callable[[ClientSession], Awaitable[Any]], size: int = 0) -> Any:
         token = next(self._ids)
         record = _Call(ctx, self)
+        record.size = size
         _CALL.set(record)  # this task's requests (and what their streams carry) belong to this call
         if ctx is not None:
             self._callers[token] = record
@@ -500,6 +507,8 @@ class Upstream:
             else:
                 result = await call(session)
         except MCPError as exc:
+            if record.failure is not None:  # the upstream failed because its question could not be put
+                raise record.failure from None
             if exc.error.code == types.CONNECTION_CLOSED and "byte limit" in exc.error.message:
                 # One SSE event over max_message_bytes: that call's stream was dropped, not the connection.
                 raise mcphost.McpError(types.INTERNAL_ERROR, f"The upstream's reply is over this server's "
@@ -630,11 +639,13 @@ def _forward_capabilities(session: ClientSession) -> None:
 class _Call:
     """One downstream request being forwarded: whom to ask, and a failure to raise in its handler."""
 
-    __slots__ = ("ctx", "failure", "upstream")
+    __slots__ = ("ctx", "failure", "size", "upstream")
 
     def __init__(self, ctx: mcphost.Context | None, upstream: Upstream | None = None) -> None:
         self.ctx = ctx
         self.upstream = upstream
+        #: What the call carries (its arguments' size), counted while it is parked (parking.py).
+        self.size = 0
         self.failure: BaseException | None = None
 
 

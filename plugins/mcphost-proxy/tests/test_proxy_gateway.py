@@ -407,3 +407,37 @@ async def test_resource_subscriptions_reach_the_upstream_counted(tmp_path):
         assert sent() == ["resources/subscribe raw://status"]  # the other session still follows it
         await two.unsubscribe_resource("raw://status")
         assert sent() == ["resources/subscribe raw://status", "resources/unsubscribe raw://status"]
+
+
+class Silent(Side):
+    """A client that is asked and never answers (its questions stay parked on the host)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.never = asyncio.Event()
+
+    async def elicit(self, context, params):
+        self.elicitations.append(params)
+        await self.never.wait()
+        raise AssertionError("unreachable")
+
+
+async def test_parked_calls_are_capped_per_principal():
+    """A 2026-07-28 client that never answers: past max_parked_calls its next question is refused with a
+    clear error (the upstream is a shared session-era HTTP SDK server, so every question finds its call)."""
+    silent = Silent()
+    async with sdk_http_upstream() as url, front({"sdk": {"url": url}}, proxy={"max_parked_calls": 2}) as live, \
+            silent.client(live.url, "auto") as client:
+        parked = [asyncio.ensure_future(client.call_tool("sdk_ask_name", {})) for _ in range(2)]
+        for _ in range(200):
+            if len(silent.elicitations) == 2:
+                break
+            await asyncio.sleep(0.05)
+        assert len(silent.elicitations) == 2
+        refused = await asyncio.wait_for(client.call_tool("sdk_ask_name", {}), 30)
+        assert refused.is_error
+        assert "max_parked_calls is 2" in _text(refused), _text(refused)
+        assert sum(calls for calls, _ in live.plugin.parking.held.values()) == 2
+        for task in parked:
+            task.cancel()
+        await asyncio.gather(*parked, return_exceptions=True)
