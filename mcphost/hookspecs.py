@@ -213,6 +213,17 @@ def mcphost_config_schema() -> dict[str, Any] | None:
 
 
 @hookspec
+def mcphost_status(host: Host) -> Mapping[str, Any] | None:
+    """This plugin's live state for operators, as JSON-able data (or None: nothing to report).
+
+    Called on demand by operator tools (the mcphost-console page polls it), never per request,
+    so it must be cheap and must not block. mcphost-proxy, for one, answers
+    ``{"upstreams": [{"name", "transport", "state", "target", "tools", "restarts", "error",
+    "retry_in"}, ...]}``. An exception is shown as this plugin's report error.
+    """
+
+
+@hookspec
 def mcphost_startup(host: Host) -> None:
     """The host is starting; the catalog is built. May be async (awaited before serving)."""
 

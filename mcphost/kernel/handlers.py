@@ -9,6 +9,7 @@ import inspect
 import logging
 from collections.abc import Awaitable, Callable
 from concurrent.futures import Executor
+from time import perf_counter
 from typing import TYPE_CHECKING, Any, cast
 
 import orjson
@@ -332,6 +333,20 @@ async def _resume_tool(kernel: Kernel, request: RequestInfo, entry: Any, kwargs:
 
 async def _invoke_tool(kernel: Kernel, request: RequestInfo, entry: Any, kwargs: dict[str, Any],
                        limit: float) -> dict[str, Any]:
+    """Run the tool, counted in its :class:`~mcphost.stats.ToolStats` (a result with ``isError``
+    and a protocol error both count as errors)."""
+    started = perf_counter()
+    failed = True
+    try:
+        result = await _run_tool(kernel, request, entry, kwargs, limit)
+        failed = result.get("isError") is True
+        return result
+    finally:
+        entry.stats.add(started, perf_counter(), failed)
+
+
+async def _run_tool(kernel: Kernel, request: RequestInfo, entry: Any, kwargs: dict[str, Any],
+                    limit: float) -> dict[str, Any]:
     """Run the tool for at most ``limit`` seconds (0: no limit); its failures become isError results,
     protocol errors propagate."""
     record = entry.record
