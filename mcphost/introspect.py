@@ -191,9 +191,10 @@ async def health(host: Host) -> dict[str, Any]:
 def config(host: Host) -> dict[str, Any]:
     """The configuration in effect (file and environment), secrets redacted."""
     cfg = host.config
-    shown: dict[str, Any] = redact({"server": dataclasses.asdict(cfg.server), "plugins": {k: dict(v) for k, v in cfg.plugins.items()},
-                   "block": list(cfg.block), "allow": None if cfg.allow is None else list(cfg.allow),
-                   "path": str(cfg.path) if cfg.path else None})
+    shown: dict[str, Any] = redact({
+        "server": dataclasses.asdict(cfg.server), "plugins": {k: dict(v) for k, v in cfg.plugins.items()},
+        "block": list(cfg.block), "allow": None if cfg.allow is None else list(cfg.allow),
+        "path": str(cfg.path) if cfg.path else None})
     return shown
 
 
