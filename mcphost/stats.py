@@ -19,12 +19,14 @@ BUCKET_SECONDS = 10
 BUCKETS = 30
 #: How many recent latencies are kept for percentiles (the most recent calls, within the span).
 RING = 1024
+_RING_MASK = RING - 1  # RING is a power of two
 
 
 class ToolStats:
     """Calls, errors and latencies of one tool in this process."""
 
-    __slots__ = ("_at", "_bucket", "_bucket_calls", "_bucket_errors", "_latency", "_next", "calls", "errors")
+    __slots__ = ("_at", "_bucket", "_bucket_calls", "_bucket_end", "_bucket_errors", "_latency", "_next",
+                 "_position", "calls", "errors")
 
     def __init__(self) -> None:
         #: Calls that ran the tool's handler, and those whose result was an error, since start.
@@ -34,6 +36,8 @@ class ToolStats:
         self._at = [0.0] * RING
         self._next = 0
         self._bucket = 0  # the index (time // BUCKET_SECONDS) the newest bucket stands for
+        self._bucket_end = 0.0  # when it ends: the first call after that moves on
+        self._position = 0  # its place in the lists below
         self._bucket_calls = [0] * BUCKETS
         self._bucket_errors = [0] * BUCKETS
 
@@ -43,22 +47,23 @@ class ToolStats:
         slot = self._next
         self._latency[slot] = ended - started
         self._at[slot] = ended
-        self._next = (slot + 1) % RING
-        bucket = int(ended // BUCKET_SECONDS)
-        if bucket != self._bucket:
-            self._advance(bucket)
-        position = bucket % BUCKETS
-        self._bucket_calls[position] += 1
+        self._next = (slot + 1) & _RING_MASK
+        if ended >= self._bucket_end:
+            self._advance(ended)
+        self._bucket_calls[self._position] += 1
         if error:
             self.errors += 1
-            self._bucket_errors[position] += 1
+            self._bucket_errors[self._position] += 1
 
-    def _advance(self, bucket: int) -> None:
-        """Clear the buckets between the newest one and ``bucket`` (at most once per bucket)."""
+    def _advance(self, now: float) -> None:
+        """Move to the bucket holding ``now``, clearing those skipped (at most once per bucket)."""
+        bucket = int(now // BUCKET_SECONDS)
         for index in range(max(self._bucket + 1, bucket - BUCKETS + 1), bucket + 1):
             self._bucket_calls[index % BUCKETS] = 0
             self._bucket_errors[index % BUCKETS] = 0
         self._bucket = bucket
+        self._bucket_end = (bucket + 1) * BUCKET_SECONDS
+        self._position = bucket % BUCKETS
 
     def snapshot(self, now: float | None = None) -> dict[str, Any]:
         """What an operator sees: totals; over the last ``BUCKETS * BUCKET_SECONDS`` seconds the
