@@ -63,6 +63,7 @@ class ConsolePlugin:
     def __init__(self) -> None:
         self.settings: dict[str, Any] = {key: spec["default"] for key, spec in CONFIG_SCHEMA["properties"].items()}
         self.host: Any = None
+        self._digest: tuple[Any, str] | None = None  # (the catalog, its digest)
 
     @mcphost.hookimpl
     def mcphost_config_schema(self) -> dict[str, Any]:
@@ -120,14 +121,14 @@ class ConsolePlugin:
             "traffic": introspect.traffic(host),
             "budgets": introspect.budgets(host),
             "health": await introspect.health(host),
-            "catalog_digest": _catalog_digest(host),
+            "catalog_digest": self._catalog_digest(),
         }, 200)
 
     async def catalog(self) -> Response:
         denied = await self._read_denied()
         if denied is not None:
             return denied
-        return _json({**introspect.catalog(self.host), "digest": _catalog_digest(self.host)}, 200)
+        return _json({**introspect.catalog(self.host), "digest": self._catalog_digest()}, 200)
 
     async def end_session(self, session_id: str) -> Response:
         try:
@@ -139,19 +140,21 @@ class ConsolePlugin:
             return _json({"error": "No such session in this process"}, 404)
         return _json({"ended": session_id}, 200)
 
+    def _catalog_digest(self) -> str:
+        """Changes when the catalog is rebuilt (startup, reload); worked out once per catalog."""
+        current = self.host.catalog
+        if self._digest is None or self._digest[0] is not current:
+            names = (sorted(current.tools), sorted(current.resources), sorted(current.templates),
+                     sorted(current.prompts))
+            self._digest = (current, hashlib.sha256(repr((id(current), names)).encode()).hexdigest()[:16])
+        return self._digest[1]
+
     async def _read_denied(self) -> Response | None:
         try:
             await check_read(self.host, request, self.settings)
         except Denied as exc:
             return _denied(exc)
         return None
-
-
-def _catalog_digest(host: Any) -> str:
-    """Changes when the catalog is rebuilt (startup, reload) with other names in it."""
-    current = host.catalog
-    names = (sorted(current.tools), sorted(current.resources), sorted(current.templates), sorted(current.prompts))
-    return hashlib.sha256(repr((id(current), names)).encode()).hexdigest()[:16]
 
 
 def _asset(name: str) -> str:

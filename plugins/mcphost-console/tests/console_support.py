@@ -21,8 +21,24 @@ from tests.support.fixtures.distributions import make_distribution
 
 MCPHOST = Path(sys.executable).parent / "mcphost"
 REPO = Path(__file__).resolve().parents[3]
-#: Where the screenshots for docs/console.md go.
+#: Where the screenshots for docs/console.md go: the browser tests always take them, and write them
+#: there with MCPHOST_UPDATE_SCREENSHOTS=1 (so that a test run leaves the work tree as it was).
 ASSETS = REPO / "docs" / "assets"
+UPDATE_SCREENSHOTS = "MCPHOST_UPDATE_SCREENSHOTS"
+
+
+def screenshot_path(tmp_path: Path, name: str) -> Path:
+    """Where to write screenshot ``name``: docs/assets when asked to update them, else ``tmp_path``."""
+    folder = ASSETS if os.environ.get(UPDATE_SCREENSHOTS) == "1" else tmp_path
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder / name
+
+
+def check_png(path: Path, min_width: int) -> None:
+    """``path`` is a PNG at least ``min_width`` pixels wide (a real screenshot, not an empty file)."""
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n", path
+    assert int.from_bytes(data[16:20], "big") >= min_width, path
 #: What the failing plugin's import raises: the page must show it.
 BROKEN_REASON = "cannot reach the inventory database at db.internal:5432"
 BROKEN_MODULE = f"""
@@ -75,6 +91,7 @@ class Served:
     """``mcphost serve`` on a free loopback port (``plugins``: the allow list)."""
 
     def __init__(self, tmp_path: Path, *, plugins: str, config: str = "", extra_path: Path | None = None) -> None:
+        self.tmp_path = tmp_path
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         self.url = self.base + "/mcp"

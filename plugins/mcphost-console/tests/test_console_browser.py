@@ -11,7 +11,7 @@ from pathlib import Path
 import httpx2
 import mcp_types as types
 import pytest
-from console_support import ASSETS, BROKEN_REASON, Served, broken_distribution, browser
+from console_support import BROKEN_REASON, Served, broken_distribution, browser, check_png, screenshot_path
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from playwright.async_api import expect
@@ -75,14 +75,17 @@ async def test_page_shows_plugins_sessions_and_traffic_and_ends_a_session(served
                 await expect(calls).to_have_text("3", timeout=3000)
                 assert await page.locator('.tool-traffic[data-tool="echo"] svg.chart rect').count() >= 1
 
-                ASSETS.mkdir(parents=True, exist_ok=True)
-                await page.screenshot(path=str(ASSETS / "console.png"), full_page=True)
+                shot = screenshot_path(served.tmp_path, "console.png")
+                await page.screenshot(path=str(shot), full_page=True)
+                check_png(shot, 1280)
                 phone = await context.new_page()
                 await phone.set_viewport_size({"width": 390, "height": 844})
                 await phone.goto(served.base + "/console")
                 await phone.locator("#sessions-table tr[data-session]").first.wait_for(timeout=5000)
                 await phone.locator("#sessions").scroll_into_view_if_needed()
-                await phone.screenshot(path=str(ASSETS / "console-phone.png"))
+                phone_shot = screenshot_path(served.tmp_path, "console-phone.png")
+                await phone.screenshot(path=str(phone_shot))
+                check_png(phone_shot, 390)
                 await phone.close()
 
                 # Ending it from the page (two clicks: End, then Confirm end) ends it for the client.

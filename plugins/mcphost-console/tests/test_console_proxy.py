@@ -9,7 +9,7 @@ import signal
 import sys
 from pathlib import Path
 
-from console_support import ASSETS, browser
+from console_support import browser, check_png, screenshot_path
 from mcp import Client
 from mcphost_console import ConsolePlugin
 from mcphost_proxy import ProxyPlugin
@@ -20,7 +20,7 @@ from mcphost.testing import make_host, serve_http
 SDK_SERVER = Path(__file__).resolve().parents[2] / "mcphost-proxy" / "tests" / "upstreams" / "sdk_server.py"
 
 
-async def test_a_killed_upstream_shows_restarting_then_running() -> None:
+async def test_a_killed_upstream_shows_restarting_then_running(tmp_path: Path) -> None:
     upstream = {"command": sys.executable, "args": [str(SDK_SERVER)]}
     # A backoff long enough for the page (polling every 0.3 s) to see the restart waiting.
     config = {"plugins": {"proxy": {"servers": {"sdk": upstream}, "restart_backoff": 2.5},
@@ -42,7 +42,9 @@ async def test_a_killed_upstream_shows_restarting_then_running() -> None:
         await expect(state).to_have_text("restarting", timeout=5000)
         await expect(row.locator(".upstream-restarts")).to_have_text("1")
         await expect(row.locator(".upstream-state")).to_contain_text("next try in", timeout=2000)
-        await row.screenshot(path=str(ASSETS / "console-upstream-restarting.png"))
+        shot = screenshot_path(tmp_path, "console-upstream-restarting.png")
+        await row.screenshot(path=str(shot))
+        check_png(shot, 600)
         await expect(state).to_have_text("running", timeout=20000)
         await expect(row.locator(".upstream-restarts")).to_have_text("1")
         async with Client(live.url, mode="legacy", read_timeout_seconds=30) as client:
