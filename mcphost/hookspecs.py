@@ -219,7 +219,9 @@ def mcphost_status(host: Host) -> Mapping[str, Any] | None:
     Called on demand by operator tools (the mcphost-console page polls it), never per request,
     so it must be cheap and must not block. mcphost-proxy, for one, answers
     ``{"upstreams": [{"name", "transport", "state", "target", "tools", "restarts", "error",
-    "retry_in"}, ...]}``. An exception is shown as this plugin's report error.
+    "retry_in"}, ...]}``. ``{"configured": False, "why": ...}`` says the plugin is installed but
+    not set up (mcphost-redis without a URL): the console shows it as not configured. An exception
+    is shown as this plugin's report error.
     """
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
+import socket
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -104,10 +105,16 @@ def sessions(host: Host, now: float | None = None) -> list[dict[str, Any]]:
     """The sessions held in this process (2026-07-28 requests are not sessions and are not listed)."""
     now = time.time() if now is None else now
     transport = "http" if host.manager.driver is not None else "in-process"
-    return [session_view(session, transport, now) for session in list(host.manager.sessions.values())]
+    here = node()
+    return [session_view(session, transport, now, here) for session in list(host.manager.sessions.values())]
 
 
-def session_view(session: Session, transport: str, now: float) -> dict[str, Any]:
+def node() -> str:
+    """This process as an operator tells it from the other processes of a cluster: ``host:pid``."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def session_view(session: Session, transport: str, now: float, where: str | None = None) -> dict[str, Any]:
     principal = session.principal
     info = session.client_info or {}
 
@@ -133,7 +140,7 @@ def session_view(session: Session, transport: str, now: float) -> dict[str, Any]
         "subscriptions": sorted(session.subscriptions),
         "inflight": len(session.inflight),
         "waiting_on_client": len(session.pending),
-        "process": os.getpid(),
+        "node": where or node(),
     }
 
 
@@ -184,7 +191,7 @@ async def health(host: Host) -> dict[str, Any]:
     return {"started": host.started, "ready": host.started and healthy,
             "backend": {"name": getattr(backend, "name", type(backend).__name__), "healthy": healthy,
                         "shared": bool(getattr(backend, "shared", False))},
-            "workers": host.config.server.workers, "process": os.getpid(),
+            "workers": host.config.server.workers, "process": os.getpid(), "node": node(),
             "sessions": len(host.manager.sessions), "config": config(host)}
 
 

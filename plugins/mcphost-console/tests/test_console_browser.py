@@ -23,7 +23,8 @@ CLIENT = types.Implementation(name="console-browser-test", version="3.1.4")
 
 @pytest.fixture
 def served(tmp_path: Path) -> Iterator[Served]:
-    server = Served(tmp_path, plugins="demo,console,inventory", extra_path=broken_distribution(tmp_path / "dists"),
+    server = Served(tmp_path, plugins="demo,console,inventory,redis",
+                    extra_path=broken_distribution(tmp_path / "dists"),
                     config="[plugins.console]\npoll_seconds = 0.5\n")
     yield server
     server.stop()
@@ -46,6 +47,10 @@ async def test_page_shows_plugins_sessions_and_traffic_and_ends_a_session(served
         assert "loading entry point inventory_probe" in await broken.locator(".plugin-where").inner_text()
         assert "echo" in await demo.inner_text()  # what it provides
         assert "inventory-probe 2.1.0" in await broken.inner_text()
+        # Installed and allowed but not set up (no Redis URL): said so, with why.
+        redis = page.locator('.plugin[data-plugin="redis"]')
+        await expect(redis.locator(".badge")).to_have_text("not configured")
+        assert "no url" in await redis.locator(".plugin-why").inner_text()
         # The catalog names each record's provider, and the search box narrows it.
         await page.locator('#catalog-table tr[data-record="echo"]').wait_for(timeout=5000)
         await page.fill("#catalog-search", "greet")

@@ -81,6 +81,14 @@ def mcphost_config_schema() -> dict[str, Any]:
 
 
 @mcphost.hookimpl
+def mcphost_status(host: Any) -> dict[str, Any]:
+    """For operators (the console): not configured without a URL; else whether it is the backend in use."""
+    if settings_for(host) is None:
+        return {"configured": False, "why": f"no url in [plugins.redis] or ${ENV_URL}: the in-memory backend serves"}
+    return {"configured": True, "backend": isinstance(host.backend, RedisBackend)}
+
+
+@mcphost.hookimpl
 def mcphost_backend(host: Any) -> RedisBackend | None:
     settings = settings_for(host)
     return None if settings is None else RedisBackend(settings)

@@ -66,7 +66,7 @@ function renderHealth(state) {
   byId("server-version").textContent = `mcphost ${state.server.version}`;
   fill(byId("health-cards"),
     el("div", {class: "card"}, el("h3", {}, "Readiness ", badge(h.ready ? "ready" : "unavailable", h.ready ? "ready" : "not ready")),
-       dl([["process", String(h.process)], ["workers", String(h.workers)], ["sessions here", String(h.sessions)]])),
+       dl([["node", h.node], ["workers", String(h.workers)], ["sessions here", String(h.sessions)]])),
     el("div", {class: "card"}, el("h3", {}, "Backend ", badge(h.backend.healthy ? "ready" : "unavailable", h.backend.healthy ? "healthy" : "unhealthy")),
        dl([["name", h.backend.name], ["shared", h.backend.shared ? "yes (cluster)" : "no (this process)"]])));
   byId("config-text").textContent = JSON.stringify(h.config, null, 2);
@@ -79,13 +79,17 @@ function renderPlugins(plugins) {
   const failed = plugins.filter(p => p.status === "failed").length;
   byId("plugins-count").textContent = `${plugins.length} loaded${failed ? `, ${failed} failed` : ""}`;
   fill(byId("plugins-list"), ordered.map(p => {
+    const unconfigured = p.status === "active" && p.report && p.report.configured === false;
     const provides = Object.entries(p.provides || {}).filter(([kind]) => kind !== "upstreams");
-    const report = p.report && Object.keys(p.report).filter(k => k !== "upstreams").length
-      ? Object.fromEntries(Object.entries(p.report).filter(([k]) => k !== "upstreams")) : null;
+    const shown = ([k]) => !["upstreams", "configured", "why"].includes(k);
+    const report = p.report && Object.entries(p.report).filter(shown).length
+      ? Object.fromEntries(Object.entries(p.report).filter(shown)) : null;
     return el("div", {class: `card plugin${p.status === "failed" ? " failed" : ""}`, "data-plugin": p.name},
-      el("h3", {}, el("span", {class: "plugin-name"}, p.name), badge(p.status),
+      el("h3", {}, el("span", {class: "plugin-name"}, p.name),
+         unconfigured ? badge("stopped", "not configured") : badge(p.status),
          el("small", {class: "muted"}, [p.distribution, p.version].filter(Boolean).join(" ") + (p.builtin ? " (built in)" : ""))),
       p.error ? el("div", {class: "error plugin-error"}, p.error) : null,
+      unconfigured && p.report.why ? el("div", {class: "muted plugin-why"}, p.report.why) : null,
       p.where ? el("div", {class: "muted plugin-where"}, `at ${p.where}`) : null,
       dl([
         ["hooks", p.hooks.length ? el("span", {class: "tags"}, p.hooks.map(h => el("span", {class: "tag"}, h.replace(/^mcphost_/, "")))) : "none"],
@@ -121,7 +125,7 @@ function renderSessions(sessions) {
       el("td", {}, el("b", {class: "client-name"}, s.client.name || "?"), " ", el("span", {class: "muted"}, s.client.version || ""),
          el("div", {class: "muted"}, el("code", {}, `${s.id.slice(0, 10)}…`))),
       el("td", {}, principal, el("div", {class: "muted"}, s.quota)),
-      el("td", {}, `${s.era} · ${s.protocol_version || "?"}`, el("div", {class: "muted"}, s.transport)),
+      el("td", {}, `${s.era} · ${s.protocol_version || "?"}`, el("div", {class: "muted"}, `${s.transport} · ${s.node}`)),
       el("td", {class: "num"}, duration(s.age)),
       el("td", {class: "num"}, duration(s.idle)),
       el("td", {class: "num"}, `${s.inflight}${s.waiting_on_client ? ` (+${s.waiting_on_client} asking the client)` : ""}`),
