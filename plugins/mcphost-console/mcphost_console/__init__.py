@@ -13,6 +13,7 @@ ending a session, is a POST that must carry the console's own header and a same-
 from __future__ import annotations
 
 import hashlib
+import logging
 from importlib import resources
 from typing import Any
 
@@ -22,6 +23,8 @@ from quart import Response, request
 import mcphost
 from mcphost import introspect
 from mcphost_console.access import Denied, check_action, check_read
+
+log = logging.getLogger("mcphost.console")
 
 __version__ = "0.1.0"
 
@@ -76,6 +79,17 @@ class ConsolePlugin:
         self.host = host
         self.settings.update(host.plugin_config(host.pm.get_name(self) or "console"))
         return []
+
+    @mcphost.hookimpl
+    def mcphost_startup(self, host: Any) -> None:
+        path = self.settings["path"]
+        if self.settings["allow_remote"] and not host.has_auth:
+            log.warning("mcphost-console serves %s to any client that reaches this server (allow_remote = true) "
+                        "and no auth plugin is installed: anyone who can reach it sees the sessions and the "
+                        "config and can end sessions", path)
+        else:
+            log.info("mcphost-console serves %s%s", path,
+                     "" if self.settings["allow_remote"] else " to loopback clients")
 
     @mcphost.hookimpl
     def mcphost_routes(self, app: Any) -> None:

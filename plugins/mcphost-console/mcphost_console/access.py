@@ -4,7 +4,9 @@ The host has already applied the MCP endpoint's Host and Origin checks to every 
 (DNS rebinding, foreign origins). On top of them:
 
 - **Loopback only** unless ``allow_remote``: the page shows principals, client names and the
-  config, so by default it is not served to the network at all.
+  config, so by default it is not served to the network at all. A request a reverse proxy relayed
+  (``Forwarded``, ``X-Forwarded-For``, ``X-Forwarded-Host``, ``X-Real-IP``) is not local, even
+  from a loopback address.
 - **A scope behind an auth plugin**: the request's credentials go through the host's own
   authentication (``mcphost_authenticate``); no principal is 401, a principal without the
   configured scope is 403.
@@ -23,6 +25,8 @@ from mcphost import Connection, Principal, Refused
 
 #: The header the page sends with every action.
 ACTION_HEADER = "x-mcphost-console"
+#: Headers a reverse proxy adds: a request carrying one was relayed, whatever address it came from.
+FORWARDING_HEADERS = ("forwarded", "x-forwarded-for", "x-forwarded-host", "x-real-ip")
 
 
 class Denied(Exception):
@@ -37,7 +41,7 @@ class Denied(Exception):
 
 async def check_read(host: Any, request: Any, settings: Mapping[str, Any]) -> Principal | None:
     """Refuse (raise :class:`Denied`) a request that may not see the console; its principal otherwise."""
-    if not settings["allow_remote"] and not _loopback(request.remote_addr):
+    if not settings["allow_remote"] and not _local(request):
         raise Denied(403, "The console is served to loopback clients only ([plugins.console] allow_remote)")
     if not host.has_auth:
         return None
@@ -71,6 +75,14 @@ async def check_action(host: Any, request: Any, settings: Mapping[str, Any]) -> 
     if request.headers.get("sec-fetch-site", "same-origin") not in ("same-origin", "none"):
         raise Denied(403, "Cross-site actions are refused")
     return await check_read(host, request, settings)
+
+
+def _local(request: Any) -> bool:
+    """Whether the request comes from this machine itself: a loopback address, and not relayed by a
+    reverse proxy on this machine (which would make every client of the network look local)."""
+    if any(name in request.headers for name in FORWARDING_HEADERS):
+        return False
+    return _loopback(request.remote_addr)
 
 
 def _loopback(address: str | None) -> bool:

@@ -6,6 +6,7 @@ server's Origin, clients off loopback are refused unless allowed, and ending a s
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any
 
 import httpx
@@ -140,17 +141,25 @@ async def test_foreign_host_and_cross_origin_requests_are_refused() -> None:
 
 
 @pytest.mark.parametrize(("allow_remote", "status"), [(False, 403), (True, 200)])
-async def test_clients_off_loopback_are_refused_unless_allowed(allow_remote: bool, status: int) -> None:
+async def test_clients_off_loopback_are_refused_unless_allowed(allow_remote: bool, status: int,
+                                                               caplog: pytest.LogCaptureFixture) -> None:
     host = make_host(("console", ConsolePlugin()), config={"plugins": {"console": {"allow_remote": allow_remote}},
                                                            "server": {"allowed_hosts": ["console.test"]}})
     app = create_app(host)
-    await host.start()
+    with caplog.at_level(logging.INFO, logger="mcphost.console"):
+        await host.start()
+    warned = [r for r in caplog.records if r.name == "mcphost.console" and r.levelno == logging.WARNING]
+    assert bool(warned) == allow_remote  # open to the network without an auth plugin: said loudly
     try:
-        for address, expected in (("10.1.2.3", status), ("127.0.0.1", 200), ("::1", 200)):
+        relayed = {"x-forwarded-for": "203.0.113.9"}
+        for address, headers, expected in (("10.1.2.3", {}, status), ("127.0.0.1", {}, 200), ("::1", {}, 200),
+                                           # a reverse proxy on this machine relays a client of the network
+                                           ("127.0.0.1", relayed, status),
+                                           ("127.0.0.1", {"forwarded": "for=203.0.113.9"}, status)):
             transport = httpx.ASGITransport(app=app, client=(address, 40000))  # type: ignore[arg-type]
             async with httpx.AsyncClient(transport=transport, base_url="http://console.test") as client:
-                response = await client.get("/console/api/state")
-                assert response.status_code == expected, (address, response.text)
+                response = await client.get("/console/api/state", headers=headers)
+                assert response.status_code == expected, (address, headers, response.text)
     finally:
         await host.stop()
 
