@@ -1,9 +1,11 @@
 """Per-tool call counters the host keeps for operators (the console reads them).
 
-They sit on the request path, so they cost a few integer adds and one list store per call: each
-tool's :class:`ToolStats` is allocated once with its catalog entry, its latency ring and its time
-buckets are fixed-size lists, and nothing is locked (every update runs on the event loop) or
-called through pluggy. Percentiles and per-bucket figures are worked out only when read.
+They sit on the request path, so they cost a few integer adds and two array stores per call: each
+tool's :class:`ToolStats` comes with its catalog entry, its latency ring (an array of doubles) and
+its time buckets are fixed-size and allocated by the tool's first call (a gateway may mount
+thousands of tools that are never called: about 120 bytes each until then, 9.4 KiB after), nothing
+is locked (every update runs on the event loop) and nothing is called through pluggy. Percentiles
+and per-bucket figures are worked out only when read.
 
 Figures are per process: with several workers, each keeps its own.
 """
@@ -12,14 +14,17 @@ from __future__ import annotations
 
 import math
 import time
+from array import array
 from typing import Any
 
 #: Seconds one time bucket covers, and how many buckets are kept (the charts' span: 5 minutes).
 BUCKET_SECONDS = 10
 BUCKETS = 30
 #: How many recent latencies are kept for percentiles (the most recent calls, within the span).
-RING = 1024
+RING = 512
 _RING_MASK = RING - 1  # RING is a power of two
+_NO_RING: array[float] = array("d")
+_NO_BUCKETS: list[int] = []
 
 
 class ToolStats:
@@ -32,24 +37,26 @@ class ToolStats:
         #: Calls that ran the tool's handler, and those whose result was an error, since start.
         self.calls = 0
         self.errors = 0
-        self._latency = [0.0] * RING
-        self._at = [0.0] * RING
+        # The ring and the buckets are allocated by the first call (a gateway may mount thousands
+        # of tools that are never called): the first call always moves to a new bucket.
+        self._latency: array[float] = _NO_RING
+        self._at: array[float] = _NO_RING
         self._next = 0
         self._bucket = 0  # the index (time // BUCKET_SECONDS) the newest bucket stands for
         self._bucket_end = 0.0  # when it ends: the first call after that moves on
         self._position = 0  # its place in the lists below
-        self._bucket_calls = [0] * BUCKETS
-        self._bucket_errors = [0] * BUCKETS
+        self._bucket_calls: list[int] = _NO_BUCKETS  # shared and never written: replaced first
+        self._bucket_errors: list[int] = _NO_BUCKETS
 
     def add(self, started: float, ended: float, error: bool) -> None:
         """Count one call that ran from ``started`` to ``ended`` (``time.perf_counter()`` values)."""
+        if ended >= self._bucket_end:
+            self._advance(ended)
         self.calls += 1
         slot = self._next
         self._latency[slot] = ended - started
         self._at[slot] = ended
         self._next = (slot + 1) & _RING_MASK
-        if ended >= self._bucket_end:
-            self._advance(ended)
         self._bucket_calls[self._position] += 1
         if error:
             self.errors += 1
@@ -57,6 +64,9 @@ class ToolStats:
 
     def _advance(self, now: float) -> None:
         """Move to the bucket holding ``now``, clearing those skipped (at most once per bucket)."""
+        if not self._bucket_calls:
+            self._latency, self._at = array("d", bytes(8 * RING)), array("d", bytes(8 * RING))
+            self._bucket_calls, self._bucket_errors = [0] * BUCKETS, [0] * BUCKETS
         bucket = int(now // BUCKET_SECONDS)
         for index in range(max(self._bucket + 1, bucket - BUCKETS + 1), bucket + 1):
             self._bucket_calls[index % BUCKETS] = 0
@@ -83,7 +93,7 @@ class ToolStats:
         errors: list[int] = []
         p99s: list[float | None] = []
         for index in range(current - BUCKETS + 1, current + 1):
-            fresh = self._bucket - BUCKETS < index <= self._bucket
+            fresh = self.calls > 0 and self._bucket - BUCKETS < index <= self._bucket
             calls.append(self._bucket_calls[index % BUCKETS] if fresh else 0)
             errors.append(self._bucket_errors[index % BUCKETS] if fresh else 0)
             p99s.append(percentile(by_bucket.get(index, []), 0.99))
@@ -96,7 +106,7 @@ class ToolStats:
         """Take over ``other``'s figures (the catalog was rebuilt on reload; the tool is the same)."""
         for name in self.__slots__:
             value = getattr(other, name)
-            setattr(self, name, list(value) if isinstance(value, list) else value)
+            setattr(self, name, value[:] if isinstance(value, list | array) else value)
 
 
 def percentile(values: list[float], fraction: float) -> float | None:

@@ -67,3 +67,14 @@ def test_percentile_nearest_rank() -> None:
     assert percentile([3.0], 0.99) == 3.0
     assert percentile([4.0, 1.0, 3.0, 2.0], 0.5) == 2.0
     assert percentile([float(n) for n in range(1, 101)], 0.99) == 99.0
+
+
+def test_a_tool_never_called_costs_no_ring_and_reads_as_zeros() -> None:
+    stats = ToolStats()
+    assert len(stats._latency) == 0 and stats._bucket_calls == []  # allocated by the first call
+    seen = stats.snapshot(now=T0)
+    assert (seen["calls"], seen["errors"], seen["recent"]["calls"], seen["recent"]["p99"]) == (0, 0, 0, None)
+    assert seen["buckets"]["calls"] == [0] * BUCKETS and seen["buckets"]["p99"] == [None] * BUCKETS
+    stats.add(T0, T0 + 0.001, error=False)
+    assert len(stats._latency) == RING and len(stats._bucket_calls) == BUCKETS
+    assert ToolStats()._bucket_calls == []  # the shared empty lists were never written
