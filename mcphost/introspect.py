@@ -158,8 +158,9 @@ async def end_session(host: Host, session_id: str) -> bool:
 # -- traffic and budgets ------------------------------------------------------------------------------
 
 def traffic(host: Host) -> dict[str, Any]:
-    """Per tool, this process's calls, errors and latencies (see :meth:`ToolStats.snapshot`)."""
-    return {name: entry.stats.snapshot() for name, entry in list(host.catalog.tools.items())}
+    """Per tool called in this process, its calls, errors and latencies (see :meth:`ToolStats.snapshot`);
+    tools never called are left out (a gateway may mount thousands)."""
+    return {name: entry.stats.snapshot() for name, entry in list(host.catalog.tools.items()) if entry.stats.calls}
 
 
 def budgets(host: Host) -> dict[str, Any]:

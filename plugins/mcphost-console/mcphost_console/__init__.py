@@ -46,6 +46,8 @@ CONFIG_SCHEMA: dict[str, Any] = {
     "additionalProperties": False,
 }
 
+#: Names per kind shown with each plugin on every poll (the catalog section has them all).
+PROVIDES_SHOWN = 20
 #: Files the page loads, with their content types (nothing else is served from the package).
 STATIC = {"console.css": "text/css; charset=utf-8", "console.js": "text/javascript; charset=utf-8"}
 #: Headers on every answer: no caching, no framing (clickjacking), no sniffing, no referrer, and a
@@ -125,6 +127,10 @@ class ConsolePlugin:
             return denied
         host = self.host
         plugins = introspect.plugins(host)
+        for plugin in plugins:  # a gateway's plugin may provide thousands: the catalog lists them all
+            provides = plugin["provides"]
+            plugin["provides_total"] = {kind: len(names) for kind, names in provides.items()}
+            plugin["provides"] = {kind: names[:PROVIDES_SHOWN] for kind, names in provides.items()}
         upstreams = [u for p in plugins if isinstance(p["report"], dict)
                      for u in p["report"].get("upstreams", ()) if isinstance(u, dict)]
         return _json({

@@ -178,3 +178,25 @@ async def test_config_is_shown_with_secrets_redacted() -> None:
         assert shown["plugins"]["jwt"] == {"client_secret": "[redacted]", "issuer": "https://id.example"}
         assert shown["server"]["state_keys"] == "[redacted]"
         assert health["ready"] is True and health["backend"]["name"] == "memory"
+
+
+async def test_a_large_catalog_stays_out_of_every_poll() -> None:
+    """A gateway's thousands of tools: the state the page polls names a few per plugin and only the
+    tools called; the catalog, fetched when it changes, has them all."""
+    many = [mcphost.tool(name=f"t{i}")(lambda: "x") for i in range(2000)]
+
+    class Gateway:
+        @mcphost.hookimpl
+        def mcphost_tools(self, host: Any) -> list[Any]:
+            return many
+
+    host = make_host(("console", ConsolePlugin()), ("gateway", Gateway()))
+    async with serve_http(host) as live, httpx.AsyncClient(timeout=10) as client:
+        session_id = await _open_session(client, live.url)
+        assert (await _call(client, live.url, session_id, "t7", {})).status_code == 200
+        state = (await client.get(live.base + "/console/api/state")).json()
+        gateway = next(p for p in state["plugins"] if p["name"] == "gateway")
+        assert gateway["provides_total"] == {"tools": 2000} and len(gateway["provides"]["tools"]) == 20
+        assert list(state["traffic"]) == ["t7"]
+        catalog = (await client.get(live.base + "/console/api/catalog")).json()
+        assert len(catalog["tools"]) == 2000 and catalog["digest"] == state["catalog_digest"]

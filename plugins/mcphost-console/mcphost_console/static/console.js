@@ -93,7 +93,11 @@ function renderPlugins(plugins) {
       p.where ? el("div", {class: "muted plugin-where"}, `at ${p.where}`) : null,
       dl([
         ["hooks", p.hooks.length ? el("span", {class: "tags"}, p.hooks.map(h => el("span", {class: "tag"}, h.replace(/^mcphost_/, "")))) : "none"],
-        ...provides.map(([kind, names]) => [kind, `${names.length}: ${describe(names, 6)}`]),
+        ...provides.map(([kind, names]) => {
+          const total = (p.provides_total || {})[kind] ?? names.length;
+          const shown = names.slice(0, 6).join(", ");
+          return [kind, `${total}: ${shown}${total > 6 ? ` … (+${total - 6})` : ""}`];
+        }),
       ]),
       report ? el("pre", {}, JSON.stringify(report, null, 2)) : null);
   }));
