@@ -141,7 +141,8 @@ function renderSessions(sessions) {
 
 async function endSession(id) {
   if (!confirming.has(id)) {
-    confirming.add(id);
+    confirming.add(id);  // a second press within 5 s ends it
+    setTimeout(() => { if (confirming.delete(id)) poll(); }, 5000);
     poll();
     return;
   }
