@@ -165,19 +165,24 @@ def traffic(host: Host) -> dict[str, Any]:
 
 def budgets(host: Host) -> dict[str, Any]:
     """Per caller (principal, or address for anonymous clients): sessions held, requests in flight,
-    parked calls and refusals (429s) against the caps in force."""
+    tasks running, parked calls and refusals (429s) against the caps in force."""
     manager = host.manager
     settings = host.config.server
     parked: dict[str, int] = {}
+    tasks: dict[str, int] = {}
     if host.kernel is not None:
         for run in list(host.kernel.continuations.runs.values()):
             key = "anonymous" if run.principal is None else "p:" + run.principal
             parked[key] = parked.get(key, 0) + 1
-    callers = set(manager.held_by) | set(manager.busy_by) | set(manager.refused_by) | set(parked)
+        for task in list(host.kernel.tasks.running.values()):  # counted as max_tasks_per_principal counts
+            tasks[task.session.quota] = tasks.get(task.session.quota, 0) + 1
+    callers = set(manager.held_by) | set(manager.busy_by) | set(manager.refused_by) | set(parked) | set(tasks)
     rows = [{"caller": key, "sessions": manager.held_by.get(key, 0), "requests": manager.busy_by.get(key, 0),
-             "parked": parked.get(key, 0), "refused": manager.refused_by.get(key, 0)} for key in sorted(callers)]
+             "tasks": tasks.get(key, 0), "parked": parked.get(key, 0), "refused": manager.refused_by.get(key, 0)}
+            for key in sorted(callers)]
     return {"limits": {"sessions": settings.max_sessions_per_principal,
                        "requests": settings.max_requests_per_principal,
+                       "tasks": settings.max_tasks_per_principal,
                        "sessions_total": settings.max_sessions},
             "callers": rows}
 

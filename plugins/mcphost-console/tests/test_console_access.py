@@ -200,3 +200,16 @@ async def test_a_large_catalog_stays_out_of_every_poll() -> None:
         assert list(state["traffic"]) == ["t7"]
         catalog = (await client.get(live.base + "/console/api/catalog")).json()
         assert len(catalog["tools"]) == 2000 and catalog["digest"] == state["catalog_digest"]
+
+
+async def test_budgets_show_what_each_caller_holds_and_its_429s() -> None:
+    host = make_host(("console", ConsolePlugin()), ("tools", Tools()),
+                     config={"server": {"max_sessions_per_principal": 1}})
+    async with serve_http(host) as live, httpx.AsyncClient(timeout=10) as client:
+        await _open_session(client, live.url)
+        refused = await client.post(live.url, json=INIT, headers={"accept": ACCEPT})
+        assert refused.status_code == 429
+        budgets = (await client.get(live.base + "/console/api/state")).json()["budgets"]
+        assert budgets["limits"]["sessions"] == 1
+        assert budgets["callers"] == [{"caller": "a:127.0.0.1", "sessions": 1, "requests": 0, "tasks": 0,
+                                       "parked": 0, "refused": 1}]

@@ -196,11 +196,12 @@ function renderTraffic(traffic) {
 function renderBudgets(budgets) {
   const limits = budgets.limits;
   byId("budgets-limits").textContent =
-    `Limits per caller: ${limits.sessions || "no"} sessions, ${limits.requests || "no"} requests in flight; ${limits.sessions_total} sessions in all.`;
+    `Limits per caller: ${limits.sessions || "no"} sessions, ${limits.requests || "no"} requests in flight, ${limits.tasks || "no"} tasks; ${limits.sessions_total} sessions in all.`;
   fill(byId("budgets-table").tBodies[0], budgets.callers.map(c => el("tr", {},
     el("td", {}, el("code", {}, c.caller)),
     el("td", {class: "num"}, `${c.sessions}${limits.sessions ? ` / ${limits.sessions}` : ""}`),
     el("td", {class: "num"}, `${c.requests}${limits.requests ? ` / ${limits.requests}` : ""}`),
+    el("td", {class: "num"}, `${c.tasks}${limits.tasks ? ` / ${limits.tasks}` : ""}`),
     el("td", {class: "num"}, c.parked),
     el("td", {class: "num"}, c.refused))));
 }
