@@ -31,6 +31,12 @@ function svgEl(tag, attrs) {
 
 function byId(id) { return document.getElementById(id); }
 function fill(node, ...children) { node.replaceChildren(...children.flat(Infinity).filter(c => c !== null && c !== undefined)); }
+// On a narrow screen each row is drawn as a card: every cell carries its column's name.
+function label(table) {
+  const names = [...table.tHead.rows[0].cells].map(cell => cell.textContent);
+  for (const row of table.tBodies[0].rows) [...row.cells].forEach((cell, i) => cell.setAttribute("data-label", names[i] || ""));
+}
+
 function badge(state, text) { return el("span", {class: "badge", "data-state": state}, text || state); }
 
 function duration(seconds) {
@@ -114,6 +120,7 @@ function renderUpstreams(upstreams) {
     el("td", {class: "num"}, u.tools),
     el("td", {class: "num upstream-restarts"}, u.restarts),
     el("td", {class: "error"}, u.error || ""))));
+  label(byId("upstreams-table"));
 }
 
 function renderSessions(sessions) {
@@ -137,6 +144,7 @@ function renderSessions(sessions) {
       el("td", {}, describe(s.subscriptions, 3)),
       el("td", {}, button));
   }));
+  label(byId("sessions-table"));
 }
 
 async function endSession(id) {
@@ -204,6 +212,7 @@ function renderBudgets(budgets) {
     el("td", {class: "num"}, `${c.tasks}${limits.tasks ? ` / ${limits.tasks}` : ""}`),
     el("td", {class: "num"}, c.parked),
     el("td", {class: "num"}, c.refused))));
+  label(byId("budgets-table"));
 }
 
 function renderCatalog() {
