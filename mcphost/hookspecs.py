@@ -200,7 +200,11 @@ with ``[server] routes_require_auth``); a ``SystemExit`` raised in a view answer
 
 @hookspec
 def mcphost_register_commands(cli: click.Group) -> None:
-    """Add subcommands to the ``mcphost`` command line."""
+    """Add subcommands to the ``mcphost`` command line.
+
+    Called when the command line meets a command name it does not know (the built-in commands,
+    ``--help`` and ``--version`` import no plugin); the name is then looked up again.
+    """
 
 
 @hookspec
@@ -213,15 +217,27 @@ def mcphost_config_schema() -> dict[str, Any] | None:
 
 
 @hookspec
+def mcphost_unconfigured(host: Host) -> str | None:
+    """Whether this plugin is waiting for configuration: the one setting that wakes it, or None.
+
+    Called once when the host prepares, after the config sections are validated and before any
+    other hook is collected. A plugin that can do nothing useful until it is configured (an auth
+    plugin without an issuer, an exporter without a destination) returns the setting that wakes
+    it, e.g. ``"[plugins.jwt] issuer"``; the host then lists it as "not configured" and calls none
+    of its other hooks, so it costs nothing. None (or no implementation): the plugin is active.
+    """
+
+
+@hookspec
 def mcphost_status(host: Host) -> Mapping[str, Any] | None:
     """This plugin's live state for operators, as JSON-able data (or None: nothing to report).
 
     Called on demand by operator tools (the mcphost-console page polls it), never per request,
     so it must be cheap and must not block. mcphost-proxy, for one, answers
     ``{"upstreams": [{"name", "transport", "state", "target", "tools", "restarts", "error",
-    "retry_in"}, ...]}``. ``{"configured": False, "why": ...}`` says the plugin is installed but
-    not set up (mcphost-redis without a URL): the console shows it as not configured. An exception
-    is shown as this plugin's report error.
+    "retry_in"}, ...]}``. An exception is shown as this plugin's report error. (A plugin waiting
+    for configuration says so with ``mcphost_unconfigured`` instead: its other hooks, this one
+    included, are not called then.)
     """
 
 

@@ -47,10 +47,10 @@ async def test_page_shows_plugins_sessions_and_traffic_and_ends_a_session(served
         assert "loading entry point inventory_probe" in await broken.locator(".plugin-where").inner_text()
         assert "echo" in await demo.inner_text()  # what it provides
         assert "inventory-probe 2.1.0" in await broken.inner_text()
-        # Installed and allowed but not set up (no Redis URL): said so, with why.
+        # Installed and allowed but not set up (no Redis URL): said so, with the setting it waits for.
         redis = page.locator('.plugin[data-plugin="redis"]')
         await expect(redis.locator(".badge")).to_have_text("not configured")
-        assert "no url" in await redis.locator(".plugin-why").inner_text()
+        assert "[plugins.redis] url" in await redis.locator(".plugin-wake").inner_text()
         # The catalog names each record's provider, and the search box narrows it.
         await page.locator('#catalog-table tr[data-record="echo"]').wait_for(timeout=5000)
         await page.fill("#catalog-search", "greet")

@@ -1,8 +1,8 @@
 """mcphost-redis: the shared state backend for several workers and machines.
 
 Install it and set ``url`` in ``[plugins.redis]`` (or ``$MCPHOST_REDIS_URL``): that is all it
-takes to switch backends. Without a URL the plugin stays out of the way and the built-in
-in-memory backend serves.
+takes to switch backends. Without a URL the plugin is dormant ("not configured" in ``mcphost
+plugins``) and the built-in in-memory backend serves.
 """
 
 from __future__ import annotations
@@ -81,11 +81,11 @@ def mcphost_config_schema() -> dict[str, Any]:
 
 
 @mcphost.hookimpl
-def mcphost_status(host: Any) -> dict[str, Any]:
-    """For operators (the console): not configured without a URL; else whether it is the backend in use."""
-    if settings_for(host) is None:
-        return {"configured": False, "why": f"no url in [plugins.redis] or ${ENV_URL}: the in-memory backend serves"}
-    return {"configured": True, "backend": isinstance(host.backend, RedisBackend)}
+def mcphost_unconfigured(host: Any) -> str | None:
+    # Without a URL the built-in in-memory backend serves and this plugin has nothing to do.
+    if host.plugin_config("redis").get("url") or os.environ.get(ENV_URL):
+        return None
+    return "[plugins.redis] url"  # or $MCPHOST_REDIS_URL
 
 
 @mcphost.hookimpl

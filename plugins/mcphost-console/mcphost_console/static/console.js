@@ -79,23 +79,23 @@ function renderHealth(state) {
 }
 
 function renderPlugins(plugins) {
-  const rank = {failed: 0, active: 1};  // failures first, then what serves, then what is off
-  const ordered = [...plugins].sort((a, b) => (a.builtin - b.builtin) || ((rank[a.status] ?? 2) - (rank[b.status] ?? 2))
+  const rank = {failed: 0, active: 1, "not configured": 2};  // failures, what serves, what waits, what is off
+  const ordered = [...plugins].sort((a, b) => (a.builtin - b.builtin) || ((rank[a.status] ?? 3) - (rank[b.status] ?? 3))
                                                || a.name.localeCompare(b.name));
   const failed = plugins.filter(p => p.status === "failed").length;
   byId("plugins-count").textContent = `${plugins.length} loaded${failed ? `, ${failed} failed` : ""}`;
   fill(byId("plugins-list"), ordered.map(p => {
-    const unconfigured = p.status === "active" && p.report && p.report.configured === false;
+    const unconfigured = p.status === "not configured";
     const provides = Object.entries(p.provides || {}).filter(([kind]) => kind !== "upstreams");
-    const shown = ([k]) => !["upstreams", "configured", "why"].includes(k);
+    const shown = ([k]) => k !== "upstreams";
     const report = p.report && Object.entries(p.report).filter(shown).length
       ? Object.fromEntries(Object.entries(p.report).filter(shown)) : null;
     return el("div", {class: `card plugin${p.status === "failed" ? " failed" : ""}`, "data-plugin": p.name},
       el("h3", {}, el("span", {class: "plugin-name"}, p.name),
-         unconfigured ? badge("stopped", "not configured") : badge(p.status),
+         unconfigured ? badge("unconfigured", "not configured") : badge(p.status),
          el("small", {class: "muted"}, [p.distribution, p.version].filter(Boolean).join(" ") + (p.builtin ? " (built in)" : ""))),
       p.error ? el("div", {class: "error plugin-error"}, p.error) : null,
-      unconfigured && p.report.why ? el("div", {class: "muted plugin-why"}, p.report.why) : null,
+      unconfigured && p.wake ? el("div", {class: "muted plugin-wake"}, `waits for ${p.wake}`) : null,
       p.where ? el("div", {class: "muted plugin-where"}, `at ${p.where}`) : null,
       dl([
         ["hooks", p.hooks.length ? el("span", {class: "tags"}, p.hooks.map(h => el("span", {class: "tag"}, h.replace(/^mcphost_/, "")))) : "none"],
