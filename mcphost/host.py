@@ -222,6 +222,9 @@ class Host:
         async with self._replacing:
             old = self.catalog
             self.catalog = collect_catalog(self.pm, self, self.plugin_infos, strict=self.selection.strict)
+            for name, entry in self.catalog.tools.items():  # a tool that stays keeps its counters
+                if name in old.tools:
+                    entry.stats.carry(old.tools[name].stats)
             assert self.kernel is not None
             self.kernel.catalog_changed()
             for kind, before, after in (("tools", old.tools, self.catalog.tools),
@@ -244,7 +247,10 @@ class Host:
             if info is not None:
                 provenance = Provenance(plugin=provenance.plugin, distribution=info.distribution,
                                         version=info.version, origin=provenance.origin)
-            catalog, change = await asyncio.to_thread(self.catalog.with_provider, provenance, records)
+            old = self.catalog
+            catalog, change = await asyncio.to_thread(old.with_provider, provenance, records)
+            for name in change.removed["tools"] & change.added["tools"]:  # a tool that stays keeps its counters
+                catalog.tools[name].stats.carry(old.tools[name].stats)
             self.catalog = catalog
             assert self.kernel is not None
             self.kernel.catalog_changed()
