@@ -259,8 +259,8 @@ class ProxyPlugin:
 
     def _frozen(self) -> bool:
         """Whether the host froze its start-up objects out of the collector's view (mcphost serve)."""
-        if self._freezes is None:
-            self._freezes = gc.get_freeze_count() > 0  # it walks the frozen objects: asked once
+        if not self._freezes:
+            self._freezes = gc.get_freeze_count() > 0  # it walks the frozen objects: asked until it says yes
         return self._freezes
 
     async def wait_mounted(self, timeout: float) -> bool:
@@ -290,12 +290,24 @@ class ProxyPlugin:
     async def _watch(self, eager: list[Upstream]) -> None:
         assert self.settings is not None
         timeout = self.settings.startup_timeout
-        ready = await asyncio.gather(*(u.wait_ready(timeout) for u in eager))
-        if self._frozen():
-            # The host froze what it allocated at startup out of the collector's view (mcphost serve);
-            # the upstreams' first mounts are as long-lived, so they join it: with 10 000 tools
-            # mounted, each full collection otherwise held the loop for a quarter of a second.
-            gc.freeze()
+        # The host froze what it allocated at start-up out of the collector's view (mcphost serve; it
+        # did so before this task first ran). The upstreams' first mounts are as long-lived: automatic
+        # collection pauses until they are in (at most startup_timeout), then they join the frozen
+        # objects. Otherwise each mount made a full collection scan every record mounted so far (with
+        # 10 000 tools, a quarter of a second of the loop each time).
+        pause = self._frozen() and gc.isenabled()
+        if pause:
+            self._paused += 1
+            gc.disable()
+        try:
+            ready = await asyncio.gather(*(u.wait_ready(timeout) for u in eager))
+            if self._frozen():
+                gc.freeze()
+        finally:
+            if pause:
+                self._paused -= 1
+                if not self._paused:
+                    gc.enable()
         for upstream, ok in zip(eager, ready, strict=True):
             if not ok:
                 log.error("upstream %s has not listed within startup_timeout (%ss: %s); it is mounted when "

@@ -21,6 +21,7 @@ import os
 import re
 import signal
 import sys
+import weakref
 from collections.abc import AsyncIterator, Callable
 from typing import Any, TextIO, TypeVar
 
@@ -53,6 +54,10 @@ _WORKER = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefi
 async def offload(fn: Callable[..., T], *args: Any) -> T:
     """Run ``fn(*args)`` in the proxy's worker thread."""
     return await asyncio.get_running_loop().run_in_executor(_WORKER, fn, *args)
+
+
+#: One process start at a time, per event loop.
+_SPAWNING: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = weakref.WeakKeyDictionary()
 
 
 def _parse(line: bytes) -> SessionMessage | Exception:
@@ -124,8 +129,17 @@ async def stdio_transport(command: str, args: list[str], *, env: dict[str, str] 
     """(read stream, write stream) of ``SessionMessage`` to a process speaking MCP over stdio.
 
     ``admit(line)``: False drops a line before it is parsed (the log gate of mcphost_proxy.logs)."""
-    process = await anyio.open_process([command, *args], env={**get_default_environment(), **(env or {})},
-                                       stderr=errlog, cwd=cwd, start_new_session=True)
+    # Starting a process forks the host in the event loop's thread (some milliseconds each); fifty
+    # upstreams started at once did it fifty times in one turn of the loop (0.6 s). One at a time,
+    # each in a turn of its own, the loop serves in between.
+    loop = asyncio.get_running_loop()
+    spawning = _SPAWNING.get(loop)
+    if spawning is None:
+        spawning = _SPAWNING[loop] = asyncio.Lock()
+    async with spawning:
+        process = await anyio.open_process([command, *args], env={**get_default_environment(), **(env or {})},
+                                           stderr=errlog, cwd=cwd, start_new_session=True)
+        await asyncio.sleep(0)
     inbox_writer, inbox = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     outbox, outbox_reader = anyio.create_memory_object_stream[SessionMessage](0)
 
