@@ -21,6 +21,7 @@ from typing import Any
 import jsonschema
 import platformdirs
 
+from mcphost.endpoints import EndpointSettings, endpoints_from_dict
 from mcphost.errors import ConfigError
 from mcphost.protocol.auth import canonical_resource_url
 
@@ -179,6 +180,8 @@ class Config:
     allow: tuple[str, ...] | None = None
     strict: bool = False
     path: Path | None = None
+    #: ``[endpoints.NAME]`` sections: curated views of the catalog, each at its own path.
+    endpoints: Mapping[str, EndpointSettings] = field(default_factory=dict)
 
     def plugin(self, name: str) -> Mapping[str, Any]:
         """The ``[plugins.<name>]`` section, empty when absent."""
@@ -256,9 +259,10 @@ def config_from_dict(data: Mapping[str, Any], *, env: Mapping[str, str] | None =
     """Build a Config from parsed TOML data and environment overrides."""
     env = {} if env is None else env
     source = str(path) if path else "configuration"
-    unknown = set(data) - {"server", "plugins"}
+    unknown = set(data) - {"server", "plugins", "endpoints"}
     if unknown:
-        raise ConfigError(f"{source}: unknown section(s) {sorted(unknown)}; expected [server] and [plugins]")
+        raise ConfigError(f"{source}: unknown section(s) {sorted(unknown)}; expected [server], [plugins] "
+                          "and [endpoints]")
     for section in ("server", "plugins"):
         if not isinstance(data.get(section, {}), dict):
             raise ConfigError(f"{source}: [{section}] must be a table, not {type(data[section]).__name__}")
@@ -293,8 +297,9 @@ def config_from_dict(data: Mapping[str, Any], *, env: Mapping[str, str] | None =
     for name, section in plugins.items():
         if not isinstance(section, dict):
             raise ConfigError(f"{source}: [plugins.{name}] must be a table, not {type(section).__name__}")
+    endpoints = endpoints_from_dict(data.get("endpoints", {}), server.path, source)
     return Config(server=server, plugins=plugins, block=tuple(block),
-                  allow=None if allow is None else tuple(allow), strict=strict, path=path)
+                  allow=None if allow is None else tuple(allow), strict=strict, path=path, endpoints=endpoints)
 
 
 def _names_list(value: Any) -> bool:

@@ -185,7 +185,7 @@ def test_bad_env_values_give_clear_errors(monkeypatch: pytest.MonkeyPatch, varia
 
 
 @pytest.mark.parametrize(("text", "message"), [
-    ("[sever]\nport = 1\n", "unknown section(s) ['sever']; expected [server] and [plugins]"),
+    ("[sever]\nport = 1\n", "unknown section(s) ['sever']; expected [server], [plugins] and [endpoints]"),
     ("[server]\nprot = 1\n", "unknown key(s) in [server]: ['prot']"),
     ("[server]\nport = true\n", "server.port must be int, not True"),
     ("[server]\nport = 80.5\n", "server.port must be int, not 80.5"),
