@@ -178,8 +178,9 @@ class Views:
         self._catalog = catalog
         self._digests: dict[tuple[str, str], str] = {}
         self.index = SearchIndex()
-        #: Records the index holds, per provider (to tell which providers changed).
-        self._indexed: dict[str, dict[str, Any]] = {}
+        #: The records the index holds, by tool name, and each provider's tool names.
+        self._records: dict[str, Any] = {}
+        self._members: dict[str, set[str]] = {}
         self._index_lock = asyncio.Lock()
         self._index_task: asyncio.Task[Any] | None = None
         #: Seconds and tools of the last index update (observability and the benchmark).
@@ -217,32 +218,46 @@ class Views:
 
     # -- the search index -------------------------------------------------------------------------
 
-    def index_sync(self, tools: list[tuple[str, Any]] | None = None) -> dict[str, Any]:
-        """Bring the index up to date with the catalog's ``tools`` (name, entry) pairs (default: all
-        of them now): only the providers whose tools changed are indexed again."""
+    def index_sync(self, tools: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """Bring the index up to date with ``tools`` (the catalog's tool entries by name; default:
+        the catalog's now): only the providers whose tools changed are indexed again.
+
+        Finding them is one pass comparing each record with the one indexed (identity: a
+        provider that re-lists its tools hands over new records); only their tools are read.
+        """
         if tools is None:
-            tools = list(self._catalog().tools.items())
+            tools = dict(self._catalog().tools)
         started = time.perf_counter()
-        grouped: dict[str, dict[str, Any]] = {}
-        for name, entry in tools:
-            grouped.setdefault(provider_of(entry.record), {})[name] = entry.record
-        touched = 0
-        providers = []
-        for provider, records in grouped.items():
-            before = self._indexed.get(provider)
-            if before is not None and before.keys() == records.keys() and all(
-                    before[name] is record for name, record in records.items()):
-                continue
-            self.index.replace(provider, [document_of(record) for record in records.values()])
-            self._indexed[provider] = records
-            touched += len(records)
-            providers.append(provider)
-        for provider in set(self._indexed) - set(grouped):
-            self.index.replace(provider, [])
-            del self._indexed[provider]
-            providers.append(provider)
-        self.last_update = {"seconds": time.perf_counter() - started, "tools_indexed": touched,
-                            "providers": providers, "tools_total": len(tools)}
+        indexed = self._records
+        moved = [name for name, entry in tools.items() if indexed.get(name) is not entry.record]
+        gone = indexed.keys() - tools.keys() if len(indexed) + len(moved) != len(tools) or moved else set()
+        providers = {provider_of(tools[name].record) for name in moved}
+        providers.update(provider_of(indexed[name]) for name in (*moved, *gone) if name in indexed)
+        for name in gone:
+            del indexed[name]
+        for name in moved:
+            indexed[name] = tools[name].record
+        arrived: dict[str, set[str]] = {}
+        for name in moved:
+            arrived.setdefault(provider_of(indexed[name]), set()).add(name)
+        changes: dict[str, list[Document]] = {}
+        for provider in providers:
+            members = {name for name in self._members.get(provider, ())
+                       if name in indexed and name not in gone and provider_of(indexed[name]) == provider}
+            members |= arrived.get(provider, set())
+            if members:
+                self._members[provider] = members
+            else:
+                self._members.pop(provider, None)
+            changes[provider] = [document_of(indexed[name]) for name in sorted(members)]
+        scanned = time.perf_counter()
+        if changes:
+            self.index.update(changes)
+        touched = sum(len(documents) for documents in changes.values())
+        done = time.perf_counter()
+        self.last_update = {"seconds": done - started, "scan_seconds": scanned - started,
+                            "index_seconds": done - scanned, "tools_indexed": touched,
+                            "providers": sorted(changes), "tools_total": len(tools)}
         return self.last_update
 
     async def update_index(self) -> None:
@@ -251,7 +266,7 @@ class Views:
             return
         async with self._index_lock:
             # A snapshot taken on the loop: the catalog may change while the thread indexes it.
-            await asyncio.to_thread(self.index_sync, list(self._catalog().tools.items()))
+            await asyncio.to_thread(self.index_sync, dict(self._catalog().tools))
 
     def schedule_index(self) -> None:
         """Start an index update now (the catalog changed); searches meanwhile use the last index."""
