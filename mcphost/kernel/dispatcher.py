@@ -131,7 +131,8 @@ class Kernel:
         request = validate_modern(message, exchange.headers, tool_header_params=self.catalog.tool_header_params,
                                   lower_case=True)
         connection = exchange.connection
-        self.authorize(message, connection.principal, exchange.trusted)  # InsufficientScope before anything runs
+        # InsufficientScope before anything runs
+        self.authorize(message, connection.principal, exchange.trusted, connection.endpoint)
         sessions = self.sessions
         session = sessions.ephemeral(request, connection.principal, exchange.send, connection.remote)
         session.trusted = exchange.trusted
@@ -220,19 +221,25 @@ class Kernel:
         task.add_done_callback(functools.partial(_finished, self.sessions, session, request_id))
         return task
 
-    def authorize(self, message: Any, principal: Principal | None, trusted: bool = False) -> None:
+    def authorize(self, message: Any, principal: Principal | None, trusted: bool = False,
+                  endpoint: str | None = None) -> None:
         """Raise :class:`InsufficientScope` when ``message`` targets a record its sender may not use.
 
         Transports call this before they start answering (over HTTP the refusal is a 403 with a
         challenge, which cannot follow a started response); handlers check again for everyone
-        else. Costs nothing while no record declares scopes.
+        else. Costs nothing while no record declares scopes. A record outside the view of the
+        ``endpoint`` the message came to is not refused here: the handler answers it as unknown.
         """
         catalog = self.catalog
         if not catalog.scoped_kinds or not isinstance(message, dict) or not isinstance(message.get("method"), str):
             return
         params = message.get("params")
-        needed = catalog.required_scopes(message["method"], params if isinstance(params, dict) else {})
+        params = params if isinstance(params, dict) else {}
+        needed = catalog.required_scopes(message["method"], params)
         if needed and not permits(grant_of(principal, trusted), needed):
+            view = self.views.get(endpoint)
+            if view is not None and view.hides(catalog, message["method"], params):
+                return
             raise InsufficientScope(needed)
 
     def modern_session(self, request: ModernRequest, principal: Any, outlet: Any) -> Session:

@@ -82,6 +82,33 @@ class EndpointView:
     def allows(self, catalog: Catalog, kind: str, key: str) -> bool:
         return key in self.keys(catalog, kind)
 
+    def hides(self, catalog: Catalog, method: str, params: Mapping[str, Any]) -> bool:
+        """Whether the record a request targets (by name, URI or reference) is outside this view."""
+        if method in ("tools/call", "prompts/get"):
+            name = params.get("name")
+            kind = "tools" if method == "tools/call" else "prompts"
+            return isinstance(name, str) and name not in self.keys(catalog, kind)
+        uri: Any = None
+        if method in ("resources/read", "resources/subscribe"):
+            uri = params.get("uri")
+        elif method == "completion/complete":
+            ref = params.get("ref")
+            if isinstance(ref, Mapping):
+                if ref.get("type") == "ref/prompt":
+                    return isinstance(ref.get("name"), str) and ref["name"] not in self.keys(catalog, "prompts")
+                uri = ref.get("uri")
+                return isinstance(uri, str) and uri not in self.keys(catalog, "resourceTemplates")
+        if not isinstance(uri, str):
+            return False
+        found = catalog.find_resource(uri)
+        if found is None:
+            return False
+        record = found[0]
+        template = getattr(record, "uri_template", None)
+        if template is not None:
+            return template not in self.keys(catalog, "resourceTemplates")
+        return uri not in self.keys(catalog, "resources")
+
     def listing(self, catalog: Catalog, kind: str, version: str, grant: Any, items: list[dict[str, Any]],
                 field: str) -> list[dict[str, Any]]:
         """``items`` (the catalog's descriptors the grant covers) narrowed to this view, cached."""

@@ -424,7 +424,7 @@ class HttpTransport(SseStreams):
             # 403 with an insufficient_scope challenge (an SSE response could only carry an error).
             for message in requests:
                 try:
-                    self.host.kernel.authorize(message, connection.principal)
+                    self.host.kernel.authorize(message, connection.principal, endpoint=connection.endpoint)
                 except Refused as exc:
                     raise _RefusedRequest(exc, None if batch else message["id"]) from None
         await self._connect(session, connection, discard=is_initialize)

@@ -4,6 +4,7 @@ changed. Over HTTP with real tokens and the official SDK: plugins/mcphost-jwt/te
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from typing import Any
 
@@ -176,3 +177,32 @@ def test_provenance_selects_upstreams():
                                  provenance=Provenance(plugin="proxy", origin="github"))
     assert settings.selects("tools", record.name, record.provenance.plugin, record.provenance.origin)
     assert not settings.selects("tools", record.name, "proxy", "gitlab")
+
+
+class Slow:
+    def __init__(self) -> None:
+        self.cancelled = asyncio.Event()
+
+    @mcphost.hookimpl
+    def mcphost_tools(self, host: Any) -> list[mcphost.Tool]:
+        async def wait_forever() -> str:
+            try:
+                await asyncio.sleep(60)
+            except asyncio.CancelledError:
+                self.cancelled.set()
+                raise
+            return "never"
+        return [mcphost.tool(name="desk_wait", description="Wait a long time.")(wait_forever)]
+
+
+async def test_call_tool_is_cancelled_like_a_direct_call():
+    plugin = Slow()
+    host = make_host(plugin, config=CONFIG)
+    async with client(host, "find") as find:
+        reply = find.send({"jsonrpc": "2.0", "id": 99, "method": "tools/call",
+                           "params": {"name": "call_tool", "arguments": {"name": "desk_wait", "arguments": {}}}})
+        assert reply is not None
+        await asyncio.sleep(0.05)
+        find.notify("notifications/cancelled", {"requestId": 99})
+        assert await asyncio.wait_for(reply, 5) is None  # cancelled: no reply, as for a direct call
+        await asyncio.wait_for(plugin.cancelled.wait(), 5)

@@ -173,6 +173,8 @@ async def test_two_endpoints_show_and_run_only_their_own_tools(setup, mode):
         # A tool of the catalog outside the view is answered exactly like a name that exists nowhere.
         assert await unknown_answer(client, "ledger_accounts") == await unknown_answer(client, "no_such_tool")
         assert await unknown_answer(client, "progress") == await unknown_answer(client, "no_such_tool")
+        # ... a scoped one too (alice lacks ledger:read): no insufficient_scope that would betray it.
+        assert await unknown_answer(client, "ledger_balance") == await unknown_answer(client, "no_such_tool")
     async with Connected(base(server) + "/mcp/finance", bob, mode) as client:
         # ledger_post_entry needs ledger:write, which bob lacks: the endpoint's view and scopes intersect.
         assert await names(client) == {"ledger_balance", "ledger_accounts"}
