@@ -13,7 +13,8 @@ from mcphost.search import Document, SearchIndex, index_of, query_terms, stems
 FS = [
     Document("create_directory", "", "Create a new directory or ensure it exists.", (("path", ""),)),
     Document("list_directory", "", "List directory contents with [FILE] or [DIR] prefixes", (("path", ""),)),
-    Document("read_text_file", "", "Read complete contents of a file as text.", (("path", ""), ("head", "First N lines"))),
+    Document("read_text_file", "", "Read complete contents of a file as text.",
+             (("path", ""), ("head", "First N lines"))),
 ]
 GIT = [
     Document("git_status", "", "Shows the working tree status", (("repo_path", "Path to Git repository"),)),
