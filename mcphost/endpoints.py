@@ -15,6 +15,7 @@ each endpoint's view of a catalog (:mod:`mcphost.kernel.views`).
 from __future__ import annotations
 
 import fnmatch
+import functools
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -93,8 +94,14 @@ class Selection:
             return True
         if origin is not None and origin in self.upstreams:
             return True
-        globs: tuple[str, ...] = getattr(self, kind)
-        return any(fnmatch.fnmatchcase(key, glob) for glob in globs)
+        pattern = _patterns(getattr(self, kind))
+        return pattern is not None and pattern.match(key) is not None
+
+
+@functools.lru_cache(maxsize=256)
+def _patterns(globs: tuple[str, ...]) -> re.Pattern[str] | None:
+    """One compiled pattern for all of ``globs`` (None for none): a name is matched once."""
+    return re.compile("|".join(f"(?:{fnmatch.translate(glob)})" for glob in globs)) if globs else None
 
 
 @dataclass(frozen=True)

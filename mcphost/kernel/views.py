@@ -22,8 +22,6 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import orjson
-
 from mcphost.endpoints import EndpointSettings
 from mcphost.search import Document, SearchIndex
 
@@ -122,14 +120,19 @@ class EndpointView:
             self._filtered[cache_key] = cached
         return cached
 
-    def digest(self, catalog: Catalog, kind: str, describe: Callable[[Any], Any]) -> str:
-        """A digest of what this view lists of ``kind`` (``tools``, ``prompts``, ``resources``)."""
+    def digest(self, catalog: Catalog, kind: str, describe: Callable[[Any], int]) -> tuple[int, int]:
+        """A digest of what this view lists of ``kind`` (``tools``, ``prompts``, ``resources``):
+        the count and an order-free sum of the listed records' fingerprints."""
         kinds = ("resources", "resourceTemplates") if kind == "resources" else (kind,)
-        parts = []
+        count = total = 0
         for each in kinds:
             records = _records(catalog, each)
-            parts.extend(sorted((key, describe(records[key])) for key in self.keys(catalog, each) if key in records))
-        return hashlib.sha256(orjson.dumps(parts)).hexdigest()[:16]
+            for key in self.keys(catalog, each):
+                record = records.get(key)
+                if record is not None:
+                    count += 1
+                    total = (total + describe(record)) & _MASK
+        return count, total
 
     # -- identity in initialize and server/discover ------------------------------------------------
 
@@ -170,12 +173,23 @@ def _select(settings: EndpointSettings, catalog: Catalog, kind: str) -> Iterable
             yield key
 
 
-def _describe(record: Any) -> Any:
-    """What a client sees of a record, for change detection (handlers are not compared)."""
-    return repr((getattr(record, "description", None), getattr(record, "title", None),
+_MASK = (1 << 64) - 1
+
+
+def _fingerprint(record: Any) -> int:
+    """What a client sees of a record (its key and definition, not its handler), as 64 bits."""
+    seen = repr((getattr(record, "name", None), getattr(record, "uri", None), getattr(record, "uri_template", None),
+                 getattr(record, "description", None), getattr(record, "title", None),
                  getattr(record, "input_schema", None), getattr(record, "output_schema", None),
                  getattr(record, "annotations", None), getattr(record, "arguments", None),
                  getattr(record, "mime_type", None), getattr(record, "scopes", None)))
+    return int.from_bytes(hashlib.blake2b(seen.encode(), digest_size=8).digest(), "big")
+
+
+def _kind_of(record: Any) -> str:
+    if hasattr(record, "input_schema"):
+        return "tools"
+    return "prompts" if hasattr(record, "arguments") else "resources"
 
 
 def provider_of(record: Any) -> str:
@@ -203,7 +217,9 @@ class Views:
     def __init__(self, endpoints: Mapping[str, EndpointSettings], catalog: Callable[[], Catalog]) -> None:
         self.by_name = {name: EndpointView(settings) for name, settings in endpoints.items()}
         self._catalog = catalog
-        self._digests: dict[tuple[str, str], str] = {}
+        self._digests: dict[tuple[str, str], tuple[int, int]] = {}
+        #: Fingerprints of the records seen, by identity (a record is described once in its life).
+        self._fingerprints: dict[int, tuple[Any, int]] = {}
         self.index = SearchIndex()
         #: The records the index holds, by tool name, and each provider's tool names.
         self._records: dict[str, Any] = {}
@@ -235,12 +251,24 @@ class Views:
         """The endpoints whose ``kind`` listing differs from the last time this was asked."""
         catalog = self._catalog()
         names = []
+        known = self._fingerprints
+        fresh: dict[int, tuple[Any, int]] = {}
+
+        def describe(record: Any) -> int:
+            held = known.get(id(record))
+            if held is None or held[0] is not record:
+                held = (record, _fingerprint(record))
+            fresh[id(record)] = held
+            return held[1]
+
         for view in self.by_name.values():
             view.forget()
-            digest = view.digest(catalog, kind, _describe)
+            digest = view.digest(catalog, kind, describe)
             if self._digests.get((view.name, kind)) != digest:
                 self._digests[(view.name, kind)] = digest
                 names.append(view.name)
+        # Keep the fingerprints of records still listed (of any kind), forget the others.
+        self._fingerprints = {**{k: v for k, v in known.items() if _kind_of(v[0]) != kind}, **fresh}
         return names
 
     # -- the search index -------------------------------------------------------------------------
