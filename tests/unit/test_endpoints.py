@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,6 +18,9 @@ from mcphost.errors import ConfigError
 from mcphost.records import Provenance
 from mcphost.sessions.session import Connection
 from mcphost.testing import MemoryClient, make_host
+
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def endpoints(table: dict[str, Any], path: str = "/mcp") -> Any:
@@ -206,3 +211,44 @@ async def test_call_tool_is_cancelled_like_a_direct_call():
         find.notify("notifications/cancelled", {"requestId": 99})
         assert await asyncio.wait_for(reply, 5) is None  # cancelled: no reply, as for a direct call
         await asyncio.wait_for(plugin.cancelled.wait(), 5)
+
+
+class Large:
+    """The 53 recorded tools of six reference MCP servers and 10 000 generated distractors."""
+
+    @mcphost.hookimpl
+    def mcphost_tools(self, host: Any) -> list[mcphost.Tool]:
+        data = json.loads((REPO_ROOT / "benchmarks" / "data" / "official_tools.json").read_text(encoding="utf-8"))
+        specs = [(t["name"], t["description"], [p[0] for p in t["params"]])
+                 for tools in data["servers"].values() for t in tools]
+        services = ("drive", "mail", "crm", "jira", "slack", "s3", "billing", "calendar", "wiki", "shop")
+        things = ("file", "folder", "message", "contact", "issue", "invoice", "event", "page", "order", "report")
+        verbs = ("create", "get", "list", "update", "delete", "search", "archive", "share", "move", "export")
+        for tenant in range(10):
+            for service in services:
+                for thing in things:
+                    for verb in verbs:
+                        specs.append((f"t{tenant}_{service}_{verb}_{thing}",
+                                      f"{verb.title()} a {thing} in {service}.", ["workspace", f"{thing}_id"]))
+
+        def make(name: str, description: str, params: list[str]) -> mcphost.Tool:
+            async def run(**arguments: Any) -> str:
+                return f"ran {name}"
+            schema = {"type": "object", "properties": {p: {"type": "string"} for p in params}}
+            return mcphost.Tool(name=name, fn=run, input_schema=schema, description=description)
+
+        return [make(*spec) for spec in specs]
+
+
+async def test_a_search_endpoint_over_ten_thousand_tools():
+    host = make_host(Large(), config={"endpoints": {"find": {"discovery": "search"}}})
+    async with client(host, "find") as find:
+        assert len(host.catalog.tools) == 10_053
+        assert [t["name"] for t in await find.list_tools()] == ["search_tools", "call_tool"]
+        found = await find.call_tool("search_tools", {"query": "make a folder", "limit": 5})
+        assert "create_directory" in [t["name"] for t in found["structuredContent"]["tools"]]
+        found = await find.call_tool("search_tools", {"query": "which files did I change", "limit": 10})
+        assert "git_status" in [t["name"] for t in found["structuredContent"]["tools"]]
+        ran = await find.call_tool("call_tool", {"name": "create_directory", "arguments": {"path": "/tmp/x"}})
+        assert ran["content"][0]["text"] == "ran create_directory"
+    assert host.kernel.views.last_update["tools_total"] == 10_053
