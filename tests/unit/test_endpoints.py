@@ -19,7 +19,6 @@ from mcphost.records import Provenance
 from mcphost.sessions.session import Connection
 from mcphost.testing import MemoryClient, make_host
 
-
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
