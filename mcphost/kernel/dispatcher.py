@@ -521,7 +521,7 @@ class Kernel:
         """
         event: dict[str, Any] = {"t": "list-changed", "kind": kind}
         if self.views:
-            event["views"] = self.views.changed(kind)
+            event["views"] = await self.views.changed_async(kind)
         if kind == "tools":
             self.views.schedule_index()
         await self._notify(event, self._list_changed_here, _stored_list_changed)

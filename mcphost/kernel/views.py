@@ -17,10 +17,13 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+import orjson
 
 from mcphost.endpoints import EndpointSettings
 from mcphost.search import Document, SearchIndex
@@ -178,12 +181,16 @@ _MASK = (1 << 64) - 1
 
 def _fingerprint(record: Any) -> int:
     """What a client sees of a record (its key and definition, not its handler), as 64 bits."""
-    seen = repr((getattr(record, "name", None), getattr(record, "uri", None), getattr(record, "uri_template", None),
-                 getattr(record, "description", None), getattr(record, "title", None),
-                 getattr(record, "input_schema", None), getattr(record, "output_schema", None),
-                 getattr(record, "annotations", None), getattr(record, "arguments", None),
-                 getattr(record, "mime_type", None), getattr(record, "scopes", None)))
-    return int.from_bytes(hashlib.blake2b(seen.encode(), digest_size=8).digest(), "big")
+    seen = (getattr(record, "name", None), getattr(record, "uri", None), getattr(record, "uri_template", None),
+            getattr(record, "description", None), getattr(record, "title", None),
+            getattr(record, "input_schema", None), getattr(record, "output_schema", None),
+            getattr(record, "annotations", None), getattr(record, "arguments", None),
+            getattr(record, "mime_type", None), sorted(getattr(record, "scopes", None) or ()))
+    try:
+        text = orjson.dumps(seen, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS)
+    except TypeError:  # a value JSON cannot hold (a plugin's own type in annotations, say)
+        text = repr(seen).encode()
+    return int.from_bytes(hashlib.blake2b(text, digest_size=8).digest(), "big")
 
 
 def _kind_of(record: Any) -> str:
@@ -218,11 +225,13 @@ class Views:
         self.by_name = {name: EndpointView(settings) for name, settings in endpoints.items()}
         self._catalog = catalog
         self._digests: dict[tuple[str, str], tuple[int, int]] = {}
+        self._changes_lock = threading.Lock()
         #: Fingerprints of the records seen, by identity (a record is described once in its life).
         self._fingerprints: dict[int, tuple[Any, int]] = {}
         self.index = SearchIndex()
         #: The records the index holds, by tool name, and each provider's tool names.
         self._records: dict[str, Any] = {}
+        self._documents: dict[str, Document] = {}
         self._members: dict[str, set[str]] = {}
         self._index_lock = asyncio.Lock()
         self._index_task: asyncio.Task[Any] | None = None
@@ -248,7 +257,17 @@ class Views:
         self.changed("resources")
 
     def changed(self, kind: str) -> list[str]:
-        """The endpoints whose ``kind`` listing differs from the last time this was asked."""
+        """The endpoints whose ``kind`` listing differs from the last time this was asked.
+
+        Each record is described once in its life (a reload hands over new records, so a large
+        catalog costs a pass; :meth:`changed_async` makes it in a thread)."""
+        with self._changes_lock:
+            return self._changed(kind)
+
+    async def changed_async(self, kind: str) -> list[str]:
+        return await asyncio.to_thread(self.changed, kind)
+
+    def _changed(self, kind: str) -> list[str]:
         catalog = self._catalog()
         names = []
         known = self._fingerprints
@@ -277,38 +296,50 @@ class Views:
         """Bring the index up to date with ``tools`` (the catalog's tool entries by name; default:
         the catalog's now): only the providers whose tools changed are indexed again.
 
-        Finding them is one pass comparing each record with the one indexed (identity: a
-        provider that re-lists its tools hands over new records); only their tools are read.
+        Finding them is one pass comparing each record with the one indexed: by identity first,
+        then, for a record that is new (a reload hands over new records for every plugin), by
+        what the index reads of it. Only the changed providers' tools are tokenized again.
         """
         if tools is None:
             tools = dict(self._catalog().tools)
         started = time.perf_counter()
-        indexed = self._records
-        moved = [name for name, entry in tools.items() if indexed.get(name) is not entry.record]
-        gone = indexed.keys() - tools.keys() if len(indexed) + len(moved) != len(tools) or moved else set()
-        providers = {provider_of(tools[name].record) for name in moved}
-        providers.update(provider_of(indexed[name]) for name in (*moved, *gone) if name in indexed)
-        for name in gone:
-            del indexed[name]
-        for name in moved:
-            indexed[name] = tools[name].record
+        indexed, documents = self._records, self._documents
+        providers: set[str] = set()
         arrived: dict[str, set[str]] = {}
-        for name in moved:
-            arrived.setdefault(provider_of(indexed[name]), set()).add(name)
+        for name, entry in tools.items():
+            record = entry.record
+            before = indexed.get(name)
+            if before is record:
+                continue
+            indexed[name] = record
+            document = document_of(record)
+            provider = provider_of(record)
+            if before is not None:
+                old_provider = provider_of(before)
+                if old_provider == provider and documents.get(name) == document:
+                    continue  # the same definition, handed over again
+                providers.add(old_provider)
+            documents[name] = document
+            providers.add(provider)
+            arrived.setdefault(provider, set()).add(name)
+        gone = indexed.keys() - tools.keys() if len(indexed) != len(tools) else set()
+        for name in gone:
+            providers.add(provider_of(indexed.pop(name)))
+            documents.pop(name, None)
         changes: dict[str, list[Document]] = {}
         for provider in providers:
             members = {name for name in self._members.get(provider, ())
-                       if name in indexed and name not in gone and provider_of(indexed[name]) == provider}
+                       if name in indexed and provider_of(indexed[name]) == provider}
             members |= arrived.get(provider, set())
             if members:
                 self._members[provider] = members
             else:
                 self._members.pop(provider, None)
-            changes[provider] = [document_of(indexed[name]) for name in sorted(members)]
+            changes[provider] = [documents[name] for name in sorted(members)]
         scanned = time.perf_counter()
         if changes:
             self.index.update(changes)
-        touched = sum(len(documents) for documents in changes.values())
+        touched = sum(len(docs) for docs in changes.values())
         done = time.perf_counter()
         self.last_update = {"seconds": done - started, "scan_seconds": scanned - started,
                             "index_seconds": done - scanned, "tools_indexed": touched,

@@ -97,6 +97,8 @@ def test_index_sync_reindexes_only_the_provider_that_changed():
     first = views.index_sync()
     assert first["tools_indexed"] == 51 and first["providers"] == ["demo", "proxy/alpha", "proxy/beta"]
     assert views.index_sync()["tools_indexed"] == 0  # nothing changed
+    tools.update({name: entry(name, "proxy", "alpha") for name in list(tools) if name.startswith("a")})
+    assert views.index_sync()["tools_indexed"] == 0  # new records, the same definitions (a reload)
     tools["b3"] = entry("b3", "proxy", "beta", "Now it reads meters")  # beta re-listed one tool
     update = views.index_sync()
     assert update["providers"] == ["proxy/beta"] and update["tools_indexed"] == 20
