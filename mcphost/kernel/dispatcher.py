@@ -158,6 +158,11 @@ class Kernel:
         view = self.views.get(session.endpoint) if session.endpoint is not None else None
         return info if view is None else view.server_info(version, info)
 
+    async def redispatch(self, request: RequestInfo) -> dict[str, Any]:
+        """Run ``request`` (made by a handler from the one it serves, as ``call_tool`` does) through
+        the middleware and dispatch, like a request that arrived."""
+        return await self._call(request)
+
     def visibility(self, session: Session, principal: Principal | None = None) -> Visibility:
         """What the sender of a request of ``session`` may see (its endpoint's view included)."""
         view = self.views.get(session.endpoint) if session.endpoint is not None else None

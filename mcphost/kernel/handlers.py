@@ -23,7 +23,7 @@ from mcphost.kernel.modern import ModernScope
 from mcphost.kernel.paging import page
 from mcphost.kernel.scope import RequestScope
 from mcphost.kernel.tasks import TaskScope, declares_tasks, missing_extension
-from mcphost.kernel.views import SEARCH_TOOLS, EndpointView
+from mcphost.kernel.views import EndpointView
 from mcphost.kernel.visibility import Visibility
 from mcphost.protocol.errors import (
     INTERNAL_ERROR,
@@ -304,17 +304,18 @@ async def call_tool(kernel: Kernel, request: RequestInfo) -> dict[str, Any]:
     view = _endpoint(kernel, request.session)
     if view is None:
         return await _call_tool(kernel, request, name)
+    if view.search and name == "search_tools":
+        view.counters.searches += 1
+        return await search.search_tools(kernel, request, _visibility(kernel, request), tool_descriptor)
+    if view.search and name == "call_tool":
+        # The named tool's call goes through the middleware again, as a direct call would: a
+        # policy or a rate limit keyed on the tool's name sees it. It is counted there.
+        return await kernel.redispatch(search.inner_call(request))
     counters = view.counters
+    counters.calls += 1
     try:
-        if view.search and name in SEARCH_TOOLS:
-            if name == "search_tools":
-                counters.searches += 1
-                return await search.search_tools(kernel, request, _visibility(kernel, request),
-                                                 tool_descriptor)
-            name, request = search.inner_call(request)
-        counters.calls += 1
         result = await _call_tool(kernel, request, name)
-    except BaseException:
+    except Exception:  # a refusal or an unknown tool (cancellation is no error)
         counters.errors += 1
         raise
     if result.get("isError"):

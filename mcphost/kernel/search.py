@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from mcphost.kernel import results
+from mcphost.kernel.views import SEARCH_TOOLS
 from mcphost.protocol.errors import invalid_params
 from mcphost.protocol.versions import at_least
 from mcphost.request import RequestInfo
@@ -110,7 +111,7 @@ async def search_tools(kernel: Kernel, request: RequestInfo, visibility: Visibil
             "structuredContent": structured}
 
 
-def inner_call(request: RequestInfo) -> tuple[str, RequestInfo]:
+def inner_call(request: RequestInfo) -> RequestInfo:
     """``call_tool``'s request as the direct ``tools/call`` of the tool it names."""
     arguments = request.params.get("arguments") or {}
     if not isinstance(arguments, dict):
@@ -121,7 +122,8 @@ def inner_call(request: RequestInfo) -> tuple[str, RequestInfo]:
         raise invalid_params('Invalid params: call_tool needs "name", the name of a tool search_tools returned')
     if not isinstance(inner, dict):
         raise invalid_params('Invalid params: call_tool\'s "arguments" must be an object')
+    if name in SEARCH_TOOLS:  # they are this endpoint's own, not tools it finds
+        raise invalid_params(f"Unknown tool: {name}")
     params = {**request.params, "name": name, "arguments": inner}
-    renamed = RequestInfo(request.session, request.id, request.method, params, request.round, request.principal,
-                          connection=request.connection, catalog=getattr(request, "_catalog", None))
-    return name, renamed
+    return RequestInfo(request.session, request.id, request.method, params, request.round, request.principal,
+                       connection=request.connection, catalog=getattr(request, "_catalog", None))

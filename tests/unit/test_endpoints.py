@@ -15,6 +15,7 @@ import pytest
 import mcphost
 from mcphost.config import config_from_dict
 from mcphost.errors import ConfigError
+from mcphost.protocol.errors import McpError
 from mcphost.records import Provenance
 from mcphost.sessions.session import Connection
 from mcphost.testing import MemoryClient, make_host
@@ -251,3 +252,37 @@ async def test_a_search_endpoint_over_ten_thousand_tools():
         ran = await find.call_tool("call_tool", {"name": "create_directory", "arguments": {"path": "/tmp/x"}})
         assert ran["content"][0]["text"] == "ran create_directory"
     assert host.kernel.views.last_update["tools_total"] == 10_053
+
+
+class Policy:
+    """A policy middleware keyed on tool names: it must see the tool call_tool runs."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, str | None]] = []
+
+    @mcphost.hookimpl
+    def mcphost_middleware(self, host: Any) -> list[mcphost.Middleware]:
+        @mcphost.middleware(name="deny-ops", fail_closed=True)
+        async def deny(request: Any, call_next: Any) -> dict[str, Any]:
+            self.seen.append((request.method, request.name))
+            if request.method == "tools/call" and (request.name or "").startswith("ops_"):
+                raise McpError(-32001, f"policy: {request.name} is not allowed")
+            return await call_next(request)  # type: ignore[no-any-return]
+        return [deny]
+
+
+async def test_call_tool_goes_through_middleware_like_a_direct_call():
+    policy = Policy()
+    host = make_host(Catalog(["desk_open", "ops_restart"]), policy, config=CONFIG)
+    async with client(host, "find") as find:
+        refused = await find.raw_request("tools/call", {"name": "call_tool",
+                                                        "arguments": {"name": "ops_restart", "arguments": {}}})
+        assert refused["error"]["message"] == "policy: ops_restart is not allowed"
+        ran = await find.call_tool("call_tool", {"name": "desk_open", "arguments": {"text": "y"}})
+        assert ran["content"][0]["text"] == "desk_open:y"
+        loop = await find.raw_request("tools/call", {"name": "call_tool",
+                                                     "arguments": {"name": "call_tool", "arguments": {}}})
+        assert loop["error"]["message"] == "Unknown tool: call_tool"
+    calls = [name for method, name in policy.seen if method == "tools/call"]
+    assert calls == ["call_tool", "ops_restart", "call_tool", "desk_open", "call_tool"]
+    assert host.endpoint_stats()["find"]["calls"] == 1  # desk_open; the refused one never reached the tool
