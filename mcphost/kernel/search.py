@@ -9,6 +9,7 @@ endpoint does not list stay callable directly by name.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -55,8 +56,9 @@ _CALL_INPUT = {
 }
 
 
+@functools.lru_cache(maxsize=16)
 def listing(version: str) -> list[dict[str, Any]]:
-    """The two tools, described for protocol revision ``version``."""
+    """The two tools, described for protocol revision ``version`` (built once; do not mutate)."""
     search: dict[str, Any] = {
         "name": "search_tools",
         "description": "Find the tools of this server that fit a task. Describe the task in words; the "
