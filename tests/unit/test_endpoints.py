@@ -286,3 +286,22 @@ async def test_call_tool_goes_through_middleware_like_a_direct_call():
     calls = [name for method, name in policy.seen if method == "tools/call"]
     assert calls == ["call_tool", "ops_restart", "call_tool", "desk_open", "call_tool"]
     assert host.endpoint_stats()["find"]["calls"] == 1  # desk_open; the refused one never reached the tool
+
+
+def test_a_stored_session_is_told_only_of_its_view_changing():
+    from mcphost.kernel.dispatcher import _stored_list_changed
+    event = {"t": "list-changed", "kind": "tools", "views": ["ops"]}
+    assert _stored_list_changed(event, {"initialized": True, "endpoint": "desk"}) is None
+    assert _stored_list_changed(event, {"initialized": True, "endpoint": "ops"}) is not None
+    assert _stored_list_changed(event, {"initialized": True}) is not None  # the whole catalog's session
+    # From a process that knows no endpoints (no "views"): everyone is told, as before.
+    assert _stored_list_changed({"t": "list-changed", "kind": "tools"},
+                                {"initialized": True, "endpoint": "desk"}) is not None
+
+
+def test_session_state_keeps_its_endpoint():
+    from mcphost.sessions.session import Session
+    session = Session("s1")
+    session.endpoint = "desk"
+    assert Session.from_state(session.to_state()).endpoint == "desk"
+    assert Session.from_state(Session("s2").to_state()).endpoint is None
