@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from mcphost.endpoints import EndpointSettings
+from mcphost.protocol.versions import at_least
 from mcphost.search import Document, SearchIndex
 
 if TYPE_CHECKING:
@@ -144,7 +145,7 @@ class EndpointView:
         if info is None:
             settings = self.settings
             info = {"name": settings.server_name, "version": settings.version or host_info.get("version", "")}
-            if settings.title and version >= "2025-06-18":
+            if settings.title and at_least(version, "2025-06-18"):
                 info["title"] = settings.title
             self._server_info[version] = info
         return info
