@@ -327,6 +327,7 @@ def config_show(options: Options) -> None:
     cfg = options.config()
     data = {"server": dataclasses.asdict(cfg.server), "plugins": {k: dict(v) for k, v in cfg.plugins.items()},
             "block": list(cfg.block), "allow": None if cfg.allow is None else list(cfg.allow),
+            "endpoints": {name: {**dict(e.table), "path": e.path} for name, e in cfg.endpoints.items()},
             "path": str(cfg.path) if cfg.path else None}
     click.echo(json.dumps(data, indent=2, default=str))
 
