@@ -41,10 +41,10 @@ def test_settings_defaults_and_paths():
 
 @pytest.mark.parametrize(("table", "message"), [
     ({"a": {"discovery": "grep"}}, "[endpoints.a.discovery] 'grep' is not one of ['list', 'search']"),
-    ({"a": {"colour": 1}}, "Additional properties are not allowed ('colour' was unexpected)"),
-    ({"a": {"include": {"tool": ["x"]}}}, "[endpoints.a.include] Additional properties"),
+    ({"a": {"colour": 1}}, "[endpoints.a] unknown key 'colour'"),
+    ({"a": {"include": {"tool": ["x"]}}}, "[endpoints.a.include] unknown key 'tool' (did you mean 'tools'?)"),
     ({"a": {"scopes": ["has space"]}}, "[endpoints.a.scopes.0]"),
-    ({"a b": {}}, "names are 1-64 characters"),
+    ({"a b": {}}, "[endpoints] 'a b' does not match"),
     ({"a": {"path": "/mcp"}}, "path '/mcp' is already taken by server.path"),
     ({"a": {"path": "/x"}, "b": {"path": "/x/"}}, "[endpoints.b] path '/x' is already taken by [endpoints.a]"),
     ({"a": {"path": "relative"}}, "[endpoints.a.path]"),
