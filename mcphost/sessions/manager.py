@@ -40,6 +40,8 @@ log = logging.getLogger("mcphost.sessions")
 
 #: Longest session id looked up in a shared store (ours are 43 characters).
 MAX_SESSION_ID = 128
+#: Callers whose refusals are counted (beyond them, new callers' refusals are not).
+REFUSALS_KEPT = 1000
 #: Seconds between attempts to renew the request leases after a renewal failed.
 RENEW_RETRY = 0.2
 #: A session id this host mints (``secrets.token_urlsafe``); anything else is unknown without a lookup.
@@ -114,6 +116,8 @@ class SessionManager:
         #: requests in flight here.
         self.held_by: Counter[str] = Counter()
         self.busy_by: Counter[str] = Counter()
+        #: Per quota key: how often a cap refused it (a 429), for operators; at most REFUSALS_KEPT keys.
+        self.refused_by: Counter[str] = Counter()
         self._reaper: asyncio.Task[None] | None = None
         self._heartbeat: asyncio.Task[None] | None = None
 
@@ -177,6 +181,7 @@ class SessionManager:
             key = quota_key(principal, remote)
             count_of = getattr(self.backend.sessions, "count_of", None) if self.shared else None
             if (await count_of(key) if count_of is not None else self.held_by[key]) >= cap:
+                self.refused(key)
                 raise TooManySessions(per_principal=True)
         session = self.new(principal, remote)
         if self.cluster is not None:
@@ -201,9 +206,13 @@ class SessionManager:
     # -- requests in flight per principal --------------------------------------------------------
 
     def crowded(self, key: str) -> bool:
-        """Whether the caller ``key`` already has ``max_requests_per_principal`` requests in flight."""
+        """Whether the caller ``key`` already has ``max_requests_per_principal`` requests in flight
+        (counted as a refusal when so: callers refuse the request then)."""
         cap = self.settings.max_requests_per_principal
-        return bool(cap) and self.busy_by[key] >= cap
+        if cap and self.busy_by[key] >= cap:
+            self.refused(key)  # every caller refuses the request when this says so
+            return True
+        return False
 
     def admit(self, session: Session) -> bool:
         """Count one more request of ``session``'s caller in flight; False (not counted) at its cap.
@@ -212,6 +221,11 @@ class SessionManager:
             return False
         self.busy_by[session.quota] += 1
         return True
+
+    def refused(self, key: str) -> None:
+        """Count one refusal of caller ``key`` by a per-principal cap."""
+        if key in self.refused_by or len(self.refused_by) < REFUSALS_KEPT:
+            self.refused_by[key] += 1
 
     def done(self, session: Session) -> None:
         """A request admitted with :meth:`admit` is over."""
