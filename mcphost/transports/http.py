@@ -29,6 +29,7 @@ import time
 from collections.abc import Awaitable, Iterable, Mapping
 from typing import Any
 
+from mcphost.budgets import OverBudget
 from mcphost.deadline import deadline
 from mcphost.errors import Refused, Unauthorized
 from mcphost.host import Host
@@ -43,6 +44,7 @@ from mcphost.sessions.manager import TooManySessions
 from mcphost.sessions.session import Connection, Principal, Session, quota_key, stream_seconds
 from mcphost.transports import http_modern
 from mcphost.transports.asgi import (
+    ClientAddress,
     HttpError,
     Receive,
     RequestGuard,
@@ -135,8 +137,10 @@ class HttpTransport(SseStreams):
         self.retry_ms = settings.sse_retry_ms
         self.write_timeout = settings.sse_write_timeout
         self.guard = RequestGuard(settings)
+        self.client_address = ClientAddress(settings.forwarded_allow_ips)
         self.closing = asyncio.Event()
         self._background: set[asyncio.Task[Any]] = set()
+        self._retained_by = {}
         #: Request stream numbers on a shared backend: per process, never reused by a session.
         self._stream_numbers = itertools.count(1)
         #: The one owner of sessions; this transport keeps only its streams (see ``sse``).
@@ -167,7 +171,7 @@ class HttpTransport(SseStreams):
     # -- what the SessionManager asks of this transport (its Driver) ---------------------------
 
     async def attach(self, session: Session, stored: Mapping[str, Any] | None) -> None:
-        state = HttpSessionState()
+        state = HttpSessionState(session.quota)
         if stored is not None:
             state.standalone_sent = int((stored.get("http") or {}).get("standalone_sent", 0))
         session.outlet = Outlet(self.events, session, state)
@@ -273,8 +277,7 @@ class HttpTransport(SseStreams):
         Only ``mcphost_authenticate`` sees the credentials: the Connection handed on (to the
         connect hooks, and so to anything a tool can reach) carries no ``Authorization`` header.
         """
-        client = scope.get("client")
-        remote = f"{client[0]}:{client[1]}" if client else None
+        remote = self.client_address(scope, headers)  # behind a trusted proxy: the client it reports
         method, path, scheme = scope["method"], scope["path"], scope.get("scheme", "http")
         host = self.host
         if not host.has_auth:
@@ -350,11 +353,11 @@ class HttpTransport(SseStreams):
         except McpError as exc:
             raise HttpError(400, exc.message, code=PARSE_ERROR) from None
         assert self.host.kernel is not None
-        if (isinstance(payload, dict) and "id" in payload and "method" in payload
-                and self.manager.crowded(quota_key(connection.principal, connection.remote))):
+        if isinstance(payload, dict) and "id" in payload and "method" in payload:
             # Only requests: answers and notifications (which may finish requests in flight) go on.
-            raise HttpError(429, "Too many requests in flight for this principal; retry later", code=SERVER_BUSY,
-                            request_id=jsonrpc.readable_id(payload), headers={"retry-after": "1"})
+            refused = self.manager.crowded(quota_key(connection.principal, connection.remote))
+            if refused is not None:
+                raise over_budget(refused, jsonrpc.readable_id(payload))
         exchange = _Exchange(self, headers, connection, receive, send)
         work = self.host.kernel.serve(payload, exchange)
         try:
@@ -496,9 +499,9 @@ class HttpTransport(SseStreams):
             return await self.manager.create(connection.principal, connection.remote)
         except TooManySessions as exc:
             if exc.per_principal:  # this caller's own cap: others are unaffected
-                raise HttpError(429, "Too many sessions for this principal; end one or retry later",
-                                code=SERVER_BUSY, headers={"retry-after": "5"}) from None
-            raise HttpError(503, "Too many sessions; retry later", code=-32000, headers={"retry-after": "5"}) from None
+                raise HttpError(429, f"{exc}; end one or retry later", code=SERVER_BUSY,
+                                headers={"retry-after": "5"}) from None
+            raise HttpError(503, f"{exc}; retry later", code=SERVER_BUSY, headers={"retry-after": "5"}) from None
 
     async def _reply_json(self, session: Session, connection: Connection, messages: list[Any], batch: bool,
                           send: Send, extra: dict[str, str], principal: Principal | None) -> None:
@@ -528,6 +531,11 @@ class HttpTransport(SseStreams):
             await self.manager.disconnect(session, "complete")
             raise HttpError(409, f"Conflict: this session already has {state.gets} open GET streams "
                                  "(server.max_streams_per_session)")
+        # A GET stream is a request in flight of its principal, whichever session it opens it on.
+        refused = self.manager.budgets.try_acquire(session.quota, "requests")
+        if refused is not None:
+            await self.manager.disconnect(session, "complete")
+            raise over_budget(refused)
         state.gets += 1
         try:
             last_event = headers.get("last-event-id")
@@ -560,6 +568,7 @@ class HttpTransport(SseStreams):
                              until=stream_seconds(connection.principal, self.settings.max_stream_seconds))
         finally:
             state.gets -= 1
+            self.manager.budgets.release(session.quota, "requests")
             if not pumping:
                 await self.manager.disconnect(session, "complete")
 
@@ -575,6 +584,15 @@ class HttpTransport(SseStreams):
         await respond_unread(receive, send, 204, b"", closing({}, body), body)  # a body is never read
 
     # -- SSE writer ---------------------------------------------------------------------------
+
+def over_budget(refused: OverBudget, request_id: Any = None) -> HttpError:
+    """A spent budget as an HTTP answer: 429 for the caller's own, 503 for the host's, with
+    Retry-After and the budget named in the message and the error's data."""
+    error = HttpError(429 if refused.per_principal else 503, refused.message, code=SERVER_BUSY,
+                      request_id=request_id, headers={"retry-after": str(refused.retry_after)})
+    error.body["error"]["data"] = refused.data
+    return error
+
 
 def _kind(message: Any) -> jsonrpc.Kind | None:
     try:
