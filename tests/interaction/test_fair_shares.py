@@ -8,6 +8,7 @@ a synchronous tool that blocks (``block``) and ``echo``.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Iterator
@@ -17,8 +18,9 @@ import httpx
 import pytest
 
 from tests.interaction.test_isolation import modern_call, reply
+from tests.interaction.test_principal_limits import quota_env
 from tests.support.http_plugins.harness import call, probe_env
-from tests.support.http_support import HttpServer
+from tests.support.http_support import INIT_PARAMS, HttpServer
 
 UNRULY = "demo,httpunruly"
 ANONYMOUS = "[server]\nallow_anonymous = true\n"
@@ -96,3 +98,93 @@ def test_a_principal_may_use_a_configured_share_of_the_pool(tmp_path: Path) -> N
     finally:
         server.stop()
 
+
+
+def initialize_status(server: HttpServer, client: httpx.Client) -> int:
+    response = client.post(server.url, headers=server.headers(), json={
+        "jsonrpc": "2.0", "id": 1, "method": "initialize", "params": INIT_PARAMS})
+    return response.status_code
+
+
+# -- requests in flight: GET streams count, whichever session they open on --------------------------
+
+def test_get_streams_over_many_sessions_count_against_the_principals_requests(
+        tmp_path: Path, greedy: httpx.Client, bystander: httpx.Client) -> None:
+    """``max_requests_per_principal = 16``: one address opens 40 sessions with a GET stream each
+    and holds 16 streams at most; the others get 429 naming the budget; another address goes on."""
+    server = HttpServer(tmp_path, plugins="demo", config=ANONYMOUS + "max_requests_per_principal = 16\n")
+    try:
+        with contextlib.ExitStack() as streams:
+            statuses: list[int] = []
+            refusals: list[httpx.Response] = []
+            sessions = [server.initialize(greedy) for _ in range(40)]
+            for session_id in sessions:
+                response = streams.enter_context(greedy.stream(
+                    "GET", server.url, headers={**server.headers(session_id), "accept": "text/event-stream"}))
+                statuses.append(response.status_code)
+                if response.status_code != 200:
+                    response.read()
+                    refusals.append(response)
+            assert statuses.count(200) == 16, statuses
+            assert statuses.count(429) == 24, statuses
+            refused = refusals[0]
+            assert int(refused.headers["retry-after"]) >= 1
+            error = refused.json()["error"]
+            assert error["code"] == -32000 and "max_requests_per_principal" in error["message"], error
+            assert error["data"]["budget"] == "requests" and error["data"]["perPrincipal"] is True
+            # A call of the greedy address is refused the same way while its streams are open ...
+            crowded = greedy.post(server.url, headers=server.headers(sessions[-1]), json=call(7, "echo", {"text": "x"}))
+            assert crowded.status_code == 429, crowded.text
+            assert initialize_status(server, greedy) == 429
+            # ... while another address opens its stream and calls as usual.
+            other = server.initialize(bystander)
+            with bystander.stream("GET", server.url,
+                                  headers={**server.headers(other), "accept": "text/event-stream"}) as response:
+                assert response.status_code == 200
+            sent = call(8, "echo", {"text": "y"})
+            answer = reply(bystander.post(server.url, headers=server.headers(other), json=sent))
+            assert answer["result"]["content"][0]["text"] == "y", answer
+        # The streams closed: their slots are back.
+        deadline = time.monotonic() + 5
+        while True:
+            again = greedy.post(server.url, headers=server.headers(sessions[0]), json=call(9, "echo", {"text": "z"}))
+            if again.status_code == 200 or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        assert again.status_code == 200, again.text
+    finally:
+        server.stop()
+
+
+# -- retained bytes: per principal over all its sessions -----------------------------------------------
+
+def test_retained_bytes_are_bounded_per_principal_over_all_its_sessions(
+        tmp_path: Path, greedy: httpx.Client, bystander: httpx.Client) -> None:
+    """12 sessions of one principal each abandon a 60 kB reply: within a 200 kB per-principal
+    budget only the newest three stay resumable (each session alone is far under its own)."""
+    config = ANONYMOUS + "max_retained_bytes = 1000000\nmax_retained_bytes_per_principal = 200000\n"
+    server = HttpServer(tmp_path, plugins="httpquota", env=quota_env(tmp_path), config=config)
+    big = {"name": "big", "arguments": {"size": 60000, "delay": 0.3}}
+    try:
+        def abandon(client: httpx.Client) -> str:
+            session_id = server.initialize(client)
+            with client.stream("POST", server.url, headers=server.headers(session_id),
+                               json=call(10, "big", big["arguments"])) as response:
+                assert response.status_code == 200  # left before the reply is written
+            return session_id
+
+        bystanders = abandon(bystander)
+        mine = [abandon(greedy) for _ in range(12)]
+        time.sleep(0.8)  # every reply is stored (and retained, or dropped over the budget)
+
+        def resumable(client: httpx.Client, session_id: str) -> bool:
+            response = client.get(server.url, headers={**server.headers(session_id), "accept": "text/event-stream",
+                                                       "last-event-id": "2.0"})
+            return response.status_code == 200 and '"id":10' in response.text.replace(" ", "")
+
+        kept = [resumable(greedy, session_id) for session_id in mine]
+        assert kept == [False] * 9 + [True] * 3, kept  # the oldest went first
+        assert resumable(bystander, bystanders)  # another principal's retained reply is untouched
+        assert "over its principal's retention budget" in server.log()
+    finally:
+        server.stop()
