@@ -179,7 +179,8 @@ class SessionManager:
         if cap:
             key = quota_key(principal, remote)
             count_of = getattr(self.backend.sessions, "count_of", None) if self.shared else None
-            if (await count_of(key) if count_of is not None else self.held_by[key]) >= cap:
+            if (await count_of(key) if count_of is not None else self.held_by[key]) >= cap and (
+                    count_of is not None or not await self._expire_idle(key) or self.held_by[key] >= cap):
                 raise TooManySessions(per_principal=True, cap=cap)
         session = self.new(principal, remote)
         if self.cluster is not None:
@@ -187,6 +188,19 @@ class SessionManager:
         if self.driver is not None:
             await self.driver.attach(session, None)
         return session
+
+    async def _expire_idle(self, key: str) -> bool:
+        """At the caller's session cap: end its sessions held here whose idle time ran out, now
+        rather than at the reaper's next round, so their slots come back the moment their window
+        ends. True when any was ended."""
+        now, idle = time.time(), self.settings.session_idle_timeout
+        ended = False
+        for session in [s for s in self.sessions.values() if s.quota == key]:
+            busy = bool(session.inflight) or (self.driver is not None and self.driver.busy(session))
+            if not busy and now - session.last_active > idle:
+                await self.end(session, "expired")
+                ended = True
+        return ended
 
     def ephemeral(self, request: Any, principal: Principal | None, outlet: Any, remote: str | None = None
                   ) -> Session:

@@ -13,6 +13,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -22,6 +23,7 @@ from tests.interaction.test_principal_limits import quota_env
 from tests.support.http_plugins.harness import call, probe_env
 from tests.support.http_support import INIT_PARAMS, HttpServer
 
+REPO_ROOT = Path(__file__).resolve().parents[2]
 UNRULY = "demo,httpunruly"
 ANONYMOUS = "[server]\nallow_anonymous = true\n"
 
@@ -186,5 +188,74 @@ def test_retained_bytes_are_bounded_per_principal_over_all_its_sessions(
         assert kept == [False] * 9 + [True] * 3, kept  # the oldest went first
         assert resumable(bystander, bystanders)  # another principal's retained reply is untouched
         assert "over its principal's retention budget" in server.log()
+    finally:
+        server.stop()
+
+
+# -- anonymous clients behind a reverse proxy ------------------------------------------------------------
+
+def _behind_haproxy(tmp_path: Path, config: str) -> tuple[HttpServer, Any]:
+    testing = pytest.importorskip("mcphost_redis.testing")  # the project's haproxy runner (no Redis needed)
+    if testing.haproxy_path() is None:
+        pytest.skip("haproxy is not installed")
+    server = HttpServer(tmp_path, plugins="demo", config=config)
+    try:
+        template = (REPO_ROOT / "deploy" / "haproxy.cfg").read_text(encoding="utf-8")  # option forwardfor
+        proxy = testing.Haproxy(tmp_path, template, [server.port])
+    except BaseException:
+        server.stop()
+        raise
+    return server, proxy
+
+
+def _initialize_via(proxy: Any, client: httpx.Client) -> int:
+    response = client.post(proxy.url, headers={"content-type": "application/json",
+                                               "accept": "application/json, text/event-stream"},
+                           json={"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": INIT_PARAMS})
+    return response.status_code
+
+
+@pytest.mark.parametrize("trusted", [True, False])
+def test_behind_haproxy_the_forwarded_address_tells_anonymous_clients_apart(tmp_path: Path, trusted: bool) -> None:
+    """With ``forwarded_allow_ips`` naming the proxy, two anonymous clients behind it have their
+    own session quotas; without it they share the proxy's address and so its quota."""
+    config = ANONYMOUS + "max_sessions_per_principal = 2\n"
+    if trusted:
+        config += 'forwarded_allow_ips = ["127.0.0.1"]\n'
+    server, proxy = _behind_haproxy(tmp_path, config)
+    try:
+        with client_from("127.0.0.2") as first, client_from("127.0.0.3") as second:
+            assert [_initialize_via(proxy, first) for _ in range(3)] == [200, 200, 429]
+            assert _initialize_via(proxy, second) == (200 if trusted else 429)
+    finally:
+        proxy.stop()
+        server.stop()
+
+
+def test_a_forwarded_header_from_an_untrusted_peer_is_ignored(tmp_path: Path) -> None:
+    """A client that is not a trusted proxy cannot pick its own quota with X-Forwarded-For."""
+    server = HttpServer(tmp_path, plugins="demo",
+                        config=ANONYMOUS + "max_sessions_per_principal = 1\nforwarded_allow_ips = [\"10.0.0.0/8\"]\n")
+    try:
+        with httpx.Client(timeout=10) as client:
+            statuses = [client.post(server.url, headers={**server.headers(), "x-forwarded-for": f"192.0.2.{n}"},
+                                    json={"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                                          "params": INIT_PARAMS}).status_code for n in range(2)]
+        assert statuses == [200, 429]
+    finally:
+        server.stop()
+
+
+def test_sessions_whose_idle_window_ended_return_their_slots_at_once(tmp_path: Path, greedy: httpx.Client) -> None:
+    """An address at its session cap gets its slots back the moment its sessions' idle time runs
+    out, not at the reaper's next round."""
+    server = HttpServer(tmp_path, plugins="demo",
+                        config=ANONYMOUS + "max_sessions_per_principal = 2\nsession_idle_timeout = 6\n")
+    try:
+        assert [initialize_status(server, greedy) for _ in range(3)] == [200, 200, 429]
+        started = time.monotonic()
+        time.sleep(6.2)  # the reaper checks every 1.5 s: it has most likely not run since they expired
+        assert initialize_status(server, greedy) == 200
+        assert time.monotonic() - started < 7.5
     finally:
         server.stop()
