@@ -259,3 +259,53 @@ def test_sessions_whose_idle_window_ended_return_their_slots_at_once(tmp_path: P
         assert time.monotonic() - started < 7.5
     finally:
         server.stop()
+
+
+# -- issue items 5-9 ----------------------------------------------------------------------------------
+
+def _large_root(root: Path, depth: int = 40, files: int = 150) -> Path:
+    """A deep tree: ``depth`` nested folders with ``files`` files each (6 000 entries)."""
+    folder = root
+    for level in range(depth):
+        folder = folder / f"d{level}"
+        folder.mkdir(parents=True)
+        for n in range(files):
+            (folder / f"f{n}.txt").touch()
+    return root
+
+
+def test_completion_over_a_large_root_is_budgeted_in_time_and_in_pool_share(
+        tmp_path: Path, bystander: httpx.Client) -> None:
+    root = _large_root(tmp_path / "root")
+    config = ANONYMOUS + f'sync_workers = 4\n[plugins.demo]\nroot = "{root}"\n'
+    server = HttpServer(tmp_path, plugins="demo", config=config)
+    complete = {"ref": {"type": "ref/resource", "uri": "demo://files/{+path}"},
+                "argument": {"name": "path", "value": "d0/d1/d2/"}}
+    try:
+        times: list[float] = []
+
+        def completion(client: httpx.Client, n: int) -> dict[str, Any]:
+            began = time.monotonic()
+            answer = reply(modern_call(server, client, {"id": n, "method": "completion/complete", "params": complete}))
+            times.append(time.monotonic() - began)
+            return answer
+
+        def greedy_completion(n: int) -> None:
+            with client_from("127.0.0.1") as client:
+                completion(client, n)
+
+        threads = [threading.Thread(target=greedy_completion, args=(n,)) for n in range(8)]
+        for thread in threads:
+            thread.start()
+        time.sleep(0.2)
+        began = time.monotonic()
+        answer = completion(bystander, 100)
+        took = time.monotonic() - began
+        for thread in threads:
+            thread.join()
+        values = answer["result"]["completion"]["values"]
+        assert values and all(value.startswith("d0/d1/d2/") for value in values), answer
+        assert took < 1.5, f"another address's completion waited {took:.2f}s"
+        assert max(times) < 8 * 1.0, times  # each walk is bounded in time (0.5 s), one at a time per address
+    finally:
+        server.stop()
