@@ -45,7 +45,14 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from mcphost.sessions.backend import BackendUnavailable, Event, SharedKey, StreamRead, UnknownEvent
+from mcphost.sessions.backend import (
+    BackendUnavailable,
+    Event,
+    KeyRingUnreadable,
+    SharedKey,
+    StreamRead,
+    UnknownEvent,
+)
 
 from . import scripts
 
@@ -173,16 +180,32 @@ class RedisBackend:
     async def keyring(self, name: str) -> list[SharedKey]:
         """The ring ``name``, created atomically by the first process that asks (one script)."""
         raw = await self.op(self._keyring(keys=[self.key("k:", name)], args=[secrets.token_hex(32), _now_ms()]))
-        return _ring(raw)
+        return _ring(raw, self.key("k:", name))
+
+    async def read_keyring(self, name: str) -> list[SharedKey] | None:
+        """The ring ``name`` as stored, without creating it: None when it is missing,
+        :class:`KeyRingUnreadable` when it is not a ring."""
+        raw = await self.op(self.redis.get(self.key("k:", name)))
+        return None if raw is None else _ring(raw, self.key("k:", name))
 
     async def rotate_keyring(self, name: str, activate_in: float, keep: float) -> list[SharedKey]:
+        await self.read_keyring(name)  # a damaged ring is explained, never fed to the script
         raw = await self.op(self._rotate(keys=[self.key("k:", name)],
                                          args=[secrets.token_hex(32), _now_ms(), _ms(activate_in), _ms(keep)]))
-        return _ring(raw)
+        return _ring(raw, self.key("k:", name))
 
 
-def _ring(raw: bytes) -> list[SharedKey]:
-    return [SharedKey(bytes.fromhex(entry["k"]), float(entry["f"]) / 1000) for entry in orjson.loads(raw)]
+def _ring(raw: bytes, where: str = "the key ring") -> list[SharedKey]:
+    try:
+        ring = [SharedKey(bytes.fromhex(entry["k"]), float(entry["f"]) / 1000) for entry in orjson.loads(raw)]
+        if not ring or any(len(key.secret) < 16 for key in ring):
+            raise ValueError("no key of at least 16 bytes")
+    except (ValueError, TypeError, KeyError) as exc:
+        raise KeyRingUnreadable(
+            f"the requestState key ring in Redis ({where}) is unreadable ({type(exc).__name__}: "
+            f"{str(exc)[:80]}); delete that key to start a new ring (every outstanding requestState "
+            "becomes invalid)") from None
+    return ring
 
 
 class Operations:
