@@ -36,7 +36,7 @@ from mcphost.host import Host
 from mcphost.kernel.handlers import check_initialize
 from mcphost.protocol import jsonrpc
 from mcphost.protocol.auth import bearer_token
-from mcphost.protocol.errors import PARSE_ERROR, SERVER_BUSY, McpError
+from mcphost.protocol.errors import INTERNAL_ERROR, INVALID_REQUEST, PARSE_ERROR, SERVER_BUSY, McpError
 from mcphost.protocol.modern import ModernError
 from mcphost.protocol.versions import LEGACY_VERSIONS, allows_batches, is_modern
 from mcphost.sessions.backend import BackendUnavailable, UnknownEvent
@@ -265,7 +265,9 @@ class HttpTransport(SseStreams):
     def _refusal(self, exc: Refused, scope: Scope, headers: dict[str, str], request_id: Any) -> HttpError:
         """A plugin's (or the host's) refusal as an HTTP answer; challenges are composed in one place."""
         extra = self.host.resource_server.response_headers(exc, scope.get("scheme", "http"), headers.get("host", ""))
-        return HttpError(exc.status, exc.message, request_id=request_id, headers=extra)
+        # A 500 is the host's (or a plugin's) fault, not the request's: an internal error.
+        code = INTERNAL_ERROR if exc.status == 500 else INVALID_REQUEST
+        return HttpError(exc.status, exc.message, code=code, request_id=request_id, headers=extra)
 
     # -- authentication -----------------------------------------------------------------------
 
