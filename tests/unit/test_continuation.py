@@ -228,9 +228,9 @@ async def test_parked_calls_are_a_per_principal_budget():
         answers = {"first": _answer("Ada"), "second": _answer("Lovelace")}
         reply = first
         while reply.get("resultType") == "input_required":
-            reply = (await modern_call(host, "tools/call", {
-                "name": "resumable", "arguments": {}, "requestState": reply["requestState"],
-                "inputResponses": {key: answers[key] for key in reply["inputRequests"]}}, remote="10.0.0.1:3"))["result"]
+            retry = {"name": "resumable", "arguments": {}, "requestState": reply["requestState"],
+                     "inputResponses": {key: answers[key] for key in reply["inputRequests"]}}
+            reply = (await modern_call(host, "tools/call", retry, remote="10.0.0.1:3"))["result"]
         assert reply["content"][0]["text"] == "Ada Lovelace"
         again = (await modern_call(host, "tools/call", {"name": "resumable", "arguments": {}},
                                    remote="10.0.0.1:4"))["result"]
