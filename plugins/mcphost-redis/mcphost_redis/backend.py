@@ -55,6 +55,7 @@ from mcphost.sessions.backend import (
 )
 
 from . import scripts
+from .waker import StreamWaker, shrink_idle
 
 log = logging.getLogger("mcphost.redis")
 
@@ -67,6 +68,8 @@ _TRANSIENT_ERRORS = tuple(getattr(redis_errors, name) for name in ("OutOfMemoryE
                           if hasattr(redis_errors, name))
 #: Events returned by one read at most (a reader far behind catches up in several reads).
 READ_BATCH = 512
+#: Seconds between two trims of idle pooled connections (mcphost_redis.waker.shrink_idle).
+TRIM_PERIOD = 30.0
 #: Seconds a session's state is kept after its idle time ran out, for the reaper to end it with.
 SESSION_GRACE = 300.0
 
@@ -125,6 +128,9 @@ class RedisBackend:
         blocking = ConnectionPool.from_url(settings.url, socket_timeout=None, **common)
         self.redis = aioredis.Redis(connection_pool=pool)
         self.blocking = aioredis.Redis(connection_pool=blocking)
+        #: Every wait for a stream's next entry shares one connection (see mcphost_redis.waker).
+        self.waker = StreamWaker(blocking, self.redis, settings.deadline)
+        self._trimmer: asyncio.Task[None] | None = None
         self._listener_pool = ConnectionPool.from_url(settings.url, socket_timeout=None, **common)
         self.op = Operations(settings)
         #: Seconds a request stream's lease lasts without a heartbeat (see RedisEventLog.lease).
@@ -144,8 +150,26 @@ class RedisBackend:
     async def start(self) -> None:
         """Start the broker's listener. Redis need not be up yet: everything reconnects by itself."""
         await self.broker.start()
+        if self._trimmer is None:
+            self._trimmer = asyncio.get_running_loop().create_task(self._trim_idle(), name="mcphost-redis-trim")
+
+    async def _trim_idle(self) -> None:
+        """Close idle pooled connections beyond a few, every TRIM_PERIOD: a burst's connections do
+        not stay open for good."""
+        while True:
+            await asyncio.sleep(TRIM_PERIOD)
+            try:
+                closed = await shrink_idle(self.redis.connection_pool)
+                if closed:
+                    log.debug("closed %d idle Redis connections", closed)
+            except Exception:
+                log.exception("trimming idle Redis connections failed")
 
     async def close(self) -> None:
+        if self._trimmer is not None:
+            self._trimmer.cancel()
+            self._trimmer = None
+        await self.waker.close()
         await self.broker.close()
         for client in (self.redis, self.blocking):
             with contextlib.suppress(Exception):
@@ -367,19 +391,19 @@ class RedisSessionStore:
 # -- event log --------------------------------------------------------------------------------------
 
 class RedisEventLog:
-    """Each stream a Redis stream; ``read`` blocks in ``XREAD BLOCK`` on its own connection."""
+    """Each stream a Redis stream; ``read`` waits for the next entry through the process's one
+    :class:`~mcphost_redis.waker.StreamWaker` (a shared ``XREAD BLOCK``)."""
 
     def __init__(self, backend: RedisBackend) -> None:
         settings = backend.settings
         self._redis = backend.redis
-        self._blocking = backend.blocking
+        self._waker = backend.waker
         self._op = backend.op
         self._prefix = settings.prefix
         self._max_events = settings.stream_max_events
         self._max_age_ms = _ms(settings.stream_max_age)
         # Keys outlive the events by a margin, so a session idle for its whole TTL still has its log.
         self._ttl_ms = _ms(max(settings.stream_max_age, settings.session_ttl) + 60)
-        self._wait_margin = settings.deadline
         #: Seconds a lapsed lease must stay lapsed, while Redis takes writes, before its stream is
         #: settled: a full lease, three heartbeats of its owner.
         self.grace = settings.lease
@@ -450,8 +474,7 @@ class RedisEventLog:
         # Nothing yet: block until an entry after ``after`` arrives (an event, or the marker of
         # finish/discard), then read again. The XREAD answer itself is not used: the script
         # decides what is an event and whether the stream is done, atomically.
-        await self._op(self._blocking.xread({keys[1]: f"{after}-0"}, count=1, block=_ms(timeout)),
-                       deadline=timeout + self._wait_margin)
+        await self._waker.wait(keys[1], after, timeout)  # one connection for every waiting reader
         return await self._read_now(keys, stream_id, after)
 
     async def exists(self, session_id: str, stream_id: str) -> bool:
