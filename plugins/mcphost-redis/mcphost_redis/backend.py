@@ -96,7 +96,7 @@ class RedisSettings:
     #: Seconds without a heartbeat after which a request in flight is taken for lost; its stream is
     #: settled ("send it again") once that has been so for as long again while Redis took writes.
     lease: float = 6.0
-    #: Connections to Redis at most per process (blocked stream readers hold one each).
+    #: Connections to Redis at most per process (stream readers wait on one shared connection).
     max_connections: int = 10000
 
     @property
