@@ -157,6 +157,10 @@ def sync_share(settings: Any) -> int:
     return min(share, int(settings.sync_workers)) if share > 0 else max(1, settings.sync_workers // 4)
 
 
+#: Quota keys the sync pool does not limit to a share: no address to tell callers apart by.
+UNSHARED = frozenset({"", "a:"})
+
+
 class FairPool(Executor):
     """A bounded thread pool shared fairly between principals.
 
@@ -165,6 +169,10 @@ class FairPool(Executor):
     queue, and principals with calls waiting take turns for free threads (round robin), so one
     that submits many slow calls delays only itself. Threads start on demand and end after
     ``idle`` seconds without work.
+
+    Calls of a caller with no address (quota key ``a:``: the one client of a stdio process, an
+    in-process client) or of no request at all (key ``""``) may use every thread: there is no
+    one to tell apart from them.
     """
 
     def __init__(self, workers: int, share: int, *, name: str = "mcphost-sync", idle: float = 60.0) -> None:
@@ -212,7 +220,8 @@ class FairPool(Executor):
 
     def _mark_ready(self, key: str) -> None:
         # Under the lock: ``key`` takes a turn when it has calls waiting and its share is not used up.
-        if self._queues.get(key) and self._running[key] < self.share and key not in self._ready:
+        share = self.workers if key in UNSHARED else self.share
+        if self._queues.get(key) and self._running[key] < share and key not in self._ready:
             self._ready.append(key)
 
     def _take(self) -> tuple[str, Any] | None:

@@ -100,3 +100,16 @@ def test_a_failing_call_raises_in_its_future_and_frees_the_slot() -> None:
     pool.shutdown(cancel_futures=True)
     with pytest.raises(RuntimeError):
         _submit(pool, "a", lambda: 3)
+
+
+def test_a_caller_without_an_address_may_use_every_thread() -> None:
+    """The one client of a stdio process (quota key ``a:``) has nobody to share the pool with."""
+    pool = FairPool(workers=3, share=1)
+    release = threading.Event()
+    try:
+        held = [_submit(pool, "a:", release.wait, 10) for _ in range(3)]
+        time.sleep(0.1)
+        assert pool.running("a:") == 3
+    finally:
+        release.set()
+    assert all(future.result(timeout=5) for future in held)
