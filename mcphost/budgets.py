@@ -167,8 +167,10 @@ class FairPool(Executor):
     At most ``workers`` threads run calls; one principal (the :data:`current_quota` of the
     submitting context) runs at most ``share`` of them at once. Its further calls wait in its own
     queue, and principals with calls waiting take turns for free threads (round robin), so one
-    that submits many slow calls delays only itself. Threads start on demand and end after
-    ``idle`` seconds without work.
+    that submits many slow calls delays only itself. A quarter of the threads (``reserve``) is
+    kept for principals running nothing: one already running a call takes another only while
+    more than ``reserve`` threads are free, so several greedy principals together cannot leave a
+    newcomer waiting. Threads start on demand and end after ``idle`` seconds without work.
 
     Calls of a caller with no address (quota key ``a:``: the one client of a stdio process, an
     in-process client) or of no request at all (key ``""``) may use every thread: there is no
@@ -178,6 +180,7 @@ class FairPool(Executor):
     def __init__(self, workers: int, share: int, *, name: str = "mcphost-sync", idle: float = 60.0) -> None:
         self.workers = workers
         self.share = max(1, min(share, workers))
+        self.reserve = workers // 4
         self._name = name
         self._idle_timeout = idle
         self._lock = threading.Condition()
@@ -185,6 +188,7 @@ class FairPool(Executor):
         #: Principals with calls waiting and a thread to spare under their share, in turn order.
         self._ready: deque[str] = deque()
         self._running: Counter[str] = Counter()
+        self._busy = 0  # calls running, all principals together
         self._threads = 0
         self._idle = 0
         self._closed = False
@@ -200,13 +204,19 @@ class FairPool(Executor):
                 queue = self._queues[key] = deque()
             queue.append((future, fn, args, kwargs))
             self._mark_ready(key)
-            if key in self._ready:  # it may run now (else it waits for one of its own calls to end)
-                if self._idle == 0 and self._threads < self.workers:
-                    self._threads += 1
-                    threading.Thread(target=self._work, name=f"{self._name}-{self._threads}", daemon=True).start()
-                else:
-                    self._lock.notify()
+            self._dispatch()
         return future
+
+    def _dispatch(self) -> None:
+        # Under the lock: when a call may start now, wake an idle thread or start one. Each thread
+        # that takes a call dispatches again, so calls submitted together never wait on one wakeup.
+        if not any(self._allowed(key) for key in self._ready):
+            return
+        if self._idle:
+            self._lock.notify()
+        elif self._threads < self.workers:
+            self._threads += 1
+            threading.Thread(target=self._work, name=f"{self._name}-{self._threads}", daemon=True).start()
 
     def running(self, key: str) -> int:
         """Calls of ``key`` running now."""
@@ -224,23 +234,33 @@ class FairPool(Executor):
         if self._queues.get(key) and self._running[key] < share and key not in self._ready:
             self._ready.append(key)
 
+    def _allowed(self, key: str) -> bool:
+        # Under the lock: a principal running nothing may take any free thread; one running calls
+        # only while more than the reserve stays free.
+        return key in UNSHARED or not self._running[key] or self.workers - self._busy > self.reserve
+
     def _take(self) -> tuple[str, Any] | None:
         # Under the lock: the next call, taking turns between principals; None once shut down.
-        while not self._ready:
-            if self._closed:
+        while True:
+            key = next((k for k in self._ready if self._allowed(k)), None)
+            if key is not None:
+                break
+            if self._closed and not self._ready:
                 return None
             self._idle += 1
             woke = self._lock.wait(self._idle_timeout)
             self._idle -= 1
             if not woke and not self._ready:
                 return None
-        key = self._ready.popleft()
+        self._ready.remove(key)
         queue = self._queues[key]
         item = queue.popleft()
         if not queue:
             del self._queues[key]
         self._running[key] += 1
+        self._busy += 1
         self._mark_ready(key)  # at the back of the line: others take their turn first
+        self._dispatch()
         return key, item
 
     def _work(self) -> None:
@@ -263,11 +283,11 @@ class FairPool(Executor):
                 del future, fn, args, kwargs  # no reference to a finished call's result lingers
                 with self._lock:
                     self._running[key] -= 1
+                    self._busy -= 1
                     if self._running[key] <= 0:
                         del self._running[key]
                     self._mark_ready(key)
-                    if self._ready:
-                        self._lock.notify()
+                    self._dispatch()
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
         with self._lock:

@@ -67,7 +67,7 @@ def test_the_fair_pool_runs_another_principals_call_while_one_holds_its_share() 
     release = threading.Event()
     try:
         held = [_submit(pool, "greedy", release.wait, 10) for _ in range(8)]
-        time.sleep(0.1)
+        time.sleep(0.2)
         assert pool.running("greedy") == 1 and pool.waiting("greedy") == 7
         started = time.monotonic()
         assert _submit(pool, "other", lambda: "answered").result(timeout=2) == "answered"
@@ -113,3 +113,22 @@ def test_a_caller_without_an_address_may_use_every_thread() -> None:
     finally:
         release.set()
     assert all(future.result(timeout=5) for future in held)
+
+
+def test_a_reserve_keeps_threads_for_principals_running_nothing() -> None:
+    """8 threads, a share of 4, a reserve of 2: two greedy principals take 4 and 2 threads; two
+    newcomers still start at once, each on a thread of the reserve."""
+    pool = FairPool(workers=8, share=4)
+    release = threading.Event()
+    try:
+        greedy = [_submit(pool, key, release.wait, 10) for key in ("a", "b") for _ in range(10)]
+        deadline = time.monotonic() + 5
+        while (pool.running("a"), pool.running("b")) != (4, 2) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        time.sleep(0.2)  # and no more than that
+        assert (pool.running("a"), pool.running("b")) == (4, 2)
+        newcomers = [_submit(pool, key, lambda: "answered") for key in ("c", "d")]
+        assert [future.result(timeout=2) for future in newcomers] == ["answered", "answered"]
+    finally:
+        release.set()
+    assert all(future.result(timeout=10) for future in greedy)
