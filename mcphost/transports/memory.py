@@ -3,13 +3,15 @@
 What ``mcphost call`` runs a tool through. Like stdio, the client is whoever runs the process
 (trusted: records that need scopes are not withheld), and every message goes to the kernel's
 one entry (``Kernel.serve``). Requests the server sends the client (elicitation, sampling,
-roots) are answered with an error: there is nobody to ask.
+roots) go to the ``handlers`` given for their method (``mcphost call`` asks on the terminal, see
+:mod:`mcphost.questions`); without one they are answered with an error: there is nobody to ask.
 """
 
 from __future__ import annotations
 
 import asyncio
 import itertools
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from mcphost.host import Host
@@ -27,8 +29,15 @@ class MemoryTransport:
     trusted = True
     era: Era = "legacy"  # initialize first: a session-era client
 
-    def __init__(self, host: Host, *, client_info: dict[str, Any] | None = None) -> None:
+    def __init__(self, host: Host, *, client_info: dict[str, Any] | None = None,
+                 capabilities: dict[str, Any] | None = None,
+                 handlers: Mapping[str, Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]] | None = None) -> None:
+        """``handlers``: by method, what answers a request the server sends (its params in, the
+        result out, McpError for an error reply); ``capabilities``: what initialize declares."""
         self.host = host
+        self.capabilities = capabilities or {}
+        self.handlers = dict(handlers or {})
+        self._answering: set[asyncio.Task[None]] = set()
         self.connection = Connection(transport="memory")
         self.client_info = client_info or {"name": "mcphost", "version": "0"}
         self.session: Session | None = None
@@ -49,7 +58,8 @@ class MemoryTransport:
             session.trusted = True
             session.outlet = self._outlet
             await self.host.manager.connect(session, self.connection)
-            result = await self.request("initialize", {"protocolVersion": LATEST_LEGACY, "capabilities": {},
+            result = await self.request("initialize", {"protocolVersion": LATEST_LEGACY,
+                                                       "capabilities": self.capabilities,
                                                        "clientInfo": self.client_info})
             if "error" in result:
                 raise McpError(result["error"]["code"], result["error"]["message"])
@@ -111,8 +121,22 @@ class MemoryTransport:
     async def reply(self, reply: Any) -> str:  # pragma: no cover - session era only
         return "complete"
 
+    async def _answer(self, handler: Callable[[dict[str, Any]], Awaitable[dict[str, Any]]],
+                      message: dict[str, Any]) -> None:
+        try:
+            reply = jsonrpc.result(message["id"], await handler(message.get("params") or {}))
+        except McpError as exc:
+            reply = jsonrpc.error(message["id"], exc)
+        if self.session is not None and not self.session.closed:
+            self._serve(reply)
+
     async def _outlet(self, message: dict[str, Any], related: Any) -> None:
-        if "method" in message and "id" in message:  # a question for a client that is not there
+        handler = self.handlers.get(message.get("method", "")) if "id" in message else None
+        if handler is not None:  # answered in its own task: the kernel does not wait on a person
+            task = asyncio.create_task(self._answer(handler, message))
+            self._answering.add(task)
+            task.add_done_callback(self._answering.discard)
+        elif "method" in message and "id" in message:  # a question for a client that is not there
             self._serve(jsonrpc.error(message["id"], McpError(
                 METHOD_NOT_FOUND, f"{message['method']} is not available to this in-memory client")))
         elif "method" in message:
