@@ -118,6 +118,10 @@ class Ledger:
         """How much of ``budget`` ``key`` holds."""
         return self._held[budget][key]
 
+    def by_principal(self, budget: str) -> dict[str, int]:
+        """What each principal holding some of ``budget`` holds (a copy)."""
+        return dict(self._held[budget])
+
     def total(self, budget: str) -> int:
         """How much of ``budget`` everyone together holds."""
         return self._totals[budget]

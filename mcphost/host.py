@@ -220,6 +220,9 @@ class Host:
         """
         old = self.catalog
         self.catalog = collect_catalog(self.pm, self, self.plugin_infos, strict=self.selection.strict)
+        for name, entry in self.catalog.tools.items():  # a tool that stays keeps its counters
+            if name in old.tools:
+                entry.stats.carry(old.tools[name].stats)
         assert self.kernel is not None
         self.kernel.catalog_changed()
         for kind, before, after in (("tools", old.tools, self.catalog.tools),

@@ -134,6 +134,7 @@ class Continuations:
         budgets = self.kernel.sessions.budgets
         refused = budgets.try_acquire(session.quota, "parked calls")
         if refused is not None:
+            self.kernel.sessions.refused(session.quota)
             raise McpError(SERVER_BUSY, refused.message, refused.data)
         run = Continuation(session.quota, params_digest(request.method, request.params))
         run.held = True

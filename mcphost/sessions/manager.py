@@ -42,6 +42,8 @@ log = logging.getLogger("mcphost.sessions")
 
 #: Longest session id looked up in a shared store (ours are 43 characters).
 MAX_SESSION_ID = 128
+#: Callers whose refusals are counted (beyond them, new callers' refusals are not).
+REFUSALS_KEPT = 1000
 #: Seconds between attempts to renew the request leases after a renewal failed.
 RENEW_RETRY = 0.2
 #: A session id this host mints (``secrets.token_urlsafe``); anything else is unknown without a lookup.
@@ -117,6 +119,8 @@ class SessionManager:
         self.held_by: Counter[str] = Counter()
         #: What each principal holds of every other budget in this process.
         self.budgets: Ledger = ledger_for(settings)
+        #: Per quota key: how often a budget refused it (a 429), for operators; at most REFUSALS_KEPT keys.
+        self.refused_by: Counter[str] = Counter()
         self._reaper: asyncio.Task[None] | None = None
         self._heartbeat: asyncio.Task[None] | None = None
 
@@ -181,6 +185,7 @@ class SessionManager:
             count_of = getattr(self.backend.sessions, "count_of", None) if self.shared else None
             if (await count_of(key) if count_of is not None else self.held_by[key]) >= cap and (
                     count_of is not None or not await self._expire_idle(key) or self.held_by[key] >= cap):
+                self.refused(key)
                 raise TooManySessions(per_principal=True, cap=cap)
         session = self.new(principal, remote)
         if self.cluster is not None:
@@ -219,13 +224,27 @@ class SessionManager:
 
     def crowded(self, key: str) -> OverBudget | None:
         """Why the caller ``key`` may not start one more request now (its ``max_requests_per_principal``,
-        or everyone's ``max_requests``), or None when it may."""
-        return self.budgets.refusal(key, "requests")
+        or everyone's ``max_requests``), or None when it may (counted as a refusal when not: callers
+        refuse the request then)."""
+        refused = self.budgets.refusal(key, "requests")
+        if refused is not None:
+            self.refused(key)
+        return refused
+
+    @property
+    def busy_by(self) -> dict[str, int]:
+        """Requests in flight per quota key (the ledger's requests budget; for operators)."""
+        return self.budgets.by_principal("requests")
 
     def admit(self, session: Session) -> bool:
         """Count one more request of ``session``'s caller in flight; False (not counted) over its
         budget. Every admitted request is let go with :meth:`done`."""
         return self.budgets.try_acquire(session.quota, "requests") is None
+
+    def refused(self, key: str) -> None:
+        """Count one refusal of caller ``key`` by a per-principal cap."""
+        if key in self.refused_by or len(self.refused_by) < REFUSALS_KEPT:
+            self.refused_by[key] += 1
 
     def done(self, session: Session) -> None:
         """A request admitted with :meth:`admit` is over."""

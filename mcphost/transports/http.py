@@ -536,6 +536,7 @@ class HttpTransport(SseStreams):
         # A GET stream is a request in flight of its principal, whichever session it opens it on.
         refused = self.manager.budgets.try_acquire(session.quota, "requests")
         if refused is not None:
+            self.manager.refused(session.quota)
             await self.manager.disconnect(session, "complete")
             raise over_budget(refused)
         state.gets += 1
