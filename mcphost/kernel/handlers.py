@@ -503,6 +503,9 @@ async def subscribe(kernel: Kernel, request: RequestInfo) -> dict[str, Any]:
     if found is not None:
         visibility.require(found[0].scopes)  # what the caller may not read, it may not follow
     if not await kernel.sessions.subscribe(request.session, uri):  # the store's count may be higher
+        refused = kernel.sessions.budgets.refusal(request.session.quota, "subscriptions")
+        if refused is not None:  # the principal's budget over all its sessions (or the host's)
+            raise invalid_params(f"{refused.message}; unsubscribe first")
         raise _too_many_subscriptions(kernel)
     return {}
 
