@@ -91,7 +91,8 @@ def mcphost_connect(session: Session, request: Connection) -> None:
     session) allowed, and ``None`` changes nothing, so a later plugin cannot widen what an
     earlier one hid. The narrowing applies to listings, calls, reads, subscriptions and
     completion alike. The return value is ignored. Every implementation runs, in plugin
-    order, until one refuses.
+    order, until one refuses. ``request.endpoint`` names the ``[endpoints.NAME]`` the client
+    came to (None: the whole catalog at ``server.path``); its view narrows further.
     """
 
 

@@ -101,6 +101,8 @@ class Host:
         self._prepared = False
         self._started = False
         self._backend_was_healthy = True
+        #: Auth plugin bugs already logged (each is logged once, with the plugin's name).
+        self._auth_bugs_logged: set[str] = set()
         self._server_info: dict[str, dict[str, Any]] = {}
         #: Canonical URL, protected resource metadata and challenge composition (docs/auth.md).
         self.resource_server = ResourceServer(self, self.pm, lambda: self.has_auth)
@@ -154,7 +156,7 @@ class Host:
         self.kernel = Kernel(Services(settings=self.config.server, catalog=lambda: self.catalog, backend=self.backend,
                                       sessions=self.manager, server_info=self.server_info,
                                       report_exception=self.report_exception, extensions=self.extensions,
-                                      host=self), middleware)
+                                      host=self, endpoints=self.config.endpoints), middleware)
         self._prepared = True
 
     async def start(self, *, freeze_gc: bool = False) -> None:
@@ -187,6 +189,8 @@ class Host:
             # upgraded, then a rolling restart) tells connected clients which lists changed.
             await self.cluster.announce_catalog(catalog_digests(self.catalog), self.kernel.notify_list_changed)
         await self.resource_server.collect()
+        assert self.kernel is not None
+        await self.kernel.views.update_index()  # off the event loop; a search endpoint finds tools at once
         for impl in impls(self.pm, "mcphost_startup"):
             await await_maybe(call_impl(impl, host=self))
         self._started = True
@@ -338,7 +342,7 @@ class Host:
             except Refused:
                 raise
             except PluginAborted as exc:  # SystemExit and the like: the plugin's bug, not an outage
-                log.error("plugin %s: mcphost_authenticate raised %s", impl.plugin_name, exc, exc_info=exc.cause)
+                self._auth_bug(impl.plugin_name, f"raised {exc}", exc.cause)
                 raise Refused("Internal error", status=500) from None
             except Exception:
                 log.exception("plugin %s: mcphost_authenticate raised", impl.plugin_name)
@@ -346,11 +350,20 @@ class Host:
                               headers={"retry-after": "5"}) from None
             if principal is not None:
                 if not isinstance(principal, Principal):
-                    log.error("plugin %s: mcphost_authenticate returned %s, not a Principal or None (a bug in "
-                              "the plugin); answering 500", impl.plugin_name, type(principal).__name__)
+                    self._auth_bug(impl.plugin_name, f"returned {type(principal).__name__}, not a Principal or None "
+                                                     "(a bug in the plugin); answering 500")
                     raise Refused("Internal error", status=500)
                 return principal
         return None
+
+    def _auth_bug(self, plugin: str, what: str, cause: BaseException | None = None) -> None:
+        """An auth plugin's bug: logged as an error once per plugin and kind (each request gets 500)."""
+        key = f"{plugin}: {what}"
+        if key in self._auth_bugs_logged:
+            log.debug("plugin %s: mcphost_authenticate %s (again)", plugin, what)
+            return
+        self._auth_bugs_logged.add(key)
+        log.error("plugin %s: mcphost_authenticate %s", plugin, what, exc_info=cause)
 
     async def _call_hook(self, impl: pluggy.HookImpl, **kwargs: Any) -> Any:
         """Call a per-request hook on the event loop; one that holds the loop for long is named once.
@@ -431,6 +444,17 @@ class Host:
         """Send ``notifications/<kind>/list_changed`` (tools, prompts or resources) to every session."""
         assert self.kernel is not None
         await self.kernel.notify_list_changed(kind)
+
+    def endpoint_stats(self) -> dict[str, dict[str, Any]]:
+        """Per ``[endpoints.NAME]``: its path, discovery mode, tools in its view, counters (calls,
+        errors, searches) and the sessions held here, read-only, for the console and monitoring."""
+        if self.kernel is None:
+            return {}
+        stats = self.kernel.views.stats()
+        for session in self.manager.sessions.values():
+            if session.endpoint in stats:
+                stats[session.endpoint]["sessions"] += 1
+        return stats
 
     def respond(self, session_id: str, request_id: Any, value: Any = None,
                 error: BaseException | None = None) -> bool:

@@ -172,7 +172,7 @@ def budgets(host: Host) -> dict[str, Any]:
     tasks: dict[str, int] = {}
     if host.kernel is not None:
         for run in list(host.kernel.continuations.runs.values()):
-            key = "anonymous" if run.principal is None else "p:" + run.principal
+            key = run.principal  # the caller's quota key (anonymous: its address)
             parked[key] = parked.get(key, 0) + 1
         for task in list(host.kernel.tasks.running.values()):  # counted as max_tasks_per_principal counts
             tasks[task.session.quota] = tasks.get(task.session.quota, 0) + 1
