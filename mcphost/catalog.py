@@ -124,7 +124,8 @@ class TemplateEntry:
 
 
 class Catalog:
-    """What the host serves. Built by :func:`mcphost.plugins.collect_catalog`; replaced whole on reload."""
+    """What the host serves. Built by :func:`mcphost.plugins.collect_catalog`; replaced whole on reload,
+    or by a copy with one mounted provider's records replaced (:meth:`with_provider`)."""
 
     def __init__(self) -> None:
         self.tools: dict[str, ToolEntry] = {}
