@@ -91,7 +91,8 @@ def mcphost_connect(session: Session, request: Connection) -> None:
     session) allowed, and ``None`` changes nothing, so a later plugin cannot widen what an
     earlier one hid. The narrowing applies to listings, calls, reads, subscriptions and
     completion alike. The return value is ignored. Every implementation runs, in plugin
-    order, until one refuses.
+    order, until one refuses. ``request.endpoint`` names the ``[endpoints.NAME]`` the client
+    came to (None: the whole catalog at ``server.path``); its view narrows further.
     """
 
 
@@ -225,6 +226,19 @@ def mcphost_unconfigured(host: Host) -> str | None:
     plugin without an issuer, an exporter without a destination) returns the setting that wakes
     it, e.g. ``"[plugins.jwt] issuer"``; the host then lists it as "not configured" and calls none
     of its other hooks, so it costs nothing. None (or no implementation): the plugin is active.
+    """
+
+
+@hookspec
+def mcphost_status(host: Host) -> Mapping[str, Any] | None:
+    """This plugin's live state for operators, as JSON-able data (or None: nothing to report).
+
+    Called on demand by operator tools (the mcphost-console page polls it), never per request,
+    so it must be cheap and must not block. mcphost-proxy, for one, answers
+    ``{"upstreams": [{"name", "transport", "state", "target", "tools", "restarts", "error",
+    "retry_in"}, ...]}``. An exception is shown as this plugin's report error. (A plugin waiting
+    for configuration says so with ``mcphost_unconfigured`` instead: its other hooks, this one
+    included, are not called then.)
     """
 
 

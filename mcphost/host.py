@@ -19,7 +19,7 @@ from typing import Any
 import pluggy
 
 from mcphost.auth import ResourceServer
-from mcphost.catalog import Catalog
+from mcphost.catalog import Catalog, ProviderChange
 from mcphost.config import Config, validate_plugin_sections
 from mcphost.errors import PluginAborted, PluginFailures, Refused
 from mcphost.kernel import Kernel
@@ -38,6 +38,7 @@ from mcphost.plugins import (
     set_aside_unconfigured,
 )
 from mcphost.protocol.versions import at_least
+from mcphost.records import Provenance
 from mcphost.sessions.manager import SessionManager
 from mcphost.sessions.session import Connection, Principal, Session
 
@@ -79,6 +80,8 @@ class Host:
             self.pm = make_plugin_manager()
             self.plugin_infos = load_plugins(self.pm, selection, plugins)
         self.catalog = Catalog()
+        #: One catalog change at a time (a reload, or one provider's records replaced).
+        self._replacing = asyncio.Lock()
         self.kernel: Kernel | None = None
         self.backend: Any = None
         #: The one owner of sessions (registry, caps, lookup, reaping, ending); its backend is set by prepare().
@@ -98,6 +101,8 @@ class Host:
         self._prepared = False
         self._started = False
         self._backend_was_healthy = True
+        #: Auth plugin bugs already logged (each is logged once, with the plugin's name).
+        self._auth_bugs_logged: set[str] = set()
         self._server_info: dict[str, dict[str, Any]] = {}
         #: Canonical URL, protected resource metadata and challenge composition (docs/auth.md).
         self.resource_server = ResourceServer(self, self.pm, lambda: self.has_auth)
@@ -151,7 +156,7 @@ class Host:
         self.kernel = Kernel(Services(settings=self.config.server, catalog=lambda: self.catalog, backend=self.backend,
                                       sessions=self.manager, server_info=self.server_info,
                                       report_exception=self.report_exception, extensions=self.extensions,
-                                      host=self), middleware)
+                                      host=self, endpoints=self.config.endpoints), middleware)
         self._prepared = True
 
     async def start(self, *, freeze_gc: bool = False) -> None:
@@ -184,6 +189,8 @@ class Host:
             # upgraded, then a rolling restart) tells connected clients which lists changed.
             await self.cluster.announce_catalog(catalog_digests(self.catalog), self.kernel.notify_list_changed)
         await self.resource_server.collect()
+        assert self.kernel is not None
+        await self.kernel.views.update_index()  # off the event loop; a search endpoint finds tools at once
         for impl in impls(self.pm, "mcphost_startup"):
             await await_maybe(call_impl(impl, host=self))
         self._started = True
@@ -216,16 +223,44 @@ class Host:
 
         Middleware, lifecycle hooks and the backend stay as they were collected at startup.
         """
-        old = self.catalog
-        self.catalog = collect_catalog(self.pm, self, self.plugin_infos, strict=self.selection.strict)
-        assert self.kernel is not None
-        self.kernel.catalog_changed()
-        for kind, before, after in (("tools", old.tools, self.catalog.tools),
-                                    ("prompts", old.prompts, self.catalog.prompts),
-                                    ("resources", {**old.resources, **old.templates},
-                                     {**self.catalog.resources, **self.catalog.templates})):
-            if set(before) != set(after) or any(_record(before[k]) != _record(after[k]) for k in after if k in before):
+        async with self._replacing:
+            old = self.catalog
+            self.catalog = collect_catalog(self.pm, self, self.plugin_infos, strict=self.selection.strict)
+            for name, entry in self.catalog.tools.items():  # a tool that stays keeps its counters
+                if name in old.tools:
+                    entry.stats.carry(old.tools[name].stats)
+            assert self.kernel is not None
+            self.kernel.catalog_changed()
+            for kind, before, after in (("tools", old.tools, self.catalog.tools),
+                                        ("prompts", old.prompts, self.catalog.prompts),
+                                        ("resources", {**old.resources, **old.templates},
+                                         {**self.catalog.resources, **self.catalog.templates})):
+                if set(before) != set(after) or any(_record(before[k]) != _record(after[k])
+                                                    for k in after if k in before):
+                    await self.kernel.notify_list_changed(kind)
+
+    async def replace_provider(self, provenance: Provenance, records: list[tuple[str, Any]]) -> ProviderChange:
+        """Replace the records of one mounted provider (``provenance.origin``: an upstream a proxy
+        mounts) and tell sessions which lists changed; the rest of the catalog is not collected again.
+
+        The new catalog is derived in a worker thread (its cost is that provider's records) and
+        swapped in at once; replacements are applied one at a time, in the order asked.
+        """
+        async with self._replacing:
+            info = self.plugin_infos.get(provenance.plugin)
+            if info is not None:
+                provenance = Provenance(plugin=provenance.plugin, distribution=info.distribution,
+                                        version=info.version, origin=provenance.origin)
+            old = self.catalog
+            catalog, change = await asyncio.to_thread(old.with_provider, provenance, records)
+            for name in change.removed["tools"] & change.added["tools"]:  # a tool that stays keeps its counters
+                catalog.tools[name].stats.carry(old.tools[name].stats)
+            self.catalog = catalog
+            assert self.kernel is not None
+            self.kernel.catalog_changed()
+            for kind in sorted(change.lists):
                 await self.kernel.notify_list_changed(kind)
+            return change
 
     def extensions(self) -> dict[str, Any]:
         """Protocol extensions this host serves (2026-07-28 ``capabilities.extensions``)."""
@@ -307,7 +342,7 @@ class Host:
             except Refused:
                 raise
             except PluginAborted as exc:  # SystemExit and the like: the plugin's bug, not an outage
-                log.error("plugin %s: mcphost_authenticate raised %s", impl.plugin_name, exc, exc_info=exc.cause)
+                self._auth_bug(impl.plugin_name, f"raised {exc}", exc.cause)
                 raise Refused("Internal error", status=500) from None
             except Exception:
                 log.exception("plugin %s: mcphost_authenticate raised", impl.plugin_name)
@@ -315,11 +350,20 @@ class Host:
                               headers={"retry-after": "5"}) from None
             if principal is not None:
                 if not isinstance(principal, Principal):
-                    log.error("plugin %s: mcphost_authenticate returned %s, not a Principal or None (a bug in "
-                              "the plugin); answering 500", impl.plugin_name, type(principal).__name__)
+                    self._auth_bug(impl.plugin_name, f"returned {type(principal).__name__}, not a Principal or None "
+                                                     "(a bug in the plugin); answering 500")
                     raise Refused("Internal error", status=500)
                 return principal
         return None
+
+    def _auth_bug(self, plugin: str, what: str, cause: BaseException | None = None) -> None:
+        """An auth plugin's bug: logged as an error once per plugin and kind (each request gets 500)."""
+        key = f"{plugin}: {what}"
+        if key in self._auth_bugs_logged:
+            log.debug("plugin %s: mcphost_authenticate %s (again)", plugin, what)
+            return
+        self._auth_bugs_logged.add(key)
+        log.error("plugin %s: mcphost_authenticate %s", plugin, what, exc_info=cause)
 
     async def _call_hook(self, impl: pluggy.HookImpl, **kwargs: Any) -> Any:
         """Call a per-request hook on the event loop; one that holds the loop for long is named once.
@@ -400,6 +444,17 @@ class Host:
         """Send ``notifications/<kind>/list_changed`` (tools, prompts or resources) to every session."""
         assert self.kernel is not None
         await self.kernel.notify_list_changed(kind)
+
+    def endpoint_stats(self) -> dict[str, dict[str, Any]]:
+        """Per ``[endpoints.NAME]``: its path, discovery mode, tools in its view, counters (calls,
+        errors, searches) and the sessions held here, read-only, for the console and monitoring."""
+        if self.kernel is None:
+            return {}
+        stats = self.kernel.views.stats()
+        for session in self.manager.sessions.values():
+            if session.endpoint in stats:
+                stats[session.endpoint]["sessions"] += 1
+        return stats
 
     def respond(self, session_id: str, request_id: Any, value: Any = None,
                 error: BaseException | None = None) -> bool:

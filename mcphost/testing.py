@@ -82,6 +82,7 @@ class MemoryClient:
             await self.host.start()
             self._started_host = True
         self.session = self.host.new_session(self.connection.principal)
+        self.session.endpoint = self.connection.endpoint  # Connection(endpoint=NAME): that endpoint's view
         # Like stdio, an in-memory client is local; one posing as HTTP is treated as a network client.
         self.session.trusted = self.connection.transport != "http"
         self.session.outlet = self._receive

@@ -15,11 +15,11 @@ import logging
 import secrets
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from mcphost.budgets import FairPool, current_quota, sync_share
 from mcphost.context import Deferred
 from mcphost.errors import InsufficientScope, PluginFailures, Refused
 from mcphost.kernel import handlers
@@ -28,6 +28,7 @@ from mcphost.kernel.listen import SUBSCRIPTION_ID, Listener  # noqa: F401 - SUBS
 from mcphost.kernel.modern import MRTR_METHODS, InputRequired, Round, principal_key
 from mcphost.kernel.services import Exchange, Services
 from mcphost.kernel.tasks import TaskManager, detailed_view
+from mcphost.kernel.views import Views
 from mcphost.kernel.visibility import Visibility
 from mcphost.plugins import run_plugin
 from mcphost.protocol import jsonrpc
@@ -72,6 +73,9 @@ class Kernel:
         self.host = services.host
         #: The catalog being served, read once from the services' getter (again after a reload).
         self.catalog: Catalog = services.catalog()
+        #: Each ``[endpoints.NAME]``'s view of the catalog, and the tool search index.
+        self.views = Views(services.endpoints, services.catalog)
+        self.views.remember()
         self._deferred: dict[tuple[str, RequestId], Deferred] = {}
         #: Open subscriptions/listen streams (2026-07-28) in this process.
         self.listeners: set[Listener] = set()
@@ -85,7 +89,7 @@ class Kernel:
         self.failures = PluginFailures(log)
         #: Set by the host on a shared backend (mcphost.sessions.cluster.Cluster), else None.
         self.cluster: Any = None
-        self._sync_pool: ThreadPoolExecutor | None = None
+        self._sync_pool: FairPool | None = None
         call: CallNext = self._dispatch
         for record in reversed(middleware or []):
             if record.fail_closed:
@@ -97,6 +101,7 @@ class Kernel:
     def catalog_changed(self) -> None:
         """Serve the catalog the services' getter returns now (the host calls this after a reload)."""
         self.catalog = self.services.catalog()
+        self.views.schedule_index()
 
     # -- the entry for every message --------------------------------------------------------
 
@@ -126,10 +131,12 @@ class Kernel:
         request = validate_modern(message, exchange.headers, tool_header_params=self.catalog.tool_header_params,
                                   lower_case=True)
         connection = exchange.connection
-        self.authorize(message, connection.principal, exchange.trusted)  # InsufficientScope before anything runs
+        # InsufficientScope before anything runs
+        self.authorize(message, connection.principal, exchange.trusted, connection.endpoint)
         sessions = self.sessions
         session = sessions.ephemeral(request, connection.principal, exchange.send, connection.remote)
         session.trusted = exchange.trusted
+        session.endpoint = connection.endpoint
         if not sessions.lifecycle_hooks:  # no plugin to tell: run it, then let go of the session
             try:
                 await exchange.reply(self.receive_modern(session, message, connection))
@@ -144,15 +151,32 @@ class Kernel:
             await sessions.disconnect(session, reason)
             await sessions.terminate(session, "complete")
 
+    def server_info(self, session: Session) -> dict[str, Any]:
+        """The serverInfo ``session`` is shown: its endpoint's, else the host's."""
+        version = session.protocol_version or ""
+        info = self.services.server_info(version)
+        view = self.views.get(session.endpoint) if session.endpoint is not None else None
+        return info if view is None else view.server_info(version, info)
+
+    async def redispatch(self, request: RequestInfo) -> dict[str, Any]:
+        """Run ``request`` (made by a handler from the one it serves, as ``call_tool`` does) through
+        the middleware and dispatch, like a request that arrived."""
+        return await self._call(request)
+
+    def visibility(self, session: Session, principal: Principal | None = None) -> Visibility:
+        """What the sender of a request of ``session`` may see (its endpoint's view included)."""
+        view = self.views.get(session.endpoint) if session.endpoint is not None else None
+        return Visibility(session, session.principal if principal is None else principal, view, self.catalog)
+
     @property
-    def sync_pool(self) -> ThreadPoolExecutor:
-        """The bounded thread pool synchronous handlers run in (``server.sync_workers`` threads).
+    def sync_pool(self) -> FairPool:
+        """The bounded thread pool synchronous handlers run in (``server.sync_workers`` threads, at
+        most ``sync_workers_per_principal`` of them for one principal at once).
 
         Made on first use: a worker forked by the supervisor starts its own threads.
         """
         if self._sync_pool is None:
-            self._sync_pool = ThreadPoolExecutor(max_workers=self.settings.sync_workers,
-                                                 thread_name_prefix="mcphost-sync")
+            self._sync_pool = FairPool(self.settings.sync_workers, sync_share(self.settings))
         return self._sync_pool
 
     def close(self) -> None:
@@ -196,25 +220,31 @@ class Kernel:
             return _done(jsonrpc.error(request_id, McpError(
                 SERVER_BUSY, "Too many requests in flight on this session; retry later")))
         if not self.sessions.admit(session):
-            return _done(jsonrpc.error(request_id, _crowded()))
+            return _done(jsonrpc.error(request_id, _crowded(self.sessions, session)))
         task = asyncio.get_running_loop().create_task(self._run(session, message, connection, principal))
         session.inflight[request_id] = task
         task.add_done_callback(functools.partial(_finished, self.sessions, session, request_id))
         return task
 
-    def authorize(self, message: Any, principal: Principal | None, trusted: bool = False) -> None:
+    def authorize(self, message: Any, principal: Principal | None, trusted: bool = False,
+                  endpoint: str | None = None) -> None:
         """Raise :class:`InsufficientScope` when ``message`` targets a record its sender may not use.
 
         Transports call this before they start answering (over HTTP the refusal is a 403 with a
         challenge, which cannot follow a started response); handlers check again for everyone
-        else. Costs nothing while no record declares scopes.
+        else. Costs nothing while no record declares scopes. A record outside the view of the
+        ``endpoint`` the message came to is not refused here: the handler answers it as unknown.
         """
         catalog = self.catalog
         if not catalog.scoped_kinds or not isinstance(message, dict) or not isinstance(message.get("method"), str):
             return
         params = message.get("params")
-        needed = catalog.required_scopes(message["method"], params if isinstance(params, dict) else {})
+        params = params if isinstance(params, dict) else {}
+        needed = catalog.required_scopes(message["method"], params)
         if needed and not permits(grant_of(principal, trusted), needed):
+            view = self.views.get(endpoint)
+            if view is not None and view.hides(catalog, message["method"], params):
+                return
             raise InsufficientScope(needed)
 
     def modern_session(self, request: ModernRequest, principal: Any, outlet: Any) -> Session:
@@ -236,7 +266,7 @@ class Kernel:
         if message["method"] not in handlers.MODERN_METHODS:
             return _done(jsonrpc.error(message["id"], method_not_found(message["method"])))
         if not self.sessions.admit(session):
-            return _done(jsonrpc.error(message["id"], _crowded()))
+            return _done(jsonrpc.error(message["id"], _crowded(self.sessions, session)))
         task = asyncio.get_running_loop().create_task(self._run(session, message, connection))
         session.inflight[message["id"]] = task
         task.add_done_callback(functools.partial(_finished, self.sessions, session, message["id"]))
@@ -284,7 +314,7 @@ class Kernel:
         state = self.sealer.seal(answers=used, principal=principal_key(session), method=method,
                                  params_digest=params_digest(method, params))
         return {"resultType": "input_required", "inputRequests": round.asked, "requestState": state,
-                "_meta": {SERVER_INFO: self.services.server_info(session.protocol_version or "")}}
+                "_meta": {SERVER_INFO: self.server_info(session)}}
 
     def _stamp(self, session: Session, method: str, params: dict[str, Any], result: dict[str, Any]
                ) -> dict[str, Any]:
@@ -297,7 +327,7 @@ class Kernel:
             result = dict(result)
         result.setdefault("resultType", "complete")
         meta = dict(result.get("_meta") or {})
-        meta[SERVER_INFO] = self.services.server_info(session.protocol_version or "")
+        meta[SERVER_INFO] = self.server_info(session)
         result["_meta"] = meta
         if method in CACHEABLE and result["resultType"] == "complete":
             retried = params.get("requestState") is not None or params.get("inputResponses") is not None
@@ -312,6 +342,7 @@ class Kernel:
         """Run one request of either era in its task; the reply, or None when it was cancelled."""
         request_id, method = message["id"], message["method"]
         params = message.get("params") or {}
+        current_quota.set(session.quota)  # this task's own context: the sync pool shares threads by it
         try:
             if session.era == "modern":
                 result = await self._answer_modern(session, request_id, method, params, connection)
@@ -426,13 +457,13 @@ class Kernel:
         record = found[0] if found is not None else None
         for session in list(self.sessions.sessions.values()):
             if uri in session.subscriptions and session.outlet is not None and not session.closed:
-                if record is not None and not Visibility(session, session.principal).sees(record):
+                if record is not None and not self.visibility(session).sees(record):
                     continue
                 if await self._first_delivery(message, session):
                     await _deliver(session, note)
         for listener in list(self.listeners):
             if uri in listener.uris:
-                if record is not None and not Visibility(listener.session, listener.session.principal).sees(record):
+                if record is not None and not self.visibility(listener.session).sees(record):
                     continue
                 await listener.send("notifications/resources/updated", {"uri": uri})
 
@@ -441,10 +472,12 @@ class Kernel:
         note = jsonrpc.notification(f"notifications/{kind}/list_changed")
         for session in list(self.sessions.sessions.values()):
             if session.initialized and session.outlet is not None and not session.closed:
+                if not _view_changed(message, session.endpoint):
+                    continue
                 if await self._first_delivery(message, session):
                     await _deliver(session, note)
         for listener in list(self.listeners):
-            if kind in listener.kinds:
+            if kind in listener.kinds and _view_changed(message, listener.session.endpoint):
                 await listener.send(f"notifications/{kind}/list_changed", {})
 
     async def _task_here(self, message: dict[str, Any]) -> None:
@@ -493,8 +526,16 @@ class Kernel:
                            _stored_resource_updated)
 
     async def notify_list_changed(self, kind: str) -> None:
-        """Tell every initialized session and listen stream that a list changed (tools, prompts, resources)."""
-        await self._notify({"t": "list-changed", "kind": kind}, self._list_changed_here, _stored_list_changed)
+        """Tell every initialized session and listen stream that a list changed (tools, prompts, resources).
+
+        A session of an ``[endpoints.NAME]`` endpoint is told only when that endpoint's view changed.
+        """
+        event: dict[str, Any] = {"t": "list-changed", "kind": kind}
+        if self.views:
+            event["views"] = await self.views.changed_async(kind)
+        if kind == "tools":
+            self.views.schedule_index()
+        await self._notify(event, self._list_changed_here, _stored_list_changed)
 
     async def notify_task(self, record: dict[str, Any]) -> None:
         """Tell listen streams that asked for this task (``notifications.taskIds``) its new state."""
@@ -519,8 +560,14 @@ def _stored_resource_updated(event: dict[str, Any], state: dict[str, Any]) -> Me
     return jsonrpc.notification("notifications/resources/updated", {"uri": uri})
 
 
+def _view_changed(event: dict[str, Any], endpoint: str | None) -> bool:
+    """Whether a list-changed ``event`` concerns a session of ``endpoint`` (None: the whole catalog)."""
+    views = event.get("views")
+    return endpoint is None or views is None or endpoint in views
+
+
 def _stored_list_changed(event: dict[str, Any], state: dict[str, Any]) -> Message | None:
-    if not state.get("initialized"):
+    if not state.get("initialized") or not _view_changed(event, state.get("endpoint")):
         return None
     return jsonrpc.notification(f"notifications/{event.get('kind')}/list_changed")
 
@@ -589,9 +636,12 @@ async def _guarded_middleware(failures: PluginFailures, record: Middleware, call
         return await call_next(request)
 
 
-def _crowded() -> McpError:
-    """The in-band answer to a caller over ``max_requests_per_principal`` (HTTP answers 429 first)."""
-    return McpError(SERVER_BUSY, "Too many requests in flight for this principal; retry later", {"retryAfter": 1})
+def _crowded(sessions: Any, session: Session) -> McpError:
+    """The in-band answer to a caller over its requests budget (HTTP answers 429 first), naming it."""
+    refused = sessions.crowded(session.quota)
+    if refused is None:  # freed meanwhile: still refused this time, for the same reason
+        return McpError(SERVER_BUSY, "Over the requests budget; retry later", {"budget": "requests", "retryAfter": 1})
+    return McpError(SERVER_BUSY, refused.message, refused.data)
 
 
 def _finished(sessions: Any, session: Session, request_id: RequestId, task: asyncio.Task[Any]) -> None:

@@ -8,6 +8,7 @@ transport hands each message over with an :class:`Exchange` describing where it 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
@@ -41,6 +42,8 @@ class Services:
     extensions: Callable[[], dict[str, Any]]
     #: What :attr:`mcphost.Context.host` shows plugins (the host); the kernel itself never calls it.
     host: Any = None
+    #: ``[endpoints.NAME]`` settings by name (:mod:`mcphost.endpoints`).
+    endpoints: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
 
 class Exchange(Protocol):
@@ -97,11 +100,16 @@ class KernelView(Protocol):
     closing: asyncio.Event
 
     catalog: Catalog
+    views: Any
 
     @property
     def sync_pool(self) -> Any: ...
 
     def defer(self, session: Session, request_id: Any) -> Deferred: ...
+
+    def server_info(self, session: Session) -> dict[str, Any]: ...
+
+    async def redispatch(self, request: RequestInfo) -> dict[str, Any]: ...
 
     def validator_for(self, schema: Mapping[str, Any]) -> Any: ...
 

@@ -48,6 +48,11 @@ class SharedKey:
     active_from: float
 
 
+class KeyRingUnreadable(ValueError):
+    """A shared key ring exists but cannot be read (not the JSON a backend writes): a one-line
+    explanation, never a silent replacement (outstanding sealed states would all break)."""
+
+
 class UnknownEvent(LookupError):
     """The stream or position is unknown, or was trimmed away (retention)."""
 
@@ -149,6 +154,10 @@ class Backend(Protocol):
     when it was free, expired or already ``owner``'s (a renewal), False while another owner holds
     it; ``unhold(key, owner)`` lets go of it if ``owner`` holds it. This is how a per-session rule
     that one process enforces for itself (one standalone GET stream) holds across processes.
+
+    Optional: ``read_keyring(name)``, the ring as stored without creating it (None when it is
+    missing; :class:`KeyRingUnreadable` when it cannot be read), so a running cluster notices a
+    ring that was deleted or damaged instead of silently starting a new one.
 
     ``keyring(name)`` returns the key ring called ``name`` that every process on this backend
     shares, newest first, creating it (one random key, active at once) when there is none:

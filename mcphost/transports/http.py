@@ -29,13 +29,14 @@ import time
 from collections.abc import Awaitable, Iterable, Mapping
 from typing import Any
 
+from mcphost.budgets import OverBudget
 from mcphost.deadline import deadline
-from mcphost.errors import Refused, Unauthorized
+from mcphost.errors import InsufficientScope, Refused, Unauthorized
 from mcphost.host import Host
 from mcphost.kernel.handlers import check_initialize
 from mcphost.protocol import jsonrpc
-from mcphost.protocol.auth import bearer_token
-from mcphost.protocol.errors import PARSE_ERROR, SERVER_BUSY, McpError
+from mcphost.protocol.auth import bearer_token, grant_of, permits
+from mcphost.protocol.errors import INTERNAL_ERROR, INVALID_REQUEST, PARSE_ERROR, SERVER_BUSY, McpError
 from mcphost.protocol.modern import ModernError
 from mcphost.protocol.versions import LEGACY_VERSIONS, allows_batches, is_modern
 from mcphost.sessions.backend import BackendUnavailable, UnknownEvent
@@ -43,6 +44,7 @@ from mcphost.sessions.manager import TooManySessions
 from mcphost.sessions.session import Connection, Principal, Session, quota_key, stream_seconds
 from mcphost.transports import http_modern
 from mcphost.transports.asgi import (
+    ClientAddress,
     HttpError,
     Receive,
     RequestGuard,
@@ -135,12 +137,16 @@ class HttpTransport(SseStreams):
         self.retry_ms = settings.sse_retry_ms
         self.write_timeout = settings.sse_write_timeout
         self.guard = RequestGuard(settings)
+        self.client_address = ClientAddress(settings.forwarded_allow_ips)
         self.closing = asyncio.Event()
         self._background: set[asyncio.Task[Any]] = set()
+        self._retained_by = {}
         #: Request stream numbers on a shared backend: per process, never reused by a session.
         self._stream_numbers = itertools.count(1)
         #: The one owner of sessions; this transport keeps only its streams (see ``sse``).
         self.manager = host.manager
+        #: ``[endpoints.NAME]`` by path: the same machinery serves each, on its view of the catalog.
+        self.endpoint_paths = {settings.path: name for name, settings in host.config.endpoints.items()}
 
     @property
     def events(self) -> Any:
@@ -167,7 +173,7 @@ class HttpTransport(SseStreams):
     # -- what the SessionManager asks of this transport (its Driver) ---------------------------
 
     async def attach(self, session: Session, stored: Mapping[str, Any] | None) -> None:
-        state = HttpSessionState()
+        state = HttpSessionState(session.quota)
         if stored is not None:
             state.standalone_sent = int((stored.get("http") or {}).get("standalone_sent", 0))
         session.outlet = Outlet(self.events, session, state)
@@ -261,7 +267,9 @@ class HttpTransport(SseStreams):
     def _refusal(self, exc: Refused, scope: Scope, headers: dict[str, str], request_id: Any) -> HttpError:
         """A plugin's (or the host's) refusal as an HTTP answer; challenges are composed in one place."""
         extra = self.host.resource_server.response_headers(exc, scope.get("scheme", "http"), headers.get("host", ""))
-        return HttpError(exc.status, exc.message, request_id=request_id, headers=extra)
+        # A 500 is the host's (or a plugin's) fault, not the request's: an internal error.
+        code = INTERNAL_ERROR if exc.status == 500 else INVALID_REQUEST
+        return HttpError(exc.status, exc.message, code=code, request_id=request_id, headers=extra)
 
     # -- authentication -----------------------------------------------------------------------
 
@@ -273,13 +281,15 @@ class HttpTransport(SseStreams):
         Only ``mcphost_authenticate`` sees the credentials: the Connection handed on (to the
         connect hooks, and so to anything a tool can reach) carries no ``Authorization`` header.
         """
-        client = scope.get("client")
-        remote = f"{client[0]}:{client[1]}" if client else None
+        remote = self.client_address(scope, headers)  # behind a trusted proxy: the client it reports
         method, path, scheme = scope["method"], scope["path"], scope.get("scheme", "http")
+        endpoint = self.endpoint_paths.get(path.rstrip("/")) if self.endpoint_paths else None
         host = self.host
         if not host.has_auth:
+            if endpoint is not None:
+                self._admit(endpoint, None)
             return Connection(transport="http", headers=without_credentials(headers), remote=remote,
-                              method=method, path=path, scheme=scheme)
+                              method=method, path=path, scheme=scheme, endpoint=endpoint)
         credentials = headers.get("authorization")
         if credentials is not None:
             check_credentials(scope, headers, credentials)
@@ -289,8 +299,20 @@ class HttpTransport(SseStreams):
             if bearer_token(credentials) is not None:  # a token, but no plugin accepted it
                 raise Unauthorized("Invalid or unknown access token", error="invalid_token")
             raise Unauthorized("Authentication required")
+        if endpoint is not None:
+            self._admit(endpoint, principal)
         return Connection(transport="http", headers=without_credentials(headers), remote=remote, method=method,
-                          path=path, principal=principal, scheme=scheme)
+                          path=path, principal=principal, scheme=scheme, endpoint=endpoint)
+
+    def _admit(self, endpoint: str, principal: Principal | None) -> None:
+        """Refuse a caller without the scopes ``[endpoints.NAME] scopes`` requires: 401 when anonymous
+        (credentials may grant them), 403 ``insufficient_scope`` when its token lacks them."""
+        needed = self.host.config.endpoints[endpoint].scopes
+        if permits(grant_of(principal, False), needed):
+            return
+        if principal is None:
+            raise Unauthorized("Authentication required")
+        raise InsufficientScope(needed)
 
     # -- checks -------------------------------------------------------------------------------
 
@@ -329,7 +351,7 @@ class HttpTransport(SseStreams):
         if not session_id:
             raise HttpError(400, "Bad request: Mcp-Session-Id header is required", request_id=request_id)
         session = await self.manager.lookup(session_id, connection.principal)
-        if session is None:
+        if session is None or session.endpoint != connection.endpoint:  # another endpoint's: unknown here
             raise HttpError(404, "Session not found", request_id=request_id)
         return session
 
@@ -350,11 +372,11 @@ class HttpTransport(SseStreams):
         except McpError as exc:
             raise HttpError(400, exc.message, code=PARSE_ERROR) from None
         assert self.host.kernel is not None
-        if (isinstance(payload, dict) and "id" in payload and "method" in payload
-                and self.manager.crowded(quota_key(connection.principal, connection.remote))):
+        if isinstance(payload, dict) and "id" in payload and "method" in payload:
             # Only requests: answers and notifications (which may finish requests in flight) go on.
-            raise HttpError(429, "Too many requests in flight for this principal; retry later", code=SERVER_BUSY,
-                            request_id=jsonrpc.readable_id(payload), headers={"retry-after": "1"})
+            refused = self.manager.crowded(quota_key(connection.principal, connection.remote))
+            if refused is not None:
+                raise over_budget(refused, jsonrpc.readable_id(payload))
         exchange = _Exchange(self, headers, connection, receive, send)
         work = self.host.kernel.serve(payload, exchange)
         try:
@@ -407,7 +429,7 @@ class HttpTransport(SseStreams):
             # 403 with an insufficient_scope challenge (an SSE response could only carry an error).
             for message in requests:
                 try:
-                    self.host.kernel.authorize(message, connection.principal)
+                    self.host.kernel.authorize(message, connection.principal, endpoint=connection.endpoint)
                 except Refused as exc:
                     raise _RefusedRequest(exc, None if batch else message["id"]) from None
         await self._connect(session, connection, discard=is_initialize)
@@ -493,12 +515,14 @@ class HttpTransport(SseStreams):
 
     async def _create_session(self, connection: Connection) -> Session:
         try:
-            return await self.manager.create(connection.principal, connection.remote)
+            session = await self.manager.create(connection.principal, connection.remote)
+            session.endpoint = connection.endpoint
+            return session
         except TooManySessions as exc:
             if exc.per_principal:  # this caller's own cap: others are unaffected
-                raise HttpError(429, "Too many sessions for this principal; end one or retry later",
-                                code=SERVER_BUSY, headers={"retry-after": "5"}) from None
-            raise HttpError(503, "Too many sessions; retry later", code=-32000, headers={"retry-after": "5"}) from None
+                raise HttpError(429, f"{exc}; end one or retry later", code=SERVER_BUSY,
+                                headers={"retry-after": "5"}) from None
+            raise HttpError(503, f"{exc}; retry later", code=SERVER_BUSY, headers={"retry-after": "5"}) from None
 
     async def _reply_json(self, session: Session, connection: Connection, messages: list[Any], batch: bool,
                           send: Send, extra: dict[str, str], principal: Principal | None) -> None:
@@ -528,6 +552,12 @@ class HttpTransport(SseStreams):
             await self.manager.disconnect(session, "complete")
             raise HttpError(409, f"Conflict: this session already has {state.gets} open GET streams "
                                  "(server.max_streams_per_session)")
+        # A GET stream is a request in flight of its principal, whichever session it opens it on.
+        refused = self.manager.budgets.try_acquire(session.quota, "requests")
+        if refused is not None:
+            self.manager.refused(session.quota)
+            await self.manager.disconnect(session, "complete")
+            raise over_budget(refused)
         state.gets += 1
         try:
             last_event = headers.get("last-event-id")
@@ -560,6 +590,7 @@ class HttpTransport(SseStreams):
                              until=stream_seconds(connection.principal, self.settings.max_stream_seconds))
         finally:
             state.gets -= 1
+            self.manager.budgets.release(session.quota, "requests")
             if not pumping:
                 await self.manager.disconnect(session, "complete")
 
@@ -575,6 +606,15 @@ class HttpTransport(SseStreams):
         await respond_unread(receive, send, 204, b"", closing({}, body), body)  # a body is never read
 
     # -- SSE writer ---------------------------------------------------------------------------
+
+def over_budget(refused: OverBudget, request_id: Any = None) -> HttpError:
+    """A spent budget as an HTTP answer: 429 for the caller's own, 503 for the host's, with
+    Retry-After and the budget named in the message and the error's data."""
+    error = HttpError(429 if refused.per_principal else 503, refused.message, code=SERVER_BUSY,
+                      request_id=request_id, headers={"retry-after": str(refused.retry_after)})
+    error.body["error"]["data"] = refused.data
+    return error
+
 
 def _kind(message: Any) -> jsonrpc.Kind | None:
     try:
