@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from mcphost.testing import free_port
 from tests.support.fixtures.distributions import make_distribution
 
 MCPHOST = Path(sys.executable).parent / "mcphost"
@@ -71,12 +72,6 @@ async def browser(**context: Any) -> AsyncIterator[Any]:
             yield await launched.new_context(**context)
         finally:
             await launched.close()
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def broken_distribution(root: Path) -> Path:
