@@ -91,7 +91,11 @@ def mcphost_connect(session: Session, request: Connection) -> None:
     session) allowed, and ``None`` changes nothing, so a later plugin cannot widen what an
     earlier one hid. The narrowing applies to listings, calls, reads, subscriptions and
     completion alike. The return value is ignored. Every implementation runs, in plugin
-    order, until one refuses.
+    order, until one refuses. A refusal fires ``mcphost_disconnect(session, "refused")`` at
+    once, on every transport and in both eras; when the refused connection is the one that
+    opened the session (an initialize, the start of a stdio or in-memory session, every
+    2026-07-28 request), ``mcphost_terminate(session, "refused")`` follows at once too. A
+    refused request to a session already running leaves that session as it was.
     """
 
 
@@ -111,7 +115,8 @@ def mcphost_terminate(session: Session, reason: str) -> None:
     """The session is over and its state is being discarded. Fires once per session.
 
     ``reason`` is one of ``"deleted"`` (client DELETE), ``"expired"`` (idle timeout),
-    ``"lifetime"`` (maximum age), ``"shutdown"``, ``"eof"`` (stdio client went away), or
+    ``"lifetime"`` (maximum age), ``"shutdown"``, ``"eof"`` (stdio client went away),
+    ``"refused"`` (a connect hook refused the connection that opened it), or
     ``"complete"``: in the 2026-07-28 revision every request is its own short-lived session,
     so connect, disconnect and terminate all fire once for each request, in that order, on
     every transport (``session.era`` is ``"modern"`` then). The SessionManager ends sessions,

@@ -76,14 +76,16 @@ class MemoryClient:
         if not self.host._started:
             await self.host.start()
             self._started_host = True
-        self.session = self.host.new_session(self.connection.principal)
+        manager = self.host.manager
+        self.session = manager.new(self.connection.principal)
         # Like stdio, an in-memory client is local; one posing as HTTP is treated as a network client.
         self.session.trusted = self.connection.transport != "http"
         self.session.outlet = self._receive
         try:
-            await self.host.connect(self.session, self.connection)
+            # The one refusal rule: disconnect and terminate ("refused") fire at once, the session ends.
+            await manager.open(self.session, self.connection, opening=True)
         except BaseException:
-            self.host.sessions.pop(self.session.id, None)  # never admitted: no lifecycle hooks
+            manager.release(self.session)  # whatever stopped it, the session is not held any more
             if self._started_host:
                 await self.host.stop()
             raise
@@ -94,9 +96,8 @@ class MemoryClient:
     async def __aexit__(self, *exc: object) -> None:
         for task in list(self._background):
             task.cancel()
-        if self.session is not None:
-            await self.host.disconnect(self.session, "eof")
-            await self.host.terminate(self.session, "eof")
+        if self.session is not None and not self.session.closed:
+            await self.host.manager.close(self.session, "eof", end="eof")
         if self._started_host:
             await self.host.stop()
 

@@ -54,6 +54,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("mcphost.kernel")
 
 Reply = asyncio.Future[Message | None]
+#: A connection's ordered writer for replies: takes the reply synchronously (see Kernel.receive).
+Deliver = Callable[[Message], object]
 CallNext = Callable[["RequestInfo"], Awaitable[dict[str, Any]]]
 
 
@@ -130,19 +132,19 @@ class Kernel:
         sessions = self.sessions
         session = sessions.ephemeral(request, connection.principal, exchange.send, connection.remote)
         session.trusted = exchange.trusted
-        if not sessions.lifecycle_hooks:  # no plugin to tell: run it, then let go of the session
+        if not sessions.hooks.active:  # no plugin to tell: run it, then let go of the session
             try:
                 await exchange.reply(self.receive_modern(session, message, connection))
             finally:
                 sessions.release(session)
             return
-        await sessions.connect(session, connection)  # a refusal propagates to the transport
+        # A refusal fires disconnect and terminate ("refused") at once, then propagates to the transport.
+        await sessions.open(session, connection, opening=True)
         reason = "complete"
         try:
             reason = await exchange.reply(self.receive_modern(session, message, connection))
         finally:
-            await sessions.disconnect(session, reason)
-            await sessions.terminate(session, "complete")
+            await sessions.close(session, reason, end="complete")
 
     @property
     def sync_pool(self) -> ThreadPoolExecutor:
@@ -164,22 +166,24 @@ class Kernel:
     # -- entry points for transports ------------------------------------------------------
 
     def receive(self, session: Session, message: Any, connection: Connection | None = None,
-                principal: Principal | None = None) -> Reply | None:
+                principal: Principal | None = None, deliver: Deliver | None = None) -> Reply | None:
         """Take one decoded message from ``session``'s client.
 
         Returns a future resolving to the reply for requests (and an already-resolved one for
         invalid messages), ``None`` for notifications and responses, which get no reply.
         ``connection`` is the transport exchange that carried it (middleware sees it);
         ``principal`` is who sent it, when the transport authenticated this message itself
-        (default: the session's principal).
+        (default: the session's principal). ``deliver``: the connection's ordered writer; a
+        request's task hands it the reply synchronously as it ends, so the reply takes its place
+        among the notifications before anything else runs (the future still resolves).
         """
         session.last_active = time.time()
         try:
             kind = jsonrpc.classify(message)
         except McpError as exc:
-            return _done(jsonrpc.error(jsonrpc.readable_id(message), exc))
+            return _done(jsonrpc.error(jsonrpc.readable_id(message), exc), deliver)
         if kind is Kind.REQUEST:
-            return self._start(session, message, connection, principal)
+            return self._start(session, message, connection, principal, deliver)
         if kind is Kind.NOTIFICATION:
             self._on_notification(session, message)
         else:
@@ -187,17 +191,17 @@ class Kernel:
         return None
 
     def _start(self, session: Session, message: Message, connection: Connection | None,
-               principal: Principal | None = None) -> Reply:
+               principal: Principal | None = None, deliver: Deliver | None = None) -> Reply:
         request_id = message["id"]
         if request_id in session.inflight:
             return _done(jsonrpc.error(request_id, McpError(
-                INVALID_REQUEST, f"Request id {request_id!r} is already in flight on this session")))
+                INVALID_REQUEST, f"Request id {request_id!r} is already in flight on this session")), deliver)
         if len(session.inflight) >= self.settings.max_inflight:
             return _done(jsonrpc.error(request_id, McpError(
-                SERVER_BUSY, "Too many requests in flight on this session; retry later")))
+                SERVER_BUSY, "Too many requests in flight on this session; retry later")), deliver)
         if not self.sessions.admit(session):
-            return _done(jsonrpc.error(request_id, _crowded()))
-        task = asyncio.get_running_loop().create_task(self._run(session, message, connection, principal))
+            return _done(jsonrpc.error(request_id, _crowded()), deliver)
+        task = asyncio.get_running_loop().create_task(self._run(session, message, connection, principal, deliver))
         session.inflight[request_id] = task
         task.add_done_callback(functools.partial(_finished, self.sessions, session, request_id))
         return task
@@ -303,7 +307,7 @@ class Kernel:
         return result
 
     async def _run(self, session: Session, message: Message, connection: Connection | None,
-                   principal: Principal | None = None) -> Message | None:
+                   principal: Principal | None = None, deliver: Deliver | None = None) -> Message | None:
         """Run one request of either era in its task; the reply, or None when it was cancelled."""
         request_id, method = message["id"], message["method"]
         params = message.get("params") or {}
@@ -334,6 +338,8 @@ class Kernel:
             # The id is free once the reply exists (the done callback would free it one turn of the
             # loop later, after a transport that writes the reply at once may have answered).
             del session.inflight[request_id]
+        if deliver is not None:
+            deliver(reply)
         return reply
 
     async def _dispatch(self, request: RequestInfo) -> dict[str, Any]:
@@ -607,7 +613,10 @@ def _deferred_reply(request_id: RequestId, value: Any, error: BaseException | No
     return message
 
 
-def _done(message: Message) -> Reply:
+def _done(message: Message, deliver: Deliver | None = None) -> Reply:
+    """An answer known at once (an invalid message, a busy session): handed to ``deliver`` now too."""
+    if deliver is not None:
+        deliver(message)
     future: Reply = asyncio.get_running_loop().create_future()
     future.set_result(message)
     return future

@@ -30,10 +30,12 @@ import re
 import secrets
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable, Iterable, Mapping
-from typing import Any, Protocol
+from collections.abc import Iterable, Mapping
+from typing import Any, Protocol, cast
 
-from mcphost.sessions.backend import BackendUnavailable
+from mcphost.config import ServerSettings
+from mcphost.errors import Refused
+from mcphost.sessions.backend import Backend, BackendUnavailable, LeasedEventLog, SubscriptionStore
 from mcphost.sessions.session import Connection, Principal, Session, quota_key
 
 log = logging.getLogger("mcphost.sessions")
@@ -80,26 +82,33 @@ class Driver(Protocol):
         (the HTTP transport: its one standalone GET stream)."""
 
 
-Hook = Callable[[Session, str], Awaitable[None]]
-ConnectHook = Callable[[Session, Connection], Awaitable[None]]
+class LifecycleHooks(Protocol):
+    """The plugins' lifecycle hooks, as one object the host hands the manager.
+
+    Only the manager calls them: transports open and close sessions through the manager.
+    """
+
+    #: Whether any plugin implements one of them (a 2026-07-28 request then skips the calls).
+    @property
+    def active(self) -> bool: ...
+
+    async def connect(self, session: Session, connection: Connection) -> None:
+        """Run ``mcphost_connect``; :class:`~mcphost.errors.Refused` when a plugin turns the client away."""
+
+    async def disconnect(self, session: Session, reason: str) -> None:
+        """Run ``mcphost_disconnect`` (one connection closed, not the end of the session)."""
+
+    async def terminate(self, session: Session, reason: str) -> None:
+        """Run ``mcphost_terminate`` (the session is over)."""
 
 
 class SessionManager:
     """Sessions of one host in this process; see the module docstring."""
 
-    def __init__(self, settings: Any, backend: Any, *, connect: ConnectHook, disconnect: Hook,
-                 terminate: Hook) -> None:
+    def __init__(self, settings: ServerSettings, backend: Backend, hooks: LifecycleHooks) -> None:
         self.settings = settings
-        #: ``await connect(session, connection)``: run ``mcphost_connect``; raises
-        #: :class:`~mcphost.errors.Refused` when a plugin turns the client away.
-        self.connect = connect
-        #: ``await disconnect(session, reason)``: run ``mcphost_disconnect`` (one connection closed,
-        #: not the end of the session).
-        self.disconnect = disconnect
-        self._terminate = terminate
-        #: Whether any plugin implements a lifecycle hook (connect, disconnect, terminate); the
-        #: host clears it when none does, so a 2026-07-28 request skips the calls that do nothing.
-        self.lifecycle_hooks = True
+        #: The lifecycle hooks; only :meth:`open`, :meth:`close` and :meth:`terminate` call them.
+        self.hooks = hooks
         #: Sessions held in this process, by id.
         self.sessions: dict[str, Session] = {}
         self.use(backend)
@@ -119,18 +128,16 @@ class SessionManager:
 
     # -- wiring ---------------------------------------------------------------------------------
 
-    def use(self, backend: Any) -> None:
+    def use(self, backend: Backend) -> None:
         """Keep sessions in ``backend`` (the host sets it once plugins are loaded)."""
         self.backend = backend
         #: Sessions live in a store shared with other processes (any of them serves any session).
-        self.shared = bool(getattr(backend, "shared", False))
+        self.shared = backend.shared
         #: Seconds a request stream's lease lasts; 0 when the backend has no leases (one process).
-        events = getattr(backend, "events", None)
-        self.lease = float(getattr(backend, "lease", 0) or 0) if hasattr(events, "settle") else 0.0
-        #: A shared store that keeps each session's subscriptions apart from its state (optional
-        #: ``subscribe``/``unsubscribe``): a subscription then writes only itself, never the state.
-        sessions = getattr(backend, "sessions", None)
-        self._subscriptions_apart = self.shared and hasattr(sessions, "subscribe") and hasattr(sessions, "unsubscribe")
+        self.lease = float(backend.lease) if backend.shared else 0.0
+        #: A shared store that keeps each session's subscriptions apart from its state: a
+        #: subscription then writes only itself, never the state.
+        self._subscriptions_apart = backend.shared and backend.subscriptions_apart
 
     def join(self, cluster: Any) -> None:
         """Share sessions with other processes through ``cluster``: an end elsewhere lets go here."""
@@ -175,8 +182,7 @@ class SessionManager:
         cap = self.settings.max_sessions_per_principal
         if cap:
             key = quota_key(principal, remote)
-            count_of = getattr(self.backend.sessions, "count_of", None) if self.shared else None
-            if (await count_of(key) if count_of is not None else self.held_by[key]) >= cap:
+            if (await self.backend.sessions.count_of(key) if self.shared else self.held_by[key]) >= cap:
                 raise TooManySessions(per_principal=True)
         session = self.new(principal, remote)
         if self.cluster is not None:
@@ -285,15 +291,17 @@ class SessionManager:
         limit = self.settings.max_subscriptions
         if len(session.subscriptions) >= limit:
             return False
-        if self._subscriptions_apart and not await self.backend.sessions.subscribe(session.id, uri, limit):
-            return False
+        if self._subscriptions_apart:
+            store = cast(SubscriptionStore, self.backend.sessions)
+            if not await store.subscribe(session.id, uri, limit):
+                return False
         session.subscriptions.add(uri)
         return True
 
     async def unsubscribe(self, session: Session, uri: str) -> None:
         """Stop following ``uri`` for ``session`` (nothing when it did not)."""
         if self._subscriptions_apart:
-            await self.backend.sessions.unsubscribe(session.id, uri)
+            await cast(SubscriptionStore, self.backend.sessions).unsubscribe(session.id, uri)
         session.subscriptions.discard(uri)
 
     # -- the store (shared backend) ---------------------------------------------------------------
@@ -319,14 +327,41 @@ class SessionManager:
             self._saved[session.id] = snapshot
             self._touched[session.id] = time.monotonic()
 
-    # -- the lifecycle hooks (connect and disconnect are the host's, set in __init__) -----------------
+    # -- the lifecycle: open, close, terminate (the only callers of the lifecycle hooks) ---------------
+
+    async def open(self, session: Session, connection: Connection, *, opening: bool = False) -> None:
+        """Run the connect hooks for one connection of ``session``.
+
+        The one refusal rule, for every transport and both eras: a refused connect fires
+        ``mcphost_disconnect(session, "refused")`` at once; when this connection is the one that
+        opened the session (``opening``: an initialize, the start of a stdio or in-memory session,
+        every 2026-07-28 request) ``mcphost_terminate(session, "refused")`` follows at once and the
+        session is forgotten. Then :class:`~mcphost.errors.Refused` propagates for the transport to
+        word. A refused connection to a session already running leaves the session as it was.
+        """
+        try:
+            await self.hooks.connect(session, connection)
+        except Refused:
+            await self.hooks.disconnect(session, "refused")
+            if opening:
+                await self.terminate(session, "refused")
+                if session.era != "modern":  # a session-era session may have opened its event log
+                    await self.backend.events.drop(session.id)
+            raise
+
+    async def close(self, session: Session, reason: str, *, end: str | None = None) -> None:
+        """One connection of ``session`` closed: ``mcphost_disconnect(reason)``; with ``end`` the
+        session is over too, and ``mcphost_terminate(end)`` follows (once: see :meth:`terminate`)."""
+        await self.hooks.disconnect(session, reason)
+        if end is not None:
+            await self.terminate(session, end)
 
     async def terminate(self, session: Session, reason: str) -> None:
         """End ``session`` here: cancel its work, forget it, run ``mcphost_terminate`` once."""
         if session.closed:
             return
         self.release(session)
-        await self._terminate(session, reason)
+        await self.hooks.terminate(session, reason)
 
     def release(self, session: Session) -> None:
         """Stop holding ``session`` in this process: cancel its local work, forget it.
@@ -360,11 +395,6 @@ class SessionManager:
         await self.backend.sessions.delete(session.id)
         if self.shared and self.cluster is not None:
             await self.cluster.publish(f"s:{session.id}", {"t": "end"})  # other holders let go
-
-    async def discard(self, session: Session) -> None:
-        """Forget a session minted by a request that was refused: no hook ever saw it."""
-        self.release(session)
-        await self.backend.events.drop(session.id)
 
     # -- background work --------------------------------------------------------------------------
 
@@ -434,11 +464,8 @@ class SessionManager:
         """Shared backend: end the sessions whose idle time ran out in the store, wherever they were
         last used. The store hands each one to exactly one process (its expiry index), so the
         terminate hook fires once across the cluster."""
-        expired = getattr(self.backend.sessions, "expired", None)
-        if expired is None:
-            return
         try:
-            for session_id, data in await expired():
+            for session_id, data in await self.backend.sessions.expired():
                 session = self.sessions.get(session_id)
                 if session is None and data is not None:
                     session = Session.from_state(data)
@@ -470,7 +497,7 @@ class SessionManager:
                     streams.extend((session.id, stream, ids) for stream, ids in self.driver.leased(session))
             failed = True
             try:
-                await self.backend.events.lease(streams, self.lease)
+                await cast(LeasedEventLog, self.backend.events).lease(streams, self.lease)
                 failed = False
             except BackendUnavailable as exc:
                 log.warning("could not renew %d request leases: %s", len(streams), exc)

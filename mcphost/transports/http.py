@@ -410,7 +410,7 @@ class HttpTransport(SseStreams):
                     self.host.kernel.authorize(message, connection.principal)
                 except Refused as exc:
                     raise _RefusedRequest(exc, None if batch else message["id"]) from None
-        await self._connect(session, connection, discard=is_initialize)
+        await self._connect(session, connection, opening=is_initialize)
         pumping = False
         try:
             state = state_of(session)
@@ -474,20 +474,14 @@ class HttpTransport(SseStreams):
                     await self._pump(session, stream, 0, receive, send, extra)
         finally:
             if not pumping:  # the pump reports its own disconnect
-                await self.manager.disconnect(session, "complete")
+                await self.manager.close(session, "complete")
 
-    async def _connect(self, session: Session, connection: Connection, *, discard: bool = False) -> None:
-        """Run the connect hooks; a refusal is reported to the disconnect hooks too (and a session
-        minted by this very request is forgotten without a trace)."""
-        try:
-            await self.manager.connect(session, connection)
-        except Refused:
-            if discard:
-                await self.manager.discard(session)
-            await self.manager.disconnect(session, "refused")
-            raise
+    async def _connect(self, session: Session, connection: Connection, *, opening: bool = False) -> None:
+        """Run the connect hooks through the manager (which applies the one refusal rule)."""
+        # A refusal fires disconnect("refused"), and for the session this request minted terminate("refused").
+        await self.manager.open(session, connection, opening=opening)
         if session.closed:  # ended (DELETE, expiry) while an async connect hook ran
-            await self.manager.disconnect(session, "complete")
+            await self.manager.close(session, "complete")
             raise HttpError(404, "Session not found")
         session.last_active = time.time()  # any request counts as activity, a GET too
 
@@ -525,7 +519,7 @@ class HttpTransport(SseStreams):
         state = state_of(session)
         assert state is not None
         if state.gets >= self.settings.max_streams_per_session:
-            await self.manager.disconnect(session, "complete")
+            await self.manager.close(session, "complete")
             raise HttpError(409, f"Conflict: this session already has {state.gets} open GET streams "
                                  "(server.max_streams_per_session)")
         state.gets += 1
@@ -561,7 +555,7 @@ class HttpTransport(SseStreams):
         finally:
             state.gets -= 1
             if not pumping:
-                await self.manager.disconnect(session, "complete")
+                await self.manager.close(session, "complete")
 
 
     # -- DELETE -------------------------------------------------------------------------------
@@ -569,7 +563,7 @@ class HttpTransport(SseStreams):
     async def _delete(self, headers: dict[str, str], connection: Connection, receive: Receive, send: Send) -> None:
         session = await self._session(headers, connection)
         await self._connect(session, connection)
-        await self.manager.disconnect(session, "complete")
+        await self.manager.close(session, "complete")
         await self.manager.end(session, "deleted")
         body = "transfer-encoding" in headers or headers.get("content-length", "0") not in ("", "0")
         await respond_unread(receive, send, 204, b"", closing({}, body), body)  # a body is never read

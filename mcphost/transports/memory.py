@@ -44,11 +44,13 @@ class MemoryTransport:
         if not self.host.started:
             await self.host.start()
             self._started = True
+        manager = self.host.manager
         try:
-            session = self.session = self.host.manager.new()
+            session = self.session = manager.new()
             session.trusted = True
             session.outlet = self._outlet
-            await self.host.manager.connect(session, self.connection)
+            # A refusal fires disconnect and terminate ("refused") at once, and ends the session.
+            await manager.open(session, self.connection, opening=True)
             result = await self.request("initialize", {"protocolVersion": LATEST_LEGACY, "capabilities": {},
                                                        "clientInfo": self.client_info})
             if "error" in result:
@@ -62,8 +64,7 @@ class MemoryTransport:
     async def __aexit__(self, *exc: object) -> None:
         session = self.session
         if session is not None and not session.closed:
-            await self.host.manager.disconnect(session, "eof")
-            await self.host.manager.terminate(session, "eof")
+            await self.host.manager.close(session, "eof", end="eof")
         if self._started:
             await self.host.stop()
 

@@ -265,7 +265,7 @@ class SseStreams:
                     await send({"type": "http.response.body", "body": b"", "more_body": False})
             except Exception:  # the client is gone (or stalled); nothing more to say
                 pass
-            await self.manager.disconnect(session, reason)
+            await self.manager.close(session, reason)
 
     async def _write_stored(self, session: Session, state: HttpSessionState, stream: str, send: Send,
                             extra: dict[str, str]) -> bool:
@@ -300,7 +300,7 @@ class SseStreams:
             raise
         finally:
             session.last_active = time.time()
-            await self.manager.disconnect(session, reason)
+            await self.manager.close(session, reason)
         return True
 
     def _log_stalled(self, session: Session, stream: str) -> None:

@@ -31,6 +31,7 @@ from mcphost.kernel import RequestInfo
 from mcphost.plugins import make_plugin_manager
 from mcphost.protocol.errors import INTERNAL_ERROR, INVALID_PARAMS, RESOURCE_NOT_FOUND, McpError
 from mcphost.records import Provenance
+from mcphost.sessions.backend import Backend
 from mcphost.sessions.session import Connection, Principal, Session
 from mcphost.testing import MemoryClient, make_host
 
@@ -367,8 +368,8 @@ async def test_mcphost_disconnect_and_terminate_get_their_reasons() -> None:
 
     recorder.calls.clear()
     await host.start()
-    session = host.new_session()
-    await host.disconnect(session, "dropped")
+    session = host.manager.new()
+    await host.manager.close(session, "dropped")
     assert recorder.calls == [("disconnect", session.id, "dropped")]
     assert session.id in host.sessions  # a disconnect is not the end of the session
     await host.stop()
@@ -380,9 +381,9 @@ async def test_mcphost_terminate_fires_once_per_session() -> None:
     recorder = Recorder()
     host = make_host(recorder)
     await host.start()
-    session = host.new_session()
-    await host.terminate(session, "deleted")
-    await host.terminate(session, "expired")
+    session = host.manager.new()
+    await host.manager.terminate(session, "deleted")
+    await host.manager.terminate(session, "expired")
     await host.stop()  # the session is already gone: no "shutdown" terminate for it
     assert recorder.calls == [("terminate", session.id, "deleted")]
 
@@ -801,7 +802,7 @@ async def test_mcphost_middleware_hook_mistakes_fail_only_that_plugin(caplog: py
 
 
 def test_mcphost_backend_first_result_wins_over_the_builtin() -> None:
-    class RedisLike:
+    class RedisLike(Backend):
         name = "redis-like"
 
     backend = RedisLike()
@@ -964,7 +965,7 @@ async def test_mcphost_startup_and_shutdown_sync_and_async_run_once() -> None:
     await host.start()
     await host.start()  # idempotent
     assert events == ["sync startup, tools=['shout']", "async startup"]  # registration order
-    host.new_session()
+    host.manager.new()
     await host.stop()
     await host.stop()  # idempotent
     assert events[2:] == ["terminate shutdown", "sync shutdown, sessions=0", "async shutdown"]

@@ -45,7 +45,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from mcphost.sessions.backend import BackendUnavailable, Event, SharedKey, StreamRead, UnknownEvent
+from mcphost.sessions.backend import Backend, BackendUnavailable, Event, SharedKey, StreamRead, UnknownEvent
 
 from . import scripts
 
@@ -94,11 +94,12 @@ class RedisSettings:
         return self.op_timeout + 0.5
 
 
-class RedisBackend:
+class RedisBackend(Backend):
     """The shared backend: any worker on any machine pointed at the same Redis sees the same state."""
 
     name = "redis"
     shared = True
+    subscriptions_apart = True
 
     def __init__(self, settings: RedisSettings) -> None:
         self.settings = settings
