@@ -255,7 +255,7 @@ def rotate_state_key(options: Options) -> None:
     from mcphost.sessions.cluster import KEY_ACTIVATION, STATE_RING
 
     host = options.host()
-    if not getattr(host.backend, "shared", False):
+    if not host.backend.shared:
         raise click.ClickException("no shared backend is configured (e.g. [plugins.redis] url): each process "
                                    "has its own random key, which a restart replaces")
     if host.config.server.state_keys:

@@ -43,7 +43,7 @@ def check_bind(host: Host, *, allow_remote: bool = False) -> None:
             f"refusing to listen on {settings.host} without authentication or allowed_hosts: anyone who can "
             "reach this address could use every tool. Install an auth plugin, set [server] allowed_hosts, "
             "or pass --allow-remote if something in front of mcphost already authenticates.")
-    if settings.workers > 1 and not getattr(host.backend, "shared", False):
+    if settings.workers > 1 and not host.backend.shared:
         raise ConfigError(
             f"{settings.workers} workers need a shared state backend; the in-memory backend "
             f"({type(host.backend).__name__}) would give each worker its own sessions, so a client would get "
@@ -121,7 +121,7 @@ async def serve_http(host: Host, *, ready: Any = None, sock: socket.socket | Non
 
     drain = host.config.server.shutdown_drain
     if drain is None:
-        drain = DEFAULT_DRAIN if getattr(host.backend, "shared", False) else 0.0
+        drain = DEFAULT_DRAIN if host.backend.shared else 0.0
 
     async def shutdown_trigger() -> None:
         await stop.wait()

@@ -347,7 +347,7 @@ class TaskManager:
 
     def keep_beating(self) -> None:
         """On a shared backend, restamp running tasks every third of a lease: proof that a process runs them."""
-        if getattr(self.kernel.services.backend, "shared", False) and (self._beating is None or self._beating.done()):
+        if self.kernel.services.backend.shared and (self._beating is None or self._beating.done()):
             self._beating = asyncio.get_running_loop().create_task(self._beat())
 
     async def _beat(self) -> None:

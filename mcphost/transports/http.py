@@ -539,9 +539,15 @@ class HttpTransport(SseStreams):
                 after = await self._standalone_start(session, state)
             try:
                 # Check the position before sending headers, so an expired id is a clear 400.
-                await self.events.read(session.id, stream, after, 0)
+                position = await self.events.read(session.id, stream, after, 0)
             except UnknownEvent:
                 raise HttpError(400, "Unknown or expired Last-Event-ID") from None
+            if stream != STANDALONE and position.done and not position.events:
+                # A request stream the client already has in full, which ended without a reply (a
+                # cancelled call: the spec says not to answer it). An empty SSE stream would make a
+                # client resume it again and again; 204 says there is nothing more, ever.
+                await respond(send, 204, b"", {})
+                return
             if stream == STANDALONE and self.lease and self.host.cluster is not None:
                 # The same rule across processes: the stream is held in the backend (released when it ends).
                 if not await self._hold_standalone(session):
