@@ -29,6 +29,7 @@ from typing import Any, BinaryIO
 
 from mcphost.errors import Refused
 from mcphost.host import Host
+from mcphost.kernel.driver import SessionDriver
 from mcphost.protocol import jsonrpc
 from mcphost.protocol.era import Era
 from mcphost.protocol.errors import INVALID_REQUEST, SERVER_BUSY, McpError
@@ -151,6 +152,7 @@ class StdioServer:
         #: Running 2026-07-28 requests by id: their reply futures (stdio cancels with notifications/cancelled).
         self._modern: dict[Any, asyncio.Future[Any]] = {}
         self.session: Session | None = None
+        self.driver: SessionDriver
         #: stdio connects once: one Connection for the lifecycle hooks and every request's middleware.
         self.connection = Connection(transport="stdio", remote="stdio")
 
@@ -164,17 +166,18 @@ class StdioServer:
     async def serve(self) -> None:
         host = self.host
         await host.start(freeze_gc=self.freeze_gc)
-        manager = host.manager
-        session = self.session = manager.new()
-        session.trusted = True  # whoever started this process is its user: no network credentials here
+        assert host.kernel is not None
 
         async def outlet(message: jsonrpc.Message, related: Any) -> None:
             await self.write(message)
 
-        session.outlet = outlet
+        # One connection, one session, driven by the kernel; replies and notifications go
+        # through the one ordered writer.
+        driver = self.driver = SessionDriver(host.kernel, self.connection, outlet, trusted=True,
+                                             deliver=self.out.put)
+        session = self.session = driver.session
         try:
-            # One connection, one session: a refusal fires disconnect and terminate ("refused") now.
-            await manager.open(session, self.connection, opening=True)
+            await driver.open()  # a refusal fires disconnect and terminate ("refused") now
         except Refused as refusal:
             log.warning("client refused by a connect hook: %s", refusal.message)
             self._refusal = refusal
@@ -200,8 +203,7 @@ class StdioServer:
             if self._replies:
                 await asyncio.wait(list(self._replies), timeout=5)
             await self.out.close()
-            if self._refusal is None:  # a refused session was closed when it was refused
-                await manager.close(session, reason, end="shutdown" if reason == "shutdown" else "eof")
+            await driver.close(reason, end="shutdown" if reason == "shutdown" else "eof")
             await host.stop()
 
     async def _read_all(self, session: Session) -> str:
@@ -268,8 +270,7 @@ class StdioServer:
             return
         if isinstance(message, dict) and session.protocol_version is None and self._cancel_modern(message):
             return
-        assert self.host.kernel is not None
-        work = self.host.kernel.serve(message, _Line(self, message))
+        work = self.driver.serve(message, _Line(self, message))
         if work is None:
             return
         # A 2026-07-28 request: its lifecycle runs as the task that writes its reply.
@@ -286,11 +287,10 @@ class StdioServer:
         task.add_done_callback(self._replies.discard)
         task.add_done_callback(self._modern_running.discard)
 
-    def legacy(self, session: Session, message: Any) -> None:
+    def legacy(self, message: Any) -> None:
         """A session-era message: the kernel answers it for this process's session."""
-        assert self.host.kernel is not None
         # The request's task hands its reply to the writer as it ends (before anything else runs).
-        reply = self.host.kernel.receive(session, message, self.connection, deliver=self.out.put)
+        reply = self.driver.receive(message)
         if reply is not None:
             self._replies.add(reply)
             reply.add_done_callback(self._replies.discard)
@@ -343,9 +343,7 @@ class StdioServer:
             await self.write(jsonrpc.error(None, McpError(
                 INVALID_REQUEST, "Batches are not accepted (only on 2025-03-26 sessions, never with initialize)")))
             return
-        assert self.host.kernel is not None
-        replies = [r for r in (self.host.kernel.receive(session, m, self.connection) for m in batch)
-                   if r is not None]
+        replies = self.driver.batch(batch)
         if replies:
             self._track(asyncio.gather(*replies), self._send_batch)
 
@@ -384,9 +382,7 @@ class _Line:
 
     @property
     def era(self) -> Era | None:
-        """An initialized session settles the era of this connection: the session era."""
-        session = self.server.session
-        return "legacy" if session is not None and session.protocol_version is not None else None
+        return self.server.driver.era
 
     async def send(self, message: Any, related: Any) -> None:
         await self.server.write(message)
@@ -395,8 +391,7 @@ class _Line:
         return await self.server.reply(self.id, reply)
 
     def legacy(self, message: Any) -> None:
-        assert self.server.session is not None
-        self.server.legacy(self.server.session, message)
+        self.server.legacy(message)
 
 
 def _watchable(fd: int) -> bool:
