@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import gc
 import hashlib
-import inspect
 import logging
 import time
 from collections.abc import Mapping, Sequence
@@ -47,13 +46,6 @@ log = logging.getLogger("mcphost.host")
 SLOW_HOOK_SECONDS = 0.1
 #: Seconds a readiness probe waits for the backend's ``health()`` before calling it unhealthy.
 HEALTH_TIMEOUT = 2.0
-
-
-async def await_maybe(value: Any) -> Any:
-    """Await ``value`` when a hook implementation was ``async def``."""
-    if inspect.isawaitable(value):
-        return await value
-    return value
 
 
 class Host:
@@ -181,7 +173,7 @@ class Host:
             await self.cluster.announce_catalog(catalog_digests(self.catalog), self.kernel.notify_list_changed)
         await self.resource_server.collect()
         for impl in impls(self.pm, "mcphost_startup"):
-            await await_maybe(call_impl(impl, host=self))
+            await run_plugin(call_impl, impl, host=self)
         self._started = True
         if freeze_gc:
             gc.collect()

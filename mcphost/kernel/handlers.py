@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import functools
-import inspect
 import logging
 from collections.abc import Awaitable, Callable
 from concurrent.futures import Executor
@@ -14,9 +12,9 @@ from typing import TYPE_CHECKING, Any, cast
 import orjson
 
 from mcphost.content import Completion
-from mcphost.context import Context, Deferred
+from mcphost.context import Context
 from mcphost.deadline import deadline
-from mcphost.errors import ClientRequestError, HostSignal, PluginAborted, ToolError
+from mcphost.errors import ClientRequestError, ToolError
 from mcphost.kernel import results
 from mcphost.kernel.listen import SUBSCRIPTION_ID, Listener
 from mcphost.kernel.modern import ModernScope
@@ -24,6 +22,7 @@ from mcphost.kernel.paging import page
 from mcphost.kernel.scope import RequestScope
 from mcphost.kernel.tasks import TaskScope, declares_tasks, missing_extension
 from mcphost.kernel.visibility import Visibility
+from mcphost.plugins import run_plugin
 from mcphost.protocol.errors import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
@@ -67,37 +66,16 @@ def method(name: str) -> Callable[[Handler], Handler]:
     return register
 
 
-@functools.lru_cache(maxsize=4096)
-def _is_async(fn: Callable[..., Any]) -> bool:
-    return inspect.iscoroutinefunction(fn)
-
-
 async def call_handler(fn: Callable[..., Any], kwargs: dict[str, Any], *, pool: Executor | None = None,
                        thread: bool = False) -> Any:
-    """Run a plugin's handler and wait for a Deferred it returns.
+    """Run a plugin's handler through the one plugin-call helper and wait for a Deferred it returns.
 
     A synchronous (``def``) handler runs in ``pool`` (the kernel's bounded thread pool), so one
     that blocks never freezes the event loop; ``async def`` handlers run on the loop, unless
     ``thread`` asks for a thread anyway. Whatever the handler raises but cancellation comes out as
     an ``Exception`` (:class:`~mcphost.errors.PluginAborted` for SystemExit and the like).
     """
-    try:
-        if pool is not None and (thread or not _is_async(fn)):
-            loop = asyncio.get_running_loop()
-            # The caller's context variables (a trace span, say) go along, as asyncio.to_thread does.
-            call = functools.partial(contextvars.copy_context().run, fn, **kwargs)
-            value = await loop.run_in_executor(pool, call)
-        else:
-            value = await asyncio.to_thread(fn, **kwargs) if thread else fn(**kwargs)
-        if inspect.isawaitable(value) and not isinstance(value, Deferred):
-            value = await value
-        if isinstance(value, Deferred):
-            value = await value
-        return value
-    except (Exception, asyncio.CancelledError, HostSignal):
-        raise
-    except BaseException as exc:
-        raise PluginAborted(exc) from exc
+    return await run_plugin(fn, _pool=pool, _thread=thread, **kwargs)
 
 
 def _progress_token(request: RequestInfo) -> Any:
