@@ -37,6 +37,7 @@ from mcphost.plugins import (
 )
 from mcphost.protocol.versions import at_least
 from mcphost.sessions.backend import Backend
+from mcphost.sessions.cluster import Cluster
 from mcphost.sessions.manager import SessionManager
 from mcphost.sessions.session import Connection, Principal, Session
 
@@ -80,7 +81,7 @@ class Host:
         self.manager = SessionManager(self.config.server, self.backend, self.lifecycle)
         self._extensions: tuple[Any, dict[str, Any]] | None = None
         #: Cooperation with other processes on a shared backend (None on the in-memory one).
-        self.cluster: Any = None
+        self.cluster: Cluster | None = None
         self._authenticate: list[pluggy.HookImpl] = []
         self._exception: list[pluggy.HookImpl] = []
         #: Observer hooks (disconnect, terminate, exception) that raised, logged in full once per plugin.
@@ -139,7 +140,7 @@ class Host:
         self.kernel = Kernel(Services(settings=self.config.server, catalog=lambda: self.catalog, backend=self.backend,
                                       sessions=self.manager, server_info=self.server_info,
                                       report_exception=self.report_exception, extensions=self.extensions,
-                                      host=self), middleware)
+                                      host=ToolHost(self)), middleware)
         self._prepared = True
 
     async def start(self, *, freeze_gc: bool = False) -> None:
@@ -153,7 +154,6 @@ class Host:
         self.prepare()
         await run_plugin(self.backend.start)
         if self.backend.shared:
-            from mcphost.sessions.cluster import Cluster
             self.cluster = Cluster(self.backend, self.manager.get)
             await self.cluster.start()
             assert self.kernel is not None
@@ -354,6 +354,36 @@ class Host:
         """Complete a request whose handler returned a Deferred; False when none waits."""
         assert self.kernel is not None
         return self.kernel.respond(session_id, request_id, value, error)
+
+
+class ToolHost:
+    """``ctx.host``: the narrow, typed façade of the host a tool sees (see
+    :class:`mcphost.context.HostView`). It holds the few operations, not the host."""
+
+    __slots__ = ("_config", "_notify_list", "_notify_resource", "_reload", "_respond")
+
+    def __init__(self, host: Host) -> None:
+        self._config = host.plugin_config
+        self._notify_resource = host.notify_resource_updated
+        self._notify_list = host.notify_list_changed
+        self._respond = host.respond
+        self._reload = host.reload
+
+    def plugin_config(self, name: str) -> Mapping[str, Any]:
+        return self._config(name)
+
+    async def notify_resource_updated(self, uri: str) -> None:
+        await self._notify_resource(uri)
+
+    async def notify_list_changed(self, kind: str) -> None:
+        await self._notify_list(kind)
+
+    def respond(self, session_id: str, request_id: Any, value: Any = None,
+                error: BaseException | None = None) -> bool:
+        return self._respond(session_id, request_id, value, error)
+
+    async def reload(self) -> None:
+        await self._reload()
 
 
 class PluginLifecycle:

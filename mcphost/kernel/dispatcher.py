@@ -49,7 +49,9 @@ from mcphost.request import RequestInfo
 from mcphost.sessions.session import Connection, Principal, Session
 
 if TYPE_CHECKING:
+
     from mcphost.catalog import Catalog
+    from mcphost.sessions.cluster import Cluster
 
 log = logging.getLogger("mcphost.kernel")
 
@@ -85,8 +87,8 @@ class Kernel:
         self.continuations = Continuations(self)
         #: Middleware that raised (fail open), logged in full once per plugin.
         self.failures = PluginFailures(log)
-        #: Set by the host on a shared backend (mcphost.sessions.cluster.Cluster), else None.
-        self.cluster: Any = None
+        #: Set by the host on a shared backend, else None.
+        self.cluster: Cluster | None = None
         self._sync_pool: ThreadPoolExecutor | None = None
         call: CallNext = self._dispatch
         for record in reversed(middleware or []):
@@ -379,7 +381,7 @@ class Kernel:
 
     # -- other processes (shared backend) --------------------------------------------------------
 
-    def join(self, cluster: Any) -> None:
+    def join(self, cluster: Cluster) -> None:
         """Work with other processes through ``cluster``: act on what they forward here."""
         self.cluster = cluster
         cluster.session_handlers.update({

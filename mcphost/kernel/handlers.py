@@ -7,7 +7,7 @@ import functools
 import logging
 from collections.abc import Awaitable, Callable
 from concurrent.futures import Executor
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
@@ -39,7 +39,7 @@ from mcphost.records import Prompt, Resource, ResourceTemplate, Tool
 from mcphost.sessions.session import LOG_RANK, stream_seconds
 
 if TYPE_CHECKING:
-    from mcphost.kernel.services import KernelView as Kernel
+    from mcphost.kernel.view import KernelView as Kernel
     from mcphost.request import RequestInfo
 
 log = logging.getLogger("mcphost.kernel")
@@ -287,16 +287,15 @@ async def call_tool(kernel: Kernel, request: RequestInfo) -> dict[str, Any]:
         return results.error_result(f"Invalid arguments for tool {name!r}: {exc}")
     run = kernel.tasks.begin(session, name, record.task)
     if record.resumable and request.round is not None and run is None:  # a 2026-07-28 call that must not re-run
-        return cast("dict[str, Any]", await kernel.continuations.call(request, _progress_token(request),
-                                                                      functools.partial(_resume_tool, kernel, request,
-                                                                                        entry, kwargs)))
+        return await kernel.continuations.call(request, _progress_token(request),
+                                               functools.partial(_resume_tool, kernel, request, entry, kwargs))
     if record.signature is not None and record.signature.context_param:
         scope = _scope(kernel, request) if run is None else TaskScope(
             kernel, session, request.id, request.method, _progress_token(request), round=request.round, run=run)
         kwargs[record.signature.context_param] = Context(scope)
     if run is not None:  # a task may run until its record expires
-        return cast("dict[str, Any]", await run.execute(functools.partial(_invoke_tool, kernel, request, entry, kwargs,
-                                                                          kernel.settings.task_ttl)))
+        return await run.execute(functools.partial(_invoke_tool, kernel, request, entry, kwargs,
+                                                   kernel.settings.task_ttl))
     return await _invoke_tool(kernel, request, entry, kwargs, kernel.settings.max_tool_seconds)
 
 
@@ -574,17 +573,17 @@ async def discover(kernel: Kernel, request: RequestInfo) -> dict[str, Any]:
 
 @method("tasks/get")
 async def get_task(kernel: Kernel, request: RequestInfo) -> dict[str, Any]:
-    return cast("dict[str, Any]", await kernel.tasks.get(request.session, request.params))
+    return await kernel.tasks.get(request.session, request.params)
 
 
 @method("tasks/update")
 async def update_task(kernel: Kernel, request: RequestInfo) -> dict[str, Any]:
-    return cast("dict[str, Any]", await kernel.tasks.update(request.session, request.params))
+    return await kernel.tasks.update(request.session, request.params)
 
 
 @method("tasks/cancel")
 async def cancel_task(kernel: Kernel, request: RequestInfo) -> dict[str, Any]:
-    return cast("dict[str, Any]", await kernel.tasks.cancel(request.session, request.params))
+    return await kernel.tasks.cancel(request.session, request.params)
 
 
 _LIST_KINDS = {"toolsListChanged": ("tools", "tools"), "promptsListChanged": ("prompts", "prompts"),

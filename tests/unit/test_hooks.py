@@ -801,6 +801,52 @@ async def test_mcphost_middleware_hook_mistakes_fail_only_that_plugin(caplog: py
 # -- backend ------------------------------------------------------------------------------------------
 
 
+def test_a_backend_that_is_not_a_backend_subclass_is_refused_at_startup() -> None:
+    class Duck:
+        name = "duck"
+        shared = False
+
+    class DuckPlugin:
+        @mcphost.hookimpl
+        def mcphost_backend(self, host: Any) -> Any:
+            return Duck()
+
+    with pytest.raises(mcphost.PluginError, match="not a subclass of mcphost.sessions.backend.Backend"):
+        make_host(DuckPlugin()).prepare()
+
+
+def test_the_backend_base_class_defaults_are_those_of_one_process() -> None:
+    backend = Backend()
+    assert (backend.shared, backend.lease, backend.subscriptions_apart) == (False, 0.0, False)
+    assert asyncio.run(backend.health()) is True
+    assert asyncio.run(backend.start()) is None and asyncio.run(backend.close()) is None
+
+
+async def test_ctx_host_is_a_narrow_facade_of_the_host() -> None:
+    seen: dict[str, Any] = {}
+
+    @mcphost.tool
+    async def inspect_host(*, ctx: mcphost.Context) -> str:
+        """Look at what a tool can reach."""
+        seen["config"] = dict(ctx.host.plugin_config("facade"))
+        seen["public"] = sorted(name for name in dir(ctx.host) if not name.startswith("_"))
+        await ctx.host.notify_list_changed("tools")
+        return "ok"
+
+    class Facade:
+        @mcphost.hookimpl
+        def mcphost_tools(self, host: Any) -> list[Any]:
+            return [inspect_host]
+
+    host = make_host(("facade", Facade()), config={"plugins": {"facade": {"motd": "hi"}}})
+    async with MemoryClient(host) as client:
+        result = await client.call_tool("inspect_host")
+    assert result["content"][0]["text"] == "ok"
+    assert seen["config"] == {"motd": "hi"}
+    assert seen["public"] == ["notify_list_changed", "notify_resource_updated", "plugin_config", "reload", "respond"]
+    assert [n["method"] for n in client.notifications] == ["notifications/tools/list_changed"]
+
+
 def test_mcphost_backend_first_result_wins_over_the_builtin() -> None:
     class RedisLike(Backend):
         name = "redis-like"
