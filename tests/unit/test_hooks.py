@@ -811,7 +811,7 @@ def test_a_backend_that_is_not_a_backend_subclass_is_refused_at_startup() -> Non
         def mcphost_backend(self, host: Any) -> Any:
             return Duck()
 
-    with pytest.raises(mcphost.PluginError, match="not a subclass of mcphost.sessions.backend.Backend"):
+    with pytest.raises(mcphost.PluginError, match=r"not a subclass of mcphost\.sessions\.backend\.Backend"):
         make_host(DuckPlugin()).prepare()
 
 
