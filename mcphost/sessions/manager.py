@@ -35,7 +35,7 @@ from typing import Any, Protocol, cast
 
 from mcphost.config import ServerSettings
 from mcphost.errors import Refused
-from mcphost.sessions.backend import Backend, BackendUnavailable, LeasedEventLog, SubscriptionStore
+from mcphost.sessions.backend import Backend, BackendUnavailable, EventLog, LeasedEventLog, SubscriptionStore
 from mcphost.sessions.session import Connection, Principal, Session, quota_key
 
 log = logging.getLogger("mcphost.sessions")
@@ -147,6 +147,28 @@ class SessionManager:
     def drive(self, driver: Driver) -> None:
         """Register the transport that keeps per-session state (one per manager)."""
         self.driver = driver
+
+    @property
+    def events(self) -> EventLog:
+        """The backend's event log (a transport's session streams write and follow it)."""
+        return self.backend.events
+
+    @property
+    def worker(self) -> str | None:
+        """This process's id among those sharing the backend (None on a backend of its own)."""
+        return self.cluster.worker if self.cluster is not None else None
+
+    async def hold(self, key: str) -> bool:
+        """Hold ``key`` cluster-wide for this process for a lease (taken again to renew it); False
+        while another process holds it. Always True without leases (one process: nothing to share)."""
+        if not self.lease or self.cluster is None:
+            return True
+        return await self.backend.hold(key, self.cluster.worker, self.lease)
+
+    async def unhold(self, key: str) -> None:
+        """Let go of a key :meth:`hold` took."""
+        if self.lease and self.cluster is not None:
+            await self.backend.unhold(key, self.cluster.worker)
 
     def get(self, session_id: str) -> Session | None:
         """The session held here under ``session_id`` (no store lookup, no owner check)."""
