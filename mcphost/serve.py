@@ -4,6 +4,10 @@ With ``workers`` above 1 (a shared backend is required), the parent process open
 socket, forks that many workers that all accept on it, and supervises them: SIGTERM/SIGINT are
 passed on for a graceful stop, and a worker that dies otherwise is replaced. Any worker serves
 any request, because the sessions, streams and routing live in the shared backend.
+
+Why not Hypercorn's own supervisor (``hypercorn.run.run``, 0.18): its SIGHUP stops every worker
+before starting new ones (a gap with no one serving), and a worker that dies ends the whole server
+instead of being replaced; we need a rolling reload and replacement, so we keep this loop.
 """
 
 from __future__ import annotations
