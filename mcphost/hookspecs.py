@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from mcphost.config import Config
     from mcphost.records import Middleware, Prompt, Resource, ResourceTemplate, Tool
     from mcphost.request import RequestInfo
+    from mcphost.sessions.backend import Backend
     from mcphost.sessions.session import Connection, Principal, Session
 
 PROJECT = "mcphost"
@@ -186,10 +187,12 @@ def mcphost_middleware(host: Host) -> list[Middleware] | None:
 # -- state backend ---------------------------------------------------------------------------------
 
 @hookspec(firstresult=True)
-def mcphost_backend(host: Host) -> Any:
+def mcphost_backend(host: Host) -> Backend | None:
     """The state backend (session store, event log, broker). First non-None result wins.
 
-    The built-in in-memory backend is registered ``trylast`` so any installed backend wins.
+    The built-in in-memory backend is registered ``trylast`` so any installed backend wins. The
+    result must be an instance of a :class:`mcphost.sessions.backend.Backend` subclass (anything
+    else stops startup with a PluginError); the base class's defaults say what is optional.
     """
 
 
