@@ -477,10 +477,12 @@ class HttpTransport:
                 position = await self.streams.events.read(session.id, stream, after, 0)
             except UnknownEvent:
                 raise HttpError(400, "Unknown or expired Last-Event-ID") from None
-            if stream != STANDALONE and position.done and not position.events:
+            if stream != STANDALONE and position.done and not position.events and \
+                    await self.streams.ended_unanswered(session, stream):
                 # A request stream the client already has in full, which ended without a reply (a
                 # cancelled call: the spec says not to answer it). An empty SSE stream would make a
-                # client resume it again and again; 204 says there is nothing more, ever.
+                # client that waits for the reply resume it again and again; 204 says there is
+                # nothing more, ever.
                 await respond(send, 204, b"", {})
                 return
             # The same rule across processes: the stream is held in the backend (released when it ends).

@@ -193,6 +193,15 @@ class SessionStreams:
             raise
         return stream
 
+    async def ended_unanswered(self, session: Session, stream: str) -> bool:
+        """Whether a finished request stream holds no reply at all (its calls were cancelled)."""
+        try:
+            result = await self.events.read(session.id, stream, 0, 0)
+        except UnknownEvent:
+            return False
+        return result.done and not any(
+            event.message is not None and "method" not in event.message for event in result.events)
+
     def store_replies(self, session: Session, state: HttpSessionState, stream: str,
                       replies: list[asyncio.Future[Any]], request_ids: list[Any]) -> asyncio.Task[None]:
         """Store each reply in the stream as it completes, in a task the session owns."""
