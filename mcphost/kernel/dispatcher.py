@@ -32,7 +32,7 @@ from mcphost.kernel.visibility import Visibility
 from mcphost.plugins import run_plugin
 from mcphost.protocol import jsonrpc
 from mcphost.protocol.auth import grant_of, permits
-from mcphost.protocol.era import era_of, request_meta
+from mcphost.protocol.era import Era, era_of, request_meta
 from mcphost.protocol.errors import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
@@ -115,13 +115,19 @@ class Kernel:
         runs it as the task that writes the reply. Refusals (:class:`Refused`) and invalid
         requests (:class:`ModernError`) propagate from that coroutine for the transport to word.
         """
-        if exchange.era is None and isinstance(message, dict):  # else settled, or a batch: session era
-            headers = exchange.headers
-            if era_of(method=message.get("method"), meta=request_meta(message.get("params")),
-                      header_version=headers.get("mcp-protocol-version") if headers is not None else None,
-                      session_id=exchange.session_id) == "modern":
-                return self._serve_modern(message, exchange)
+        if self.rule_era(message, exchange) == "modern":
+            return self._serve_modern(message, exchange)
         return exchange.legacy(message)
+
+    def rule_era(self, message: Any, exchange: Exchange) -> Era:
+        """The era :meth:`serve` rules ``message`` belongs to (``protocol/`` decides; a transport
+        asks before handing a message over only to apply its own admission to 2026 requests)."""
+        if exchange.era is not None or not isinstance(message, dict):  # settled, or a batch: session era
+            return exchange.era or "legacy"
+        headers = exchange.headers
+        return era_of(method=message.get("method"), meta=request_meta(message.get("params")),
+                      header_version=headers.get("mcp-protocol-version") if headers is not None else None,
+                      session_id=exchange.session_id)
 
     async def _serve_modern(self, message: dict[str, Any], exchange: Exchange) -> None:
         """The 2026-07-28 lifecycle of one request, in one place for every transport."""

@@ -65,6 +65,10 @@ class SessionDriver:
             self.refusal = refusal
             raise
 
+    def rule_era(self, message: Any, exchange: Exchange | None = None) -> Era:
+        """The era the kernel will rule ``message`` belongs to (see :meth:`Kernel.rule_era`)."""
+        return self._kernel.rule_era(message, self if exchange is None else exchange)
+
     def serve(self, message: Any, exchange: Exchange | None = None) -> Awaitable[None] | None:
         """Hand ``message`` to the kernel's one entry. ``exchange``: the transport's own for this
         message (stdio: one per line, to write a 2026-07-28 reply), else the driver itself."""

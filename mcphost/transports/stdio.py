@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import inspect
 import logging
 import os
 import signal
@@ -270,17 +269,17 @@ class StdioServer:
             return
         if isinstance(message, dict) and session.protocol_version is None and self._cancel_modern(message):
             return
-        work = self.driver.serve(message, _Line(self, message))
-        if work is None:
-            return
-        # A 2026-07-28 request: its lifecycle runs as the task that writes its reply.
-        if len(self._modern_running) >= self.max_waiting:
-            if inspect.iscoroutine(work):
-                work.close()  # never started: nothing ran
+        exchange = _Line(self, message)
+        if len(self._modern_running) >= self.max_waiting and self.driver.rule_era(message, exchange) == "modern":
+            # 2026-07-28 requests beyond max_waiting at once are refused before anything runs.
             if isinstance(message, dict) and "id" in message:
                 await self.write(jsonrpc.error(message["id"], McpError(
                     SERVER_BUSY, "Too many requests in flight; retry later")))
             return
+        work = self.driver.serve(message, exchange)
+        if work is None:
+            return
+        # A 2026-07-28 request: its lifecycle runs as the task that writes its reply.
         task = asyncio.ensure_future(self._modern_request(work, message))
         self._replies.add(task)
         self._modern_running.add(task)

@@ -44,18 +44,20 @@ def assert_in_order(received: list[dict[str, Any]], steps: int = 3) -> None:
     assert received[-1].get("id") == 2 and "result" in received[-1], received[-1]
 
 
-async def one_run() -> list[dict[str, Any]]:
+async def one_run(data: bytes | None = None, last_id: int = 2, config: dict[str, Any] | None = None
+                  ) -> list[dict[str, Any]]:
+    """Serve one stdio session over OS pipes: write ``data`` at once, read until reply ``last_id``."""
     stdin_r, stdin_w = os.pipe()
     stdout_r, stdout_w = os.pipe()
     with open(stdin_r, "rb", buffering=0) as server_in, open(stdout_w, "wb", buffering=0) as server_out, \
             open(stdout_r, "rb", buffering=0) as client_in:
         reader, writer = await open_stdio(server_in, server_out)
-        server = StdioServer(make_host(("demo", mcphost_demo)), reader, writer)
+        server = StdioServer(make_host(("demo", mcphost_demo), config=config), reader, writer)
         serving = asyncio.ensure_future(server.serve())
-        os.write(stdin_w, pipelined())
+        os.write(stdin_w, pipelined() if data is None else data)
         lines: list[dict[str, Any]] = []
         buffer = b""
-        while not any(m.get("id") == 2 for m in lines):
+        while not any(m.get("id") == last_id for m in lines):
             chunk = await asyncio.wait_for(asyncio.to_thread(os.read, client_in.fileno(), 65536), 10)
             assert chunk, "stdout closed early"
             buffer += chunk
@@ -85,3 +87,19 @@ def test_pipelined_initialize_reply_comes_first_through_mcphost_serve(tmp_path: 
         assert server.close() == 0
     finally:
         server.kill()
+
+
+async def test_2026_requests_beyond_max_inflight_at_once_are_refused_before_they_run() -> None:
+    """stdio admits at most ``server.max_inflight`` 2026-07-28 requests at once; the rest are
+    answered -32000 without running (no lifecycle, no handler)."""
+    meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}
+    calls = [{"jsonrpc": "2.0", "id": n, "method": "tools/call",
+              "params": {"name": "progress", "arguments": {"steps": 1, "delay_ms": 300}, "_meta": meta}}
+             for n in range(1, 6)]
+    data = b"".join(json.dumps(m).encode() + b"\n" for m in calls)
+    # The refusals are written while the lines are read, well before call 1 ends (300 ms).
+    received = await one_run(data, last_id=1, config={"server": {"max_inflight": 2}})
+    replies = {m["id"]: m for m in received if "id" in m}
+    busy = [n for n, m in replies.items() if m.get("error", {}).get("code") == -32000]
+    assert busy == [3, 4, 5], received
+    assert all(replies[n]["error"]["message"] == "Too many requests in flight; retry later" for n in busy)
