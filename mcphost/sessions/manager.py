@@ -11,6 +11,9 @@ It answers every question about a session's life, whatever transport carries it:
 - on a shared backend: loading a session another process created, restarting its TTL, saving
   its durable state when it changed, and renewing the leases of the request streams this
   process writes;
+- the lifecycle of every connection, whatever transport and era: :meth:`open` runs the connect
+  hooks with the one refusal rule, :meth:`close` the disconnect hooks (and terminate); the hooks
+  arrive as one :class:`LifecycleHooks` object and nothing else calls them;
 - idle and lifetime reaping, and ending: DELETE, expiry, lifetime and shutdown each fire
   ``mcphost_terminate`` once;
 - the ephemeral sessions of 2026-07-28 requests (never stored, never listed).

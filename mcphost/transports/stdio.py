@@ -92,7 +92,7 @@ class OrderedWriter:
                 try:
                     self._writer.write(b"".join(data for data, _ in batch))
                     await self._writer.drain()
-                except (ConnectionError, BrokenPipeError, RuntimeError) as exc:
+                except (OSError, RuntimeError) as exc:  # the client closed stdout (or the transport is closing)
                     self._fail(batch, exc)
                     return
                 self.pending -= len(batch)
