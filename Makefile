@@ -14,12 +14,9 @@ $(VENV)/.installed: pyproject.toml $(PLUGINS)
 	$(PY) -m pip install -q -e '.[test,dev,docs]' $(foreach p,$(PLUGINS),-e $(dir $(p)))
 	touch $@
 
-# setup installs every package under plugins/. The development server leaves out the ones that need
-# something outside this machine: mcphost-jwt refuses every HTTP request until [plugins.jwt] names an
-# issuer, mcphost-otel exports to an OTLP collector (localhost:4318 unless OTEL_* says otherwise), and
-# mcphost-redis stays inactive anyway without a url. `make serve SERVE_FLAGS=` keeps them all.
-SERVE_FLAGS ?= --disable-plugin jwt --disable-plugin otel
-
+# setup installs every package under plugins/. Those that need something outside this machine
+# (mcphost-jwt an identity provider, mcphost-otel a collector, mcphost-redis a Redis) stay dormant
+# until configured: `mcphost plugins` lists them as "not configured" with the setting that wakes them.
 serve: setup
 	$(VENV)/bin/mcphost $(SERVE_FLAGS) serve
 

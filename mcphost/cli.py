@@ -8,25 +8,48 @@ import logging
 import os
 import sys
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from mcphost import __version__
-from mcphost.config import Config, config_from_dict, load_config, resolve_path
 from mcphost.errors import ConfigError, McpError, PluginError
-from mcphost.host import Host
-from mcphost.plugins import PluginInfo, PluginSelection, load_plugins, make_plugin_manager
 
-#: The plugin manager ``main`` loaded (to let plugins add commands), by the selection it honoured:
-#: the command then uses it instead of loading the plugins a second time.
-_loaded: tuple[PluginSelection, Any, dict[str, PluginInfo]] | None = None
+if TYPE_CHECKING:
+    from mcphost.config import Config
+    from mcphost.host import Host
+    from mcphost.plugins import PluginInfo, PluginSelection
 
 
 def _selection(config: Config, block: Iterable[str], allow: list[str] | None, strict: bool) -> PluginSelection:
     """Which plugins to load: the flags, the environment and the config file, in one place."""
+    from mcphost.plugins import PluginSelection
     return PluginSelection.from_env(block=(*config.block, *block), allow=allow, config_allow=config.allow,
                                     strict=strict or config.strict)
+
+
+def _load(selection: PluginSelection) -> tuple[Any, dict[str, PluginInfo]]:
+    """The plugin manager and report for ``selection``, loaded once per command (kept on the root
+    click context: looking for a plugin's command, then running it, loads the plugins once)."""
+    ctx = click.get_current_context(silent=True)
+    meta: dict[str, Any] = ctx.find_root().meta if ctx is not None else {}
+    loaded = meta.get("mcphost.loaded")
+    if loaded is not None and loaded[0] == selection:
+        return loaded[1], loaded[2]
+    from mcphost.plugins import load_plugins, make_plugin_manager
+    pm = make_plugin_manager()
+    try:
+        infos = load_plugins(pm, selection)
+    except Exception as exc:  # strict mode re-raises a plugin's import error
+        raise click.ClickException(f"a plugin failed to load (strict mode): {type(exc).__name__}: {exc}") from None
+    meta["mcphost.loaded"] = (selection, pm, infos)
+    return pm, infos
+
+
+def _problems_message(problems: list[str]) -> str:
+    if len(problems) == 1:
+        return problems[0]
+    return f"{len(problems)} problems in the configuration:\n  " + "\n  ".join(problems)
 
 
 class Options:
@@ -39,6 +62,7 @@ class Options:
         self.strict = strict
 
     def config(self) -> Config:
+        from mcphost.config import load_config
         try:
             return load_config(self.config_path)
         except ConfigError as exc:
@@ -47,12 +71,52 @@ class Options:
     def selection(self, config: Config) -> PluginSelection:
         return _selection(config, self.block, self.allow, self.strict)
 
-    def host(self, config: Config | None = None, *, prepare: bool = True) -> Host:
-        config = config or self.config()
-        selection = self.selection(config)
-        loaded = _loaded[1:] if _loaded is not None and _loaded[0] == selection else None
+    def checked(self) -> Config:
+        """The configuration, checked whole against the core schema and every loaded plugin's schema.
+
+        Every problem (unknown sections and keys with a did-you-mean, wrong types, values out of
+        range, plugin sections) is reported at once, before any plugin's other hooks run and before
+        anything binds.
+        """
+        from mcphost.config import Config, ConfigErrors, check_plugin_sections, config_from_dict, read_config_file
         try:
-            host = Host(config, selection=selection, loaded=loaded)
+            data, path = read_config_file(self.config_path)
+        except ConfigError as exc:
+            raise click.ClickException(str(exc)) from None
+        problems: list[str] = []
+        config: Config | None = None
+        try:
+            config = config_from_dict(data, env=os.environ, path=path)
+        except ConfigErrors as exc:
+            problems += exc.problems
+        # With core problems, the plugin sections are still checked, against the selection the flags
+        # and environment make (the file's own block/allow may be what is broken).
+        table = data.get("plugins") if isinstance(data.get("plugins"), dict) else {}
+        sections = {k: v for k, v in (table or {}).items() if isinstance(v, dict)}
+        probe = config or Config(plugins=sections, path=path)
+        pm, infos = _load(self.selection(probe))
+        from mcphost.plugins import call_impl, impls
+        schemas = {}
+        for impl in impls(pm, "mcphost_config_schema"):
+            try:
+                schema = call_impl(impl)
+            except Exception as exc:
+                problems.append(f"plugin {impl.plugin_name!r}: mcphost_config_schema raised {exc!r}")
+                continue
+            if schema:
+                schemas[impl.plugin_name] = schema
+        problems += check_plugin_sections(probe, schemas, [n for n, i in infos.items() if not i.builtin])
+        if problems:
+            raise click.ClickException(_problems_message(problems))
+        assert config is not None
+        return config
+
+    def host(self, config: Config | None = None, *, prepare: bool = True) -> Host:
+        from mcphost.host import Host
+        config = config or self.checked()
+        selection = self.selection(config)
+        try:
+            host = Host(config, selection=selection, loaded=_load(selection))
             if prepare:
                 host.prepare()
         except (ConfigError, PluginError) as exc:
@@ -69,7 +133,30 @@ def _setup_logging(level: str) -> None:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _Commands(click.Group):
+    """The top-level group: its own commands need no plugin; a name it does not know loads the
+    plugins (honouring the global options) to look for a command one of them adds."""
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        found = super().get_command(ctx, cmd_name)
+        if found is not None or ctx.resilient_parsing:
+            return found
+        params = ctx.params  # the group's callback has not run yet: its options are parsed, though
+        options = Options(params.get("config_path"), tuple(params.get("block") or ()), params.get("allow"),
+                          bool(params.get("strict")))
+        try:
+            selection = options.selection(options.config())
+            pm, _ = _load(selection)
+            pm.hook.mcphost_register_commands(cli=self)
+        except Exception as exc:  # a plugin's commands must not make the whole CLI unusable
+            logging.getLogger("mcphost.cli").warning("plugin commands unavailable: %s", exc)
+        return super().get_command(ctx, cmd_name)
+
+
+@click.group(cls=_Commands, context_settings={"help_option_names": ["-h", "--help"]},
+             epilog="Plugins may add commands (hook mcphost_register_commands); run one by its name. "
+                    "Shell completion: eval \"$(_MCPHOST_COMPLETE=bash_source mcphost)\" (zsh_source, fish_source).")
+@click.version_option(__version__, "--version", "-V", prog_name="mcphost", message="%(prog)s %(version)s")
 @click.option("--config", "config_path", metavar="FILE", help="Configuration file (default: $MCPHOST_CONFIG, "
               "then mcphost.toml in the user config directory).")
 @click.option("--disable-plugin", "block", multiple=True, metavar="NAME",
@@ -105,18 +192,17 @@ def serve(options: Options, stdio: bool, bind_host: str | None, port: int | None
           workers: int | None, allow_remote: bool, reload_: bool = False, worker_fd: int | None = None,
           ready_fd: int | None = None) -> None:
     """Serve the installed plugins to MCP clients (Streamable HTTP, or stdio with --stdio)."""
-    config = options.config()
-    overrides = {k: v for k, v in (("host", bind_host), ("port", port), ("path", mcp_path),
+    config = options.checked()
+    overrides: dict[str, Any] = {k: v for k, v in (("host", bind_host), ("port", port), ("path", mcp_path),
                                    ("workers", workers)) if v is not None}
     if overrides:
-        try:
-            config = config_from_dict({"server": {**_server_dict(config), **overrides},
-                                       "plugins": {**config.plugins, "block": list(config.block),
-                                                   **({"allow": list(config.allow)} if config.allow is not None
-                                                      else {}), "strict": config.strict}},
-                                      path=config.path)
-        except ConfigError as exc:
-            raise click.ClickException(str(exc)) from None
+        import dataclasses
+
+        from mcphost.config import server_problems
+        config = dataclasses.replace(config, server=dataclasses.replace(config.server, **overrides))
+        problems = server_problems(config.server, "command line")
+        if problems:
+            raise click.ClickException(_problems_message(problems))
     _setup_logging(config.server.log_level)
     if reload_ and not os.environ.get("MCPHOST_RELOAD_CHILD"):
         if stdio:
@@ -124,6 +210,8 @@ def serve(options: Options, stdio: bool, bind_host: str | None, port: int | None
         from mcphost.reload import run_with_reload
         extra = [config.path] if config.path else []
         raise SystemExit(run_with_reload(sys.argv[1:], extra_paths=extra))
+    if not stdio and worker_fd is None:
+        _check_address(config.server.host, config.server.port)  # before any plugin starts
     host = options.host(config)
     if stdio:
         from mcphost.transports.stdio import serve_stdio
@@ -139,43 +227,117 @@ def serve(options: Options, stdio: bool, bind_host: str | None, port: int | None
             runner = serve_http(host, sock=socket_module.socket(fileno=worker_fd), ready_fd=ready_fd)
         elif config.server.workers > 1:
             host.prepare()  # plugins and catalog once, before forking
-            raise SystemExit(run_workers(host, config.server.workers))
+            try:
+                code = run_workers(host, config.server.workers)
+            except OSError as exc:  # lost a race for the port since the check
+                raise click.ClickException(_address_problem(config.server.host, config.server.port, exc)) from None
+            raise SystemExit(code)
         else:
             runner = serve_http(host)
     try:
         asyncio.run(runner)
     except KeyboardInterrupt:
         pass
+    except OSError as exc:
+        if stdio or exc.errno not in _BIND_ERRNOS:
+            raise
+        raise click.ClickException(_address_problem(config.server.host, config.server.port, exc)) from None
 
 
-def _server_dict(config: Config) -> dict[str, Any]:
-    import dataclasses
-    return {k: v for k, v in dataclasses.asdict(config.server).items() if v is not None}
+def _address_problem(host: str, port: int, exc: OSError) -> str:
+    """One line naming the address that cannot be listened on, and what to do about it."""
+    import errno
+    if exc.errno == errno.EADDRINUSE:
+        return (f"port {port} on {host} is already in use: stop the server listening there (ss -ltnp "
+                f"'sport = :{port}' shows it) or choose another port with --port")
+    if exc.errno in (errno.EACCES, errno.EPERM):
+        return f"port {port} on {host} needs privileges this user lacks: choose a port above 1023 with --port"
+    return (f"cannot listen on {host}:{port} ({exc.strerror or exc}): give an address of this machine with "
+            "--host (127.0.0.1 for this machine only, 0.0.0.0 for every interface)")
 
 
-def _table(rows: list[list[str]], headers: list[str]) -> str:
+def _bind_errnos() -> frozenset[int]:
+    import errno
+    return frozenset({errno.EADDRINUSE, errno.EADDRNOTAVAIL, errno.EACCES, errno.EPERM, errno.EAFNOSUPPORT})
+
+
+_BIND_ERRNOS = _bind_errnos()
+
+
+def _check_address(host: str, port: int) -> None:
+    """Exit with one line (no traceback) when ``host:port`` cannot be listened on: a busy port, an
+    address this machine does not have, a privileged port. Binds and closes a probe socket."""
+    import socket
+    try:
+        infos = socket.getaddrinfo(host.strip("[]"), port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except (socket.gaierror, UnicodeError) as exc:
+        raise click.ClickException(f"cannot listen on {host}:{port}: {host!r} is not an address or a name this "
+                                   f"machine resolves ({exc}); use --host 127.0.0.1 or --host 0.0.0.0") from None
+    for family, kind, proto, _, address in infos[:1]:
+        with socket.socket(family, kind, proto) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server binds
+            try:
+                probe.bind(address)
+            except OSError as exc:
+                raise click.ClickException(_address_problem(host, port, exc)) from None
+
+
+def _table(rows: list[list[str]], headers: list[str], width: int | None = None) -> str:
+    """Columns padded to fit; beyond ``width`` the last column is cut with an ellipsis (--json has it all)."""
     widths = [max(len(str(x)) for x in column) for column in zip(headers, *rows, strict=False)]
     lines = ["  ".join(str(h).ljust(w) for h, w in zip(headers, widths, strict=False))]
     lines += ["  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=False)) for row in rows]
-    return "\n".join(line.rstrip() for line in lines)
+    lines = [line.rstrip() for line in lines]
+    if width:
+        lines = [line if len(line) <= width else line[:width - 1] + "…" for line in lines]
+    return "\n".join(lines)
+
+
+def _terminal_width() -> int:
+    import shutil
+    return max(60, shutil.get_terminal_size((100, 24)).columns)
+
+
+def _short(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+def _provides(info: PluginInfo) -> str:
+    """What a plugin provides, counted (``3 tools, 1 prompt``); names are in --json."""
+    order = ["tools", "resources", "resourceTemplates", "prompts", "middleware"]
+    parts = []
+    for kind in sorted(info.provides, key=lambda k: order.index(k) if k in order else len(order)):
+        count = len(info.provides[kind])
+        noun = {"resourceTemplates": "templates"}.get(kind, kind)
+        parts.append(f"{count} {noun.removesuffix('s') if count == 1 else noun}")
+    return ", ".join(parts)
+
+
+def _status(info: PluginInfo) -> str:
+    if info.status == "not configured":
+        return f"not configured: {info.wake}"
+    if info.error:
+        return f"{info.status}: {info.error}"
+    return info.status
 
 
 @cli.command()
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.option("--json", "as_json", is_flag=True, help="Print the whole record of each plugin as JSON.")
 @click.option("--all", "show_all", is_flag=True, help="Include built-in plugins.")
 @click.pass_obj
 def plugins(options: Options, as_json: bool, show_all: bool) -> None:
-    """List plugins: name, version, status, hooks and what each provides."""
+    """List plugins: name, version, status and what each provides (--json: hooks, names, the whole record)."""
     host = options.host()
     infos = [i for i in host.plugin_infos.values() if show_all or not i.builtin]
     if as_json:
         click.echo(json.dumps([info.to_json() for info in infos], indent=2))
         return
-    rows = [[i.name, i.distribution or "-", i.version or "-", i.status + (f" ({i.error})" if i.error else ""),
-             ", ".join(h.removeprefix("mcphost_") for h in i.hooks) or "-",
-             "; ".join(f"{k}: {', '.join(v)}" for k, v in i.provides.items()) or "-"] for i in infos]
-    click.echo(_table(rows, ["NAME", "DISTRIBUTION", "VERSION", "STATUS", "HOOKS", "PROVIDES"])
-               if rows else "No plugins installed.")
+    if not infos:
+        click.echo("No plugins installed.")
+        return
+    width = _terminal_width()
+    rows = [[i.name, i.version or "-", _short(_status(i), 48), _provides(i) or "-"] for i in infos]
+    click.echo(_table(rows, ["NAME", "VERSION", "STATUS", "PROVIDES"], width))
 
 
 @cli.command()
@@ -194,7 +356,7 @@ def tools(options: Options, as_json: bool) -> None:
         return
     rows = [[t.name, t.provenance.plugin if t.provenance else "-", (t.description or "").split("\n")[0][:70]]
             for t in entries]
-    click.echo(_table(rows, ["TOOL", "PLUGIN", "DESCRIPTION"]) if rows else "No tools.")
+    click.echo(_table(rows, ["TOOL", "PLUGIN", "DESCRIPTION"], _terminal_width()) if rows else "No tools.")
 
 
 def _parse_arg(pair: str, schema: dict[str, Any]) -> tuple[str, Any]:
@@ -215,15 +377,25 @@ def _parse_arg(pair: str, schema: dict[str, Any]) -> tuple[str, Any]:
 @click.option("--arg", "args", multiple=True, metavar="KEY=VALUE",
               help="An argument; VALUE is parsed as JSON when it can be, else taken as a string.")
 @click.option("--json-args", metavar="JSON", help="All arguments as one JSON object.")
+@click.option("--answer", "answers", multiple=True, metavar="KEY=VALUE",
+              help="Answer a field of a form the tool asks for (elicitation) without being asked; "
+                   "url=accept|decline for a URL elicitation. Repeatable.")
 @click.pass_obj
-def call(options: Options, tool_name: str, args: tuple[str, ...], json_args: str | None) -> None:
-    """Run a tool locally and print its result as JSON (exit 1 on an error result)."""
+def call(options: Options, tool_name: str, args: tuple[str, ...], json_args: str | None,
+         answers: tuple[str, ...]) -> None:
+    """Run a tool locally and print its result as JSON (exit 1 on an error result).
+
+    A form the tool asks for is prompted field by field on the terminal (or filled from --answer);
+    a URL it asks you to open is printed; sampling is refused (there is no model here).
+    """
+    from mcphost.questions import CAPABILITIES, TerminalAnswers, parse_answers
     try:
         arguments: dict[str, Any] = json.loads(json_args) if json_args else {}
     except ValueError as exc:
         raise click.BadParameter(f"not valid JSON: {exc}", param_hint="--json-args") from None
     if not isinstance(arguments, dict):
         raise click.BadParameter("must be a JSON object", param_hint="--json-args")
+    terminal = TerminalAnswers(parse_answers(answers))
     host = options.host()
     entry = host.catalog.tools.get(tool_name)
     schema = dict(entry.record.input_schema) if entry is not None else {}
@@ -231,8 +403,12 @@ def call(options: Options, tool_name: str, args: tuple[str, ...], json_args: str
     from mcphost.transports.memory import MemoryTransport
 
     async def run() -> dict[str, Any]:
-        async with MemoryTransport(host) as client:
-            return await client.call_tool(tool_name, arguments)
+        async with MemoryTransport(host, capabilities=CAPABILITIES, handlers=terminal.handlers()) as client:
+            result = await client.call_tool(tool_name, arguments)
+        task = asyncio.current_task()
+        if task is not None and task.cancelling():  # Ctrl-C: the kernel ended the call; do not print it
+            raise asyncio.CancelledError
+        return result
 
     try:
         result = asyncio.run(run())
@@ -241,6 +417,115 @@ def call(options: Options, tool_name: str, args: tuple[str, ...], json_args: str
     click.echo(json.dumps(result, indent=2))
     if result.get("isError"):
         sys.exit(1)
+
+
+@cli.command()
+@click.argument("target", metavar="FILE_OR_PACKAGE")
+@click.option("--host", "bind_host", default="127.0.0.1", show_default=True, metavar="ADDRESS",
+              help="Address to bind (loopback: this is a development server).")
+@click.option("--port", type=int, default=8000, show_default=True, help="Port to bind.")
+@click.option("--path", "mcp_path", default="/mcp", show_default=True, metavar="PATH", help="MCP endpoint path.")
+@click.option("--stdio", is_flag=True, help="Serve one client on stdin/stdout instead (no reload).")
+@click.option("--reload/--no-reload", "reload_", default=True, show_default=True,
+              help="Restart when the module (or an installed plugin) changes; needs watchfiles.")
+@click.option("--inspector", is_flag=True, help="Also start the MCP Inspector (npx @modelcontextprotocol/inspector).")
+@click.pass_obj
+def dev(options: Options, target: str, bind_host: str, port: int, mcp_path: str, stdio: bool, reload_: bool,
+        inspector: bool) -> None:
+    """Serve one module without packaging it: an mcphost plugin module, or a FastMCP / MCPServer module.
+
+    FILE_OR_PACKAGE is a .py file, a package folder or a module name. Only that module is served
+    (installed plugins are left out); the configuration file still applies.
+    """
+    import dataclasses
+
+    from mcphost.dev import DevError, inspector_command, inspector_hint, resolve
+    if stdio:
+        from mcphost.transports.stdio import protect_stdout
+        protect_stdout()
+    try:
+        found = resolve(target)  # import it now: a broken module is reported before anything starts
+    except DevError as exc:
+        raise click.ClickException(str(exc)) from None
+    config = options.config()
+    server = dataclasses.replace(config.server, host=bind_host, port=port, path=mcp_path, workers=1)
+    config = dataclasses.replace(config, server=server)
+    _setup_logging(config.server.log_level)
+    url = f"http://{bind_host}:{port}{mcp_path}"
+    child = bool(os.environ.get("MCPHOST_RELOAD_CHILD"))
+    if reload_ and not stdio and not child:
+        try:
+            import watchfiles  # noqa: F401 - only whether it is there
+        except ImportError:
+            click.echo("(no reload: pip install 'mcphost[reload]' for watchfiles)", err=True)
+        else:
+            _check_address(bind_host, port)
+            _announce_dev(found, url, inspector_hint(url))
+            from mcphost.reload import run_with_reload
+            with _inspector(inspector, inspector_command):
+                raise SystemExit(run_with_reload(sys.argv[1:], extra_paths=list(found.watch)))
+    from mcphost.host import Host
+    from mcphost.plugins import PluginSelection
+    selection = PluginSelection(entry_points=False)
+    try:
+        host = Host(config, plugins=[(found.name, found.plugin)], selection=selection)
+        host.prepare()
+    except (ConfigError, PluginError) as exc:
+        raise click.ClickException(str(exc)) from None
+    failed = [i for i in host.plugin_infos.values() if i.status == "failed"]
+    if failed:
+        raise click.ClickException(f"{target}: {failed[0].error}")
+    if stdio:
+        from mcphost.transports.stdio import serve_stdio
+        runner = serve_stdio(host)
+    else:
+        if not child:
+            _check_address(bind_host, port)
+            _announce_dev(found, url, inspector_hint(url), host)
+        from mcphost.serve import serve_http
+        runner = serve_http(host)
+    with _inspector(inspector and not child and not stdio, inspector_command):
+        try:
+            asyncio.run(runner)
+        except KeyboardInterrupt:
+            pass
+
+
+def _announce_dev(found: Any, url: str, hint: str, host: Host | None = None) -> None:
+    what = ""
+    if host is not None:
+        info = host.plugin_infos.get(found.name)
+        what = f": {_provides(info)}" if info is not None and info.provides else ""
+    click.echo(f"Serving {found.name} ({found.style}-style{what}) on {url}", err=True)
+    click.echo(hint, err=True)
+
+
+class _inspector:
+    """Start the MCP Inspector for the block's duration (when asked and npx is there); stop it by pid."""
+
+    def __init__(self, wanted: bool, command: Any) -> None:
+        self.wanted, self.command = wanted, command
+        self.process: Any = None
+
+    def __enter__(self) -> None:
+        if not self.wanted:
+            return
+        import shutil
+        import subprocess
+        npx = shutil.which("npx")
+        if npx is None:
+            click.echo("--inspector needs npx (Node.js); serving without it", err=True)
+            return
+        self.process = subprocess.Popen(self.command(npx), stdin=subprocess.DEVNULL)
+
+    def __exit__(self, *exc: object) -> None:
+        process = self.process
+        if process is not None and process.poll() is None:
+            process.terminate()
+            try:
+                process.wait(timeout=10)
+            except Exception:
+                process.kill()
 
 
 @cli.command("rotate-state-key")
@@ -292,6 +577,7 @@ def config() -> None:
 @click.pass_obj
 def config_path_cmd(options: Options) -> None:
     """Print the configuration file path in effect."""
+    from mcphost.config import resolve_path
     path, _ = resolve_path(options.config_path)
     click.echo(str(path))
 
@@ -308,11 +594,24 @@ def config_show(options: Options) -> None:
     click.echo(json.dumps(data, indent=2, default=str))
 
 
+@config.command("check")
+@click.pass_obj
+def config_check(options: Options) -> None:
+    """Check the configuration as `mcphost serve` does (every problem at once); exit 1 on any."""
+    config = options.checked()
+    click.echo(f"{config.path or 'no configuration file (built-in defaults)'}: ok")
+
+
 @config.command("schema")
 @click.pass_obj
 def config_schema(options: Options) -> None:
     """Print the JSON Schema each plugin declares for its [plugins.<name>] section."""
-    click.echo(json.dumps(options.host(prepare=False).config_schemas(), indent=2))
+    from mcphost.config import Config
+    try:
+        config = options.config()
+    except click.ClickException:  # the schemas are what one reads to fix a broken file
+        config = Config()
+    click.echo(json.dumps(options.host(config, prepare=False).config_schemas(), indent=2))
 
 
 @cli.group()
@@ -328,48 +627,29 @@ def new_plugin(name: str, directory: str) -> None:
     """Write a ready plugin package mcphost-NAME: entry point, a tool, a resource, a prompt, tests."""
     from pathlib import Path
 
-    from mcphost.scaffold import ScaffoldError
+    from mcphost.scaffold import ScaffoldError, mcphost_is_editable
     from mcphost.scaffold import new_plugin as scaffold_plugin
     try:
         root = scaffold_plugin(name, Path(directory))
     except (ScaffoldError, OSError) as exc:
         raise click.ClickException(str(exc)) from None
     click.echo(f"Created {root}")
-    click.echo(f"Next: pip install -e '{root}[test]' && pytest {root}")
+    # An editable mcphost (a development checkout) would be replaced by a regular install of the
+    # same checkout if pip resolved the package's mcphost dependency: leave it as it is.
+    no_deps = "--no-deps " if mcphost_is_editable() else ""
+    click.echo(f"Next: pip install {no_deps}-e '{root}[test]' && pytest {root} && mcphost plugins")
 
 
 def main() -> None:
-    """Entry point of the ``mcphost`` console script: plugins may add commands first."""
-    if "serve" in sys.argv[1:] and "--stdio" in sys.argv[1:]:
+    """Entry point of the ``mcphost`` console script.
+
+    Nothing is loaded up front: ``--version``, ``--help`` and ``version`` load no plugin, each
+    command loads what it needs, and a command name mcphost does not know loads the plugins to
+    look for one they add.
+    """
+    argv = sys.argv[1:]
+    if "serve" in argv and "--stdio" in argv:
         # Before any plugin is imported: whatever they print must not reach the protocol stream.
         from mcphost.transports.stdio import protect_stdout
         protect_stdout()
-    global _loaded
-    # One plugin manager for the whole command, honouring --config, --disable-plugin, --plugins
-    # and --strict-plugins (read here, before click runs, since plugins may add commands): a
-    # plugin those block is never imported.
-    config_path, block, allow, strict = _global_options(sys.argv[1:])
-    try:
-        config = load_config(config_path)
-    except ConfigError:
-        config = Config()  # the command itself reports the broken file
-    selection = _selection(config, block, _names(allow), strict)
-    pm = make_plugin_manager()
-    try:
-        infos = load_plugins(pm, selection)
-        _loaded = (selection, pm, infos)
-        pm.hook.mcphost_register_commands(cli=cli)
-    except Exception as exc:  # a plugin's commands must not make the whole CLI unusable
-        logging.getLogger("mcphost.cli").warning("plugin commands unavailable: %s", exc)
     cli(prog_name="mcphost")
-
-
-def _global_options(argv: list[str]) -> tuple[str | None, tuple[str, ...], str | None, bool]:
-    """The group's own options as click will read them (whatever follows is left alone)."""
-    try:
-        ctx = cli.make_context("mcphost", list(argv), resilient_parsing=True)
-    except (click.ClickException, click.exceptions.Exit):
-        return None, (), None, False
-    params = ctx.params
-    return (params.get("config_path"), tuple(params.get("block") or ()), params.get("allow"),
-            bool(params.get("strict")))

@@ -11,9 +11,10 @@ override ``[server]`` keys (``MCPHOST_PORT=9000``).
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import os
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -179,6 +180,8 @@ class Config:
     allow: tuple[str, ...] | None = None
     strict: bool = False
     path: Path | None = None
+    #: Tables of the sections declared with :func:`declare_section`, by name, as read.
+    sections: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
     def plugin(self, name: str) -> Mapping[str, Any]:
         """The ``[plugins.<name>]`` section, empty when absent."""
@@ -200,17 +203,37 @@ def resolve_path(explicit: str | os.PathLike[str] | None = None,
     return default_path(), False
 
 
-def _coerce(name: str, kind: Any, value: Any, source: str) -> Any:
+class ConfigErrors(ConfigError):
+    """Every problem found in the configuration at once, one per line (each naming file and key)."""
+
+    def __init__(self, problems: list[str]) -> None:
+        super().__init__("\n".join(problems))
+        self.problems = list(problems)
+
+
+def did_you_mean(name: str, known: Iterable[str]) -> str:
+    """`` (did you mean 'redis'?)`` when ``name`` is close to one of ``known``, else an empty string."""
+    close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def _type_name(kind: Any) -> str:
+    return str(kind).replace("tuple[str, ...]", "a list of strings")
+
+
+def _coerce(name: str, kind: Any, value: Any, source: str, *, from_env: bool) -> Any:
+    """``value`` as the type of ``ServerSettings.<name>``. From the environment a string is parsed;
+    from the file the TOML type must already be right (``port = "8000"`` is an error)."""
     text = str(kind)
     try:
         if "tuple" in text:
-            if isinstance(value, str):
+            if from_env and isinstance(value, str):
                 value = [part.strip() for part in value.split(",") if part.strip()]
             if not isinstance(value, list | tuple) or not all(isinstance(v, str) for v in value):
                 raise TypeError
             return tuple(value)
         if text.startswith("bool") or kind is bool:
-            if isinstance(value, str) and value.lower() in ("1", "true", "yes", "on", "0", "false", "no", "off"):
+            if from_env and isinstance(value, str) and value.lower() in _BOOLEAN_WORDS:
                 return value.lower() in ("1", "true", "yes", "on")
             if not isinstance(value, bool):
                 raise TypeError
@@ -218,9 +241,11 @@ def _coerce(name: str, kind: Any, value: Any, source: str) -> Any:
         if text.startswith("int") or kind is int:
             if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
                 raise TypeError
+            if isinstance(value, str) and not from_env:
+                raise TypeError
             return int(value)
         if text.startswith("float") or kind is float:
-            if isinstance(value, bool):
+            if isinstance(value, bool) or (isinstance(value, str) and not from_env):
                 raise TypeError
             return float(value)
         if "str" in text:
@@ -230,123 +255,205 @@ def _coerce(name: str, kind: Any, value: Any, source: str) -> Any:
                 raise TypeError
             return value
     except (TypeError, ValueError):
-        raise ConfigError(f"{source}: server.{name} must be {text.replace('tuple[str, ...]', 'a list of strings')}, "
-                          f"not {value!r}") from None
+        raise ConfigError(f"{source}: server.{name} must be {_type_name(kind)}, not {value!r}") from None
     return value
+
+
+_BOOLEAN_WORDS = ("1", "true", "yes", "on", "0", "false", "no", "off")
+
+
+def read_config_file(explicit: str | os.PathLike[str] | None = None,
+                     env: Mapping[str, str] | None = None) -> tuple[dict[str, Any], Path | None]:
+    """The parsed TOML of the file in effect (empty without one) and its path; ConfigError when a
+    named file is missing or a file cannot be parsed."""
+    env = os.environ if env is None else env
+    path, required = resolve_path(explicit, env)
+    if path.is_file():
+        try:
+            return tomllib.loads(path.read_text(encoding="utf-8")), path
+        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+            raise ConfigError(f"{path}: cannot read the configuration: {exc}") from None
+    if required:
+        raise ConfigError(f"{path}: configuration file not found")
+    return {}, None
 
 
 def load_config(explicit: str | os.PathLike[str] | None = None,
                 env: Mapping[str, str] | None = None) -> Config:
-    """Read and check the configuration; raise :class:`ConfigError` with a precise message."""
+    """Read and check the configuration; raise :class:`ConfigErrors` naming every problem."""
     env = os.environ if env is None else env
-    path, required = resolve_path(explicit, env)
-    data: dict[str, Any] = {}
-    if path.is_file():
-        try:
-            data = tomllib.loads(path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-            raise ConfigError(f"{path}: cannot read the configuration: {exc}") from None
-    elif required:
-        raise ConfigError(f"{path}: configuration file not found")
-    return config_from_dict(data, env=env, path=path if path.is_file() else None)
+    data, path = read_config_file(explicit, env)
+    return config_from_dict(data, env=env, path=path)
+
+
+#: The top-level sections of the file, each with the JSON Schema of its table. ``[server]`` is checked
+#: field by field against :class:`ServerSettings` (below) and ``[plugins]`` here; another part of
+#: mcphost adds a section with :func:`declare_section`, and the checks below cover it without change.
+SECTIONS: dict[str, dict[str, Any]] = {
+    "server": {"type": "object"},
+    "plugins": {
+        "type": "object",
+        "properties": {
+            "block": {"type": "array", "items": {"type": "string"}},
+            "allow": {"type": "array", "items": {"type": "string"}},
+            "strict": {"type": "boolean"},
+        },
+        # [plugins.<name>]: checked against that plugin's own schema (check_plugin_sections)
+        "additionalProperties": {"type": "object"},
+    },
+}
+
+
+def declare_section(name: str, schema: Mapping[str, Any]) -> None:
+    """Declare a top-level ``[name]`` section and the JSON Schema of its table (raw data in
+    ``Config.sections[name]``); unknown sections stay errors with a did-you-mean."""
+    SECTIONS[name] = dict(schema)
+
+
+def _schema_problems(source: str, prefix: str, schema: Mapping[str, Any], value: Any) -> list[str]:
+    """Every violation of ``schema`` by ``value``, one message each, unknown keys with a did-you-mean."""
+    validator_cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    problems: list[str] = []
+    for error in sorted(validator_cls(schema).iter_errors(value), key=lambda e: [str(p) for p in e.absolute_path]):
+        where = ".".join([prefix, *(str(p) for p in error.absolute_path)])
+        if error.validator == "additionalProperties" and isinstance(error.instance, dict):
+            node = error.schema if isinstance(error.schema, Mapping) else {}
+            known = list(node.get("properties", {}))
+            for key in sorted(set(error.instance) - set(known)):
+                problems.append(f"{source}: [{where}] unknown key {key!r}{did_you_mean(key, known)}")
+            continue
+        problems.append(f"{source}: [{where}] {error.message}")
+    return problems
 
 
 def config_from_dict(data: Mapping[str, Any], *, env: Mapping[str, str] | None = None,
                      path: Path | None = None) -> Config:
-    """Build a Config from parsed TOML data and environment overrides."""
+    """Build a Config from parsed TOML data and environment overrides.
+
+    Every problem is found before any is reported: :class:`ConfigErrors` lists them all, each
+    naming the file (or variable) and the key.
+    """
     env = {} if env is None else env
     source = str(path) if path else "configuration"
-    unknown = set(data) - {"server", "plugins"}
-    if unknown:
-        raise ConfigError(f"{source}: unknown section(s) {sorted(unknown)}; expected [server] and [plugins]")
-    for section in ("server", "plugins"):
-        if not isinstance(data.get(section, {}), dict):
-            raise ConfigError(f"{source}: [{section}] must be a table, not {type(data[section]).__name__}")
-    fields = {f.name: f for f in dataclasses.fields(ServerSettings)}
-    server_data = dict(data.get("server", {}))
-    bad = set(server_data) - set(fields)
-    if bad:
-        raise ConfigError(f"{source}: unknown key(s) in [server]: {sorted(bad)}; known: {sorted(fields)}")
-    for name in fields:
-        value = env.get(f"MCPHOST_{name.upper()}")
-        if value is not None:
-            server_data[name] = value
-            source_of = f"${'MCPHOST_' + name.upper()}"
-            server_data[name] = _coerce(name, fields[name].type, value, source_of)
-    values = {name: _coerce(name, fields[name].type, value, source) for name, value in server_data.items()}
-    server = ServerSettings(**values)
-    _check_server(server, source)
-    if server.resource_url is not None:
-        try:
-            server = dataclasses.replace(server, resource_url=canonical_resource_url(server.resource_url))
-        except ValueError as exc:
-            raise ConfigError(f"{source}: server.resource_url: {exc}") from None
-
+    problems: list[str] = []
+    for name in data:
+        if name not in SECTIONS:
+            problems.append(f"{source}: [{name}] unknown section{did_you_mean(name, SECTIONS)}; "
+                            f"known: {', '.join(f'[{s}]' for s in SECTIONS)}")
+    for name, value in data.items():
+        if name in SECTIONS:
+            if not isinstance(value, dict):
+                problems.append(f"{source}: [{name}] must be a table, not {type(value).__name__}")
+            else:
+                problems += _schema_problems(source, name, SECTIONS[name], value)
+    server_table = data.get("server", {})
+    server = _server_settings(server_table if isinstance(server_table, dict) else {}, env, source, problems)
+    if problems:
+        raise ConfigErrors(problems)
+    assert server is not None
     plugins = dict(data.get("plugins", {}))
     block = plugins.pop("block", [])
     allow = plugins.pop("allow", None)
     strict = plugins.pop("strict", False)
-    if not _names_list(block) or (allow is not None and not _names_list(allow)):
-        raise ConfigError(f"{source}: plugins.block and plugins.allow must be lists of plugin names")
-    if not isinstance(strict, bool):
-        raise ConfigError(f"{source}: plugins.strict must be true or false, not {strict!r}")
-    for name, section in plugins.items():
-        if not isinstance(section, dict):
-            raise ConfigError(f"{source}: [plugins.{name}] must be a table, not {type(section).__name__}")
+    sections = {name: value for name, value in data.items() if name not in ("server", "plugins")}
     return Config(server=server, plugins=plugins, block=tuple(block),
-                  allow=None if allow is None else tuple(allow), strict=strict, path=path)
+                  allow=None if allow is None else tuple(allow), strict=strict, path=path, sections=sections)
 
 
-def _names_list(value: Any) -> bool:
-    return isinstance(value, list) and all(isinstance(item, str) for item in value)
+def _server_settings(table: Mapping[str, Any], env: Mapping[str, str], source: str,
+                     problems: list[str]) -> ServerSettings | None:
+    fields = {f.name: f for f in dataclasses.fields(ServerSettings)}
+    values: dict[str, Any] = {}
+    for name, value in table.items():
+        if name not in fields:
+            problems.append(f"{source}: [server] unknown key {name!r}{did_you_mean(name, fields)}")
+            continue
+        try:
+            values[name] = _coerce(name, fields[name].type, value, source, from_env=False)
+        except ConfigError as exc:
+            problems.append(str(exc))
+    for name in fields:
+        raw = env.get(f"MCPHOST_{name.upper()}")
+        if raw is not None:
+            try:
+                values[name] = _coerce(name, fields[name].type, raw, f"$MCPHOST_{name.upper()}", from_env=True)
+            except ConfigError as exc:
+                problems.append(str(exc))
+    if problems:
+        return None
+    server = ServerSettings(**values)
+    problems += server_problems(server, source)
+    if server.resource_url is not None and not problems:
+        try:
+            server = dataclasses.replace(server, resource_url=canonical_resource_url(server.resource_url))
+        except ValueError as exc:
+            problems.append(f"{source}: server.resource_url: {exc}")
+    return server
 
 
-def _check_server(server: ServerSettings, source: str) -> None:
-    if not server.path.startswith("/"):
-        raise ConfigError(f"{source}: server.path must start with '/', not {server.path!r}")
-    if not 0 <= server.port <= 65535:
-        raise ConfigError(f"{source}: server.port must be 0-65535, not {server.port}")
+def server_problems(server: ServerSettings, source: str) -> list[str]:
+    """What is wrong with settings each of the right type (ranges, forms), one message each."""
+    problems: list[str] = []
+
+    def check(ok: bool, message: str) -> None:
+        if not ok:
+            problems.append(f"{source}: {message}")
+
+    check(server.path.startswith("/"), f"server.path must start with '/', not {server.path!r}")
+    check(0 <= server.port <= 65535, f"server.port must be 0-65535, not {server.port}")
     for name in ("max_body_bytes", "max_header_bytes", "page_size", "max_inflight", "max_sessions", "workers",
                  "stream_max_events", "max_tasks", "task_poll_interval_ms", "sync_workers", "max_subscriptions",
                  "max_uri_bytes", "max_read_uri_bytes", "max_client_info_bytes", "max_streams_per_session",
                  "max_retained_bytes"):
-        if getattr(server, name) < 1:
-            raise ConfigError(f"{source}: server.{name} must be at least 1")
-    if any(len(key.encode()) < 16 for key in server.state_keys):
-        raise ConfigError(f"{source}: server.state_keys must each be at least 16 bytes (use 32 random bytes)")
-    if server.body_timeout <= 0:
-        raise ConfigError(f"{source}: server.body_timeout must be positive")
-    if server.state_ttl <= 0 or server.cache_ttl_ms < 0:
-        raise ConfigError(f"{source}: server.state_ttl must be positive and server.cache_ttl_ms not negative")
-    if server.shutdown_drain is not None and not 0 <= server.shutdown_drain <= 300:
-        raise ConfigError(f"{source}: server.shutdown_drain must be 0-300 seconds")
-    if server.keep_alive_timeout <= 0:
-        raise ConfigError(f"{source}: server.keep_alive_timeout must be positive")
+        check(getattr(server, name) >= 1, f"server.{name} must be at least 1")
+    check(all(len(key.encode()) >= 16 for key in server.state_keys),
+          "server.state_keys must each be at least 16 bytes (use 32 random bytes)")
+    check(server.body_timeout > 0, "server.body_timeout must be positive")
+    check(server.state_ttl > 0 and server.cache_ttl_ms >= 0,
+          "server.state_ttl must be positive and server.cache_ttl_ms not negative")
+    check(server.shutdown_drain is None or 0 <= server.shutdown_drain <= 300,
+          "server.shutdown_drain must be 0-300 seconds")
+    check(server.keep_alive_timeout > 0, "server.keep_alive_timeout must be positive")
     for name in ("max_sessions_per_principal", "max_requests_per_principal", "max_tasks_per_principal"):
-        if getattr(server, name) < 0:
-            raise ConfigError(f"{source}: server.{name} must not be negative (0 means no per-principal cap)")
-    if server.max_stream_seconds < 0:
-        raise ConfigError(f"{source}: server.max_stream_seconds must not be negative (0 means no limit)")
-    if server.max_tool_seconds < 0:
-        raise ConfigError(f"{source}: server.max_tool_seconds must not be negative (0 means no limit)")
-    if server.task_ttl <= 0 or server.task_after < 0 or server.task_lease <= 0:
-        raise ConfigError(f"{source}: server.task_ttl and task_lease must be positive, server.task_after not negative")
-    if server.log_level.lower() not in ("debug", "info", "warning", "error", "critical"):
-        raise ConfigError(f"{source}: server.log_level must be debug, info, warning, error or critical")
+        check(getattr(server, name) >= 0, f"server.{name} must not be negative (0 means no per-principal cap)")
+    check(server.max_stream_seconds >= 0, "server.max_stream_seconds must not be negative (0 means no limit)")
+    check(server.max_tool_seconds >= 0, "server.max_tool_seconds must not be negative (0 means no limit)")
+    check(server.task_ttl > 0 and server.task_after >= 0 and server.task_lease > 0,
+          "server.task_ttl and task_lease must be positive, server.task_after not negative")
+    check(server.log_level.lower() in ("debug", "info", "warning", "error", "critical"),
+          "server.log_level must be debug, info, warning, error or critical")
+    return problems
 
 
-def validate_plugin_sections(config: Config, schemas: Mapping[str, Mapping[str, Any]]) -> None:
-    """Check each ``[plugins.<name>]`` against its plugin's schema; raise ConfigError on the first problem."""
+def check_plugin_sections(config: Config, schemas: Mapping[str, Mapping[str, Any]],
+                          installed: Iterable[str] | None = None) -> list[str]:
+    """Problems in the ``[plugins.<name>]`` sections: each against its plugin's schema, all at once.
+
+    ``installed``: every plugin name the host knows (loaded, disabled or not configured); a section
+    for any other name is reported with a did-you-mean. None: do not check names.
+    """
     source = str(config.path) if config.path else "configuration"
+    problems: list[str] = []
+    if installed is not None:
+        known = sorted(set(installed))
+        for name in config.plugins:
+            if name not in known:
+                problems.append(f"{source}: [plugins.{name}] no plugin named {name!r} is installed"
+                                f"{did_you_mean(name, known)}; installed: {', '.join(known) or 'none'}")
     for name, schema in schemas.items():
-        section = dict(config.plugin(name))
         validator_cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
         try:
             validator_cls.check_schema(schema)  # type: ignore[arg-type]  # the stubs say dict; jsonschema takes any Mapping
         except jsonschema.SchemaError as exc:
-            raise ConfigError(f"plugin {name!r} declares an invalid config schema: {exc.message}") from None
-        error = jsonschema.exceptions.best_match(validator_cls(schema).iter_errors(section))
-        if error is not None:
-            where = ".".join(str(p) for p in error.absolute_path)
-            key = f"plugins.{name}" + (f".{where}" if where else "")
-            raise ConfigError(f"{source}: [{key}] {error.message}")
+            problems.append(f"plugin {name!r} declares an invalid config schema: {exc.message}")
+            continue
+        problems += _schema_problems(source, f"plugins.{name}", schema, dict(config.plugin(name)))
+    return problems
+
+
+def validate_plugin_sections(config: Config, schemas: Mapping[str, Mapping[str, Any]],
+                             installed: Iterable[str] | None = None) -> None:
+    """Check each ``[plugins.<name>]`` (see :func:`check_plugin_sections`); raise ConfigErrors with every problem."""
+    problems = check_plugin_sections(config, schemas, installed)
+    if problems:
+        raise ConfigErrors(problems)

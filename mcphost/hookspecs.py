@@ -208,7 +208,11 @@ with ``[server] routes_require_auth``); a ``SystemExit`` raised in a view answer
 
 @hookspec
 def mcphost_register_commands(cli: click.Group) -> None:
-    """Add subcommands to the ``mcphost`` command line."""
+    """Add subcommands to the ``mcphost`` command line.
+
+    Called when the command line meets a command name it does not know (the built-in commands,
+    ``--help`` and ``--version`` import no plugin); the name is then looked up again.
+    """
 
 
 @hookspec
@@ -217,6 +221,18 @@ def mcphost_config_schema() -> dict[str, Any] | None:
 
     The section is validated before the host starts; a violation stops startup with a
     message naming the plugin, the key and the problem.
+    """
+
+
+@hookspec
+def mcphost_unconfigured(host: Host) -> str | None:
+    """Whether this plugin is waiting for configuration: the one setting that wakes it, or None.
+
+    Called once when the host prepares, after the config sections are validated and before any
+    other hook is collected. A plugin that can do nothing useful until it is configured (an auth
+    plugin without an issuer, an exporter without a destination) returns the setting that wakes
+    it, e.g. ``"[plugins.jwt] issuer"``; the host then lists it as "not configured" and calls none
+    of its other hooks, so it costs nothing. None (or no implementation): the plugin is active.
     """
 
 

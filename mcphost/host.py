@@ -34,6 +34,7 @@ from mcphost.plugins import (
     load_plugins,
     make_plugin_manager,
     run_plugin,
+    set_aside_unconfigured,
 )
 from mcphost.protocol.versions import at_least
 from mcphost.sessions.backend import Backend
@@ -121,8 +122,12 @@ class Host:
         """
         if self._prepared:
             return
-        validate_plugin_sections(self.config, self.config_schemas())
+        # With discovery on, a [plugins.<name>] no installed plugin owns is a mistake (a typo, mostly).
+        validate_plugin_sections(self.config, self.config_schemas(),
+                                 [n for n, i in self.plugin_infos.items() if not i.builtin]
+                                 if self.selection.entry_points else None)
         strict = self.selection.strict
+        set_aside_unconfigured(self.pm, self, self.plugin_infos, strict=strict)
         self.catalog = collect_catalog(self.pm, self, self.plugin_infos, strict=strict)
         middleware = collect_middleware(self.pm, self, self.plugin_infos, strict=strict)
         for name, info in self.plugin_infos.items():

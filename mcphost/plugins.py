@@ -29,6 +29,7 @@ import pluggy
 from mcphost import hookspecs
 from mcphost.catalog import CATALOG_HOOKS, CATALOG_KINDS, Catalog, decorator_name, record_key
 from mcphost.errors import HostSignal, PluginAborted, PluginError, PluginFailures  # noqa: F401 - PluginFailures: re-exported
+from mcphost.fastmcp import is_server, logging_kept, plugin_for
 from mcphost.records import Middleware, Provenance, stamped
 
 log = logging.getLogger("mcphost.plugins")
@@ -42,7 +43,7 @@ ENV_BLOCK = "MCPHOST_DISABLE_PLUGINS"
 ENV_ALLOW = "MCPHOST_PLUGINS"
 ENV_STRICT = "MCPHOST_STRICT_PLUGINS"
 
-Status = Literal["active", "disabled", "failed"]
+Status = Literal["active", "disabled", "failed", "not configured"]
 
 
 @dataclass
@@ -57,11 +58,13 @@ class PluginInfo:
     builtin: bool = False
     hooks: list[str] = field(default_factory=list)
     provides: dict[str, list[str]] = field(default_factory=dict)
+    #: With status "not configured": the one setting that wakes the plugin (``mcphost_unconfigured``).
+    wake: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "distribution": self.distribution, "version": self.version,
                 "status": self.status, "error": self.error, "builtin": self.builtin,
-                "hooks": self.hooks, "provides": self.provides}
+                "hooks": self.hooks, "provides": self.provides, "wake": self.wake}
 
 
 @dataclass(frozen=True)
@@ -110,7 +113,10 @@ def make_plugin_manager() -> pluggy.PluginManager:
 
 
 def _instantiate(obj: Any) -> Any:
-    # An entry point may name a module, a plugin object, or a class to instantiate.
+    # An entry point may name a module, a plugin object, a class to instantiate, or the server
+    # object of a FastMCP / MCPServer module (served as it registered its tools, resources, prompts).
+    if is_server(obj):
+        return plugin_for(obj)
     return obj() if inspect.isclass(obj) else obj
 
 
@@ -136,7 +142,8 @@ def load_plugins(pm: pluggy.PluginManager, selection: PluginSelection = PluginSe
                 info.status = "disabled"
                 continue
             try:
-                plugin = _instantiate(ep.load())
+                with logging_kept():  # a plugin's import must not reconfigure the host's logging
+                    plugin = _instantiate(ep.load())
                 pm.register(plugin, name=ep.name)
             except Exception as exc:
                 if selection.strict:
@@ -185,6 +192,28 @@ def check_pending(pm: pluggy.PluginManager, infos: Mapping[str, PluginInfo], *, 
             mark_failed(infos, impl.plugin_name, error, strict, what="loading")
             if pm.get_plugin(impl.plugin_name) is not None:
                 pm.unregister(name=impl.plugin_name)
+
+
+def set_aside_unconfigured(pm: pluggy.PluginManager, host: Any, infos: Mapping[str, PluginInfo],
+                           *, strict: bool = False) -> None:
+    """Unregister every plugin whose ``mcphost_unconfigured`` names a setting it still needs.
+
+    Such a plugin is listed as "not configured" with that setting and none of its other hooks run.
+    """
+    for impl in impls(pm, "mcphost_unconfigured"):
+        name = impl.plugin_name
+        try:
+            wake = call_impl(impl, host=host)
+        except Exception as exc:
+            mark_failed(infos, name, exc, strict, what="mcphost_unconfigured")
+            pm.unregister(name=name)
+            continue
+        if wake:
+            info = infos.get(name)
+            if info is not None:
+                info.status, info.wake = "not configured", str(wake)
+            log.debug("plugin %s is installed but not configured (set %s)", name, wake)
+            pm.unregister(name=name)
 
 
 def mark_failed(infos: Mapping[str, PluginInfo], name: str, exc: Exception, strict: bool, *, what: str) -> None:

@@ -12,12 +12,15 @@ tests that use the bundled pytest fixtures (``mcphost.testing``) and pass as gen
 
 from __future__ import annotations
 
+import importlib.metadata as md
+import json
 import re
 from pathlib import Path
-
-from mcphost import __version__
+from typing import Any
 
 NAME = re.compile(r"^[a-z][a-z0-9]*(?:[-_][a-z0-9]+)*$")
+#: Plugin names mcphost and its shipped plugins use (entry points and the built-in backend).
+SHIPPED = frozenset({"conformance", "demo", "jwt", "otel", "proxy", "redis", "memory", "builtin"})
 
 
 class ScaffoldError(Exception):
@@ -32,23 +35,76 @@ def new_plugin(name: str, parent: Path) -> Path:
         raise ScaffoldError(f"plugin name {name!r}: use lowercase letters, digits and single - or _ between "
                             "them, starting with a letter (e.g. weather or github-issues)")
     entry = name.replace("-", "_")
+    taken = _taken_names()
+    if entry in SHIPPED or entry in taken:
+        owner = taken.get(entry) or "mcphost"
+        raise ScaffoldError(f"plugin name {entry!r} is already used by {owner}: its [plugins.{entry}] section and "
+                            "--disable-plugin would mean both; choose another name")
     module = f"mcphost_{entry}"
     root = parent / f"mcphost-{name}"
     if root.exists():
         raise ScaffoldError(f"{root} already exists; choose another name or remove it")
-    major_minor = ".".join(__version__.split(".")[:2])
+    scheme = name.replace("_", "-")  # a URI scheme has no underscore
+    requirement = mcphost_requirement()
+    dependencies = (f'dependencies = ["{requirement}"]' if requirement else
+                    "dependencies = []  # install mcphost first, from a checkout: pip install /path/to/mcphost")
+    fields = {"name": name, "entry": entry, "module": module, "scheme": scheme, "dependencies": dependencies}
     files = {
-        "pyproject.toml": _PYPROJECT.format(name=name, entry=entry, module=module, mcphost=major_minor),
-        "README.md": _README.format(name=name, entry=entry, module=module),
-        f"{module}/__init__.py": _MODULE.format(name=name, scheme=name),
+        "pyproject.toml": _PYPROJECT.format(**fields),
+        "README.md": _README.format(**fields),
+        f"{module}/__init__.py": _MODULE.format(**fields),
         f"{module}/py.typed": "",
-        "tests/test_plugin.py": _TESTS.format(name=name, entry=entry, module=module, scheme=name),
+        "tests/test_plugin.py": _TESTS.format(**fields),
     }
     for relative, text in files.items():
         path = root / relative
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")
     return root
+
+
+def _taken_names() -> dict[str, str]:
+    """Entry-point names of the plugins installed here, with the distribution of each."""
+    return {ep.name: ep.dist.name if ep.dist is not None else "an installed package"
+            for ep in md.entry_points(group="mcphost")}
+
+
+def _direct_url() -> dict[str, Any] | None:
+    """pip's record of where mcphost was installed from (the first installed copy that has one: a
+    build's ``mcphost.egg-info`` in a checkout on ``sys.path`` has none)."""
+    for dist in md.distributions(name="mcphost"):
+        text = dist.read_text("direct_url.json")
+        if text:
+            try:
+                record = json.loads(text)
+            except ValueError:
+                continue
+            if isinstance(record, dict):
+                return record
+    return None
+
+
+def mcphost_is_editable() -> bool:
+    """Whether this mcphost is an editable install (a development checkout, ``make setup``)."""
+    record = _direct_url()
+    dir_info = record.get("dir_info") if record else None
+    return isinstance(dir_info, dict) and bool(dir_info.get("editable"))
+
+
+def mcphost_requirement() -> str | None:
+    """The requirement that installs this same mcphost: the place it was installed from (a checkout,
+    a git URL, a wheel), as pip recorded it. Never the bare name: the package index's ``mcphost`` is
+    an unrelated project. None when pip recorded no place."""
+    record = _direct_url()
+    if record is None:
+        return None
+    url = record.get("url")
+    if not isinstance(url, str):
+        return None
+    vcs = record.get("vcs_info")
+    if isinstance(vcs, dict) and vcs.get("vcs") and vcs.get("commit_id"):
+        url = f"{vcs['vcs']}+{url}@{vcs['commit_id']}"
+    return f"mcphost @ {url}"
 
 
 _PYPROJECT = '''\
@@ -62,7 +118,10 @@ version = "0.1.0"
 description = "An mcphost plugin: {name}"
 readme = "README.md"
 requires-python = ">=3.11"
-dependencies = ["mcphost>={mcphost}"]
+# mcphost as it was installed when this package was generated. The package index's "mcphost" is an
+# unrelated project, so never depend on the bare name; in CI point this at your copy of mcphost
+# ("mcphost @ git+https://.../mcphost@<tag>" or a path).
+{dependencies}
 
 [project.optional-dependencies]
 test = ["pytest>=8", "pytest-asyncio>=0.23"]
@@ -86,14 +145,15 @@ asyncio_mode = "auto"
 _README = '''\
 # mcphost-{name}
 
-An [mcphost](https://pypi.org/project/mcphost/) plugin with one tool (`greet`), one resource
-(`{name}://about`) and one prompt (`review`), in `{module}/__init__.py`.
+An mcphost plugin with one tool (`{entry}_hello`), one resource (`{scheme}://about`) and one
+prompt (`{entry}_review`), in `{module}/__init__.py`. Their names start with the plugin's, so they
+never collide with another plugin's.
 
 ```sh
 pip install -e '.[test]'     # installs the plugin: its entry point is "{entry}"
-pytest                       # the tests use mcphost's pytest fixtures (mcphost_host, mcphost_client)
+pytest                       # mcphost's pytest fixtures, and a check next to every installed plugin
 mcphost plugins              # lists {entry} with what it provides
-mcphost call greet --arg name=Ada
+mcphost call {entry}_hello --arg name=Ada
 mcphost serve --reload       # serve it; edits to the source restart the server on the same port
 ```
 
@@ -103,7 +163,10 @@ Parameters are described by their annotations, the way FastMCP and the official 
 '''
 
 _MODULE = '''\
-"""mcphost-{name}: one tool, one resource and one prompt, handed to mcphost by the hooks below."""
+"""mcphost-{name}: one tool, one resource and one prompt, handed to mcphost by the hooks below.
+
+Names start with the plugin's ({entry}_...), so they never collide with another plugin's.
+"""
 
 from __future__ import annotations
 
@@ -114,8 +177,8 @@ from pydantic import Field
 import mcphost
 
 
-@mcphost.tool(annotations={{"readOnlyHint": True}})
-def greet(
+@mcphost.tool(name="{entry}_hello", annotations={{"readOnlyHint": True}})
+def hello(
     name: Annotated[str, Field(min_length=1, max_length=100, description="Who to greet")],
     excited: bool = False,
 ) -> str:
@@ -129,7 +192,7 @@ def about() -> str:
     return "mcphost-{name}: a plugin generated by `mcphost new plugin`."
 
 
-@mcphost.prompt
+@mcphost.prompt(name="{entry}_review")
 def review(code: str, focus: str = "clarity") -> str:
     """Ask for a review of some code."""
     return f"Please review this code for {{focus}}:\\n\\n{{code}}"
@@ -137,7 +200,7 @@ def review(code: str, focus: str = "clarity") -> str:
 
 @mcphost.hookimpl
 def mcphost_tools(host: Any) -> list[mcphost.Tool]:
-    return [greet]
+    return [hello]
 
 
 @mcphost.hookimpl
@@ -155,16 +218,18 @@ _TESTS = '''\
 
 from importlib.metadata import entry_points
 
+from mcphost.host import Host
+
 import {module}
 
 
-async def test_greet(mcphost_host, mcphost_client):
+async def test_hello(mcphost_host, mcphost_client):
     async with mcphost_client(mcphost_host({module})) as client:
-        [tool] = [t for t in await client.list_tools() if t["name"] == "greet"]
+        [tool] = [t for t in await client.list_tools() if t["name"] == "{entry}_hello"]
         assert tool["inputSchema"]["properties"]["name"]["minLength"] == 1
-        result = await client.call_tool("greet", {{"name": "Ada", "excited": True}})
+        result = await client.call_tool("{entry}_hello", {{"name": "Ada", "excited": True}})
         assert result["content"] == [{{"type": "text", "text": "Hello, Ada!"}}]
-        refused = await client.call_tool("greet", {{"name": ""}})
+        refused = await client.call_tool("{entry}_hello", {{"name": ""}})
         assert refused["isError"] is True
         assert "argument 'name'" in refused["content"][0]["text"]
 
@@ -177,10 +242,19 @@ async def test_about(mcphost_host, mcphost_client):
 
 async def test_review(mcphost_host, mcphost_client):
     async with mcphost_client(mcphost_host({module})) as client:
-        result = await client.get_prompt("review", {{"code": "x = 1"}})
+        result = await client.get_prompt("{entry}_review", {{"code": "x = 1"}})
         assert "x = 1" in result["messages"][0]["content"]["text"]
 
 
 def test_installed_as_an_mcphost_plugin():
     assert "{entry}" in {{ep.name for ep in entry_points(group="mcphost")}}
+
+
+def test_active_next_to_every_installed_plugin():
+    """As `mcphost serve` loads it: with every installed plugin, none of its names taken by another."""
+    host = Host()
+    host.prepare()
+    info = host.plugin_infos["{entry}"]
+    assert info.status == "active", info.error
+    assert host.catalog.tools["{entry}_hello"].record.provenance.plugin == "{entry}"
 '''

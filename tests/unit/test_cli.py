@@ -57,18 +57,27 @@ def test_the_distribution_version_is_mcphost_version() -> None:
 
 def test_plugins_table() -> None:
     lines = ok("plugins").stdout.splitlines()
-    assert lines[0].split() == ["NAME", "DISTRIBUTION", "VERSION", "STATUS", "HOOKS", "PROVIDES"]
+    assert lines[0].split() == ["NAME", "VERSION", "STATUS", "PROVIDES"]
     demo = next(line for line in lines if line.startswith("demo "))
-    assert demo.split()[:4] == ["demo", "mcphost-demo", "0.1.0", "active"]
-    assert "config_schema, prompts, resource_templates, resources, tools" in demo
-    assert "tools: echo, progress, greet_user, summarize, list_roots" in demo
+    assert demo.split()[:3] == ["demo", "0.1.0", "active"]
+    assert "5 tools, 1 resource, 1 template, 1 prompt" in demo
     assert not any(line.startswith("builtin.memory") for line in lines)
+
+
+def test_plugins_table_fits_the_terminal_and_names_what_wakes_a_dormant_plugin() -> None:
+    """Every shipped plugin is installed here; the table stays within the terminal's width."""
+    lines = ok("plugins", env={"COLUMNS": "100", "MCPHOST_PLUGINS": None}).stdout.splitlines()
+    assert max(len(line) for line in lines) <= 100
+    rows = {line.split()[0]: line for line in lines[1:]}
+    assert "not configured: [plugins.jwt] issuer" in rows["jwt"]
+    assert "not configured: [plugins.redis] url" in rows["redis"]
+    assert "not configured: OTEL_EXPORTER_OTLP_ENDPOINT" in rows["otel"]
 
 
 def test_plugins_all_includes_builtins() -> None:
     lines = ok("plugins", "--all").stdout.splitlines()
     memory = next(line for line in lines if line.startswith("builtin.memory "))
-    assert memory.split()[:4] == ["builtin.memory", "mcphost", mcphost.__version__, "active"]
+    assert memory.split()[:3] == ["builtin.memory", mcphost.__version__, "active"]
 
 
 def test_plugins_json() -> None:
@@ -81,6 +90,7 @@ def test_plugins_json() -> None:
                   "mcphost_resources", "mcphost_tools"],
         "provides": {"prompts": ["review_code"], "resourceTemplates": ["demo://files/{+path}"],
                      "resources": ["demo://readme"], "tools": DEMO_TOOLS},
+        "wake": None,
     }
 
 
@@ -232,7 +242,7 @@ def test_disable_plugin_env() -> None:
 
 
 @pytest.mark.parametrize(("text", "message"), [
-    ("[sever]\n", "unknown section(s) ['sever']"),
+    ("[sever]\n", "[sever] unknown section (did you mean 'server'?)"),
     ("[server]\nport = \"high\"\n", "server.port must be int, not 'high'"),
     ("[server\n", "cannot read the configuration"),
 ])

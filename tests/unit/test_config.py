@@ -13,9 +13,13 @@ import pytest
 
 from mcphost.config import (
     ENV_CONFIG,
+    SECTIONS,
     Config,
+    ConfigErrors,
     ServerSettings,
+    check_plugin_sections,
     config_from_dict,
+    declare_section,
     default_path,
     load_config,
     resolve_path,
@@ -185,19 +189,22 @@ def test_bad_env_values_give_clear_errors(monkeypatch: pytest.MonkeyPatch, varia
 
 
 @pytest.mark.parametrize(("text", "message"), [
-    ("[sever]\nport = 1\n", "unknown section(s) ['sever']; expected [server] and [plugins]"),
-    ("[server]\nprot = 1\n", "unknown key(s) in [server]: ['prot']"),
+    ("[sever]\nport = 1\n", "[sever] unknown section (did you mean 'server'?); known: [server], [plugins]"),
+    ("[server]\nprot = 1\n", "[server] unknown key 'prot' (did you mean 'port'?)"),
     ("[server]\nport = true\n", "server.port must be int, not True"),
     ("[server]\nport = 80.5\n", "server.port must be int, not 80.5"),
+    ("[server]\nport = \"19207\"\n", "server.port must be int, not '19207'"),
     ("[server]\nname = 5\n", "server.name must be str, not 5"),
     ("[server]\nallowed_hosts = [1, 2]\n", "server.allowed_hosts must be a list of strings, not [1, 2]"),
     ("[server]\nsession_idle_timeout = \"long\"\n", "server.session_idle_timeout must be float, not 'long'"),
+    ("[server]\nsession_idle_timeout = \"60\"\n", "server.session_idle_timeout must be float, not '60'"),
+    ("[server]\njson_response = \"true\"\n", "server.json_response must be bool, not 'true'"),
     ("server = 5\n", "[server] must be a table, not int"),
     ("plugins = \"demo\"\n", "[plugins] must be a table, not str"),
-    ("[plugins]\nblock = \"demo\"\n", "plugins.block and plugins.allow must be lists of plugin names"),
-    ("[plugins]\nallow = [1]\n", "plugins.block and plugins.allow must be lists of plugin names"),
-    ("[plugins]\nstrict = \"no\"\n", "plugins.strict must be true or false, not 'no'"),
-    ("[plugins]\ndemo = 5\n", "[plugins.demo] must be a table, not int"),
+    ("[plugins]\nblock = \"demo\"\n", "[plugins.block] 'demo' is not of type 'array'"),
+    ("[plugins]\nallow = [1]\n", "[plugins.allow.0] 1 is not of type 'string'"),
+    ("[plugins]\nstrict = \"no\"\n", "[plugins.strict] 'no' is not of type 'boolean'"),
+    ("[plugins]\ndemo = 5\n", "[plugins.demo] 5 is not of type 'object'"),
 ])
 def test_file_mistakes_name_the_file_and_key(tmp_path: Path, text: str, message: str) -> None:
     path = write(tmp_path / "bad.toml", text)
@@ -220,7 +227,7 @@ def test_plugins_strict_true_is_kept() -> None:
 
 @pytest.mark.parametrize(("section", "fragments"), [
     ("root = 5", ["[plugins.demo.root]", "5 is not of type 'string'"]),
-    ('rot = "/tmp"', ["[plugins.demo]", "'rot' was unexpected"]),
+    ('rot = "/tmp"', ["[plugins.demo] unknown key 'rot' (did you mean 'root'?)"]),
 ])
 def test_demo_plugin_section_is_validated_against_its_schema(tmp_path: Path, section: str,
                                                              fragments: list[str]) -> None:
@@ -261,3 +268,37 @@ async def test_demo_root_setting_changes_the_served_files(tmp_path: Path) -> Non
             await client.read_resource("demo://files/notes/plan.txt")
     assert sample["contents"][0]["text"].startswith("hello from a demo file")
     assert error.value.code == RESOURCE_NOT_FOUND
+
+
+def test_every_mistake_in_a_file_is_reported_at_once(tmp_path: Path) -> None:
+    path = write(tmp_path / "three.toml", '[server]\nport = "19207"\nprot = 1\n[sevrer]\nname = "x"\n')
+    with pytest.raises(ConfigErrors) as error:
+        load_config(path)
+    problems = error.value.problems
+    assert len(problems) == 3, problems
+    assert all(problem.startswith(f"{path}: ") for problem in problems)
+    assert any("server.port must be int, not '19207'" in p for p in problems)
+    assert any("[server] unknown key 'prot' (did you mean 'port'?)" in p for p in problems)
+    assert any("[sevrer] unknown section (did you mean 'server'?)" in p for p in problems)
+
+
+def test_a_declared_section_is_checked_by_its_schema_without_touching_the_validator(tmp_path: Path) -> None:
+    schema = {"type": "object", "additionalProperties": {"type": "object", "properties": {"url": {"type": "string"}},
+                                                         "required": ["url"], "additionalProperties": False}}
+    declare_section("endpoints_test", schema)
+    try:
+        config = config_from_dict({"endpoints_test": {"a": {"url": "http://x"}}})
+        assert config.sections["endpoints_test"] == {"a": {"url": "http://x"}}
+        with pytest.raises(ConfigErrors) as error:
+            config_from_dict({"endpoints_test": {"a": {"ulr": "http://x"}}})
+        assert "[endpoints_test.a] unknown key 'ulr' (did you mean 'url'?)" in str(error.value)
+        assert "[endpoints_test.a] 'url' is a required property" in str(error.value)
+    finally:
+        SECTIONS.pop("endpoints_test")
+
+
+def test_a_plugin_section_no_installed_plugin_owns_names_the_nearest(tmp_path: Path) -> None:
+    config = config_from_dict({"plugins": {"redsi": {"url": "redis://x"}}}, path=tmp_path / "m.toml")
+    [problem] = check_plugin_sections(config, {}, ["redis", "demo"])
+    assert problem == (f"{tmp_path / 'm.toml'}: [plugins.redsi] no plugin named 'redsi' is installed "
+                       "(did you mean 'redis'?); installed: demo, redis")

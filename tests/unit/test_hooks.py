@@ -970,6 +970,50 @@ def test_mcphost_config_schema_invalid_section_stops_prepare(section: dict[str, 
     assert host.kernel is None  # nothing was collected
 
 
+async def test_mcphost_unconfigured_sets_a_plugin_aside_until_its_setting_is_given() -> None:
+    calls: list[str] = []
+
+    class Waits:
+        @mcphost.hookimpl
+        def mcphost_unconfigured(self, host: Any) -> str | None:
+            calls.append("asked")
+            return None if host.plugin_config("waits").get("key") else "[plugins.waits] key"
+
+        @mcphost.hookimpl
+        def mcphost_tools(self, host: Any) -> list[mcphost.Tool]:
+            calls.append("tools")
+            return [mcphost.tool(name="waiting")(lambda: "here")]
+
+        @mcphost.hookimpl
+        def mcphost_startup(self, host: Any) -> None:
+            calls.append("startup")
+
+    dormant = make_host(("waits", Waits()))
+    await dormant.start()
+    info = dormant.plugin_infos["waits"]
+    assert (info.status, info.wake) == ("not configured", "[plugins.waits] key")
+    assert calls == ["asked"] and "waiting" not in dormant.catalog.tools
+    assert dormant.pm.get_plugin("waits") is None
+    await dormant.stop()
+    calls.clear()
+    awake = make_host(("waits", Waits()), config={"plugins": {"waits": {"key": "k"}}})
+    await awake.start()
+    assert awake.plugin_infos["waits"].status == "active" and "waiting" in awake.catalog.tools
+    assert calls == ["asked", "tools", "startup"]
+    await awake.stop()
+
+
+def test_mcphost_unconfigured_that_raises_marks_the_plugin_failed() -> None:
+    class Broken:
+        @mcphost.hookimpl
+        def mcphost_unconfigured(self, host: Any) -> str | None:
+            raise RuntimeError("cannot tell")
+
+    host = make_host(("broken", Broken()))
+    host.prepare()
+    assert host.plugin_infos["broken"].status == "failed" and "cannot tell" in (host.plugin_infos["broken"].error or "")
+
+
 def test_mcphost_config_schema_that_is_not_a_schema_is_reported() -> None:
     bad = module_plugin("bad_schema", mcphost_config_schema=mcphost.hookimpl(lambda: {"type": 12}))
     with pytest.raises(ConfigError, match="plugin 'bad_schema' declares an invalid config schema"):
@@ -1130,6 +1174,10 @@ class EveryHook:
     @mcphost.hookimpl
     def mcphost_config_schema(self) -> dict[str, Any]:
         return {"type": "object", "properties": {"motd": {"type": "string"}}, "additionalProperties": False}
+
+    @mcphost.hookimpl
+    def mcphost_unconfigured(self, host: Any) -> str | None:
+        return None if host.plugin_config("every").get("motd") else "[plugins.every] motd"
 
     @mcphost.hookimpl
     def mcphost_startup(self, host: Any) -> None:

@@ -402,12 +402,11 @@ def test_plugins_table_shows_failures(site: Path) -> None:
     result = CliRunner().invoke(cli, ["plugins"])
     assert result.exit_code == 0, result.output
     lines = result.output.splitlines()
-    assert lines[0].split() == ["NAME", "DISTRIBUTION", "VERSION", "STATUS", "HOOKS", "PROVIDES"]
+    assert lines[0].split() == ["NAME", "VERSION", "STATUS", "PROVIDES"]
     broken = next(line for line in lines if line.startswith("broken "))
-    assert "broken-dist" in broken and "failed (ImportError: missing dependency: libfoo)" in broken
+    assert "0.9" in broken and "failed: ImportError: missing dependency: libfoo" in broken
     good = next(line for line in lines if line.startswith("good "))
-    assert good.split()[:5] == ["good", "good-dist", "1.2.3", "active", "tools"]
-    assert good.rstrip().endswith("tools: good_echo")
+    assert good.split() == ["good", "1.2.3", "active", "1", "tool"]
 
 
 # -- the real installed plugin ------------------------------------------------------------------------

@@ -6,6 +6,7 @@ pytest, pydantic) through a ``.pth`` file, so nothing is added to, or left in, t
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -16,7 +17,7 @@ import pytest
 from click.testing import CliRunner
 
 from mcphost.cli import cli
-from mcphost.scaffold import ScaffoldError, new_plugin
+from mcphost.scaffold import ScaffoldError, mcphost_requirement, new_plugin
 
 MCPHOST = Path(sys.executable).parent / "mcphost"
 
@@ -57,11 +58,14 @@ def test_an_existing_folder_is_not_overwritten(tmp_path: Path) -> None:
 
 
 def test_generated_package_installs_and_its_tests_pass(tmp_path: Path) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MCPHOST_")}
-    made = subprocess.run([str(MCPHOST), "new", "plugin", "demo2"], cwd=tmp_path, env=env,
+    """Installed next to every shipped plugin (the test environment has them all): its own tests
+    pass, and `mcphost plugins` lists it as active, none of its names taken."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MCPHOST_", "OTEL_"))}
+    env["XDG_CONFIG_HOME"] = str(tmp_path / "xdg")
+    made = subprocess.run([str(MCPHOST), "new", "plugin", "weather"], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=60)
     assert made.returncode == 0, made.stderr
-    assert "Created mcphost-demo2" in made.stdout
+    assert "Created mcphost-weather" in made.stdout
 
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
@@ -72,14 +76,43 @@ def test_generated_package_installs_and_its_tests_pass(tmp_path: Path) -> None:
     (site / "shared-env.pth").write_text(f"import site; site.addsitedir({ours!r})\n")
 
     install = subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "--quiet",
-                              "--no-deps", "-e", "mcphost-demo2"],
+                              "--no-deps", "-e", "mcphost-weather"],
                              cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert install.returncode == 0, install.stdout + install.stderr
-    tests = subprocess.run([str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", "mcphost-demo2"],
+    tests = subprocess.run([str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", "mcphost-weather"],
                            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert tests.returncode == 0, tests.stdout + tests.stderr
-    assert "4 passed" in tests.stdout, tests.stdout
+    assert "5 passed" in tests.stdout, tests.stdout
+    listed = subprocess.run([str(python), "-c", "import sys; sys.argv[0] = 'mcphost'; "
+                             "from mcphost.cli import main; main()", "plugins", "--json"],
+                            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert listed.returncode == 0, listed.stderr
+    plugins = {info["name"]: info for info in json.loads(listed.stdout)}
+    assert {"conformance", "demo", "jwt", "otel", "proxy", "redis"} <= set(plugins)
+    weather = plugins["weather"]
+    assert (weather["status"], weather["error"]) == ("active", None)
+    assert weather["provides"] == {"prompts": ["weather_review"], "resources": ["weather://about"],
+                                   "tools": ["weather_hello"]}
     # The shared environment did not get the package.
-    listed = subprocess.run([sys.executable, "-m", "pip", "list", "--format=freeze"], capture_output=True,
+    frozen = subprocess.run([sys.executable, "-m", "pip", "list", "--format=freeze"], capture_output=True,
                             text=True, timeout=120)
-    assert "mcphost-demo2" not in listed.stdout
+    assert "mcphost-weather" not in frozen.stdout
+
+
+@pytest.mark.parametrize("name", ["demo", "jwt", "redis", "otel", "proxy", "conformance", "memory"])
+def test_a_name_a_shipped_plugin_uses_is_refused(tmp_path: Path, name: str) -> None:
+    with pytest.raises(ScaffoldError, match=f"plugin name '{name}' is already used by"):
+        new_plugin(name, tmp_path)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_names_derive_from_the_plugin_name_and_mcphost_is_not_fetched_from_the_index(tmp_path: Path) -> None:
+    root = new_plugin("sea_level", tmp_path)
+    module = (root / "mcphost_sea_level/__init__.py").read_text()
+    assert 'name="sea_level_hello"' in module and 'name="sea_level_review"' in module
+    assert '"sea-level://about"' in module  # a URI scheme has no underscore
+    pyproject = (root / "pyproject.toml").read_text()
+    [dependencies] = [line for line in pyproject.splitlines() if line.startswith("dependencies")]
+    # Where this mcphost came from (this checkout), never the unrelated project on the index.
+    assert dependencies == f'dependencies = ["{mcphost_requirement()}"]'
+    assert mcphost_requirement() is not None and mcphost_requirement().startswith("mcphost @ file://")

@@ -8,8 +8,9 @@ endpoint is configured. See ``docs/auth-jwt.md``.
 
 The entry point ``jwt`` names :class:`JwtPlugin`, which mcphost instantiates once per Host; the
 verifier is built at startup, so a configuration problem stops the host before it serves. Installed
-without any ``[plugins.jwt]`` section, the host starts (stdio and in-process use need no tokens) but
-every HTTP request is refused with 503 and the log says why: never open by accident.
+without a ``[plugins.jwt]`` section the plugin is dormant: ``mcphost plugins`` lists it as "not
+configured" (woken by ``[plugins.jwt] issuer``) and none of its hooks run, so the host has no auth
+plugin and, as without one, refuses to listen beyond loopback unless told otherwise.
 """
 
 from __future__ import annotations
@@ -89,6 +90,12 @@ class JwtPlugin:
     @mcphost.hookimpl
     def mcphost_config_schema(self) -> dict[str, Any]:
         return config_schema()
+
+    @mcphost.hookimpl
+    def mcphost_unconfigured(self, host: Any) -> str | None:
+        # An empty (or absent) section: dormant. Any key given without an issuer is a mistake that
+        # load_settings reports at startup instead, so a half-written section never serves unchecked.
+        return None if host.plugin_config(PLUGIN_NAME) else f"[plugins.{PLUGIN_NAME}] issuer"
 
     @mcphost.hookimpl
     def mcphost_startup(self, host: Any) -> None:

@@ -7,8 +7,12 @@ import base64
 import hashlib
 import hmac
 import json
+import os
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -168,9 +172,15 @@ def test_serving_without_an_audience_refuses_to_start(idp, mcphost_server):
         mcphost_server(toml_section({"issuer": idp.issuer, "allow_insecure": True}))
 
 
-def test_installed_but_unconfigured_refuses_every_http_request(mcphost_server):
+def test_installed_but_unconfigured_is_dormant_on_loopback_and_refuses_a_remote_bind(mcphost_server, tmp_path):
+    """No section: the plugin does nothing (as if not installed), so the loopback server answers
+    without tokens, and listening beyond loopback is refused as for any host without auth."""
     server = mcphost_server("")
-    response = post(server, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": INIT}, "x.y.z")
-    assert response.status_code == 503 and "www-authenticate" not in response.headers
-    assert post(server, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": INIT}).status_code == 503
-    assert "is not configured" in server.log()
+    response = post(server, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": INIT})
+    assert response.status_code == 200 and "www-authenticate" not in response.headers
+    assert "ERROR" not in server.log() and "Traceback" not in server.log()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MCPHOST_")}
+    env.update({"XDG_CONFIG_HOME": str(tmp_path / "xdg"), "MCPHOST_PLUGINS": "jwt,demo"})
+    refused = subprocess.run([str(Path(sys.executable).parent / "mcphost"), "serve", "--host", "0.0.0.0",
+                              "--port", "0"], env=env, capture_output=True, text=True, timeout=60)
+    assert refused.returncode == 1 and "refusing to listen on 0.0.0.0 without authentication" in refused.stderr

@@ -8,7 +8,9 @@ One SERVER span per MCP request, following the OpenTelemetry semantic convention
 ``mcphost.server.active_sessions`` up-down counter, with the plugin that owns each tool, prompt
 or resource as ``mcphost.plugin.name`` / ``mcphost.plugin.version``. Exporters come from the
 standard ``OTEL_*`` variables (see :mod:`mcphost_otel.providers`); ``[plugins.otel]
-prometheus = true`` adds a Prometheus scrape route.
+prometheus = true`` adds a Prometheus scrape route. With neither (no ``OTEL_*`` exporter or
+endpoint, no Prometheus, no provider installed by someone else) the plugin is dormant: listed as
+"not configured" and never called, so it exports nowhere and costs nothing.
 
 Metric attributes come from a closed set, so what a client sends cannot grow the metrics without
 bound: a method that is not an MCP method, a tool or prompt name that the catalog does not hold,
@@ -78,6 +80,9 @@ CONFIG_SCHEMA: dict[str, Any] = {
                        "description": "Serve the metrics for Prometheus to scrape on prometheus_path."},
         "prometheus_path": {"type": "string", "pattern": "^/[A-Za-z0-9._~/-]*$", "default": "/metrics",
                             "description": "Path of the Prometheus scrape route."},
+        "prometheus_interval": {"type": "number", "exclusiveMinimum": 0, "maximum": 60, "default": 1.0,
+                                "description": "With several workers: seconds between the snapshots each "
+                                               "worker shares for the one /metrics that covers them all."},
     },
     "additionalProperties": False,
 }
@@ -92,6 +97,7 @@ class OtelPlugin:
         self.settings: dict[str, Any] = {key: spec["default"] for key, spec in CONFIG_SCHEMA["properties"].items()}
         self.providers = setup.Providers()
         self.registry: Any = None  # the Prometheus registry behind the scrape route
+        self.snapshots: Any = None  # with several workers: the shared snapshots (mcphost_otel.workers)
         self.tracer: Any = None
         self.operation_duration: Any = None
         self.session_duration: Any = None
@@ -103,12 +109,26 @@ class OtelPlugin:
     def mcphost_config_schema(self) -> dict[str, Any]:
         return CONFIG_SCHEMA
 
+    @mcphost.hookimpl
+    def mcphost_unconfigured(self, host: Any) -> str | None:
+        """Dormant until something says where telemetry goes (see :func:`providers.destination`)."""
+        if self._given_tracer_provider is not None or self._given_meter_provider is not None:
+            return None
+        name = host.pm.get_name(self) or "otel"
+        if host.plugin_config(name).get("prometheus") or setup.destination() is not None:
+            return None
+        return "OTEL_EXPORTER_OTLP_ENDPOINT"  # or OTEL_*_EXPORTER, or [plugins.otel] prometheus = true
+
     @mcphost.hookimpl(tryfirst=True)
     def mcphost_middleware(self, host: Any) -> list[mcphost.Middleware]:
         # Runs at startup collection (also for `mcphost plugins`): read settings only; exporters
         # and their threads start in mcphost_startup, when the host really serves.
         name = host.pm.get_name(self) or "otel"
         self.settings.update(host.plugin_config(name))
+        if "prometheus" in setup.metric_exporter_names():
+            # The SDK's own Prometheus reader binds a port of its own (9464) in every process, which
+            # a second worker cannot; the host's scrape route covers every worker on its own port.
+            self.settings["prometheus"] = True
         if self.settings["prometheus"] and self.registry is None:
             from prometheus_client import CollectorRegistry
             self.registry = CollectorRegistry(auto_describe=True)
@@ -158,9 +178,16 @@ class OtelPlugin:
                     self.providers.owned.append(provider)
             self.providers.meter_provider = provider
             self._instruments(provider.get_meter(SCOPE, __version__))
+        if self.registry is not None and self.settings["metrics"] and server.workers > 1:
+            from mcphost_otel.workers import Snapshots, shared_directory
+            self.snapshots = Snapshots(self.registry, shared_directory(), self.settings["prometheus_interval"])
+            self.snapshots.start()
 
     @mcphost.hookimpl
     def mcphost_shutdown(self, host: Any) -> None:
+        if self.snapshots is not None:
+            self.snapshots.stop()
+            self.snapshots = None
         self.providers.shutdown()
         self.tracer = self.operation_duration = self.session_duration = self.active_sessions = None
 
@@ -191,7 +218,12 @@ class OtelPlugin:
 
         async def scrape() -> Any:
             encoder, content_type = choose_encoder(quart_request.headers.get("accept", ""))
-            return encoder(registry), 200, {"content-type": content_type, "cache-control": "no-store"}
+            snapshots = self.snapshots
+            if snapshots is not None:  # several workers: every worker's figures, merged (file I/O off the loop)
+                body = await asyncio.to_thread(lambda: encoder(snapshots.merged_registry()))
+            else:
+                body = encoder(registry)
+            return body, 200, {"content-type": content_type, "cache-control": "no-store"}
 
         app.add_url_rule(self.settings["prometheus_path"], "mcphost_otel_metrics", scrape, methods=["GET"])
 

@@ -59,6 +59,24 @@ def sdk_disabled(env: dict[str, str] | os._Environ[str] | None = None) -> bool:
     return env.get("OTEL_SDK_DISABLED", "").strip().lower() == "true"
 
 
+#: Variables that say where telemetry goes; any of them set (``none`` included) configures the plugin.
+DESTINATION_VARIABLES = ("OTEL_TRACES_EXPORTER", "OTEL_METRICS_EXPORTER", "OTEL_EXPORTER_OTLP_ENDPOINT",
+                         "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT")
+
+
+def destination(env: dict[str, str] | os._Environ[str] | None = None) -> str | None:
+    """What configures telemetry here: the first ``DESTINATION_VARIABLES`` entry set, or a global SDK
+    provider someone else installed (``opentelemetry-instrument``); None when nothing does."""
+    env = os.environ if env is None else env
+    for name in DESTINATION_VARIABLES:
+        if env.get(name, "").strip():
+            return name
+    if isinstance(trace.get_tracer_provider(), TracerProvider) or isinstance(metrics.get_meter_provider(),
+                                                                            MeterProvider):
+        return "a global OpenTelemetry provider"
+    return None
+
+
 def resource(service_name: str, service_version: str | None) -> Resource:
     """The environment's resource; mcphost's server name and version fill in what it leaves unset."""
     found = Resource.create()
@@ -68,6 +86,12 @@ def resource(service_name: str, service_version: str | None) -> Resource:
     if service_version and SERVICE_VERSION not in found.attributes:
         defaults[SERVICE_VERSION] = service_version
     return found.merge(Resource(defaults)) if defaults else found
+
+
+def metric_exporter_names() -> list[str]:
+    """The names ``OTEL_METRICS_EXPORTER`` lists (lower case)."""
+    value = os.environ.get("OTEL_METRICS_EXPORTER", "otlp")
+    return [name.strip().lower() for name in value.split(",") if name.strip()]
 
 
 def exporter_classes(signal: str) -> list[tuple[str, type]]:
@@ -82,6 +106,8 @@ def exporter_classes(signal: str) -> list[tuple[str, type]]:
     for name in names:
         if name == "none":
             continue
+        if name == "prometheus" and signal == "metrics":
+            continue  # served on the host's own port by the plugin's scrape route, never a second bind
         entry_name = name
         if name == "otlp":
             protocol = (os.environ.get(f"OTEL_EXPORTER_OTLP_{signal.upper()}_PROTOCOL")

@@ -174,9 +174,21 @@ def test_mcphost_plugins_lists_mcphost_otel_with_its_hooks(tmp_path: Path) -> No
     [otel] = [p for p in json.loads(done.stdout) if p["name"] == "otel"]
     assert (otel["distribution"], otel["version"], otel["status"]) == ("mcphost-otel", "0.1.0", "active")
     assert otel["hooks"] == ["mcphost_config_schema", "mcphost_exception", "mcphost_middleware", "mcphost_routes",
-                             "mcphost_shutdown", "mcphost_startup", "mcphost_terminate"]
+                             "mcphost_shutdown", "mcphost_startup", "mcphost_terminate", "mcphost_unconfigured"]
     assert otel["provides"] == {"middleware": ["otel"]}
     table = subprocess.run([str(MCPHOST), "plugins"], capture_output=True, text=True, timeout=60,
                            env=environment(tmp_path, ""))
     [row] = [line for line in table.stdout.splitlines() if line.startswith("otel ")]
-    assert "mcphost-otel" in row and "middleware, routes" in row and "active" in row
+    assert row.split() == ["otel", "0.1.0", "active", "1", "middleware"]
+
+
+def test_without_a_destination_mcphost_otel_is_dormant_and_quiet(tmp_path: Path) -> None:
+    """No OTEL_* variable, no Prometheus: listed as not configured, and a call prints nothing on stderr
+    (no exporter retrying a collector that is not there)."""
+    env = {k: v for k, v in environment(tmp_path, "").items() if not k.startswith("OTEL_")}
+    done = subprocess.run([str(MCPHOST), "plugins", "--json"], capture_output=True, text=True, timeout=60, env=env)
+    [otel] = [p for p in json.loads(done.stdout) if p["name"] == "otel"]
+    assert (otel["status"], otel["wake"], otel["provides"]) == ("not configured", "OTEL_EXPORTER_OTLP_ENDPOINT", {})
+    called = subprocess.run([str(MCPHOST), "call", "echo", "--arg", "text=hi"], capture_output=True, text=True,
+                            timeout=60, env=env)
+    assert called.returncode == 0 and called.stderr == ""

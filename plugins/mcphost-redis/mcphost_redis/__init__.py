@@ -1,8 +1,8 @@
 """mcphost-redis: the shared state backend for several workers and machines.
 
 Install it and set ``url`` in ``[plugins.redis]`` (or ``$MCPHOST_REDIS_URL``): that is all it
-takes to switch backends. Without a URL the plugin stays out of the way and the built-in
-in-memory backend serves.
+takes to switch backends. Without a URL the plugin is dormant ("not configured" in ``mcphost
+plugins``) and the built-in in-memory backend serves.
 """
 
 from __future__ import annotations
@@ -78,6 +78,14 @@ def settings_for(host: Any) -> RedisSettings | None:
 @mcphost.hookimpl
 def mcphost_config_schema() -> dict[str, Any]:
     return CONFIG_SCHEMA
+
+
+@mcphost.hookimpl
+def mcphost_unconfigured(host: Any) -> str | None:
+    # Without a URL the built-in in-memory backend serves and this plugin has nothing to do.
+    if host.plugin_config("redis").get("url") or os.environ.get(ENV_URL):
+        return None
+    return "[plugins.redis] url"  # or $MCPHOST_REDIS_URL
 
 
 @mcphost.hookimpl

@@ -25,8 +25,9 @@ def _host(plugins: dict, server: dict | None = None) -> Host:
 def test_without_a_url_the_memory_backend_serves(monkeypatch):
     monkeypatch.delenv(ENV_URL, raising=False)
     host = _host({})
-    assert host.plugin_infos["redis"].status == "active"
-    assert host.plugin_infos["redis"].distribution == "mcphost-redis"
+    info = host.plugin_infos["redis"]
+    assert (info.status, info.wake) == ("not configured", "[plugins.redis] url")  # dormant: no hook runs
+    assert info.distribution == "mcphost-redis"
     assert host.backend.name == "memory" and not host.backend.shared
 
 
