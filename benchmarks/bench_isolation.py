@@ -28,6 +28,9 @@ apart by their client address: the bystander connects from 127.0.0.1, the greedy
      era: a 2026-07-28 request would have to repeat the URI in a header), 5 a second;
    - ``greedy`` (RELIABILITY H4): opens sessions until it gets 429, fills its request quota with long
      ``progress`` calls, then keeps sending calls and initializes back to back (each answered 429).
+   - ``hoard`` (RELIABILITY target 14, from 127.0.0.4): twice ``--blockers`` slow synchronous calls
+     back to back (more than its share of the sync pool: they queue behind its own) and a GET stream
+     on each session it opens, until its request budget answers 429.
 
    The misbehaving plugin's attacks run at a modest rate, so what the bystander measures is their
    effect; flooding is the greedy principal's part, bounded by its quotas.
@@ -68,6 +71,7 @@ CLIENT_CORE = "1"
 BYSTANDER = "127.0.0.1"
 GREEDY = "127.0.0.2"
 UNRULY = "127.0.0.3"
+HOARDER = "127.0.0.4"
 
 
 def client_from(address: str, timeout: float = 30.0) -> httpx.Client:
@@ -230,10 +234,57 @@ async def _greedy(url: str, stop: threading.Event, counts: Counter[str]) -> None
             await asyncio.gather(*held, return_exceptions=True)
 
 
+def attack_hoard(url: str, stop: threading.Event, counts: Counter[str], args: argparse.Namespace) -> None:
+    asyncio.run(_hoard(url, stop, counts, args))
+
+
+async def _hoard(url: str, stop: threading.Event, counts: Counter[str], args: argparse.Namespace) -> None:
+    """Fair shares (RELIABILITY target 14): from a fourth address, hold twice ``--blockers`` slow
+    synchronous calls back to back (more than one principal's share of the pool) and a GET stream
+    on every session it may open, until its request budget answers 429."""
+    limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
+    async with httpx.AsyncClient(transport=httpx.AsyncHTTPTransport(local_address=HOARDER, limits=limits),
+                                 timeout=httpx.Timeout(30.0)) as client:
+
+        async def block(n: int) -> None:
+            while not stop.is_set():
+                body, sent = benchlib.modern_call(f"hoard-{n}", "unruly_block", {"seconds": 5})
+                try:
+                    response = await client.post(url, content=body, headers=sent)
+                    counts[f"block HTTP {response.status_code}"] += 1
+                except Exception as exc:
+                    counts[f"block {type(exc).__name__}"] += 1
+                    await asyncio.sleep(0.5)
+
+        blockers = [asyncio.ensure_future(block(n)) for n in range(2 * args.blockers)]
+        await asyncio.sleep(0.5)
+        streams: list[Any] = []
+        async with contextlib.AsyncExitStack() as held:
+            while not stop.is_set():  # a session and its GET stream, until one is refused
+                response = await client.post(url, content=benchlib.INITIALIZE_BODY, headers=benchlib.headers())
+                if response.status_code != 200:
+                    counts[f"initialize HTTP {response.status_code}"] += 1
+                    break
+                session_id = benchlib.check_initialize(response)
+                await client.post(url, content=benchlib.INITIALIZED, headers=benchlib.headers(session_id))
+                stream = await held.enter_async_context(client.stream(
+                    "GET", url, headers={**benchlib.headers(session_id), "accept": "text/event-stream"}))
+                if stream.status_code != 200:
+                    counts[f"GET HTTP {stream.status_code}"] += 1
+                    break
+                streams.append(stream)
+            counts["streams"] = len(streams)
+            while not stop.wait(0):
+                await asyncio.sleep(0.1)
+        for task in blockers:
+            task.cancel()
+        await asyncio.gather(*blockers, return_exceptions=True)
+
+
 Attack = Callable[[str, threading.Event, Counter[str], argparse.Namespace], None]
 
 ATTACKS: dict[str, Attack] = {"exit": attack_exit, "interrupt": attack_interrupt, "block": attack_block,
-                              "long-uri": attack_long_uri, "greedy": attack_greedy}
+                              "long-uri": attack_long_uri, "greedy": attack_greedy, "hoard": attack_hoard}
 
 
 def _guarded(attack: Attack, url: str, stop: threading.Event, counts: Counter[str], args: argparse.Namespace) -> None:

@@ -36,6 +36,9 @@ PAGE = os.sysconf("SC_PAGE_SIZE")
 #: A directory holding another copy of the ``mcphost`` package (a commit exported with ``git archive``,
 #: a prototype) to measure instead of the installed one, in the servers and in-process alike.
 SOURCE_ENV = "MCPHOST_BENCH_SOURCE"
+#: The plugins ``mcphost_server`` serves (default: only demo); e.g. ``demo,console`` to measure with
+#: the console installed.
+PLUGINS_ENV = "MCPHOST_BENCH_PLUGINS"
 
 _FROM_SOURCE = """
 import sys
@@ -204,12 +207,14 @@ def workdir() -> tempfile.TemporaryDirectory[str]:
 
 
 def mcphost_server(name: str, logdir: Path, *, extra_env: dict[str, str] | None = None) -> Server:
-    """``mcphost serve`` with one worker and only the demo plugin, on a free loopback port."""
+    """``mcphost serve`` with one worker and only the demo plugin (``MCPHOST_BENCH_PLUGINS``), on a free
+    loopback port."""
     config = logdir / "empty.toml"
     config.write_text("")
     port = free_port()
     env = dict(os.environ)
-    env.update({"MCPHOST_PLUGINS": "demo", "MCPHOST_CONFIG": str(config), "MCPHOST_LOG_LEVEL": "warning",
+    env.update({"MCPHOST_PLUGINS": os.environ.get(PLUGINS_ENV, "demo"), "MCPHOST_CONFIG": str(config),
+                "MCPHOST_LOG_LEVEL": "warning",
                 "MCPHOST_WORKERS": "1"})
     env.update(extra_env or {})
     source = os.environ.get(SOURCE_ENV)

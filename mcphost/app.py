@@ -149,6 +149,10 @@ class McpApp:
         backend = self.host.backend.name
         if not await self.host.backend_healthy():
             return False, {"status": "unavailable", "reason": "backend unhealthy", "backend": backend}
+        key_problem = getattr(self.host.cluster, "key_problem", None)
+        if key_problem:  # the shared requestState key ring is missing or damaged: an operator must act
+            return False, {"status": "unavailable", "reason": "state key ring", "detail": key_problem,
+                           "backend": backend}
         return True, {"status": "ready", "backend": backend}
 
     async def _health(self, probe: str, scope: Scope, receive: Receive, send: Send) -> None:

@@ -22,6 +22,7 @@ from mcphost.protocol.auth import NO_SCOPES, SCOPE_TOKEN, Grant, grant_of, permi
 from mcphost.protocol.modern import check_x_mcp_headers, x_mcp_headers
 from mcphost.protocol.uritemplate import UriTemplate, UriTemplateError
 from mcphost.records import TOOL_NAME, Prompt, Provenance, Resource, ResourceTemplate, Tool, stamped
+from mcphost.stats import ToolStats
 
 log = logging.getLogger("mcphost.catalog")
 
@@ -52,6 +53,8 @@ class ToolEntry:
     descriptors: dict[str, dict[str, Any]] = field(default_factory=dict)
     #: ``Mcp-Param-<X>`` headers (lower-cased X) a 2026-07-28 client sends, by argument name.
     header_params: dict[str, str] = field(default_factory=dict)
+    #: Calls, errors and latencies of this tool in this process (read by operators' tools).
+    stats: ToolStats = field(default_factory=ToolStats)
 
 
 @dataclass(eq=False)

@@ -536,7 +536,7 @@ def rotate_state_key(options: Options) -> None:
     The new key is verified everywhere at once and signs about a minute later, once every process
     has read it; the old one keeps verifying for a state_ttl after that.
     """
-    from mcphost.sessions.backend import BackendUnavailable
+    from mcphost.sessions.backend import BackendUnavailable, KeyRingUnreadable
     from mcphost.sessions.cluster import KEY_ACTIVATION, STATE_RING
 
     host = options.host()
@@ -557,7 +557,7 @@ def rotate_state_key(options: Options) -> None:
 
     try:
         kept = asyncio.run(run())
-    except BackendUnavailable as exc:
+    except (BackendUnavailable, KeyRingUnreadable) as exc:
         raise click.ClickException(str(exc)) from None
     click.echo(f"rotated: the new key signs in {KEY_ACTIVATION:.0f}s; {kept} key(s) in the ring")
 

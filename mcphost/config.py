@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import ipaddress
 import os
 import tomllib
 from collections.abc import Iterable, Mapping
@@ -67,6 +68,10 @@ class ServerSettings:
     #: Threads that run synchronous (``def``) tools, resources, prompts and completions, so one that
     #: blocks never freezes the event loop; more calls at once wait for a free thread.
     sync_workers: int = 16
+    #: Threads of that pool one principal may hold at once (anonymous callers: per client address);
+    #: its further synchronous calls wait behind its own, not behind everyone's. 0: a quarter of
+    #: sync_workers (at least one).
+    sync_workers_per_principal: int = 0
     #: Resource subscriptions one session may hold (``resources/subscribe``), and entries one
     #: ``subscriptions/listen`` filter may name; beyond this, -32602.
     max_subscriptions: int = 1000
@@ -86,6 +91,11 @@ class ServerSettings:
     #: dropped its connection); beyond this the oldest such streams are dropped, and resuming one
     #: gets 400.
     max_retained_bytes: int = 16 * 1024 * 1024
+    #: The same over all sessions of one principal (anonymous callers: per client address); beyond
+    #: it that principal's oldest unread streams are dropped first. 0: only the per-session budget.
+    max_retained_bytes_per_principal: int = 64 * 1024 * 1024
+    #: The same over every session in this process. 0: no global budget.
+    max_retained_bytes_total: int = 1024 * 1024 * 1024
     #: Seconds without a request before a session expires.
     session_idle_timeout: float = 1800.0
     #: Seconds after which a session ends however active it is (0 = no limit).
@@ -94,11 +104,27 @@ class ServerSettings:
     max_sessions: int = 10000
     #: Sessions one principal may hold at once (anonymous callers share one count per client address);
     #: beyond this its initialize is refused (429 with Retry-After on HTTP). 0: only max_sessions.
-    max_sessions_per_principal: int = 1000
+    max_sessions_per_principal: int = 500
     #: Requests one principal may have in flight at once over all its sessions, 2026-07-28
     #: ``subscriptions/listen`` streams included (anonymous callers: per client address); beyond
     #: this, 429 with Retry-After on HTTP, error -32000 in-band. 0: no limit.
     max_requests_per_principal: int = 256
+    #: Requests in flight at once in this process over all principals (standalone GET streams and
+    #: ``subscriptions/listen`` streams included); beyond this, 503 with Retry-After. 0: no limit.
+    max_requests: int = 4096
+    #: Resource subscriptions one principal may hold over all its sessions (anonymous callers: per
+    #: client address), and all principals together in this process; beyond them, -32602.
+    max_subscriptions_per_principal: int = 5000
+    max_subscriptions_total: int = 100000
+    #: Parked runs of resumable (``resumable=True``) 2026-07-28 calls, per principal (anonymous:
+    #: per client address) and in all in this process; a resumable call beyond them gets -32000.
+    max_parked_per_principal: int = 50
+    max_parked: int = 1000
+    #: Addresses of proxies trusted to report the client's address (``X-Forwarded-For``,
+    #: ``Forwarded``): behind them the forwarded address tells anonymous clients apart (their
+    #: quotas are per address). Hypercorn's setting of the same name; ``*`` trusts any. Empty: the
+    #: socket address counts.
+    forwarded_allow_ips: tuple[str, ...] = ()
     #: Level of the host's own log on stderr.
     log_level: str = "info"
     #: Host headers accepted over HTTP (``host`` or ``host:port``); empty on a loopback bind means
@@ -154,7 +180,7 @@ class ServerSettings:
     max_tasks: int = 1000
     #: Tasks one principal may have running at once in this process (anonymous callers: per client
     #: address); beyond this its calls that would become tasks get -32000. 0: only max_tasks.
-    max_tasks_per_principal: int = 100
+    max_tasks_per_principal: int = 50
     #: On a shared backend: seconds after which a running task whose process stopped restamping it
     #: (every third of this) is reported failed by whichever process is asked about it.
     task_lease: float = 10.0
@@ -414,8 +440,14 @@ def server_problems(server: ServerSettings, source: str) -> list[str]:
     check(server.shutdown_drain is None or 0 <= server.shutdown_drain <= 300,
           "server.shutdown_drain must be 0-300 seconds")
     check(server.keep_alive_timeout > 0, "server.keep_alive_timeout must be positive")
-    for name in ("max_sessions_per_principal", "max_requests_per_principal", "max_tasks_per_principal"):
-        check(getattr(server, name) >= 0, f"server.{name} must not be negative (0 means no per-principal cap)")
+    for name in ("max_sessions_per_principal", "max_requests_per_principal", "max_tasks_per_principal",
+                 "sync_workers_per_principal", "max_requests", "max_subscriptions_per_principal",
+                 "max_subscriptions_total", "max_parked_per_principal", "max_parked",
+                 "max_retained_bytes_per_principal", "max_retained_bytes_total"):
+        check(getattr(server, name) >= 0, f"server.{name} must not be negative (0 means no limit)")
+    for item in server.forwarded_allow_ips:
+        check(_is_network(item), f"server.forwarded_allow_ips: {item[:60]!r} is not an address, a network "
+                                 "(10.0.0.0/8) or '*'")
     check(server.max_stream_seconds >= 0, "server.max_stream_seconds must not be negative (0 means no limit)")
     check(server.max_tool_seconds >= 0, "server.max_tool_seconds must not be negative (0 means no limit)")
     check(server.task_ttl > 0 and server.task_after >= 0 and server.task_lease > 0,
@@ -423,6 +455,16 @@ def server_problems(server: ServerSettings, source: str) -> list[str]:
     check(server.log_level.lower() in ("debug", "info", "warning", "error", "critical"),
           "server.log_level must be debug, info, warning, error or critical")
     return problems
+
+
+def _is_network(item: str) -> bool:
+    if item.strip() == "*":
+        return True
+    try:
+        ipaddress.ip_network(item.strip(), strict=False)
+    except ValueError:
+        return False
+    return True
 
 
 def check_plugin_sections(config: Config, schemas: Mapping[str, Mapping[str, Any]],

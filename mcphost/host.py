@@ -91,6 +91,8 @@ class Host:
         self._prepared = False
         self._started = False
         self._backend_was_healthy = True
+        #: Auth plugin bugs already logged (each is logged once, with the plugin's name).
+        self._auth_bugs_logged: set[str] = set()
         self._server_info: dict[str, dict[str, Any]] = {}
         #: Canonical URL, protected resource metadata and challenge composition (docs/auth.md).
         self.resource_server = ResourceServer(self, self.pm, lambda: self.has_auth)
@@ -211,6 +213,9 @@ class Host:
         """
         old = self.catalog
         self.catalog = collect_catalog(self.pm, self, self.plugin_infos, strict=self.selection.strict)
+        for name, entry in self.catalog.tools.items():  # a tool that stays keeps its counters
+            if name in old.tools:
+                entry.stats.carry(old.tools[name].stats)
         assert self.kernel is not None
         self.kernel.catalog_changed()
         for kind, before, after in (("tools", old.tools, self.catalog.tools),
@@ -293,7 +298,7 @@ class Host:
             except Refused:
                 raise
             except PluginAborted as exc:  # SystemExit and the like: the plugin's bug, not an outage
-                log.error("plugin %s: mcphost_authenticate raised %s", impl.plugin_name, exc, exc_info=exc.cause)
+                self._auth_bug(impl.plugin_name, f"raised {exc}", exc.cause)
                 raise Refused("Internal error", status=500) from None
             except Exception:
                 log.exception("plugin %s: mcphost_authenticate raised", impl.plugin_name)
@@ -301,11 +306,20 @@ class Host:
                               headers={"retry-after": "5"}) from None
             if principal is not None:
                 if not isinstance(principal, Principal):
-                    log.error("plugin %s: mcphost_authenticate returned %s, not a Principal or None (a bug in "
-                              "the plugin); answering 500", impl.plugin_name, type(principal).__name__)
+                    self._auth_bug(impl.plugin_name, f"returned {type(principal).__name__}, not a Principal or None "
+                                                     "(a bug in the plugin); answering 500")
                     raise Refused("Internal error", status=500)
                 return principal
         return None
+
+    def _auth_bug(self, plugin: str, what: str, cause: BaseException | None = None) -> None:
+        """An auth plugin's bug: logged as an error once per plugin and kind (each request gets 500)."""
+        key = f"{plugin}: {what}"
+        if key in self._auth_bugs_logged:
+            log.debug("plugin %s: mcphost_authenticate %s (again)", plugin, what)
+            return
+        self._auth_bugs_logged.add(key)
+        log.error("plugin %s: mcphost_authenticate %s", plugin, what, exc_info=cause)
 
     async def _call_hook(self, impl: pluggy.HookImpl, **kwargs: Any) -> Any:
         """Call a per-request hook on the event loop; one that holds the loop for long is named once.

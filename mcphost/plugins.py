@@ -19,6 +19,7 @@ import importlib.metadata as md
 import inspect
 import logging
 import os
+import traceback
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
@@ -55,6 +56,8 @@ class PluginInfo:
     version: str | None = None
     status: Status = "active"
     error: str | None = None
+    #: For a failed plugin: the stage that failed and the source line that raised, if known.
+    where: str | None = None
     builtin: bool = False
     hooks: list[str] = field(default_factory=list)
     provides: dict[str, list[str]] = field(default_factory=dict)
@@ -63,7 +66,7 @@ class PluginInfo:
 
     def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "distribution": self.distribution, "version": self.version,
-                "status": self.status, "error": self.error, "builtin": self.builtin,
+                "status": self.status, "error": self.error, "where": self.where, "builtin": self.builtin,
                 "hooks": self.hooks, "provides": self.provides, "wake": self.wake}
 
 
@@ -149,6 +152,7 @@ def load_plugins(pm: pluggy.PluginManager, selection: PluginSelection = PluginSe
                 if selection.strict:
                     raise
                 info.status, info.error = "failed", f"{type(exc).__name__}: {exc}"
+                info.where = _where(f"loading entry point {ep.value}", exc)
                 log.error("plugin %s (entry point %s, %s %s) failed to load: %s",
                           ep.name, ep.value, dist, info.version, info.error)
     for name, obj in extra:
@@ -224,7 +228,13 @@ def mark_failed(infos: Mapping[str, PluginInfo], name: str, exc: Exception, stri
     log.error("plugin %s failed at %s and contributes nothing: %s", name, what, message)
     info = infos.get(name)
     if info is not None:
-        info.status, info.error = "failed", message
+        info.status, info.error, info.where = "failed", message, _where(what, exc)
+
+
+def _where(stage: str, exc: BaseException) -> str:
+    """``stage``, and the innermost source line of ``exc``'s traceback when it has one."""
+    frames = traceback.extract_tb(exc.__traceback__) if exc.__traceback__ is not None else []
+    return f"{stage} ({frames[-1].filename}:{frames[-1].lineno})" if frames else stage
 
 
 def _own_version() -> str | None:

@@ -10,6 +10,7 @@ exits by itself (say, a syntax error in the plugin) is started again after the n
 
 from __future__ import annotations
 
+import importlib.machinery
 import importlib.metadata as md
 import importlib.util
 import logging
@@ -18,7 +19,7 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import FrameType
 
@@ -55,9 +56,53 @@ def plugin_source_paths() -> list[Path]:
     return sorted(paths)
 
 
+def plugin_module_roots() -> list[Path]:
+    """The folders the plugins' top-level modules are imported from (a package's parent, a module's
+    folder), outside site-packages (which is on the module path anyway)."""
+    roots: list[Path] = []
+    for spec in _plugin_specs():
+        if spec.submodule_search_locations:
+            folders = [Path(location).parent for location in spec.submodule_search_locations]
+        elif spec.origin and spec.origin not in ("built-in", "frozen"):
+            folders = [Path(spec.origin).parent]
+        else:
+            folders = []
+        roots.extend(f for f in folders if f.name not in _SITE_DIRS and f not in roots)
+    return roots
+
+
+def _plugin_specs() -> list[importlib.machinery.ModuleSpec]:
+    specs = []
+    for ep in md.entry_points(group=ENTRY_POINT_GROUP):
+        top = ep.value.split(":", 1)[0].strip().split(".", 1)[0]
+        try:
+            spec = importlib.util.find_spec(top)
+        except (ImportError, ValueError):
+            spec = None
+        if spec is not None:
+            specs.append(spec)
+    return specs
+
+
 def child_command(argv: Sequence[str]) -> list[str]:
-    """``mcphost`` with ``argv`` minus ``--reload``, run by this interpreter."""
-    return [sys.executable, "-c", "from mcphost.cli import main; main()", *(a for a in argv if a != "--reload")]
+    """``mcphost`` with ``argv`` minus ``--reload``, run by this interpreter.
+
+    ``-P``: the current directory does not go first on the child's module path (``-c`` would put
+    it there), so a folder that happens to be named like a plugin's module never replaces it.
+    """
+    return [sys.executable, "-P", "-c", "from mcphost.cli import main; main()",
+            *(a for a in argv if a != "--reload")]
+
+
+def child_env(environ: Mapping[str, str]) -> dict[str, str]:
+    """The child's environment: the watched plugin folders first on its module path."""
+    env = {**environ, CHILD_ENV: "1"}
+    paths = [str(root) for root in plugin_module_roots()]
+    if environ.get("PYTHONPATH"):
+        paths.append(environ["PYTHONPATH"])
+    if paths:
+        env["PYTHONPATH"] = os.pathsep.join(paths)
+    return env
 
 
 def _source_change(change: object, path: str) -> bool:
@@ -77,7 +122,7 @@ def run_with_reload(argv: Sequence[str], *, extra_paths: Sequence[Path] = ()) ->
         return 2
     log.info("watching %s", ", ".join(str(p) for p in paths))
     command = child_command(argv)
-    env = {**os.environ, CHILD_ENV: "1"}
+    env = child_env(os.environ)
     stop = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:

@@ -22,8 +22,8 @@ import secrets
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from mcphost.kernel.modern import InputRequired, ModernScope, Round, principal_key
-from mcphost.protocol.errors import INTERNAL_ERROR, INVALID_PARAMS, McpError
+from mcphost.kernel.modern import InputRequired, ModernScope, Round
+from mcphost.protocol.errors import INTERNAL_ERROR, INVALID_PARAMS, SERVER_BUSY, McpError
 from mcphost.protocol.sealed import params_digest
 
 if TYPE_CHECKING:
@@ -51,12 +51,16 @@ class _Asked:
 class Continuation:
     """One parked handler run."""
 
-    __slots__ = ("digest", "expiry", "id", "outcome", "principal", "round", "scope", "subscription", "task",
+    __slots__ = ("digest", "expiry", "held", "id", "outcome", "principal", "round", "scope", "subscription", "task",
                  "waiters")
 
-    def __init__(self, principal: str | None, digest: str) -> None:
+    def __init__(self, principal: str, digest: str) -> None:
         self.id = secrets.token_urlsafe(18)
+        #: Whose run it is: the principal, or for an anonymous caller its address (the quota key);
+        #: only the same caller may resume it, whoever else holds its requestState.
         self.principal = principal
+        #: Whether it still holds one of its caller's parked-calls budget.
+        self.held = False
         self.digest = digest
         self.round = Round({})
         self.waiters: dict[str, asyncio.Future[None]] = {}
@@ -127,7 +131,13 @@ class Continuations:
         if parked is not None:
             return await self._resume(request, progress_token, str(parked))
         session = request.session
-        run = Continuation(principal_key(session), params_digest(request.method, request.params))
+        budgets = self.kernel.sessions.budgets
+        refused = budgets.try_acquire(session.quota, "parked calls")
+        if refused is not None:
+            self.kernel.sessions.refused(session.quota)
+            raise McpError(SERVER_BUSY, refused.message, refused.data)
+        run = Continuation(session.quota, params_digest(request.method, request.params))
+        run.held = True
         run.round.answers.update(request.round.answers)
         scope = ContinuationScope(self.kernel, session, request.id, request.method, progress_token,
                                   request.principal, round=run.round, continuation=run)
@@ -148,6 +158,9 @@ class Continuations:
 
     def _forget(self, run: Continuation) -> None:
         self.runs.pop(run.id, None)
+        if run.held:
+            run.held = False
+            self.kernel.sessions.budgets.release(run.principal, "parked calls")
         if run.expiry is not None:
             run.expiry.cancel()
         if run.subscription is not None:
@@ -205,7 +218,7 @@ class Continuations:
     async def _resume(self, request: RequestInfo, progress_token: Any, run_id: str) -> dict[str, Any]:
         assert request.round is not None
         answers = {k: v for k, v in request.round.answers.items() if k != CONTINUATION_KEY}
-        principal, digest = principal_key(request.session), params_digest(request.method, request.params)
+        principal, digest = request.session.quota, params_digest(request.method, request.params)
         run = self.runs.get(run_id)
         if run is None:
             if self.kernel.cluster is not None:
@@ -222,7 +235,7 @@ class Continuations:
     # -- runs parked on another process (shared backend) -----------------------------------------
 
     async def _resume_elsewhere(self, request: RequestInfo, run_id: str, answers: dict[str, Any],
-                                principal: str | None, digest: str) -> dict[str, Any]:
+                                principal: str, digest: str) -> dict[str, Any]:
         cluster = self.kernel.cluster
         assert cluster is not None  # only a shared backend parks runs elsewhere
         reply_channel = f"{_CHANNEL}reply:{secrets.token_urlsafe(12)}"

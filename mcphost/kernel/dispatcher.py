@@ -15,11 +15,11 @@ import logging
 import secrets
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from mcphost.budgets import FairPool, current_quota, sync_share
 from mcphost.context import Deferred
 from mcphost.errors import InsufficientScope, PluginFailures, Refused
 from mcphost.kernel import handlers
@@ -89,7 +89,7 @@ class Kernel:
         self.failures = PluginFailures(log)
         #: Set by the host on a shared backend, else None.
         self.cluster: Cluster | None = None
-        self._sync_pool: ThreadPoolExecutor | None = None
+        self._sync_pool: FairPool | None = None
         call: CallNext = self._dispatch
         for record in reversed(middleware or []):
             if record.fail_closed:
@@ -155,14 +155,14 @@ class Kernel:
             await sessions.close(session, reason, end="complete")
 
     @property
-    def sync_pool(self) -> ThreadPoolExecutor:
-        """The bounded thread pool synchronous handlers run in (``server.sync_workers`` threads).
+    def sync_pool(self) -> FairPool:
+        """The bounded thread pool synchronous handlers run in (``server.sync_workers`` threads, at
+        most ``sync_workers_per_principal`` of them for one principal at once).
 
         Made on first use: a worker forked by the supervisor starts its own threads.
         """
         if self._sync_pool is None:
-            self._sync_pool = ThreadPoolExecutor(max_workers=self.settings.sync_workers,
-                                                 thread_name_prefix="mcphost-sync")
+            self._sync_pool = FairPool(self.settings.sync_workers, sync_share(self.settings))
         return self._sync_pool
 
     def close(self) -> None:
@@ -208,7 +208,7 @@ class Kernel:
             return _done(jsonrpc.error(request_id, McpError(
                 SERVER_BUSY, "Too many requests in flight on this session; retry later")), deliver)
         if not self.sessions.admit(session):
-            return _done(jsonrpc.error(request_id, _crowded()), deliver)
+            return _done(jsonrpc.error(request_id, _crowded(self.sessions, session)), deliver)
         task = asyncio.get_running_loop().create_task(self._run(session, message, connection, principal, deliver))
         session.inflight[request_id] = task
         task.add_done_callback(functools.partial(_finished, self.sessions, session, request_id))
@@ -248,7 +248,7 @@ class Kernel:
         if message["method"] not in handlers.MODERN_METHODS:
             return _done(jsonrpc.error(message["id"], method_not_found(message["method"])))
         if not self.sessions.admit(session):
-            return _done(jsonrpc.error(message["id"], _crowded()))
+            return _done(jsonrpc.error(message["id"], _crowded(self.sessions, session)))
         task = asyncio.get_running_loop().create_task(self._run(session, message, connection))
         session.inflight[message["id"]] = task
         task.add_done_callback(functools.partial(_finished, self.sessions, session, message["id"]))
@@ -319,6 +319,7 @@ class Kernel:
         """Run one request of either era in its task; the reply, or None when it was cancelled."""
         request_id, method = message["id"], message["method"]
         params = message.get("params") or {}
+        current_quota.set(session.quota)  # this task's own context: the sync pool shares threads by it
         try:
             if session.era == "modern":
                 result = await self._answer_modern(session, request_id, method, params, connection)
@@ -598,9 +599,12 @@ async def _guarded_middleware(failures: PluginFailures, record: Middleware, call
         return await call_next(request)
 
 
-def _crowded() -> McpError:
-    """The in-band answer to a caller over ``max_requests_per_principal`` (HTTP answers 429 first)."""
-    return McpError(SERVER_BUSY, "Too many requests in flight for this principal; retry later", {"retryAfter": 1})
+def _crowded(sessions: Any, session: Session) -> McpError:
+    """The in-band answer to a caller over its requests budget (HTTP answers 429 first), naming it."""
+    refused = sessions.crowded(session.quota)
+    if refused is None:  # freed meanwhile: still refused this time, for the same reason
+        return McpError(SERVER_BUSY, "Over the requests budget; retry later", {"budget": "requests", "retryAfter": 1})
+    return McpError(SERVER_BUSY, refused.message, refused.data)
 
 
 def _finished(sessions: Any, session: Session, request_id: RequestId, task: asyncio.Task[Any]) -> None:

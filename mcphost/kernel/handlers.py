@@ -7,6 +7,7 @@ import functools
 import logging
 from collections.abc import Awaitable, Callable
 from concurrent.futures import Executor
+from time import perf_counter
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -310,31 +311,42 @@ async def _resume_tool(kernel: Kernel, request: RequestInfo, entry: Any, kwargs:
 async def _invoke_tool(kernel: Kernel, request: RequestInfo, entry: Any, kwargs: dict[str, Any],
                        limit: float) -> dict[str, Any]:
     """Run the tool for at most ``limit`` seconds (0: no limit); its failures become isError results,
-    protocol errors propagate."""
+    protocol errors propagate. Counted in the tool's :class:`~mcphost.stats.ToolStats`: an
+    ``isError`` result and an exception both count as errors (a cancelled call is not counted)."""
     record = entry.record
     limited = deadline(limit or None)
+    started = perf_counter()
     try:
         with limited:
             value = await call_handler(record.fn, kwargs, pool=kernel.sync_pool, thread=record.thread)
-    except TimeoutError as exc:
-        if not limited.expired():  # the tool's own timeout (an HTTP client's, say): a tool failure
+    except Exception as exc:
+        entry.stats.add(started, perf_counter(), True)
+        return await _tool_raised(kernel, request, record, exc, limited.expired(), limit)
+    result = results.tool_result(entry, value, request.session.protocol_version)  # type: ignore[arg-type]  # initialized: it has a version
+    entry.stats.add(started, perf_counter(), result.get("isError") is True)
+    return result
+
+
+async def _tool_raised(kernel: Kernel, request: RequestInfo, record: Tool, exc: Exception, expired: bool,
+                       limit: float) -> dict[str, Any]:
+    """The answer to a tool that raised ``exc`` (``expired``: the host's time limit ran out)."""
+    if isinstance(exc, TimeoutError):
+        if not expired:  # the tool's own timeout (an HTTP client's, say): a tool failure
             return await _tool_failed(kernel, request, record, exc)
         log.warning("tool %s ran past its %gs limit and was cancelled", record.name, limit)
         if request.era == "legacy":
             raise McpError(REQUEST_TIMEOUT, f"Tool {record.name!r} timed out after {limit:g}s") from None
         return results.error_result(f"Tool {record.name!r} timed out after {limit:g}s")
-    except McpError:
-        raise
-    except ToolError as exc:
+    if isinstance(exc, McpError):
+        raise exc
+    if isinstance(exc, ToolError):
         return results.error_result(str(exc))
-    except ClientRequestError as exc:
+    if isinstance(exc, ClientRequestError):
         error = _missing_capability(request, exc)
         if error is not None:
             raise error from None
         return results.error_result(exc.message)
-    except Exception as exc:
-        return await _tool_failed(kernel, request, record, exc)
-    return results.tool_result(entry, value, request.session.protocol_version)  # type: ignore[arg-type]  # initialized: it has a version
+    return await _tool_failed(kernel, request, record, exc)
 
 
 async def _tool_failed(kernel: Kernel, request: RequestInfo, record: Tool, exc: Exception) -> dict[str, Any]:
@@ -420,6 +432,9 @@ async def subscribe(kernel: Kernel, request: RequestInfo) -> dict[str, Any]:
     if found is not None:
         visibility.require(found[0].scopes)  # what the caller may not read, it may not follow
     if not await kernel.sessions.subscribe(request.session, uri):  # the store's count may be higher
+        refused = kernel.sessions.budgets.refusal(request.session.quota, "subscriptions")
+        if refused is not None:  # the principal's budget over all its sessions (or the host's)
+            raise invalid_params(f"{refused.message}; unsubscribe first")
         raise _too_many_subscriptions(kernel)
     return {}
 

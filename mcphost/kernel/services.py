@@ -95,6 +95,7 @@ class ScopeKernel(Protocol):
 
     settings: ServerSettings
     services: Services
+    sessions: SessionManager
     host: HostView
     sealer: StateSealer
     cluster: Cluster | None

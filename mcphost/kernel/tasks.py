@@ -138,13 +138,15 @@ class TaskRun:
             return True
         self.state = "escalating"
         manager = self.manager
+        budgets = manager.kernel.sessions.budgets
+        held = False
         try:
-            if len(manager.running) >= manager.settings.max_tasks:
-                raise McpError(SERVER_BUSY, "Too many tasks are running; retry later")
-            cap = manager.settings.max_tasks_per_principal
-            if cap and sum(run.session.quota == self.session.quota for run in manager.running.values()) >= cap:
-                raise McpError(SERVER_BUSY, "Too many tasks are running for this principal; retry later",
-                               {"retryAfter": 1})
+            # The tasks budget: max_tasks_per_principal for the caller, max_tasks for everyone.
+            refused = budgets.try_acquire(self.session.quota, "tasks")
+            if refused is not None:
+                manager.kernel.sessions.refused(self.session.quota)
+                raise McpError(SERVER_BUSY, refused.message, refused.data)
+            held = True
             now = _now()
             record: dict[str, Any] = {
                 "taskId": secrets.token_urlsafe(24), "status": status, "createdAt": now, "lastUpdatedAt": now,
@@ -157,6 +159,8 @@ class TaskRun:
                 record["result"] = result
             await manager.store.create(record["taskId"], dict(record), manager.settings.task_ttl)
         except BaseException as exc:
+            if held:
+                budgets.release(self.session.quota, "tasks")
             # Back to a synchronous call; whoever waited for this attempt hears why it failed.
             self.state = "sync"
             failed, self.created = self.created, asyncio.get_running_loop().create_future()
@@ -166,7 +170,9 @@ class TaskRun:
             raise
         self.record = record
         self.state = "task"
-        if status not in TERMINAL:
+        if status in TERMINAL:
+            budgets.release(self.session.quota, "tasks")
+        else:
             manager.running[record["taskId"]] = self
             self._unsubscribe = manager.broker.subscribe(channel(record["taskId"]), self.on_message)
             manager.keep_beating()
@@ -213,7 +219,8 @@ class TaskRun:
         self.record.pop("inputRequests", None)
         await self._update(**fields)
         task_id = self.record["taskId"]
-        self.manager.running.pop(task_id, None)
+        if self.manager.running.pop(task_id, None) is not None:
+            self.manager.kernel.sessions.budgets.release(self.session.quota, "tasks")
         if self._unsubscribe is not None:
             self._unsubscribe()
             self._unsubscribe = None

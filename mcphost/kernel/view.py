@@ -2,31 +2,29 @@
 
 Handlers cannot import :class:`mcphost.kernel.dispatcher.Kernel` (the dispatcher imports them),
 so they name this Protocol instead; the Kernel satisfies it. It widens the scopes' view
-(:class:`mcphost.kernel.services.ScopeKernel`) with what only handlers use: the session manager,
-tasks, parked runs, listen streams, the thread pool. A module of its own, so that the modules it
-names (tasks, continuations) can name the scopes' view without an import cycle.
+(:class:`mcphost.kernel.services.ScopeKernel`) with what only handlers use: tasks, parked runs,
+listen streams, the thread pool. A module of its own, so that the modules it names (tasks,
+continuations) can name the scopes' view without an import cycle.
 """
 
 from __future__ import annotations
 
 import asyncio
-from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Protocol
 
 from mcphost.kernel.services import ScopeKernel
 
 if TYPE_CHECKING:
+    from mcphost.budgets import FairPool
     from mcphost.catalog import Catalog
     from mcphost.kernel.continuation import Continuations
     from mcphost.kernel.listen import Listener
     from mcphost.kernel.tasks import TaskManager
-    from mcphost.sessions.manager import SessionManager
 
 
 class KernelView(ScopeKernel, Protocol):
     """The kernel as its handlers use it."""
 
-    sessions: SessionManager
     tasks: TaskManager
     continuations: Continuations
     listeners: set[Listener]
@@ -34,4 +32,4 @@ class KernelView(ScopeKernel, Protocol):
     catalog: Catalog
 
     @property
-    def sync_pool(self) -> ThreadPoolExecutor: ...
+    def sync_pool(self) -> FairPool: ...

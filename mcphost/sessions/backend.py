@@ -45,6 +45,11 @@ class SharedKey:
     active_from: float
 
 
+class KeyRingUnreadable(ValueError):
+    """A shared key ring exists but cannot be read (not the JSON a backend writes): a one-line
+    explanation, never a silent replacement (outstanding sealed states would all break)."""
+
+
 class UnknownEvent(LookupError):
     """The stream or position is unknown, or was trimmed away (retention)."""
 
@@ -172,6 +177,11 @@ class Backend:
     it; ``unhold(key, owner)`` lets go of it if ``owner`` holds it. This is how a per-session rule
     that one process enforces for itself (one standalone GET stream) holds across processes.
 
+    ``read_keyring(name)``: the ring as stored without creating it (None when it is missing;
+    :class:`KeyRingUnreadable` when it cannot be read), so a running cluster notices a ring that
+    was deleted or damaged instead of silently starting a new one. The default reads it through
+    ``keyring(name)`` (creating it when missing): override it on a shared backend.
+
     ``keyring(name)`` returns the key ring called ``name`` that every process on this backend
     shares, newest first, creating it (one random key, active at once) when there is none:
     concurrent first calls from many processes agree on one key. ``rotate_keyring(name,
@@ -218,3 +228,6 @@ class Backend:
 
     async def rotate_keyring(self, name: str, activate_in: float, keep: float) -> list[SharedKey]:
         raise NotImplementedError
+
+    async def read_keyring(self, name: str) -> list[SharedKey] | None:
+        return await self.keyring(name)

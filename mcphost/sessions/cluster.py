@@ -37,7 +37,7 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from mcphost.sessions.backend import BackendUnavailable, SharedKey, UnknownEvent
+from mcphost.sessions.backend import BackendUnavailable, KeyRingUnreadable, SharedKey, UnknownEvent
 
 if TYPE_CHECKING:
     from mcphost.protocol.sealed import StateSealer
@@ -102,6 +102,9 @@ class Cluster:
         self._all: Any = None
         self._tasks: set[asyncio.Task[Any]] = set()
         self._key_follower: asyncio.Future[None] | None = None
+        #: Why the shared requestState key ring cannot be followed now (missing or unreadable in
+        #: the backend), or None: readiness reports it; the keys read before keep sealing.
+        self.key_problem: str | None = None
         self._own: Any = None
         self._acks: dict[str, asyncio.Future[None]] = {}
         self._acted: OrderedDict[str, None] = OrderedDict()
@@ -130,6 +133,8 @@ class Cluster:
             try:
                 ring = await self.backend.keyring(STATE_RING)
                 break
+            except KeyRingUnreadable as exc:  # no silent new ring: an operator decides
+                raise BackendUnavailable(f"{exc}; not serving with a private key") from None
             except BackendUnavailable as exc:
                 if time.monotonic() >= deadline:
                     raise BackendUnavailable(
@@ -164,11 +169,29 @@ class Cluster:
         while True:
             await asyncio.sleep(KEY_REFRESH)
             try:
-                sealer.rekey(sealing_keys(await self.backend.keyring(STATE_RING), time.time()))
+                # Read without creating: a ring deleted under a running cluster is an error to
+                # fix, never a silent new key that invalidates every outstanding requestState.
+                ring = await self.backend.read_keyring(STATE_RING)
+                if ring is None:
+                    self._key_trouble(f"the shared requestState key ring is missing from the {self.backend.name} "
+                                      "backend (deleted?); still sealing with the keys read before. Run "
+                                      "`mcphost rotate-state-key` to start a new ring")
+                    continue
+                sealer.rekey(sealing_keys(ring, time.time()))
+                if self.key_problem is not None:
+                    log.warning("the shared requestState key ring is readable again")
+                    self.key_problem = None
+            except KeyRingUnreadable as exc:
+                self._key_trouble(f"{exc}; still sealing with the keys read before")
             except BackendUnavailable as exc:  # keep the keys we have; the next round tries again
                 log.warning("could not refresh the shared requestState key: %s", exc)
             except Exception:
                 log.exception("refreshing the shared requestState key failed")
+
+    def _key_trouble(self, problem: str) -> None:
+        if problem != self.key_problem:  # logged once per change, not every round
+            log.error("%s", problem)
+        self.key_problem = problem
 
     async def stop(self) -> None:
         if self._key_follower is not None:

@@ -5,8 +5,9 @@ It answers every question about a session's life, whatever transport carries it:
 - the registry of sessions held here, and creation with the caps (``server.max_sessions``,
   counted in the store on a shared backend, and ``max_sessions_per_principal``, counted here or
   by a shared store that offers ``count_of``);
-- the per-principal count of requests in flight (``max_requests_per_principal``): a greedy
-  principal is refused while every other one goes on;
+- the budget ledger (:mod:`mcphost.budgets`) every admission consults: requests in flight (GET
+  and listen streams included, ``max_requests_per_principal``), tasks, parked calls, retained
+  bytes and subscriptions; a greedy principal is refused while every other one goes on;
 - lookup with the owner check (a foreign principal gets exactly the unknown-session answer);
 - on a shared backend: loading a session another process created, restarting its TTL, saving
   its durable state when it changed, and renewing the leases of the request streams this
@@ -36,6 +37,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any, Protocol, cast
 
+from mcphost.budgets import Ledger, OverBudget, ledger_for
 from mcphost.config import ServerSettings
 from mcphost.errors import Refused
 from mcphost.sessions.backend import Backend, BackendUnavailable, EventLog, LeasedEventLog, SubscriptionStore
@@ -45,6 +47,8 @@ log = logging.getLogger("mcphost.sessions")
 
 #: Longest session id looked up in a shared store (ours are 43 characters).
 MAX_SESSION_ID = 128
+#: Callers whose refusals are counted (beyond them, new callers' refusals are not).
+REFUSALS_KEPT = 1000
 #: Seconds between attempts to renew the request leases after a renewal failed.
 RENEW_RETRY = 0.2
 #: A session id this host mints (``secrets.token_urlsafe``); anything else is unknown without a lookup.
@@ -57,8 +61,9 @@ class TooManySessions(Exception):
     ``per_principal``: the caller's own cap (``max_sessions_per_principal``), not the host's.
     """
 
-    def __init__(self, *, per_principal: bool = False) -> None:
-        super().__init__("Too many sessions for this principal" if per_principal else "Too many sessions")
+    def __init__(self, *, per_principal: bool = False, cap: int = 0) -> None:
+        super().__init__(f"Over this principal's sessions budget (server.max_sessions_per_principal = {cap})"
+                         if per_principal else f"Over the host's sessions budget (server.max_sessions = {cap})")
         self.per_principal = per_principal
 
 
@@ -83,6 +88,10 @@ class Driver(Protocol):
     async def renew(self, session: Session) -> None:
         """Shared backend, a busy session: renew what the transport holds cluster-wide for it
         (the HTTP transport: its one standalone GET stream)."""
+
+    def forget(self, session: Session) -> None:
+        """The session is let go here: what the transport counts for it against its principal's
+        budgets (the HTTP transport: unread retained streams) no longer counts."""
 
 
 class LifecycleHooks(Protocol):
@@ -122,10 +131,12 @@ class SessionManager:
         self._saved: dict[str, dict[str, Any]] = {}
         self._touched: dict[str, float] = {}
         self._modern_ids = itertools.count(1)
-        #: Per quota key (see :func:`~mcphost.sessions.session.quota_key`): sessions held here, and
-        #: requests in flight here.
+        #: Per quota key (see :func:`~mcphost.sessions.session.quota_key`): sessions held here.
         self.held_by: Counter[str] = Counter()
-        self.busy_by: Counter[str] = Counter()
+        #: What each principal holds of every other budget in this process.
+        self.budgets: Ledger = ledger_for(settings)
+        #: Per quota key: how often a budget refused it (a 429), for operators; at most REFUSALS_KEPT keys.
+        self.refused_by: Counter[str] = Counter()
         self._reaper: asyncio.Task[None] | None = None
         self._heartbeat: asyncio.Task[None] | None = None
 
@@ -203,18 +214,34 @@ class SessionManager:
         """
         held = await self.backend.sessions.count() if self.shared else len(self.sessions)
         if held >= self.settings.max_sessions:
-            raise TooManySessions
+            raise TooManySessions(cap=self.settings.max_sessions)
         cap = self.settings.max_sessions_per_principal
         if cap:
             key = quota_key(principal, remote)
-            if (await self.backend.sessions.count_of(key) if self.shared else self.held_by[key]) >= cap:
-                raise TooManySessions(per_principal=True)
+            shared_count = await self.backend.sessions.count_of(key) if self.shared else None
+            if (shared_count if shared_count is not None else self.held_by[key]) >= cap and (
+                    shared_count is not None or not await self._expire_idle(key) or self.held_by[key] >= cap):
+                self.refused(key)
+                raise TooManySessions(per_principal=True, cap=cap)
         session = self.new(principal, remote)
         if self.cluster is not None:
             self.cluster.attach(session)
         if self.driver is not None:
             await self.driver.attach(session, None)
         return session
+
+    async def _expire_idle(self, key: str) -> bool:
+        """At the caller's session cap: end its sessions held here whose idle time ran out, now
+        rather than at the reaper's next round, so their slots come back the moment their window
+        ends. True when any was ended."""
+        now, idle = time.time(), self.settings.session_idle_timeout
+        ended = False
+        for session in [s for s in self.sessions.values() if s.quota == key]:
+            busy = bool(session.inflight) or (self.driver is not None and self.driver.busy(session))
+            if not busy and now - session.last_active > idle:
+                await self.end(session, "expired")
+                ended = True
+        return ended
 
     def ephemeral(self, request: Any, principal: Principal | None, outlet: Any, remote: str | None = None
                   ) -> Session:
@@ -231,25 +258,33 @@ class SessionManager:
 
     # -- requests in flight per principal --------------------------------------------------------
 
-    def crowded(self, key: str) -> bool:
-        """Whether the caller ``key`` already has ``max_requests_per_principal`` requests in flight."""
-        cap = self.settings.max_requests_per_principal
-        return bool(cap) and self.busy_by[key] >= cap
+    def crowded(self, key: str) -> OverBudget | None:
+        """Why the caller ``key`` may not start one more request now (its ``max_requests_per_principal``,
+        or everyone's ``max_requests``), or None when it may (counted as a refusal when not: callers
+        refuse the request then)."""
+        refused = self.budgets.refusal(key, "requests")
+        if refused is not None:
+            self.refused(key)
+        return refused
+
+    @property
+    def busy_by(self) -> dict[str, int]:
+        """Requests in flight per quota key (the ledger's requests budget; for operators)."""
+        return self.budgets.by_principal("requests")
 
     def admit(self, session: Session) -> bool:
-        """Count one more request of ``session``'s caller in flight; False (not counted) at its cap.
-        Every admitted request is let go with :meth:`done`."""
-        if self.crowded(session.quota):
-            return False
-        self.busy_by[session.quota] += 1
-        return True
+        """Count one more request of ``session``'s caller in flight; False (not counted) over its
+        budget. Every admitted request is let go with :meth:`done`."""
+        return self.budgets.try_acquire(session.quota, "requests") is None
+
+    def refused(self, key: str) -> None:
+        """Count one refusal of caller ``key`` by a per-principal cap."""
+        if key in self.refused_by or len(self.refused_by) < REFUSALS_KEPT:
+            self.refused_by[key] += 1
 
     def done(self, session: Session) -> None:
         """A request admitted with :meth:`admit` is over."""
-        key = session.quota
-        self.busy_by[key] -= 1
-        if self.busy_by[key] <= 0:
-            del self.busy_by[key]
+        self.budgets.release(session.quota, "requests")
 
     # -- lookup -----------------------------------------------------------------------------------
 
@@ -280,6 +315,7 @@ class SessionManager:
             return held
         session = Session.from_state(data)
         self._hold(session)
+        self.budgets.force(session.quota, "subscriptions", len(session.subscriptions))
         if self.cluster is not None:
             self.cluster.attach(session)
         if self.driver is not None:
@@ -316,10 +352,14 @@ class SessionManager:
         limit = self.settings.max_subscriptions
         if len(session.subscriptions) >= limit:
             return False
-        if self._subscriptions_apart:
-            store = cast(SubscriptionStore, self.backend.sessions)
-            if not await store.subscribe(session.id, uri, limit):
-                return False
+        if self.budgets.try_acquire(session.quota, "subscriptions") is not None:
+            return False
+        if self._subscriptions_apart and not await cast(SubscriptionStore, self.backend.sessions).subscribe(
+                session.id, uri, limit):
+            self.budgets.release(session.quota, "subscriptions")
+            return False
+        if session.closed or uri in session.subscriptions:  # ended, or followed by a concurrent call meanwhile
+            self.budgets.release(session.quota, "subscriptions")
         session.subscriptions.add(uri)
         return True
 
@@ -327,7 +367,9 @@ class SessionManager:
         """Stop following ``uri`` for ``session`` (nothing when it did not)."""
         if self._subscriptions_apart:
             await cast(SubscriptionStore, self.backend.sessions).unsubscribe(session.id, uri)
-        session.subscriptions.discard(uri)
+        if uri in session.subscriptions and not session.closed:
+            session.subscriptions.discard(uri)
+            self.budgets.release(session.quota, "subscriptions")
 
     # -- the store (shared backend) ---------------------------------------------------------------
 
@@ -402,6 +444,9 @@ class SessionManager:
             self.held_by[session.quota] -= 1
             if self.held_by[session.quota] <= 0:
                 del self.held_by[session.quota]
+            self.budgets.release(session.quota, "subscriptions", len(session.subscriptions))
+            if self.driver is not None:
+                self.driver.forget(session)  # the transport's per-session budgets
             self._saved.pop(session.id, None)
             self._touched.pop(session.id, None)
         for task in list(session.inflight.values()):

@@ -28,13 +28,14 @@ import time
 from collections.abc import Awaitable
 from typing import Any
 
+from mcphost.budgets import OverBudget
 from mcphost.deadline import deadline
 from mcphost.errors import Refused, Unauthorized
 from mcphost.host import Host
 from mcphost.kernel.handlers import check_initialize
 from mcphost.protocol import jsonrpc
 from mcphost.protocol.auth import bearer_token
-from mcphost.protocol.errors import PARSE_ERROR, SERVER_BUSY, McpError
+from mcphost.protocol.errors import INTERNAL_ERROR, INVALID_REQUEST, PARSE_ERROR, SERVER_BUSY, McpError
 from mcphost.protocol.modern import ModernError
 from mcphost.protocol.versions import LEGACY_VERSIONS, allows_batches, is_modern
 from mcphost.sessions.backend import BackendUnavailable, UnknownEvent
@@ -42,6 +43,7 @@ from mcphost.sessions.manager import TooManySessions
 from mcphost.sessions.session import Connection, Principal, Session, quota_key, stream_seconds
 from mcphost.transports import http_modern
 from mcphost.transports.asgi import (
+    ClientAddress,
     HttpError,
     Receive,
     RequestGuard,
@@ -126,6 +128,7 @@ class HttpTransport:
         self.keepalive = settings.sse_keepalive
         self.retry_ms = settings.sse_retry_ms
         self.guard = RequestGuard(settings)
+        self.client_address = ClientAddress(settings.forwarded_allow_ips)
         #: The one owner of sessions; the transport talks to it only.
         self.manager = host.manager
         #: The session-era streams of the sessions held here (the manager's driver).
@@ -215,7 +218,9 @@ class HttpTransport:
     def _refusal(self, exc: Refused, scope: Scope, headers: dict[str, str], request_id: Any) -> HttpError:
         """A plugin's (or the host's) refusal as an HTTP answer; challenges are composed in one place."""
         extra = self.host.resource_server.response_headers(exc, scope.get("scheme", "http"), headers.get("host", ""))
-        return HttpError(exc.status, exc.message, request_id=request_id, headers=extra)
+        # A 500 is the host's (or a plugin's) fault, not the request's: an internal error.
+        code = INTERNAL_ERROR if exc.status == 500 else INVALID_REQUEST
+        return HttpError(exc.status, exc.message, code=code, request_id=request_id, headers=extra)
 
     # -- authentication -----------------------------------------------------------------------
 
@@ -227,8 +232,7 @@ class HttpTransport:
         Only ``mcphost_authenticate`` sees the credentials: the Connection handed on (to the
         connect hooks, and so to anything a tool can reach) carries no ``Authorization`` header.
         """
-        client = scope.get("client")
-        remote = f"{client[0]}:{client[1]}" if client else None
+        remote = self.client_address(scope, headers)  # behind a trusted proxy: the client it reports
         method, path, scheme = scope["method"], scope["path"], scope.get("scheme", "http")
         host = self.host
         if not host.has_auth:
@@ -304,11 +308,11 @@ class HttpTransport:
         except McpError as exc:
             raise HttpError(400, exc.message, code=PARSE_ERROR) from None
         assert self.host.kernel is not None
-        if (isinstance(payload, dict) and "id" in payload and "method" in payload
-                and self.manager.crowded(quota_key(connection.principal, connection.remote))):
+        if isinstance(payload, dict) and "id" in payload and "method" in payload:
             # Only requests: answers and notifications (which may finish requests in flight) go on.
-            raise HttpError(429, "Too many requests in flight for this principal; retry later", code=SERVER_BUSY,
-                            request_id=jsonrpc.readable_id(payload), headers={"retry-after": "1"})
+            refused = self.manager.crowded(quota_key(connection.principal, connection.remote))
+            if refused is not None:
+                raise over_budget(refused, jsonrpc.readable_id(payload))
         exchange = _Exchange(self, headers, connection, receive, send)
         work = self.host.kernel.serve(payload, exchange)
         try:
@@ -425,9 +429,9 @@ class HttpTransport:
             return await self.manager.create(connection.principal, connection.remote)
         except TooManySessions as exc:
             if exc.per_principal:  # this caller's own cap: others are unaffected
-                raise HttpError(429, "Too many sessions for this principal; end one or retry later",
-                                code=SERVER_BUSY, headers={"retry-after": "5"}) from None
-            raise HttpError(503, "Too many sessions; retry later", code=-32000, headers={"retry-after": "5"}) from None
+                raise HttpError(429, f"{exc}; end one or retry later", code=SERVER_BUSY,
+                                headers={"retry-after": "5"}) from None
+            raise HttpError(503, f"{exc}; retry later", code=SERVER_BUSY, headers={"retry-after": "5"}) from None
 
     async def _reply_json(self, session: Session, connection: Connection, messages: list[Any], batch: bool,
                           send: Send, extra: dict[str, str], principal: Principal | None) -> None:
@@ -457,6 +461,12 @@ class HttpTransport:
             await self.manager.close(session, "complete")
             raise HttpError(409, f"Conflict: this session already has {state.gets} open GET streams "
                                  "(server.max_streams_per_session)")
+        # A GET stream is a request in flight of its principal, whichever session it opens it on.
+        refused = self.manager.budgets.try_acquire(session.quota, "requests")
+        if refused is not None:
+            self.manager.refused(session.quota)
+            await self.manager.close(session, "complete")
+            raise over_budget(refused)
         state.gets += 1
         try:
             last_event = headers.get("last-event-id")
@@ -496,6 +506,7 @@ class HttpTransport:
                              until=stream_seconds(connection.principal, self.settings.max_stream_seconds))
         finally:
             state.gets -= 1
+            self.manager.budgets.release(session.quota, "requests")
             if not pumping:
                 await self.manager.close(session, "complete")
 
@@ -511,6 +522,15 @@ class HttpTransport:
         await respond_unread(receive, send, 204, b"", closing({}, body), body)  # a body is never read
 
     # -- SSE writer ---------------------------------------------------------------------------
+
+def over_budget(refused: OverBudget, request_id: Any = None) -> HttpError:
+    """A spent budget as an HTTP answer: 429 for the caller's own, 503 for the host's, with
+    Retry-After and the budget named in the message and the error's data."""
+    error = HttpError(429 if refused.per_principal else 503, refused.message, code=SERVER_BUSY,
+                      request_id=request_id, headers={"retry-after": str(refused.retry_after)})
+    error.body["error"]["data"] = refused.data
+    return error
+
 
 def _kind(message: Any) -> jsonrpc.Kind | None:
     try:

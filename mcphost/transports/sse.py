@@ -48,10 +48,12 @@ class _Stalled(Exception):
 class HttpSessionState:
     """What the HTTP transport keeps per live session in this process (never serialized)."""
 
-    __slots__ = ("closers", "gets", "next_stream", "request_streams", "retained", "standalone_last",
+    __slots__ = ("closers", "gets", "next_stream", "quota", "request_streams", "retained", "standalone_last",
                  "standalone_live", "standalone_sent", "written")
 
-    def __init__(self) -> None:
+    def __init__(self, quota: str = "") -> None:
+        #: Whose budgets the session counts against (its quota key): retained bytes per principal.
+        self.quota = quota
         self.request_streams: dict[Any, str] = {}
         self.next_stream = 1
         self.standalone_live = False
@@ -119,6 +121,9 @@ class SessionStreams:
         self.background: set[asyncio.Task[Any]] = set()
         #: Request stream numbers on a shared backend: per process, never reused by a session.
         self._stream_numbers = itertools.count(1)
+        #: Per quota key: the unread finished streams of that principal's sessions here, oldest first
+        #: ((session id, stream) -> (session, bytes)), counted in the ledger's "retained bytes".
+        self._retained_by: dict[str, dict[tuple[str, str], tuple[Session, int]]] = {}
 
     @property
     def events(self) -> EventLog:
@@ -143,7 +148,7 @@ class SessionStreams:
     # -- what the SessionManager asks of its driver ------------------------------------------------
 
     async def attach(self, session: Session, stored: Mapping[str, Any] | None) -> None:
-        state = HttpSessionState()
+        state = HttpSessionState(session.quota)
         if stored is not None:
             state.standalone_sent = int((stored.get("http") or {}).get("standalone_sent", 0))
         session.outlet = Outlet(self.events, session, state)
@@ -413,7 +418,7 @@ class SessionStreams:
     async def _retire(self, session_id: str, state: HttpSessionState, stream: str) -> None:
         """A stream was written in full. Written is not received (the bytes may sit in a socket
         buffer of a connection about to break), so the last few stay resumable; older ones go."""
-        state.retained.pop(stream, None)
+        self._unretain(session_id, state, stream)
         state.written.append(stream)
         while len(state.written) > KEEP_WRITTEN_STREAMS:
             await self.events.discard(session_id, state.written.popleft())
@@ -451,7 +456,7 @@ class SessionStreams:
                 await (patiently(lambda: self.events.finish(session.id, stream)) if self.shared
                        else self.events.finish(session.id, stream))
             if stream not in state.written:
-                await self._retain(session.id, state, stream, size)
+                await self._retain(session, state, stream, size)
         except UnknownEvent:
             pass  # the session ended meanwhile and its streams were dropped
         except BackendUnavailable as exc:
@@ -461,21 +466,55 @@ class SessionStreams:
                 if state.request_streams.get(request_id) == stream:
                     del state.request_streams[request_id]
 
-    async def _retain(self, session_id: str, state: HttpSessionState, stream: str, size: int) -> None:
+    async def _retain(self, session: Session, state: HttpSessionState, stream: str, size: int) -> None:
         """A request stream finished with ``size`` bytes of replies: keep it for resumption within
-        the session's budget (``server.max_retained_bytes``, :data:`MAX_RETAINED_STREAMS`), dropping
-        the oldest unread ones that no live writer follows."""
+        the session's budget (``server.max_retained_bytes``, :data:`MAX_RETAINED_STREAMS`) and its
+        principal's over all its sessions (``max_retained_bytes_per_principal``, and everyone's
+        ``max_retained_bytes_total``), dropping the oldest unread ones that no live writer follows."""
         state.retained[stream] = size
+        budgets = self.manager.budgets
+        mine = self._retained_by.setdefault(state.quota, {})
+        mine[(session.id, stream)] = (session, size)
+        budgets.force(state.quota, "retained bytes", size)
         budget = self.settings.max_retained_bytes
         while len(state.retained) > MAX_RETAINED_STREAMS or sum(state.retained.values()) > budget:
             victim = next((name for name in state.retained if name not in state.closers), None)
             if victim is None:
-                return
-            del state.retained[victim]
-            log.info("dropping unread stream %s of session %s…: over its retention budget", victim, session_id[:8])
-            await self.events.discard(session_id, victim)
+                break
+            await self._drop_retained(session, state, victim, "its session's")
+        while budgets.over(state.quota, "retained bytes"):
+            oldest = next(((other, name) for (_, name), (other, _) in mine.items()
+                           if (held := state_of(other)) is not None and name not in held.closers), None)
+            if oldest is None:
+                break
+            other, name = oldest
+            other_state = state_of(other)
+            assert other_state is not None
+            await self._drop_retained(other, other_state, name, "its principal's")
 
+    async def _drop_retained(self, session: Session, state: HttpSessionState, stream: str, whose: str) -> None:
+        log.info("dropping unread stream %s of session %s…: over %s retention budget", stream, session.id[:8], whose)
+        self._unretain(session.id, state, stream)
+        await self.events.discard(session.id, stream)
 
+    def _unretain(self, session_id: str, state: HttpSessionState, stream: str) -> None:
+        """``stream`` is no longer kept unread (written, dropped, or its session let go here)."""
+        size = state.retained.pop(stream, None)
+        if size is None:
+            return
+        mine = self._retained_by.get(state.quota)
+        if mine is not None:
+            mine.pop((session_id, stream), None)
+            if not mine:
+                del self._retained_by[state.quota]
+        self.manager.budgets.release(state.quota, "retained bytes", size)
+
+    def forget(self, session: Session) -> None:
+        """The session is let go here: what it kept unread no longer counts against its principal."""
+        state = state_of(session)
+        if state is not None:
+            for stream in list(state.retained):
+                self._unretain(session.id, state, stream)
 
 
 def parse_event_id(value: str) -> tuple[str | None, int]:

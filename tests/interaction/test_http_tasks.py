@@ -240,5 +240,6 @@ def test_beyond_max_tasks_a_call_is_refused_and_its_handler_stopped():
 
     first, second, running = asyncio.run(scenario())
     assert first["result"]["resultType"] == "task"
-    assert second["error"]["code"] == -32000 and "Too many tasks" in second["error"]["message"]
+    assert second["error"]["code"] == -32000 and "tasks budget (server.max_tasks = 1)" in second["error"]["message"]
+    assert second["error"]["data"] == {"budget": "tasks", "perPrincipal": False, "retryAfter": 1}
     assert running == 1

@@ -311,12 +311,15 @@ def test_two_host_headers_are_misdirected(server: HttpServer) -> None:
 
 def test_an_auth_hook_returning_a_non_principal_is_a_500_and_mints_no_session(
         server: HttpServer, client: httpx.Client) -> None:
-    response = client.post(server.url, headers=server.headers(x_unruly_auth="bogus"),
-                           json=rpc(1, "initialize", {"protocolVersion": "2025-11-25", "capabilities": {},
-                                                      "clientInfo": {"name": "t", "version": "0"}}))
-    assert response.status_code == 500 and "mcp-session-id" not in response.headers
-    assert "www-authenticate" not in response.headers
-    assert "plugin httpunruly: mcphost_authenticate returned str, not a Principal" in server.log()
+    for _ in range(3):
+        response = client.post(server.url, headers=server.headers(x_unruly_auth="bogus"),
+                               json=rpc(1, "initialize", {"protocolVersion": "2025-11-25", "capabilities": {},
+                                                          "clientInfo": {"name": "t", "version": "0"}}))
+        assert response.status_code == 500 and "mcp-session-id" not in response.headers
+        assert "www-authenticate" not in response.headers
+        assert response.json()["error"]["code"] == -32603, response.text  # an internal error, not -32600
+    # Logged once with the plugin's name, not once per request.
+    assert server.log().count("plugin httpunruly: mcphost_authenticate returned str, not a Principal") == 1
 
 
 @pytest.mark.parametrize("params", [{"protocolVersion": 5, "capabilities": {}, "clientInfo": {"name": "t"}},

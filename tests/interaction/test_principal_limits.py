@@ -363,25 +363,30 @@ def test_h5_initialize_params_kept_for_the_session_are_bounded(server, client):
     assert reply["error"]["code"] == -32602 and "max_client_info_bytes" in reply["error"]["message"], reply
 
 
-def test_h5_get_streams_of_a_session_resumptions_included_are_bounded(server):
-    with httpx.Client(timeout=15) as client:
-        session_id = open_session(client, server, "streamer")
-        headers = {**who("streamer"), "mcp-session-id": session_id}
-        with client.stream("POST", server.url, headers=headers,
-                           json=rpc(5, "tools/call", {"name": "hold", "arguments": {"seconds": 4}})) as response:
-            assert response.status_code == 200  # the client leaves this request's stream at once
-        get = {**headers, "accept": "text/event-stream"}
-        opened = []
-        try:
-            for extra in ({}, {"last-event-id": "2.0"}):  # the standalone stream, a resumption of stream 2
-                stream = client.stream("GET", server.url, headers={**get, **extra})
-                opened.append(stream)
-                assert stream.__enter__().status_code == 200
-            refused = client.get(server.url, headers={**get, "last-event-id": "2.0"})
-            assert refused.status_code == 409 and "max_streams_per_session" in refused.text, refused.text
-        finally:
-            for stream in opened:
-                stream.__exit__(None, None, None)
+def test_h5_get_streams_of_a_session_resumptions_included_are_bounded(tmp_path):
+    # GET streams count as requests in flight too: room for the held call and three streams.
+    server = start(tmp_path, LIMITS.replace("max_requests_per_principal = 2", "max_requests_per_principal = 8"))
+    try:
+        with httpx.Client(timeout=15) as client:
+            session_id = open_session(client, server, "streamer")
+            headers = {**who("streamer"), "mcp-session-id": session_id}
+            with client.stream("POST", server.url, headers=headers,
+                               json=rpc(5, "tools/call", {"name": "hold", "arguments": {"seconds": 4}})) as response:
+                assert response.status_code == 200  # the client leaves this request's stream at once
+            get = {**headers, "accept": "text/event-stream"}
+            opened = []
+            try:
+                for extra in ({}, {"last-event-id": "2.0"}):  # the standalone stream, a resumption of stream 2
+                    stream = client.stream("GET", server.url, headers={**get, **extra})
+                    opened.append(stream)
+                    assert stream.__enter__().status_code == 200
+                refused = client.get(server.url, headers={**get, "last-event-id": "2.0"})
+                assert refused.status_code == 409 and "max_streams_per_session" in refused.text, refused.text
+            finally:
+                for stream in opened:
+                    stream.__exit__(None, None, None)
+    finally:
+        server.stop()
 
 
 def test_h5_abandoned_replies_kept_for_resumption_are_bounded_in_bytes(server):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import socket
 import time
 from pathlib import Path
@@ -10,7 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
-from mcphost.reload import child_command, plugin_source_paths
+from mcphost.reload import child_command, child_env, plugin_source_paths
 from tests.support.fixtures.distributions import make_distribution
 from tests.support.http_support import HttpServer
 
@@ -135,3 +136,37 @@ def test_watched_paths_are_the_plugins_folders(plugin_env: tuple[Path, dict[str,
 def test_child_command_drops_reload() -> None:
     command = child_command(["serve", "--reload", "--port", "9"])
     assert command[-3:] == ["serve", "--port", "9"] and "--reload" not in command
+
+
+def test_a_folder_named_like_a_plugin_in_the_current_directory_does_not_replace_it(tmp_path: Path) -> None:
+    """``serve --reload`` started where an empty folder ``mcphost_demo/`` happens to be: the child
+    imports the installed plugin, not the folder (the current directory is not first on its path)."""
+    workdir = tmp_path / "work"
+    (workdir / "mcphost_demo").mkdir(parents=True)
+    server = HttpServer(tmp_path, plugins="demo", args=["--reload"], cwd=workdir)
+    try:
+        def tools() -> set[str] | None:
+            try:
+                return {tool["name"] for tool in call(server, "tools/list", {})["tools"]}
+            except (httpx.HTTPError, KeyError):
+                return None
+
+        assert "echo" in wait_for(server, tools)
+    finally:
+        server.stop()
+
+
+def test_the_child_puts_the_watched_plugin_folders_on_its_module_path(
+        plugin_env: tuple[Path, dict[str, str]], monkeypatch: pytest.MonkeyPatch) -> None:
+    module, env = plugin_env
+    site, source = env["PYTHONPATH"].split(":")
+    monkeypatch.syspath_prepend(source)
+    monkeypatch.syspath_prepend(site)
+    import importlib
+
+    importlib.invalidate_caches()
+    child = child_env({"PYTHONPATH": "/elsewhere"})
+    paths = child["PYTHONPATH"].split(os.pathsep)
+    assert str(module.parent) in paths and paths[-1] == "/elsewhere"
+    assert "" not in paths and "." not in paths
+    assert "-P" in child_command(["serve"])  # and the current directory is not prepended

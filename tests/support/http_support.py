@@ -36,7 +36,8 @@ class HttpServer:
     """One ``mcphost serve`` process. ``url`` is the MCP endpoint."""
 
     def __init__(self, tmp_path: Path, *, plugins: str = "demo", env: Mapping[str, str] | None = None,
-                 args: list[str] | None = None, config: str = "", port: int | None = None) -> None:
+                 args: list[str] | None = None, config: str = "", port: int | None = None,
+                 cwd: Path | None = None) -> None:
         self.port = port or free_port()
         self.url = f"http://127.0.0.1:{self.port}/mcp"
         config_file = tmp_path / f"mcphost-{self.port}.toml"
@@ -47,7 +48,7 @@ class HttpServer:
         full_env.update(env or {})
         self._log = open(self.log_path, "wb")  # closed in stop()
         self.process = subprocess.Popen([str(MCPHOST), "serve", "--port", str(self.port), *(args or [])],
-                                        env=full_env, stdout=self._log, stderr=subprocess.STDOUT)
+                                        env=full_env, stdout=self._log, stderr=subprocess.STDOUT, cwd=cwd)
         self._wait_ready()
 
     def _wait_ready(self, timeout: float = 20.0) -> None:

@@ -14,8 +14,9 @@ from tests.interaction.test_http_modern import modern
 
 
 async def modern_call(host: Any, method: str, params: dict[str, Any], *, principal: Any = None,
-                      meta_extra: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The JSON-RPC reply (result or error) to one modern request."""
+                      meta_extra: dict[str, Any] | None = None, remote: str | None = None) -> dict[str, Any]:
+    """The JSON-RPC reply (result or error) to one modern request (``remote``: the client's
+    ``host:port``, which tells anonymous callers apart)."""
     payload, headers = modern(method, params, meta_extra=meta_extra)
     request = validate_modern(payload, {k.lower(): v for k, v in headers.items()},
                               tool_header_params=host.catalog.tool_header_params)
@@ -23,5 +24,5 @@ async def modern_call(host: Any, method: str, params: dict[str, Any], *, princip
     async def outlet(message: dict[str, Any], related: Any) -> None:
         return None
 
-    session = host.kernel.modern_session(request, principal, outlet)
+    session = host.kernel.sessions.ephemeral(request, principal, outlet, remote)
     return await host.kernel.receive_modern(session, payload)

@@ -85,7 +85,7 @@ def test_plugins_json() -> None:
     demo = next(info for info in data if info["name"] == "demo")
     assert demo == {
         "name": "demo", "distribution": "mcphost-demo", "version": "0.1.0", "status": "active", "error": None,
-        "builtin": False,
+        "where": None, "builtin": False,
         "hooks": ["mcphost_config_schema", "mcphost_prompts", "mcphost_resource_templates",
                   "mcphost_resources", "mcphost_tools"],
         "provides": {"prompts": ["review_code"], "resourceTemplates": ["demo://files/{+path}"],

@@ -157,7 +157,7 @@ def test_every_server_field_has_an_env_override(monkeypatch: pytest.MonkeyPatch)
     env = {}
     wanted = {}
     for field in ServerSettings.__dataclass_fields__.values():
-        if field.name in ("path", "log_level", "port", "state_keys", "resource_url"):
+        if field.name in ("path", "log_level", "port", "state_keys", "resource_url", "forwarded_allow_ips"):
             continue  # values with their own checks, covered elsewhere
         env[f"MCPHOST_{field.name.upper()}"] = samples[str(field.type)]
         wanted[field.name] = expected[str(field.type)]
@@ -176,6 +176,7 @@ def test_every_server_field_has_an_env_override(monkeypatch: pytest.MonkeyPatch)
     ("MCPHOST_BODY_TIMEOUT", "0", "server.body_timeout must be positive"),
     ("MCPHOST_LOG_LEVEL", "loud", "server.log_level must be debug, info, warning, error or critical"),
     ("MCPHOST_PATH", "mcp", "server.path must start with '/', not 'mcp'"),
+    ("MCPHOST_FORWARDED_ALLOW_IPS", "10.0.0.1,proxy", "server.forwarded_allow_ips: 'proxy' is not an address"),
 ])
 def test_bad_env_values_give_clear_errors(monkeypatch: pytest.MonkeyPatch, variable: str, value: str,
                                           message: str) -> None:

@@ -187,3 +187,53 @@ async def test_the_retry_resumes_a_run_parked_on_another_process(tmp_path):
         await second_host.stop()
         await first_host.stop()
         server.stop()
+
+
+# -- parked calls are bound to their caller and budgeted per caller (issue 24, item 8) ------------------
+
+async def test_an_anonymous_parked_call_resumes_only_from_its_address():
+    plugin = Counting()
+    host = make_host(("counting", plugin))
+    await host.start()
+    try:
+        first = (await modern_call(host, "tools/call", {"name": "resumable", "arguments": {}},
+                                   remote="10.0.0.1:4000"))["result"]
+        retry = {"name": "resumable", "arguments": {}, "requestState": first["requestState"],
+                 "inputResponses": {"first": _answer("Ada")}}
+        stolen = await modern_call(host, "tools/call", retry, remote="10.0.0.2:4000")
+        assert stolen["error"]["code"] == -32602 and "can no longer be resumed" in stolen["error"]["message"]
+        assert len(host.kernel.continuations.runs) == 1  # the run is still parked for its owner
+        own = await modern_call(host, "tools/call", retry, remote="10.0.0.1:5000")  # another port, same address
+        assert own["result"]["inputRequests"].keys() == {"second"}
+        assert plugin.runs["resumable"] == 1
+    finally:
+        await host.stop()
+
+
+async def test_parked_calls_are_a_per_principal_budget():
+    host = make_host(("counting", Counting()), config={"server": {"max_parked_per_principal": 1}})
+    await host.start()
+    try:
+        first = (await modern_call(host, "tools/call", {"name": "resumable", "arguments": {}},
+                                   remote="10.0.0.1:1"))["result"]
+        assert first["resultType"] == "input_required"
+        refused = await modern_call(host, "tools/call", {"name": "resumable", "arguments": {}}, remote="10.0.0.1:2")
+        error = refused["error"]
+        assert error["code"] == -32000 and "parked calls" in error["message"], error
+        assert "max_parked_per_principal" in error["message"] and error["data"]["budget"] == "parked calls"
+        other = (await modern_call(host, "tools/call", {"name": "resumable", "arguments": {}},
+                                   remote="10.0.0.2:1"))["result"]
+        assert other["resultType"] == "input_required"  # another address is unaffected
+        # Finishing the parked call gives the slot back.
+        answers = {"first": _answer("Ada"), "second": _answer("Lovelace")}
+        reply = first
+        while reply.get("resultType") == "input_required":
+            retry = {"name": "resumable", "arguments": {}, "requestState": reply["requestState"],
+                     "inputResponses": {key: answers[key] for key in reply["inputRequests"]}}
+            reply = (await modern_call(host, "tools/call", retry, remote="10.0.0.1:3"))["result"]
+        assert reply["content"][0]["text"] == "Ada Lovelace"
+        again = (await modern_call(host, "tools/call", {"name": "resumable", "arguments": {}},
+                                   remote="10.0.0.1:4"))["result"]
+        assert again["resultType"] == "input_required"
+    finally:
+        await host.stop()

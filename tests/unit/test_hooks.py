@@ -24,7 +24,7 @@ import pytest
 from click.testing import CliRunner
 
 import mcphost
-from mcphost import hookspecs
+from mcphost import hookspecs, introspect
 from mcphost.builtin.memory import MemoryBackend
 from mcphost.errors import ConfigError, Forbidden, Refused, Unauthorized
 from mcphost.kernel import RequestInfo
@@ -1187,6 +1187,10 @@ class EveryHook:
     async def mcphost_shutdown(self, host: Any) -> None:
         self.events.append("shutdown")
 
+    @mcphost.hookimpl
+    def mcphost_status(self, host: Any) -> dict[str, Any]:
+        return {"events": len(self.events)}
+
 
 def hook_names() -> list[str]:
     return sorted(name for name, obj in vars(hookspecs).items()
@@ -1232,10 +1236,40 @@ async def test_one_plugin_implementing_every_hook() -> None:
 
     host.pm.hook.mcphost_register_commands(cli=fresh)
     assert CliRunner().invoke(fresh, ["every"]).output == "every command\n"
+    assert introspect.status_reports(host) == {"every": {"events": 13}}
 
     bad = make_host(EveryHook(), config={"plugins": {"every": {"motd": 1}}})
     with pytest.raises(ConfigError, match=r"plugins\.every\.motd"):
         bad.prepare()
+
+
+def test_mcphost_status_reports_live_state_on_demand_and_contains_failures() -> None:
+    class Queue:
+        def __init__(self) -> None:
+            self.depth = 0
+
+        @mcphost.hookimpl
+        def mcphost_status(self, host: Any) -> dict[str, Any]:
+            return {"depth": self.depth}
+
+    class Silent:
+        @mcphost.hookimpl
+        def mcphost_status(self, host: Any) -> None:
+            return None
+
+    class Broken:
+        @mcphost.hookimpl
+        def mcphost_status(self, host: Any) -> dict[str, Any]:
+            raise KeyError("depth")
+
+    queue = Queue()
+    host = make_host(("queue", queue), ("silent", Silent()), ("broken", Broken()))
+    host.prepare()
+    assert introspect.status_reports(host) == {"queue": {"depth": 0},
+                                               "broken": {"error": "mcphost_status raised KeyError: 'depth'"}}
+    queue.depth = 5  # asked again, it says what is true now
+    assert introspect.status_reports(host)["queue"] == {"depth": 5}
+    assert {p["name"]: p["report"] for p in introspect.plugins(host)}["silent"] is None
 
 
 def test_every_hookspec_has_a_test_here() -> None:

@@ -5,13 +5,15 @@ Files are served from ``[plugins.demo] root`` (default: the sample files shipped
 never from outside it. Paths come from clients, so their handling is bounded: a path longer than
 the system's PATH_MAX is not found before any file-system call (resolving it costs time quadratic
 in its segments), and completion walks at most :data:`MAX_SCANNED` entries below the directory
-the typed prefix names. Both run in the host's thread pool (they are synchronous), off the loop.
+the typed prefix names, for at most :data:`MAX_COMPLETION_SECONDS`. Both run in the host's thread
+pool (they are synchronous), off the loop, within the caller's share of it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +25,8 @@ SAMPLE_ROOT = Path(__file__).parent / "data"
 MAX_PATH_BYTES = 4096
 #: Directory entries one completion looks at, at most; it answers with what it found by then.
 MAX_SCANNED = 10_000
+#: Seconds one completion walks at most; it answers with what it found by then.
+MAX_COMPLETION_SECONDS = 0.5
 #: Values one completion returns (the host sends 100 at most).
 MAX_COMPLETIONS = 100
 LANGUAGES = ["c", "cpp", "elixir", "go", "haskell", "java", "javascript", "python", "ruby", "rust", "typescript"]
@@ -149,8 +153,10 @@ class Demo:
         """Paths under the root starting with ``value``: only files a read would serve.
 
         Walks breadth-first from the directory ``value`` names (``notes/t`` starts in ``notes``),
-        looking at no more than :data:`MAX_SCANNED` entries; sorted, at most :data:`MAX_COMPLETIONS`.
+        looking at no more than :data:`MAX_SCANNED` entries for no longer than
+        :data:`MAX_COMPLETION_SECONDS`; sorted, at most :data:`MAX_COMPLETIONS`.
         """
+        give_up = time.monotonic() + MAX_COMPLETION_SECONDS
         root = (root or self.root).resolve()
         if "\x00" in value or value.startswith(("/", "\\")) or len(value.encode("utf-8", "surrogatepass")) > \
                 MAX_PATH_BYTES:
@@ -165,7 +171,7 @@ class Demo:
         found: list[str] = []
         pending = [start]
         scanned = 0
-        while pending and scanned < MAX_SCANNED:
+        while pending and scanned < MAX_SCANNED and time.monotonic() < give_up:
             folder = pending.pop(0)
             try:
                 entries = os.scandir(folder)
@@ -176,21 +182,29 @@ class Demo:
                     scanned += 1
                     if scanned > MAX_SCANNED:
                         break
+                    if scanned % 256 == 0 and time.monotonic() >= give_up:
+                        break
                     path = Path(entry.path)
                     name = str(path.relative_to(root))
                     try:
-                        real = path.resolve()
+                        if entry.is_symlink():
+                            # Only a link may lead out of the root (the folders walked are real
+                            # paths below it), so only a link is resolved: resolving every entry of
+                            # a deep tree costs a system call per segment of each.
+                            real = path.resolve()
+                            if not real.is_relative_to(root):
+                                continue  # a link out of the root: never offered
+                            if real.is_dir():
+                                continue  # a linked directory could lead back up: not walked
+                            if real.is_file() and name.startswith(value):
+                                found.append(name)
+                        elif entry.is_dir():
+                            if name.startswith(value) or value.startswith(name + "/"):
+                                pending.append(path)
+                        elif entry.is_file() and name.startswith(value):
+                            found.append(name)
                     except OSError:
                         continue
-                    if not real.is_relative_to(root):
-                        continue  # a link out of the root: never offered
-                    if real.is_dir():
-                        if entry.is_symlink():
-                            continue  # a linked directory could lead back up: not walked
-                        if name.startswith(value) or value.startswith(name + "/"):
-                            pending.append(path)
-                    elif real.is_file() and name.startswith(value):
-                        found.append(name)
         return sorted(found)[:MAX_COMPLETIONS]
 
 

@@ -64,6 +64,13 @@ class ProxyPlugin:
         if info is not None and self.upstreams:
             info.provides["upstreams"] = [u.status() for u in self.upstreams.values()]
 
+    @mcphost.hookimpl
+    def mcphost_status(self, host: Any) -> dict[str, Any] | None:
+        """Each upstream's live state (see :meth:`Upstream.describe`), per-session ones included."""
+        if not self.upstreams and not self.bound:
+            return None
+        return {"upstreams": [u.describe() for u in [*self.upstreams.values(), *self.bound.values()]]}
+
     # -- catalog ------------------------------------------------------------------------------------
 
     def _resolver(self, server: ServerSettings) -> Any:

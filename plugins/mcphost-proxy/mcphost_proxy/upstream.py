@@ -79,6 +79,8 @@ class Upstream:
         self.state = STOPPED
         self.error: str | None = None
         self.restarts = 0
+        #: While restarting: when (``time.monotonic()``) the next attempt starts.
+        self.retry_at: float | None = None
         self.listing = Listing()
         self._session: ClientSession | None = None
         self._ready = asyncio.Event()
@@ -135,6 +137,19 @@ class Upstream:
             text += f", last error: {self.error}"
         return text + ")"
 
+    def describe(self) -> dict[str, Any]:
+        """The upstream's state as data (``mcphost_status``, the console): name, transport, state,
+        target (command line or URL), tools mounted, restarts, last error, seconds until the next
+        attempt while restarting."""
+        settings = self.settings
+        target = settings.url if settings.command is None else " ".join([settings.command, *settings.args])
+        retry = None
+        if self.retry_at is not None and self.state == RESTARTING:
+            retry = max(0.0, self.retry_at - time.monotonic())
+        return {"name": self.label, "transport": settings.transport, "state": self.state, "target": target,
+                "tools": len(self.listing.tools) if self.state == RUNNING else 0, "restarts": self.restarts,
+                "error": self.error, "retry_in": retry}
+
     async def _supervise(self) -> None:
         delay = self.backoff
         while not self._stopping:
@@ -163,7 +178,9 @@ class Upstream:
             self.restarts += 1
             self.state = RESTARTING
             log.info("upstream %s: restarting in %.1fs", self.label, delay)
+            self.retry_at = time.monotonic() + delay
             await asyncio.sleep(delay)
+            self.retry_at = None
             delay = min(delay * 2, self.backoff_max)
         self.state = STOPPED
 

@@ -45,9 +45,18 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from mcphost.sessions.backend import Backend, BackendUnavailable, Event, SharedKey, StreamRead, UnknownEvent
+from mcphost.sessions.backend import (
+    Backend,
+    BackendUnavailable,
+    Event,
+    KeyRingUnreadable,
+    SharedKey,
+    StreamRead,
+    UnknownEvent,
+)
 
 from . import scripts
+from .waker import StreamWaker, shrink_idle
 
 log = logging.getLogger("mcphost.redis")
 
@@ -60,6 +69,8 @@ _TRANSIENT_ERRORS = tuple(getattr(redis_errors, name) for name in ("OutOfMemoryE
                           if hasattr(redis_errors, name))
 #: Events returned by one read at most (a reader far behind catches up in several reads).
 READ_BATCH = 512
+#: Seconds between two trims of idle pooled connections (mcphost_redis.waker.shrink_idle).
+TRIM_PERIOD = 30.0
 #: Seconds a session's state is kept after its idle time ran out, for the reaper to end it with.
 SESSION_GRACE = 300.0
 
@@ -86,7 +97,7 @@ class RedisSettings:
     #: Seconds without a heartbeat after which a request in flight is taken for lost; its stream is
     #: settled ("send it again") once that has been so for as long again while Redis took writes.
     lease: float = 6.0
-    #: Connections to Redis at most per process (blocked stream readers hold one each).
+    #: Connections to Redis at most per process (stream readers wait on one shared connection).
     max_connections: int = 10000
 
     @property
@@ -119,6 +130,9 @@ class RedisBackend(Backend):
         blocking = ConnectionPool.from_url(settings.url, socket_timeout=None, **common)
         self.redis = aioredis.Redis(connection_pool=pool)
         self.blocking = aioredis.Redis(connection_pool=blocking)
+        #: Every wait for a stream's next entry shares one connection (see mcphost_redis.waker).
+        self.waker = StreamWaker(blocking, self.redis, settings.deadline)
+        self._trimmer: asyncio.Task[None] | None = None
         self._listener_pool = ConnectionPool.from_url(settings.url, socket_timeout=None, **common)
         self.op = Operations(settings)
         #: Seconds a request stream's lease lasts without a heartbeat (see RedisEventLog.lease).
@@ -138,8 +152,26 @@ class RedisBackend(Backend):
     async def start(self) -> None:
         """Start the broker's listener. Redis need not be up yet: everything reconnects by itself."""
         await self.broker.start()
+        if self._trimmer is None:
+            self._trimmer = asyncio.get_running_loop().create_task(self._trim_idle(), name="mcphost-redis-trim")
+
+    async def _trim_idle(self) -> None:
+        """Close idle pooled connections beyond a few, every TRIM_PERIOD: a burst's connections do
+        not stay open for good."""
+        while True:
+            await asyncio.sleep(TRIM_PERIOD)
+            try:
+                closed = await shrink_idle(self.redis.connection_pool)
+                if closed:
+                    log.debug("closed %d idle Redis connections", closed)
+            except Exception:
+                log.exception("trimming idle Redis connections failed")
 
     async def close(self) -> None:
+        if self._trimmer is not None:
+            self._trimmer.cancel()
+            self._trimmer = None
+        await self.waker.close()
         await self.broker.close()
         for client in (self.redis, self.blocking):
             with contextlib.suppress(Exception):
@@ -174,16 +206,32 @@ class RedisBackend(Backend):
     async def keyring(self, name: str) -> list[SharedKey]:
         """The ring ``name``, created atomically by the first process that asks (one script)."""
         raw = await self.op(self._keyring(keys=[self.key("k:", name)], args=[secrets.token_hex(32), _now_ms()]))
-        return _ring(raw)
+        return _ring(raw, self.key("k:", name))
+
+    async def read_keyring(self, name: str) -> list[SharedKey] | None:
+        """The ring ``name`` as stored, without creating it: None when it is missing,
+        :class:`KeyRingUnreadable` when it is not a ring."""
+        raw = await self.op(self.redis.get(self.key("k:", name)))
+        return None if raw is None else _ring(raw, self.key("k:", name))
 
     async def rotate_keyring(self, name: str, activate_in: float, keep: float) -> list[SharedKey]:
+        await self.read_keyring(name)  # a damaged ring is explained, never fed to the script
         raw = await self.op(self._rotate(keys=[self.key("k:", name)],
                                          args=[secrets.token_hex(32), _now_ms(), _ms(activate_in), _ms(keep)]))
-        return _ring(raw)
+        return _ring(raw, self.key("k:", name))
 
 
-def _ring(raw: bytes) -> list[SharedKey]:
-    return [SharedKey(bytes.fromhex(entry["k"]), float(entry["f"]) / 1000) for entry in orjson.loads(raw)]
+def _ring(raw: bytes, where: str = "the key ring") -> list[SharedKey]:
+    try:
+        ring = [SharedKey(bytes.fromhex(entry["k"]), float(entry["f"]) / 1000) for entry in orjson.loads(raw)]
+        if not ring or any(len(key.secret) < 16 for key in ring):
+            raise ValueError("no key of at least 16 bytes")
+    except (ValueError, TypeError, KeyError) as exc:
+        raise KeyRingUnreadable(
+            f"the requestState key ring in Redis ({where}) is unreadable ({type(exc).__name__}: "
+            f"{str(exc)[:80]}); delete that key to start a new ring (every outstanding requestState "
+            "becomes invalid)") from None
+    return ring
 
 
 class Operations:
@@ -345,19 +393,19 @@ class RedisSessionStore:
 # -- event log --------------------------------------------------------------------------------------
 
 class RedisEventLog:
-    """Each stream a Redis stream; ``read`` blocks in ``XREAD BLOCK`` on its own connection."""
+    """Each stream a Redis stream; ``read`` waits for the next entry through the process's one
+    :class:`~mcphost_redis.waker.StreamWaker` (a shared ``XREAD BLOCK``)."""
 
     def __init__(self, backend: RedisBackend) -> None:
         settings = backend.settings
         self._redis = backend.redis
-        self._blocking = backend.blocking
+        self._waker = backend.waker
         self._op = backend.op
         self._prefix = settings.prefix
         self._max_events = settings.stream_max_events
         self._max_age_ms = _ms(settings.stream_max_age)
         # Keys outlive the events by a margin, so a session idle for its whole TTL still has its log.
         self._ttl_ms = _ms(max(settings.stream_max_age, settings.session_ttl) + 60)
-        self._wait_margin = settings.deadline
         #: Seconds a lapsed lease must stay lapsed, while Redis takes writes, before its stream is
         #: settled: a full lease, three heartbeats of its owner.
         self.grace = settings.lease
@@ -428,8 +476,7 @@ class RedisEventLog:
         # Nothing yet: block until an entry after ``after`` arrives (an event, or the marker of
         # finish/discard), then read again. The XREAD answer itself is not used: the script
         # decides what is an event and whether the stream is done, atomically.
-        await self._op(self._blocking.xread({keys[1]: f"{after}-0"}, count=1, block=_ms(timeout)),
-                       deadline=timeout + self._wait_margin)
+        await self._waker.wait(keys[1], after, timeout)  # one connection for every waiting reader
         return await self._read_now(keys, stream_id, after)
 
     async def exists(self, session_id: str, stream_id: str) -> bool:

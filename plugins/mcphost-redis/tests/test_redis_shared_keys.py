@@ -207,3 +207,59 @@ def test_rotate_state_key_command(tmp_path: Path, redis_server: RedisServer):
         assert proc.returncode == 0, proc.stderr
         # An empty ring gets its first key, active at once; the next rotation keeps it.
         assert f"{expected} key(s) in the ring" in proc.stdout and f"{KEY_ACTIVATION:.0f}s" in proc.stdout
+
+
+# -- a ring deleted or damaged under a running cluster (issue 24, item 7) --------------------------------
+
+async def test_a_deleted_ring_is_an_error_on_readiness_and_in_the_log_never_a_silent_rekey(
+        redis_server: RedisServer, monkeypatch, caplog):
+    from mcphost.app import create_app
+
+    monkeypatch.setattr(cluster_module, "KEY_REFRESH", 0.1)
+    prefix = f"k{os.getpid()}f:"
+    host = _host(redis_server.url, prefix)
+    app = create_app(host)
+    await host.start()
+    try:
+        assert (await app.readiness())[0]
+        sealed = _seal(host)
+        ring_key = host.backend.key("k:", STATE_RING)
+        await host.backend.redis.delete(ring_key)
+        await asyncio.sleep(0.5)
+        ready, body = await app.readiness()
+        assert not ready and body["reason"] == "state key ring" and "missing" in body["detail"], body
+        assert await host.backend.redis.get(ring_key) is None  # not re-created behind the operator's back
+        assert _open(host, sealed).answers == {"a": 1}  # outstanding states still open
+        errors = [r for r in caplog.records if r.levelname == "ERROR" and "key ring is missing" in r.getMessage()]
+        assert len(errors) == 1  # once, not every round
+
+        await host.backend.redis.set(ring_key, b"garbage")
+        await asyncio.sleep(0.5)
+        ready, body = await app.readiness()
+        assert not ready and "unreadable" in body["detail"], body
+        assert await host.backend.redis.get(ring_key) == b"garbage"
+        assert _open(host, sealed).answers == {"a": 1}
+
+        await host.backend.redis.delete(ring_key)
+        await host.backend.rotate_keyring(STATE_RING, activate_in=0, keep=3600)  # what the operator runs
+        await asyncio.sleep(0.5)
+        assert (await app.readiness())[0]
+    finally:
+        await host.stop()
+
+
+def test_rotate_state_key_explains_a_damaged_ring_in_one_line(tmp_path: Path, redis_server: RedisServer):
+    import redis as redis_sync
+
+    prefix = f"k{os.getpid()}g:"
+    redis_sync.Redis.from_url(redis_server.url).set(f"{prefix}k:{STATE_RING}", b"{not json")
+    config = tmp_path / "mcphost.toml"
+    config.write_text(f'[plugins.redis]\nurl = "{redis_server.url}"\nprefix = "{prefix}"\n', encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MCPHOST_")}
+    env.update({"MCPHOST_CONFIG": str(config), "MCPHOST_PLUGINS": "redis"})
+    proc = subprocess.run([str(MCPHOST), "rotate-state-key"], env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode != 0
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert "key ring in Redis" in lines[0] and "unreadable" in lines[0] and "delete that key" in lines[0]
+    assert redis_sync.Redis.from_url(redis_server.url).get(f"{prefix}k:{STATE_RING}") == b"{not json"

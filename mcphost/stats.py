@@ -1,0 +1,118 @@
+"""Per-tool call counters the host keeps for operators (the console reads them).
+
+They sit on the request path, so they cost a few integer adds and two array stores per call: each
+tool's :class:`ToolStats` comes with its catalog entry, its latency ring (an array of doubles) and
+its time buckets are fixed-size and allocated by the tool's first call (a gateway may mount
+thousands of tools that are never called: about 120 bytes each until then, 9.4 KiB after), nothing
+is locked (every update runs on the event loop) and nothing is called through pluggy. Percentiles
+and per-bucket figures are worked out only when read.
+
+Figures are per process: with several workers, each keeps its own.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from array import array
+from typing import Any
+
+#: Seconds one time bucket covers, and how many buckets are kept (the charts' span: 5 minutes).
+BUCKET_SECONDS = 10
+BUCKETS = 30
+#: How many recent latencies are kept for percentiles (the most recent calls, within the span).
+RING = 512
+_RING_MASK = RING - 1  # RING is a power of two
+_NO_RING: array[float] = array("d")
+_NO_BUCKETS: list[int] = []
+
+
+class ToolStats:
+    """Calls, errors and latencies of one tool in this process."""
+
+    __slots__ = ("_at", "_bucket", "_bucket_calls", "_bucket_end", "_bucket_errors", "_latency", "_next",
+                 "_position", "calls", "errors")
+
+    def __init__(self) -> None:
+        #: Calls that ran the tool's handler, and those whose result was an error, since start.
+        self.calls = 0
+        self.errors = 0
+        # The ring and the buckets are allocated by the first call (a gateway may mount thousands
+        # of tools that are never called): the first call always moves to a new bucket.
+        self._latency: array[float] = _NO_RING
+        self._at: array[float] = _NO_RING
+        self._next = 0
+        self._bucket = 0  # the index (time // BUCKET_SECONDS) the newest bucket stands for
+        self._bucket_end = 0.0  # when it ends: the first call after that moves on
+        self._position = 0  # its place in the lists below
+        self._bucket_calls: list[int] = _NO_BUCKETS  # shared and never written: replaced first
+        self._bucket_errors: list[int] = _NO_BUCKETS
+
+    def add(self, started: float, ended: float, error: bool) -> None:
+        """Count one call that ran from ``started`` to ``ended`` (``time.perf_counter()`` values)."""
+        if ended >= self._bucket_end:
+            self._advance(ended)
+        self.calls += 1
+        slot = self._next
+        self._latency[slot] = ended - started
+        self._at[slot] = ended
+        self._next = (slot + 1) & _RING_MASK
+        self._bucket_calls[self._position] += 1
+        if error:
+            self.errors += 1
+            self._bucket_errors[self._position] += 1
+
+    def _advance(self, now: float) -> None:
+        """Move to the bucket holding ``now``, clearing those skipped (at most once per bucket)."""
+        if not self._bucket_calls:
+            self._latency, self._at = array("d", bytes(8 * RING)), array("d", bytes(8 * RING))
+            self._bucket_calls, self._bucket_errors = [0] * BUCKETS, [0] * BUCKETS
+        bucket = int(now // BUCKET_SECONDS)
+        for index in range(max(self._bucket + 1, bucket - BUCKETS + 1), bucket + 1):
+            self._bucket_calls[index % BUCKETS] = 0
+            self._bucket_errors[index % BUCKETS] = 0
+        self._bucket = bucket
+        self._bucket_end = (bucket + 1) * BUCKET_SECONDS
+        self._position = bucket % BUCKETS
+
+    def snapshot(self, now: float | None = None) -> dict[str, Any]:
+        """What an operator sees: totals; over the last ``BUCKETS * BUCKET_SECONDS`` seconds the
+        calls, errors and latency p50/p99 (seconds); and per bucket, oldest first, the calls, errors
+        and p99 (None for a bucket without calls)."""
+        now = time.perf_counter() if now is None else now
+        current = int(now // BUCKET_SECONDS)
+        span = BUCKETS * BUCKET_SECONDS
+        by_bucket: dict[int, list[float]] = {}
+        latencies: list[float] = []
+        if self.calls:
+            for at, latency in zip(self._at, self._latency, strict=True):
+                if at and now - at <= span:
+                    latencies.append(latency)
+                    by_bucket.setdefault(int(at // BUCKET_SECONDS), []).append(latency)
+        calls: list[int] = []
+        errors: list[int] = []
+        p99s: list[float | None] = []
+        for index in range(current - BUCKETS + 1, current + 1):
+            fresh = self.calls > 0 and self._bucket - BUCKETS < index <= self._bucket
+            calls.append(self._bucket_calls[index % BUCKETS] if fresh else 0)
+            errors.append(self._bucket_errors[index % BUCKETS] if fresh else 0)
+            p99s.append(percentile(by_bucket.get(index, []), 0.99))
+        return {"calls": self.calls, "errors": self.errors,
+                "recent": {"seconds": span, "calls": sum(calls), "errors": sum(errors),
+                           "p50": percentile(latencies, 0.50), "p99": percentile(latencies, 0.99)},
+                "buckets": {"seconds": BUCKET_SECONDS, "calls": calls, "errors": errors, "p99": p99s}}
+
+    def carry(self, other: ToolStats) -> None:
+        """Take over ``other``'s figures (the catalog was rebuilt on reload; the tool is the same)."""
+        for name in self.__slots__:
+            value = getattr(other, name)
+            setattr(self, name, value[:] if isinstance(value, list | array) else value)
+
+
+def percentile(values: list[float], fraction: float) -> float | None:
+    """The ``fraction`` quantile of ``values`` (nearest rank), None when there are none."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    rank = min(len(ordered), max(1, math.ceil(fraction * len(ordered))))
+    return ordered[rank - 1]

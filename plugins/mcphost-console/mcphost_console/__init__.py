@@ -1,0 +1,193 @@
+"""mcphost-console: the operator's live web page.
+
+One page at ``/console`` (``[plugins.console] path``) and its data as JSON under it, read from the
+host's own records and counters through :mod:`mcphost.introspect` (nothing else needs to be
+installed). The page polls ``<path>/api/state`` every second; the catalog, which can be large, is
+fetched again only when it changed. See docs/console.md.
+
+Access (see :mod:`mcphost_console.access`): loopback clients only unless ``allow_remote``; with an
+auth plugin installed, a principal holding ``scope`` (default ``mcphost:admin``); the one action,
+ending a session, is a POST that must carry the console's own header and a same-origin ``Origin``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from importlib import resources
+from typing import Any
+
+import orjson
+from quart import Response, request
+
+import mcphost
+from mcphost import introspect
+from mcphost_console.access import Denied, check_action, check_read
+
+log = logging.getLogger("mcphost.console")
+
+__version__ = "0.1.0"
+
+CONFIG_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "title": "mcphost-console",
+    "properties": {
+        "path": {"type": "string", "pattern": "^/[A-Za-z0-9._~-]+(/[A-Za-z0-9._~-]+)*$", "default": "/console",
+                 "description": "Where the page is served; its data is under <path>/api/."},
+        "scope": {"type": "string", "minLength": 1, "default": "mcphost:admin",
+                  "description": "With an auth plugin installed: the scope a principal needs to see the page "
+                                 "and to end sessions."},
+        "allow_remote": {"type": "boolean", "default": False,
+                         "description": "Serve clients that are not on loopback too (put it behind an auth "
+                                        "plugin or a reverse proxy that authenticates)."},
+        "poll_seconds": {"type": "number", "minimum": 0.2, "maximum": 60, "default": 1.0,
+                         "description": "How often the page asks for fresh figures."},
+    },
+    "additionalProperties": False,
+}
+
+#: Names per kind shown with each plugin on every poll (the catalog section has them all).
+PROVIDES_SHOWN = 20
+#: Files the page loads, with their content types (nothing else is served from the package).
+STATIC = {"console.css": "text/css; charset=utf-8", "console.js": "text/javascript; charset=utf-8"}
+#: Headers on every answer: no caching, no framing (clickjacking), no sniffing, no referrer, and a
+#: policy that lets the page load only its own files.
+SECURITY_HEADERS = {
+    "cache-control": "no-store",
+    "x-content-type-options": "nosniff",
+    "x-frame-options": "DENY",
+    "referrer-policy": "no-referrer",
+    "content-security-policy": "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+                               "connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'",
+}
+
+
+class ConsolePlugin:
+    """The ``console`` entry point: one instance per host."""
+
+    def __init__(self) -> None:
+        self.settings: dict[str, Any] = {key: spec["default"] for key, spec in CONFIG_SCHEMA["properties"].items()}
+        self.host: Any = None
+        self._digest: tuple[Any, str] | None = None  # (the catalog, its digest)
+
+    @mcphost.hookimpl
+    def mcphost_config_schema(self) -> dict[str, Any]:
+        return CONFIG_SCHEMA
+
+    @mcphost.hookimpl
+    def mcphost_middleware(self, host: Any) -> list[mcphost.Middleware]:
+        # Collected once while the host prepares, before the routes are registered: the place to
+        # read the settings (as mcphost-otel does). The console adds nothing to the request path.
+        self.host = host
+        self.settings.update(host.plugin_config(host.pm.get_name(self) or "console"))
+        return []
+
+    @mcphost.hookimpl
+    def mcphost_startup(self, host: Any) -> None:
+        path = self.settings["path"]
+        if self.settings["allow_remote"] and not host.has_auth:
+            log.warning("mcphost-console serves %s to any client that reaches this server (allow_remote = true) "
+                        "and no auth plugin is installed: anyone who can reach it sees the sessions and the "
+                        "config and can end sessions", path)
+        else:
+            log.info("mcphost-console serves %s%s", path,
+                     "" if self.settings["allow_remote"] else " to loopback clients")
+
+    @mcphost.hookimpl
+    def mcphost_routes(self, app: Any) -> None:
+        path = self.settings["path"].rstrip("/")
+        app.add_url_rule(path, "mcphost_console_page", self.page, methods=["GET"])
+        app.add_url_rule(f"{path}/static/<name>", "mcphost_console_static", self.static, methods=["GET"])
+        app.add_url_rule(f"{path}/api/state", "mcphost_console_state", self.state, methods=["GET"])
+        app.add_url_rule(f"{path}/api/catalog", "mcphost_console_catalog", self.catalog, methods=["GET"])
+        app.add_url_rule(f"{path}/api/sessions/<session_id>/end", "mcphost_console_end", self.end_session,
+                         methods=["POST"])
+
+    # -- views ----------------------------------------------------------------------------------------
+
+    async def page(self) -> Response:
+        denied = await self._read_denied()
+        if denied is not None:
+            return denied
+        html = _asset("console.html").replace("{{path}}", self.settings["path"].rstrip("/"))
+        html = html.replace("{{poll}}", str(int(self.settings["poll_seconds"] * 1000)))
+        return _answer(html.encode(), 200, "text/html; charset=utf-8")
+
+    async def static(self, name: str) -> Response:
+        denied = await self._read_denied()
+        if denied is not None:
+            return denied
+        if name not in STATIC:
+            return _json({"error": "Not found"}, 404)
+        return _answer(_asset(name).encode(), 200, STATIC[name])
+
+    async def state(self) -> Response:
+        denied = await self._read_denied()
+        if denied is not None:
+            return denied
+        host = self.host
+        plugins = introspect.plugins(host)
+        for plugin in plugins:  # a gateway's plugin may provide thousands: the catalog lists them all
+            provides = plugin["provides"]
+            plugin["provides_total"] = {kind: len(names) for kind, names in provides.items()}
+            plugin["provides"] = {kind: names[:PROVIDES_SHOWN] for kind, names in provides.items()}
+        upstreams = [u for p in plugins if isinstance(p["report"], dict)
+                     for u in p["report"].get("upstreams", ()) if isinstance(u, dict)]
+        return _json({
+            "server": {"name": host.config.server.name, "version": mcphost.__version__},
+            "plugins": plugins,
+            "upstreams": upstreams,
+            "sessions": introspect.sessions(host),
+            "traffic": introspect.traffic(host),
+            "budgets": introspect.budgets(host),
+            "health": await introspect.health(host),
+            "catalog_digest": self._catalog_digest(),
+        }, 200)
+
+    async def catalog(self) -> Response:
+        denied = await self._read_denied()
+        if denied is not None:
+            return denied
+        return _json({**introspect.catalog(self.host), "digest": self._catalog_digest()}, 200)
+
+    async def end_session(self, session_id: str) -> Response:
+        try:
+            await check_action(self.host, request, self.settings)
+        except Denied as exc:
+            return _denied(exc)
+        await request.get_data()  # whatever came with it is read and ignored
+        if not await introspect.end_session(self.host, session_id):
+            return _json({"error": "No such session in this process"}, 404)
+        return _json({"ended": session_id}, 200)
+
+    def _catalog_digest(self) -> str:
+        """Changes when the catalog is rebuilt (startup, reload); worked out once per catalog."""
+        current = self.host.catalog
+        if self._digest is None or self._digest[0] is not current:
+            names = (sorted(current.tools), sorted(current.resources), sorted(current.templates),
+                     sorted(current.prompts))
+            self._digest = (current, hashlib.sha256(repr((id(current), names)).encode()).hexdigest()[:16])
+        return self._digest[1]
+
+    async def _read_denied(self) -> Response | None:
+        try:
+            await check_read(self.host, request, self.settings)
+        except Denied as exc:
+            return _denied(exc)
+        return None
+
+
+def _asset(name: str) -> str:
+    return resources.files("mcphost_console").joinpath("static", name).read_text(encoding="utf-8")
+
+
+def _answer(body: bytes, status: int, content_type: str, headers: dict[str, str] | None = None) -> Response:
+    return Response(body, status, {**SECURITY_HEADERS, **(headers or {})}, content_type=content_type)
+
+
+def _json(body: Any, status: int, headers: dict[str, str] | None = None) -> Response:
+    return _answer(orjson.dumps(body), status, "application/json", headers)
+
+
+def _denied(exc: Denied) -> Response:
+    return _json({"error": exc.message}, exc.status, exc.headers)

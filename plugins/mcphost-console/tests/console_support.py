@@ -1,0 +1,133 @@
+"""Helpers for the mcphost-console tests: a real ``mcphost serve``, a plugin that fails to load, and
+Debian's Chromium driven headless by Playwright (``scripts/ensure-tools`` installs it)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.support.fixtures.distributions import make_distribution
+
+MCPHOST = Path(sys.executable).parent / "mcphost"
+REPO = Path(__file__).resolve().parents[3]
+#: Where the screenshots for docs/console.md go: the browser tests always take them, and write them
+#: there with MCPHOST_UPDATE_SCREENSHOTS=1 (so that a test run leaves the work tree as it was).
+ASSETS = REPO / "docs" / "assets"
+UPDATE_SCREENSHOTS = "MCPHOST_UPDATE_SCREENSHOTS"
+
+
+def screenshot_path(tmp_path: Path, name: str) -> Path:
+    """Where to write screenshot ``name``: docs/assets when asked to update them, else ``tmp_path``."""
+    folder = ASSETS if os.environ.get(UPDATE_SCREENSHOTS) == "1" else tmp_path
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder / name
+
+
+def check_png(path: Path, min_width: int) -> None:
+    """``path`` is a PNG at least ``min_width`` pixels wide (a real screenshot, not an empty file)."""
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n", path
+    assert int.from_bytes(data[16:20], "big") >= min_width, path
+#: What the failing plugin's import raises: the page must show it.
+BROKEN_REASON = "cannot reach the inventory database at db.internal:5432"
+BROKEN_MODULE = f"""
+import mcphost
+
+raise RuntimeError({BROKEN_REASON!r})
+"""
+
+
+def chromium() -> str:
+    """The system Chromium; the test is skipped where it is missing (``scripts/ensure-tools`` installs it)."""
+    for name in ("chromium", "chromium-browser"):
+        found = shutil.which(name)
+        if found:
+            return found
+    pytest.skip("no system chromium (scripts/ensure-tools installs Debian's)")
+
+
+@contextlib.asynccontextmanager
+async def browser(**context: Any) -> AsyncIterator[Any]:
+    """A fresh headless Chromium context (``context``: Playwright's new_context options)."""
+    from playwright.async_api import async_playwright
+
+    executable = chromium()
+    async with async_playwright() as playwright:
+        # --no-sandbox: the tests run as root in CI, where Chromium's sandbox refuses to start.
+        launched = await playwright.chromium.launch(executable_path=executable, headless=True,
+                                                    args=["--no-sandbox", "--disable-gpu"])
+        try:
+            yield await launched.new_context(**context)
+        finally:
+            await launched.close()
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def broken_distribution(root: Path) -> Path:
+    """A fake installed distribution whose ``mcphost`` entry point raises on import; returns the
+    folder to put on ``PYTHONPATH``."""
+    make_distribution(root, "inventory-probe", "2.1.0", {"inventory": "inventory_probe"},
+                      {"inventory_probe": BROKEN_MODULE})
+    return root
+
+
+class Served:
+    """``mcphost serve`` on a free loopback port (``plugins``: the allow list)."""
+
+    def __init__(self, tmp_path: Path, *, plugins: str, config: str = "", extra_path: Path | None = None) -> None:
+        self.tmp_path = tmp_path
+        self.port = free_port()
+        self.base = f"http://127.0.0.1:{self.port}"
+        self.url = self.base + "/mcp"
+        config_file = tmp_path / f"mcphost-{self.port}.toml"
+        config_file.write_text(config, encoding="utf-8")
+        self.log_path = tmp_path / f"mcphost-{self.port}.log"
+        env = {k: v for k, v in os.environ.items() if not k.startswith("MCPHOST_")}
+        env.update({"MCPHOST_CONFIG": str(config_file), "MCPHOST_PLUGINS": plugins})
+        if extra_path is not None:
+            env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(extra_path), env.get("PYTHONPATH")]))
+        self._log = open(self.log_path, "wb")  # closed in stop()
+        self.process = subprocess.Popen([str(MCPHOST), "serve", "--port", str(self.port)], env=env,
+                                        stdout=self._log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 30
+        while True:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"mcphost serve exited with {self.process.returncode}:\n{self.log()}")
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
+                    break
+            except OSError:
+                if time.monotonic() > deadline:
+                    self.stop()
+                    raise RuntimeError(f"mcphost serve did not start:\n{self.log()}") from None
+                time.sleep(0.05)
+
+    def log(self) -> str:
+        self._log.flush()
+        return self.log_path.read_text(encoding="utf-8", errors="replace")
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(15)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(5)
+        self._log.close()

@@ -1,0 +1,90 @@
+"""Redis connections do not grow with streams (issue 24): every GET stream of a process waits for
+its next event on one shared connection, fanned out in process, and the pool shrinks when idle.
+
+Against a real ``mcphost serve`` on a private redis-server, counting Redis's own client list.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import time
+from pathlib import Path
+
+import httpx
+import redis as redis_sync
+from mcphost_redis import RedisBackend
+from mcphost_redis.testing import RedisServer, redis_settings
+from mcphost_redis.waker import shrink_idle
+
+from tests.support.http_support import HttpServer
+
+
+def clients(url: str) -> int:
+    connection = redis_sync.Redis.from_url(url)
+    try:
+        return int(connection.info("clients")["connected_clients"]) - 1  # not this one
+    finally:
+        connection.close()
+
+
+def test_redis_clients_grow_by_at_most_one_whatever_the_number_of_get_streams(
+        tmp_path: Path, redis_server: RedisServer) -> None:
+    config = (f'[server]\nmax_requests_per_principal = 200\n'
+              f'[plugins.redis]\nurl = "{redis_server.url}"\nprefix = "w{os.getpid()}:"\n')
+    server = HttpServer(tmp_path, plugins="demo,redis", config=config)
+    try:
+        with httpx.Client(timeout=30, limits=httpx.Limits(max_connections=200)) as client:
+            sessions = [server.initialize(client) for _ in range(60)]
+            time.sleep(0.5)
+            before = clients(redis_server.url)
+            with contextlib.ExitStack() as streams:
+                for session_id in sessions:
+                    response = streams.enter_context(client.stream(
+                        "GET", server.url, headers={**server.headers(session_id), "accept": "text/event-stream"}))
+                    assert response.status_code == 200
+                time.sleep(1.0)  # every stream is waiting for its next event now
+                during = clients(redis_server.url)
+                assert during - before <= 1, (before, during)
+                # Calls on sessions whose GET streams are open still answer.
+                answer = client.post(server.url, headers=server.headers(sessions[0]), json={
+                    "jsonrpc": "2.0", "id": 5, "method": "tools/call",
+                    "params": {"name": "echo", "arguments": {"text": "still streaming"}}})
+                assert "still streaming" in answer.text
+            print(f"\nRedis clients: {before} before, {during} with {len(sessions)} GET streams open")
+    finally:
+        server.stop()
+
+
+async def test_one_waker_connection_wakes_many_readers(redis_server: RedisServer) -> None:
+    backend = RedisBackend(redis_settings(redis_server.url, prefix=f"wk{os.getpid()}:"))
+    try:
+        log = backend.events
+        for n in range(50):
+            await log.open("s", str(n + 1))
+        readers = [asyncio.ensure_future(log.read("s", str(n + 1), 0, 10)) for n in range(50)]
+        await asyncio.sleep(0.3)
+        assert not any(reader.done() for reader in readers)
+        started = time.monotonic()
+        for n in range(50):
+            await log.append("s", str(n + 1), {"n": n})
+        reads = await asyncio.wait_for(asyncio.gather(*readers), 5)
+        assert [read.events[0].message for read in reads] == [{"n": n} for n in range(50)]
+        assert time.monotonic() - started < 2
+        assert backend.waker.connections == 1
+    finally:
+        await backend.close()
+
+
+async def test_idle_pooled_connections_are_closed_beyond_a_few(redis_server: RedisServer) -> None:
+    backend = RedisBackend(redis_settings(redis_server.url, prefix=f"tr{os.getpid()}:"))
+    try:
+        await asyncio.gather(*(backend.redis.blpop([f"tr{os.getpid()}:nothing"], timeout=0.2) for _ in range(30)))
+        pool = backend.redis.connection_pool
+        assert len(pool._available_connections) >= 20  # a burst left them open
+        closed = await shrink_idle(pool, keep=4)
+        assert closed >= 16 and len(pool._available_connections) == 4
+        assert await backend.redis.ping()  # the pool still works
+    finally:
+        await backend.close()
