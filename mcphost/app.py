@@ -39,6 +39,9 @@ class McpApp:
         self.max_body = host.config.server.max_body_bytes
         self.max_header = host.config.server.max_header_bytes
         self.transport = HttpTransport(host)
+        #: The MCP endpoint's path and each ``[endpoints.NAME]`` path, with and without a trailing slash.
+        self.mcp_paths = frozenset(path + tail for path in (self.path, *self.transport.endpoint_paths)
+                                   for tail in ("", "/"))
         #: Set by ``mcphost serve`` on SIGTERM before it stops: /readyz answers 503 while requests are
         #: still served, so a load balancer moves traffic away first (see ``shutdown_drain``).
         self.draining = False
@@ -112,7 +115,7 @@ class McpApp:
             if length is not None and length > self.max_body:
                 await _too_large(receive, send, self.max_body)
                 return
-            if scope["path"] == self.path or scope["path"] == self.path + "/":
+            if scope["path"] in self.mcp_paths:
                 if self.draining:  # about to stop: no keep-alive connection outlives the answer
                     send = _closing_connection(send)
                 await self.transport(scope, receive, send)

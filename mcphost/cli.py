@@ -203,6 +203,14 @@ def serve(options: Options, stdio: bool, bind_host: str | None, port: int | None
         problems = server_problems(config.server, "command line")
         if problems:
             raise click.ClickException(_problems_message(problems))
+        if "path" in overrides and config.endpoints:  # their default paths lie under server.path
+            from mcphost.endpoints import endpoints_from_dict
+            try:
+                config = dataclasses.replace(config, endpoints=endpoints_from_dict(
+                    {name: dict(e.table) for name, e in config.endpoints.items()}, config.server.path,
+                    "command line"))
+            except ConfigError as exc:
+                raise click.ClickException(str(exc)) from None
     _setup_logging(config.server.log_level)
     if reload_ and not os.environ.get("MCPHOST_RELOAD_CHILD"):
         if stdio:
@@ -342,11 +350,15 @@ def plugins(options: Options, as_json: bool, show_all: bool) -> None:
 
 @cli.command()
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.option("--endpoint", metavar="NAME", help="Only the tools [endpoints.NAME] selects (before scopes).")
+@click.option("--search", "query", metavar="QUERY", help="Rank the tools for QUERY as search_tools does.")
 @click.pass_obj
-def tools(options: Options, as_json: bool) -> None:
+def tools(options: Options, as_json: bool, endpoint: str | None, query: str | None) -> None:
     """List every tool in the merged catalog, with the plugin that provides it."""
     host = options.host()
     entries = [entry.record for entry in host.catalog.tools.values()]
+    if endpoint is not None or query is not None:
+        entries = _endpoint_tools(host, endpoint, query)
     if as_json:
         from mcphost.kernel.handlers import tool_descriptor
         data = [{**tool_descriptor(t, "2025-11-25"),
@@ -357,6 +369,24 @@ def tools(options: Options, as_json: bool) -> None:
     rows = [[t.name, t.provenance.plugin if t.provenance else "-", (t.description or "").split("\n")[0][:70]]
             for t in entries]
     click.echo(_table(rows, ["TOOL", "PLUGIN", "DESCRIPTION"], _terminal_width()) if rows else "No tools.")
+
+
+def _endpoint_tools(host: Any, endpoint: str | None, query: str | None) -> list[Any]:
+    """The tools of ``endpoint``'s view (all: None), ranked for ``query`` when one is given."""
+    from mcphost.kernel.views import EndpointView, Views
+    catalog = host.catalog
+    view: EndpointView | None = None
+    if endpoint is not None:
+        if endpoint not in host.config.endpoints:
+            known = ", ".join(sorted(host.config.endpoints)) or "none configured"
+            raise click.ClickException(f"no endpoint {endpoint!r} (known: {known})")
+        view = EndpointView(host.config.endpoints[endpoint])
+    keys = view.keys(catalog, "tools") if view is not None else set(catalog.tools)
+    if query is None:
+        return [entry.record for name, entry in catalog.tools.items() if name in keys]
+    views = Views({}, lambda: catalog)
+    views.index_sync()
+    return [catalog.tools[name].record for name, _ in views.index.search(query, 10, keys.__contains__)]
 
 
 def _parse_arg(pair: str, schema: dict[str, Any]) -> tuple[str, Any]:
@@ -590,6 +620,7 @@ def config_show(options: Options) -> None:
     cfg = options.config()
     data = {"server": dataclasses.asdict(cfg.server), "plugins": {k: dict(v) for k, v in cfg.plugins.items()},
             "block": list(cfg.block), "allow": None if cfg.allow is None else list(cfg.allow),
+            "endpoints": {name: {**dict(e.table), "path": e.path} for name, e in cfg.endpoints.items()},
             "path": str(cfg.path) if cfg.path else None}
     click.echo(json.dumps(data, indent=2, default=str))
 

@@ -23,6 +23,7 @@ from typing import Any
 import jsonschema
 import platformdirs
 
+from mcphost.endpoints import ENDPOINTS_SCHEMA, EndpointSettings, endpoints_from_dict
 from mcphost.errors import ConfigError
 from mcphost.protocol.auth import canonical_resource_url
 
@@ -208,6 +209,8 @@ class Config:
     path: Path | None = None
     #: Tables of the sections declared with :func:`declare_section`, by name, as read.
     sections: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    #: ``[endpoints.NAME]`` sections: curated views of the catalog, each at its own path.
+    endpoints: Mapping[str, EndpointSettings] = field(default_factory=dict)
 
     def plugin(self, name: str) -> Mapping[str, Any]:
         """The ``[plugins.<name>]`` section, empty when absent."""
@@ -327,6 +330,8 @@ SECTIONS: dict[str, dict[str, Any]] = {
         # [plugins.<name>]: checked against that plugin's own schema (check_plugin_sections)
         "additionalProperties": {"type": "object"},
     },
+    # [endpoints.<name>]: curated views of the catalog (mcphost.endpoints)
+    "endpoints": ENDPOINTS_SCHEMA,
 }
 
 
@@ -382,8 +387,13 @@ def config_from_dict(data: Mapping[str, Any], *, env: Mapping[str, str] | None =
     allow = plugins.pop("allow", None)
     strict = plugins.pop("strict", False)
     sections = {name: value for name, value in data.items() if name not in ("server", "plugins")}
+    try:  # what the schema cannot say: default paths under server.path, no path served twice
+        endpoints = endpoints_from_dict(data.get("endpoints", {}), server.path, source)
+    except ConfigError as exc:
+        raise ConfigErrors([str(exc)]) from None
     return Config(server=server, plugins=plugins, block=tuple(block),
-                  allow=None if allow is None else tuple(allow), strict=strict, path=path, sections=sections)
+                  allow=None if allow is None else tuple(allow), strict=strict, path=path, sections=sections,
+                  endpoints=endpoints)
 
 
 def _server_settings(table: Mapping[str, Any], env: Mapping[str, str], source: str,

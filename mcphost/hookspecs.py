@@ -97,6 +97,8 @@ def mcphost_connect(session: Session, request: Connection) -> None:
     opened the session (an initialize, the start of a stdio or in-memory session, every
     2026-07-28 request), ``mcphost_terminate(session, "refused")`` follows at once too. A
     refused request to a session already running leaves that session as it was.
+    ``request.endpoint`` names the ``[endpoints.NAME]`` the client came to (None: the whole
+    catalog at ``server.path``); its view narrows further.
     """
 
 

@@ -147,7 +147,7 @@ class Host:
         self.kernel = Kernel(Services(settings=self.config.server, catalog=lambda: self.catalog, backend=self.backend,
                                       sessions=self.manager, server_info=self.server_info,
                                       report_exception=self.report_exception, extensions=self.extensions,
-                                      host=ToolHost(self)), middleware)
+                                      host=ToolHost(self), endpoints=self.config.endpoints), middleware)
         self._prepared = True
 
     async def start(self, *, freeze_gc: bool = False) -> None:
@@ -179,6 +179,8 @@ class Host:
             # upgraded, then a rolling restart) tells connected clients which lists changed.
             await self.cluster.announce_catalog(catalog_digests(self.catalog), self.kernel.notify_list_changed)
         await self.resource_server.collect()
+        assert self.kernel is not None
+        await self.kernel.views.update_index()  # off the event loop; a search endpoint finds tools at once
         for impl in impls(self.pm, "mcphost_startup"):
             await run_plugin(call_impl, impl, host=self)
         self._started = True
@@ -367,6 +369,17 @@ class Host:
         """Send ``notifications/<kind>/list_changed`` (tools, prompts or resources) to every session."""
         assert self.kernel is not None
         await self.kernel.notify_list_changed(kind)
+
+    def endpoint_stats(self) -> dict[str, dict[str, Any]]:
+        """Per ``[endpoints.NAME]``: its path, discovery mode, tools in its view, counters (calls,
+        errors, searches) and the sessions held here, read-only, for the console and monitoring."""
+        if self.kernel is None:
+            return {}
+        stats = self.kernel.views.stats()
+        for session in self.manager.sessions.values():
+            if session.endpoint in stats:
+                stats[session.endpoint]["sessions"] += 1
+        return stats
 
     def respond(self, session_id: str, request_id: Any, value: Any = None,
                 error: BaseException | None = None) -> bool:

@@ -197,6 +197,25 @@ def _plugin_sections() -> list[str]:
     return out
 
 
+def _endpoint_section() -> list[str]:
+    from mcphost.endpoints import ENDPOINT_SCHEMA
+
+    out = ["## `[endpoints.<name>]`", "",
+           "One section per curated endpoint, served at `/mcp/<name>` (see [Endpoints](endpoints.md)). "
+           "Any other key is refused.", "",
+           "| key | type | default | allowed | description |", "|---|---|---|---|---|"]
+    defaults = {"discovery": "list", "search_limit": 10}
+    for key, prop in ENDPOINT_SCHEMA["properties"].items():
+        rows = [(key, prop)]
+        if prop.get("type") == "object":
+            rows = [(f"{key}.{sub}", subprop) for sub, subprop in prop["properties"].items()]
+        for name, row in rows:
+            default = _toml(defaults[name]) if name in defaults else ""
+            out.append(f"| `{name}` | {_type(row)} | {default} | {_cell(_constraints(row))} "
+                       f"| {_cell(row.get('description', ''))} |")
+    return [*out, ""]
+
+
 def configuration_reference() -> str:
     lines = [
         "# Configuration reference",
@@ -222,6 +241,7 @@ def configuration_reference() -> str:
         "reported as failed |",
         "",
         *_plugin_sections(),
+        *_endpoint_section(),
         "</div>",
     ]
     return "\n".join(lines).rstrip() + "\n"

@@ -28,6 +28,7 @@ from mcphost.kernel.listen import SUBSCRIPTION_ID, Listener  # noqa: F401 - SUBS
 from mcphost.kernel.modern import MRTR_METHODS, InputRequired, Round, principal_key
 from mcphost.kernel.services import Exchange, Services
 from mcphost.kernel.tasks import TaskManager, detailed_view
+from mcphost.kernel.views import Views
 from mcphost.kernel.visibility import Visibility
 from mcphost.plugins import run_plugin
 from mcphost.protocol import jsonrpc
@@ -76,6 +77,9 @@ class Kernel:
         self.host = services.host
         #: The catalog being served, read once from the services' getter (again after a reload).
         self.catalog: Catalog = services.catalog()
+        #: Each ``[endpoints.NAME]``'s view of the catalog, and the tool search index.
+        self.views = Views(services.endpoints, services.catalog)
+        self.views.remember()
         self._deferred: dict[tuple[str, RequestId], Deferred] = {}
         #: Open subscriptions/listen streams (2026-07-28) in this process.
         self.listeners: set[Listener] = set()
@@ -101,6 +105,7 @@ class Kernel:
     def catalog_changed(self) -> None:
         """Serve the catalog the services' getter returns now (the host calls this after a reload)."""
         self.catalog = self.services.catalog()
+        self.views.schedule_index()
 
     # -- the entry for every message --------------------------------------------------------
 
@@ -136,10 +141,12 @@ class Kernel:
         request = validate_modern(message, exchange.headers, tool_header_params=self.catalog.tool_header_params,
                                   lower_case=True)
         connection = exchange.connection
-        self.authorize(message, connection.principal, exchange.trusted)  # InsufficientScope before anything runs
+        # InsufficientScope before anything runs
+        self.authorize(message, connection.principal, exchange.trusted, connection.endpoint)
         sessions = self.sessions
         session = sessions.ephemeral(request, connection.principal, exchange.send, connection.remote)
         session.trusted = exchange.trusted
+        session.endpoint = connection.endpoint
         if not sessions.hooks.active:  # no plugin to tell: run it, then let go of the session
             try:
                 await exchange.reply(self.receive_modern(session, message, connection))
@@ -153,6 +160,23 @@ class Kernel:
             reason = await exchange.reply(self.receive_modern(session, message, connection))
         finally:
             await sessions.close(session, reason, end="complete")
+
+    def server_info(self, session: Session) -> dict[str, Any]:
+        """The serverInfo ``session`` is shown: its endpoint's, else the host's."""
+        version = session.protocol_version or ""
+        info = self.services.server_info(version)
+        view = self.views.get(session.endpoint) if session.endpoint is not None else None
+        return info if view is None else view.server_info(version, info)
+
+    async def redispatch(self, request: RequestInfo) -> dict[str, Any]:
+        """Run ``request`` (made by a handler from the one it serves, as ``call_tool`` does) through
+        the middleware and dispatch, like a request that arrived."""
+        return await self._call(request)
+
+    def visibility(self, session: Session, principal: Principal | None = None) -> Visibility:
+        """What the sender of a request of ``session`` may see (its endpoint's view included)."""
+        view = self.views.get(session.endpoint) if session.endpoint is not None else None
+        return Visibility(session, session.principal if principal is None else principal, view, self.catalog)
 
     @property
     def sync_pool(self) -> FairPool:
@@ -214,19 +238,25 @@ class Kernel:
         task.add_done_callback(functools.partial(_finished, self.sessions, session, request_id))
         return task
 
-    def authorize(self, message: Any, principal: Principal | None, trusted: bool = False) -> None:
+    def authorize(self, message: Any, principal: Principal | None, trusted: bool = False,
+                  endpoint: str | None = None) -> None:
         """Raise :class:`InsufficientScope` when ``message`` targets a record its sender may not use.
 
         Transports call this before they start answering (over HTTP the refusal is a 403 with a
         challenge, which cannot follow a started response); handlers check again for everyone
-        else. Costs nothing while no record declares scopes.
+        else. Costs nothing while no record declares scopes. A record outside the view of the
+        ``endpoint`` the message came to is not refused here: the handler answers it as unknown.
         """
         catalog = self.catalog
         if not catalog.scoped_kinds or not isinstance(message, dict) or not isinstance(message.get("method"), str):
             return
         params = message.get("params")
-        needed = catalog.required_scopes(message["method"], params if isinstance(params, dict) else {})
+        params = params if isinstance(params, dict) else {}
+        needed = catalog.required_scopes(message["method"], params)
         if needed and not permits(grant_of(principal, trusted), needed):
+            view = self.views.get(endpoint)
+            if view is not None and view.hides(catalog, message["method"], params):
+                return
             raise InsufficientScope(needed)
 
     def modern_session(self, request: ModernRequest, principal: Any, outlet: Any) -> Session:
@@ -296,7 +326,7 @@ class Kernel:
         state = self.sealer.seal(answers=used, principal=principal_key(session), method=method,
                                  params_digest=params_digest(method, params))
         return {"resultType": "input_required", "inputRequests": round.asked, "requestState": state,
-                "_meta": {SERVER_INFO: self.services.server_info(session.protocol_version or "")}}
+                "_meta": {SERVER_INFO: self.server_info(session)}}
 
     def _stamp(self, session: Session, method: str, params: dict[str, Any], result: dict[str, Any]
                ) -> dict[str, Any]:
@@ -304,7 +334,7 @@ class Kernel:
         result = dict(result)
         result.setdefault("resultType", "complete")
         meta = dict(result.get("_meta") or {})
-        meta[SERVER_INFO] = self.services.server_info(session.protocol_version or "")
+        meta[SERVER_INFO] = self.server_info(session)
         result["_meta"] = meta
         if method in CACHEABLE and result["resultType"] == "complete":
             retried = params.get("requestState") is not None or params.get("inputResponses") is not None
@@ -436,13 +466,13 @@ class Kernel:
         record = found[0] if found is not None else None
         for session in list(self.sessions.sessions.values()):
             if uri in session.subscriptions and session.outlet is not None and not session.closed:
-                if record is not None and not Visibility(session, session.principal).sees(record):
+                if record is not None and not self.visibility(session).sees(record):
                     continue
                 if await self._first_delivery(message, session):
                     await _deliver(session, note)
         for listener in list(self.listeners):
             if uri in listener.uris:
-                if record is not None and not Visibility(listener.session, listener.session.principal).sees(record):
+                if record is not None and not self.visibility(listener.session).sees(record):
                     continue
                 await listener.send("notifications/resources/updated", {"uri": uri})
 
@@ -451,10 +481,12 @@ class Kernel:
         note = jsonrpc.notification(f"notifications/{kind}/list_changed")
         for session in list(self.sessions.sessions.values()):
             if session.initialized and session.outlet is not None and not session.closed:
+                if not _view_changed(message, session.endpoint):
+                    continue
                 if await self._first_delivery(message, session):
                     await _deliver(session, note)
         for listener in list(self.listeners):
-            if kind in listener.kinds:
+            if kind in listener.kinds and _view_changed(message, listener.session.endpoint):
                 await listener.send(f"notifications/{kind}/list_changed", {})
 
     async def _task_here(self, message: dict[str, Any]) -> None:
@@ -503,8 +535,16 @@ class Kernel:
                            _stored_resource_updated)
 
     async def notify_list_changed(self, kind: str) -> None:
-        """Tell every initialized session and listen stream that a list changed (tools, prompts, resources)."""
-        await self._notify({"t": "list-changed", "kind": kind}, self._list_changed_here, _stored_list_changed)
+        """Tell every initialized session and listen stream that a list changed (tools, prompts, resources).
+
+        A session of an ``[endpoints.NAME]`` endpoint is told only when that endpoint's view changed.
+        """
+        event: dict[str, Any] = {"t": "list-changed", "kind": kind}
+        if self.views:
+            event["views"] = await self.views.changed_async(kind)
+        if kind == "tools":
+            self.views.schedule_index()
+        await self._notify(event, self._list_changed_here, _stored_list_changed)
 
     async def notify_task(self, record: dict[str, Any]) -> None:
         """Tell listen streams that asked for this task (``notifications.taskIds``) its new state."""
@@ -529,8 +569,14 @@ def _stored_resource_updated(event: dict[str, Any], state: dict[str, Any]) -> Me
     return jsonrpc.notification("notifications/resources/updated", {"uri": uri})
 
 
+def _view_changed(event: dict[str, Any], endpoint: str | None) -> bool:
+    """Whether a list-changed ``event`` concerns a session of ``endpoint`` (None: the whole catalog)."""
+    views = event.get("views")
+    return endpoint is None or views is None or endpoint in views
+
+
 def _stored_list_changed(event: dict[str, Any], state: dict[str, Any]) -> Message | None:
-    if not state.get("initialized"):
+    if not state.get("initialized") or not _view_changed(event, state.get("endpoint")):
         return None
     return jsonrpc.notification(f"notifications/{event.get('kind')}/list_changed")
 

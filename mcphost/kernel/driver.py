@@ -45,6 +45,7 @@ class SessionDriver:
         #: Why the connect hooks turned the client away (None: admitted, or not opened yet).
         self.refusal: Refused | None = None
         self.session: Session = kernel.sessions.new(connection.principal)
+        self.session.endpoint = connection.endpoint  # Connection(endpoint=NAME): that endpoint's view
         self.session.trusted = trusted
         self.session.outlet = outlet
 

@@ -16,12 +16,13 @@ from mcphost.content import Completion
 from mcphost.context import Context
 from mcphost.deadline import deadline
 from mcphost.errors import ClientRequestError, ToolError
-from mcphost.kernel import results
+from mcphost.kernel import results, search
 from mcphost.kernel.listen import SUBSCRIPTION_ID, Listener
 from mcphost.kernel.modern import ModernScope
 from mcphost.kernel.paging import page
 from mcphost.kernel.scope import RequestScope
 from mcphost.kernel.tasks import TaskScope, declares_tasks, missing_extension
+from mcphost.kernel.views import EndpointView
 from mcphost.kernel.visibility import Visibility
 from mcphost.plugins import run_plugin
 from mcphost.protocol.errors import (
@@ -92,9 +93,9 @@ def _scope(kernel: Kernel, request: RequestInfo) -> RequestScope:
     return RequestScope(kernel, request.session, request.id, request.method, token, request.principal)
 
 
-def _visibility(request: RequestInfo) -> Visibility:
-    """What the request's sender may see and use (scopes and the session's allow-lists)."""
-    return Visibility(request.session, request.principal)
+def _visibility(kernel: Kernel, request: RequestInfo) -> Visibility:
+    """What the request's sender may see and use (scopes, the session's allow-lists, its endpoint's view)."""
+    return Visibility(request.session, request.principal, _endpoint(kernel, request.session), kernel.catalog)
 
 
 def _missing_capability(request: RequestInfo, exc: ClientRequestError) -> McpError | None:
@@ -105,7 +106,7 @@ def _missing_capability(request: RequestInfo, exc: ClientRequestError) -> McpErr
 
 
 def _require_capability(kernel: Kernel, request: RequestInfo, capability: str) -> None:
-    if capability not in kernel.catalog.capabilities():
+    if capability not in _capabilities(kernel, request.session):
         raise method_not_found(request.method)
 
 
@@ -120,7 +121,7 @@ def _listing(kernel: Kernel, request: RequestInfo, capability: str, kind: str,
              build: Callable[[Any, str], dict[str, Any]]) -> dict[str, Any]:
     """One page of the catalog's ``kind`` descriptors this caller sees (scopes and allow-lists)."""
     _require_capability(kernel, request, capability)
-    items = _visibility(request).listing(kernel.catalog, kind, request.session.protocol_version, build)  # type: ignore[arg-type]  # initialized: it has a version
+    items = _visibility(kernel, request).listing(kernel.catalog, kind, request.session.protocol_version, build)  # type: ignore[arg-type]  # initialized: it has a version
     chunk, next_cursor = page(items, request.params.get("cursor"), kernel.settings.page_size)
     result: dict[str, Any] = {kind: chunk}
     if next_cursor is not None:
@@ -222,12 +223,33 @@ async def initialize(kernel: Kernel, request: RequestInfo) -> dict[str, Any]:
     session.initialized = True
     result: dict[str, Any] = {
         "protocolVersion": version,
-        "capabilities": kernel.catalog.capabilities(),
-        "serverInfo": kernel.services.server_info(version),
+        "capabilities": _capabilities(kernel, session),
+        "serverInfo": kernel.server_info(session),
     }
-    if kernel.settings.instructions:
-        result["instructions"] = kernel.settings.instructions
+    instructions = _instructions(kernel, session)
+    if instructions:
+        result["instructions"] = instructions
     return result
+
+
+def _endpoint(kernel: Kernel, session: Any) -> EndpointView | None:
+    return kernel.views.get(session.endpoint) if session.endpoint is not None else None
+
+
+def _capabilities(kernel: Kernel, session: Any) -> dict[str, Any]:
+    """The catalog's capabilities; a search endpoint always has its two tools."""
+    capabilities = kernel.catalog.capabilities()
+    view = _endpoint(kernel, session)
+    if view is not None and view.search and "tools" not in capabilities:
+        capabilities = {**capabilities, "tools": {"listChanged": True}}
+    return capabilities
+
+
+def _instructions(kernel: Kernel, session: Any) -> str | None:
+    view = _endpoint(kernel, session)
+    if view is not None:
+        return view.settings.instructions
+    return kernel.settings.instructions
 
 
 @method("ping")
@@ -248,16 +270,42 @@ async def set_level(kernel: Kernel, request: RequestInfo) -> dict[str, Any]:
 
 @method("tools/list")
 async def list_tools(kernel: Kernel, request: RequestInfo) -> dict[str, Any]:
+    view = _endpoint(kernel, request.session)
+    if view is not None and view.search:
+        return {"tools": search.listing(request.session.protocol_version or "")}
     return _listing(kernel, request, "tools", "tools", tool_descriptor)
 
 
 @method("tools/call")
 async def call_tool(kernel: Kernel, request: RequestInfo) -> dict[str, Any]:
     _require_capability(kernel, request, "tools")
-    session = request.session
     name = _string(request.params, "name")
+    view = _endpoint(kernel, request.session)
+    if view is None:
+        return await _call_tool(kernel, request, name)
+    if view.search and name == "search_tools":
+        view.counters.searches += 1
+        return await search.search_tools(kernel, request, _visibility(kernel, request), tool_descriptor)
+    if view.search and name == "call_tool":
+        # The named tool's call goes through the middleware again, as a direct call would: a
+        # policy or a rate limit keyed on the tool's name sees it. It is counted there.
+        return await kernel.redispatch(search.inner_call(request))
+    counters = view.counters
+    counters.calls += 1
+    try:
+        result = await _call_tool(kernel, request, name)
+    except Exception:  # a refusal or an unknown tool (cancellation is no error)
+        counters.errors += 1
+        raise
+    if result.get("isError"):
+        counters.errors += 1
+    return result
+
+
+async def _call_tool(kernel: Kernel, request: RequestInfo, name: str) -> dict[str, Any]:
+    session = request.session
     entry = kernel.catalog.tools.get(name)
-    visibility = _visibility(request)
+    visibility = _visibility(kernel, request)
     if entry is None or not visibility.allows(entry.record):
         raise invalid_params(f"Unknown tool: {name[:100]}")
     visibility.require(entry.record.scopes)
@@ -385,7 +433,7 @@ async def read_resource(kernel: Kernel, request: RequestInfo) -> dict[str, Any]:
     _require_capability(kernel, request, "resources")
     uri = _string(request.params, "uri")
     _check_uri(uri, kernel.settings.max_read_uri_bytes, "max_read_uri_bytes")
-    visibility = _visibility(request)
+    visibility = _visibility(kernel, request)
     found = visibility.resource(kernel.catalog, uri)
     if found is None:
         raise _not_found(request, uri)
@@ -425,7 +473,7 @@ async def subscribe(kernel: Kernel, request: RequestInfo) -> dict[str, Any]:
     _check_uri(uri, kernel.settings.max_uri_bytes, "max_uri_bytes")
     if uri not in subscriptions and len(subscriptions) >= kernel.settings.max_subscriptions:
         raise _too_many_subscriptions(kernel)
-    visibility = _visibility(request)
+    visibility = _visibility(kernel, request)
     found = kernel.catalog.find_resource(uri)
     if found is not None and not visibility.allows(found[0]):
         raise _not_found(request, uri)  # hidden from this session: as if it did not exist
@@ -478,7 +526,7 @@ async def list_prompts(kernel: Kernel, request: RequestInfo) -> dict[str, Any]:
 
 def _prompt(kernel: Kernel, request: RequestInfo, name: str) -> Prompt:
     prompt = kernel.catalog.prompts.get(name)
-    visibility = _visibility(request)
+    visibility = _visibility(kernel, request)
     if prompt is None or not visibility.allows(prompt):
         raise invalid_params(f"Unknown prompt: {name[:100]}")
     visibility.require(prompt.scopes)
@@ -534,7 +582,7 @@ async def complete(kernel: Kernel, request: RequestInfo) -> dict[str, Any]:
     elif ref.get("type") == "ref/resource":
         uri = _string(ref, "uri")
         entry = kernel.catalog.templates.get(uri)
-        visibility = _visibility(request)
+        visibility = _visibility(kernel, request)
         if entry is None or not visibility.allows(entry.record):
             resource = kernel.catalog.resources.get(uri)
             if resource is not None and visibility.allows(resource):
@@ -579,10 +627,11 @@ def _completion(found: Any) -> dict[str, Any]:
 
 @method("server/discover")
 async def discover(kernel: Kernel, request: RequestInfo) -> dict[str, Any]:
-    capabilities = {**kernel.catalog.capabilities(), "extensions": kernel.services.extensions()}
+    capabilities = {**_capabilities(kernel, request.session), "extensions": kernel.services.extensions()}
     result: dict[str, Any] = {"supportedVersions": list(SUPPORTED_VERSIONS), "capabilities": capabilities}
-    if kernel.settings.instructions:
-        result["instructions"] = kernel.settings.instructions
+    instructions = _instructions(kernel, request.session)
+    if instructions:
+        result["instructions"] = instructions
     return result
 
 
@@ -630,7 +679,7 @@ async def listen(kernel: Kernel, request: RequestInfo) -> dict[str, Any]:
     uris: set[str] = set()
     subscriptions = wanted.get("resourceSubscriptions")
     if isinstance(subscriptions, list) and capabilities.get("resources", {}).get("subscribe"):
-        visibility = _visibility(request)  # resources hidden from the caller are not honoured
+        visibility = _visibility(kernel, request)  # resources hidden from the caller are not honoured
         uris = {uri for uri in subscriptions if isinstance(uri, str) and _subscribable(kernel, visibility, uri)}
         honoured["resourceSubscriptions"] = sorted(uris)
     task_ids: set[str] = set()

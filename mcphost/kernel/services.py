@@ -8,6 +8,7 @@ transport hands each message over with an :class:`Exchange` describing where it 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
@@ -18,6 +19,7 @@ if TYPE_CHECKING:
     from mcphost.catalog import Catalog
     from mcphost.config import ServerSettings
     from mcphost.context import Deferred, HostView
+    from mcphost.endpoints import EndpointSettings
     from mcphost.protocol.era import Era
     from mcphost.protocol.jsonrpc import RequestId
     from mcphost.protocol.sealed import StateSealer
@@ -48,6 +50,8 @@ class Services:
     extensions: Callable[[], dict[str, Any]]
     #: What :attr:`mcphost.Context.host` shows tools (a narrow façade); the kernel never calls it.
     host: HostView
+    #: ``[endpoints.NAME]`` settings by name (:mod:`mcphost.endpoints`).
+    endpoints: Mapping[str, EndpointSettings] = dataclasses.field(default_factory=dict)
 
 
 class Exchange(Protocol):

@@ -6,6 +6,10 @@ static resources, narrowed by connect hooks through ``Session.narrow`` or by ass
 ``session.allowed_*``, which intersects: a hook can narrow but never widen). Listing, calls,
 reads, subscribe, listen, completion and the cache-scope decision all ask it.
 
+A session of an ``[endpoints.NAME]`` endpoint sees that endpoint's view of the catalog
+(:mod:`mcphost.kernel.views`): one more narrowing, intersected with the allow-lists and the
+scopes; a record outside the view is unknown to the caller, like one the allow-lists hide.
+
 Two answers differ on purpose: a record the allow-lists hide is unknown to the caller (it is not
 listed and using it is answered like a name that does not exist), while a record whose scopes
 the caller lacks is refused with ``insufficient_scope`` when used (:meth:`require`), so the
@@ -22,6 +26,7 @@ from mcphost.records import Prompt, Resource, ResourceTemplate, Tool
 
 if TYPE_CHECKING:
     from mcphost.catalog import Catalog
+    from mcphost.kernel.views import EndpointView
     from mcphost.sessions.session import Principal, Session
 
 
@@ -31,11 +36,15 @@ _UNSET = object()
 class Visibility:
     """What the sender of one request may see and use (see the module docstring)."""
 
-    __slots__ = ("_grant", "principal", "session")
+    __slots__ = ("_catalog", "_grant", "principal", "session", "view")
 
-    def __init__(self, session: Session, principal: Principal | None) -> None:
+    def __init__(self, session: Session, principal: Principal | None, view: EndpointView | None = None,
+                 catalog: Catalog | None = None) -> None:
         self.session = session
         self.principal = principal
+        #: The session's endpoint view (None: the whole catalog); ``catalog`` is the one it narrows.
+        self.view = view
+        self._catalog = catalog
         self._grant: Any = _UNSET
 
     @property
@@ -49,7 +58,9 @@ class Visibility:
     # -- the allow-lists (hidden is unknown) ------------------------------------------------------
 
     def allows(self, record: Any) -> bool:
-        """Whether the session's allow-lists let the caller see ``record`` at all."""
+        """Whether the session's allow-lists (and its endpoint's view) let the caller see ``record`` at all."""
+        if self.view is not None and not self._in_view(record):
+            return False
         session = self.session
         if isinstance(record, Tool):
             return session.can_see_tool(record.name)
@@ -59,6 +70,19 @@ class Visibility:
             return session.can_see_template(record.uri_template)
         if isinstance(record, Resource):
             return session.can_see_resource(record.uri)
+        return True
+
+    def _in_view(self, record: Any) -> bool:
+        view, catalog = self.view, self._catalog
+        assert view is not None and catalog is not None
+        if isinstance(record, Tool):
+            return view.allows(catalog, "tools", record.name)
+        if isinstance(record, Prompt):
+            return view.allows(catalog, "prompts", record.name)
+        if isinstance(record, ResourceTemplate):
+            return view.allows(catalog, "resourceTemplates", record.uri_template)
+        if isinstance(record, Resource):
+            return view.allows(catalog, "resources", record.uri)
         return True
 
     # -- scopes (lacking is refused) --------------------------------------------------------------
@@ -82,6 +106,8 @@ class Visibility:
         """The descriptors of ``kind`` this caller sees (cached per grant by the catalog)."""
         items = catalog.visible_descriptors(kind, version, build, self.grant)
         allowed, field = self._allow_list(kind)
+        if self.view is not None:
+            items = self.view.listing(catalog, kind, version, self.grant, items, field)
         if allowed is None:
             return items
         return [item for item in items if item[field] in allowed]

@@ -86,6 +86,8 @@ class Connection:
     principal: Principal | None = None
     #: ``http`` or ``https`` as the request reached this process (HTTP only).
     scheme: str | None = None
+    #: The ``[endpoints.NAME]`` the request came to (None: the whole catalog at ``server.path``).
+    endpoint: str | None = None
 
 
 class Session:
@@ -102,6 +104,7 @@ class Session:
         "client_info",
         "closed",
         "created_at",
+        "endpoint",
         "era",
         "id",
         "inflight",
@@ -132,6 +135,8 @@ class Session:
         self._allowed_templates: set[str] | None = None
         self._allowed_resources: set[str] | None = None
         self.subscriptions: set[str] = set()
+        #: The ``[endpoints.NAME]`` this session belongs to (None: the whole catalog); set once, at creation.
+        self.endpoint: str | None = None
         self.initialized = False
         self.closed = False
         # The transport vouches for an anonymous client (stdio: whoever started the process), so
@@ -251,6 +256,7 @@ class Session:
             "subscriptions": sorted(self.subscriptions),
             "principal": None if self.principal is None else self.principal.to_state(),
             "quota": self.quota,
+            "endpoint": self.endpoint,
             "initialized": self.initialized,
             "created_at": self.created_at,
             "last_active": self.last_active,
@@ -270,6 +276,7 @@ class Session:
             setattr(session, name, None if value is None else set(value))
         session.subscriptions = set(data.get("subscriptions") or ())
         session.quota = str(data.get("quota") or session.quota)
+        session.endpoint = data.get("endpoint")
         session.initialized = bool(data.get("initialized"))
         session.created_at = float(data.get("created_at", session.created_at))
         session.last_active = float(data.get("last_active", session.last_active))

@@ -30,11 +30,11 @@ from typing import Any
 
 from mcphost.budgets import OverBudget
 from mcphost.deadline import deadline
-from mcphost.errors import Refused, Unauthorized
+from mcphost.errors import InsufficientScope, Refused, Unauthorized
 from mcphost.host import Host
 from mcphost.kernel.handlers import check_initialize
 from mcphost.protocol import jsonrpc
-from mcphost.protocol.auth import bearer_token
+from mcphost.protocol.auth import bearer_token, grant_of, permits
 from mcphost.protocol.errors import INTERNAL_ERROR, INVALID_REQUEST, PARSE_ERROR, SERVER_BUSY, McpError
 from mcphost.protocol.modern import ModernError
 from mcphost.protocol.versions import LEGACY_VERSIONS, allows_batches, is_modern
@@ -133,6 +133,8 @@ class HttpTransport:
         self.manager = host.manager
         #: The session-era streams of the sessions held here (the manager's driver).
         self.streams = SessionStreams(host.manager, settings)
+        #: ``[endpoints.NAME]`` by path: the same machinery serves each, on its view of the catalog.
+        self.endpoint_paths = {settings.path: name for name, settings in host.config.endpoints.items()}
 
     @property
     def closing(self) -> asyncio.Event:
@@ -234,10 +236,13 @@ class HttpTransport:
         """
         remote = self.client_address(scope, headers)  # behind a trusted proxy: the client it reports
         method, path, scheme = scope["method"], scope["path"], scope.get("scheme", "http")
+        endpoint = self.endpoint_paths.get(path.rstrip("/")) if self.endpoint_paths else None
         host = self.host
         if not host.has_auth:
+            if endpoint is not None:
+                self._admit(endpoint, None)
             return Connection(transport="http", headers=without_credentials(headers), remote=remote,
-                              method=method, path=path, scheme=scheme)
+                              method=method, path=path, scheme=scheme, endpoint=endpoint)
         credentials = headers.get("authorization")
         if credentials is not None:
             check_credentials(scope, headers, credentials)
@@ -247,8 +252,20 @@ class HttpTransport:
             if bearer_token(credentials) is not None:  # a token, but no plugin accepted it
                 raise Unauthorized("Invalid or unknown access token", error="invalid_token")
             raise Unauthorized("Authentication required")
+        if endpoint is not None:
+            self._admit(endpoint, principal)
         return Connection(transport="http", headers=without_credentials(headers), remote=remote, method=method,
-                          path=path, principal=principal, scheme=scheme)
+                          path=path, principal=principal, scheme=scheme, endpoint=endpoint)
+
+    def _admit(self, endpoint: str, principal: Principal | None) -> None:
+        """Refuse a caller without the scopes ``[endpoints.NAME] scopes`` requires: 401 when anonymous
+        (credentials may grant them), 403 ``insufficient_scope`` when its token lacks them."""
+        needed = self.host.config.endpoints[endpoint].scopes
+        if permits(grant_of(principal, False), needed):
+            return
+        if principal is None:
+            raise Unauthorized("Authentication required")
+        raise InsufficientScope(needed)
 
     # -- checks -------------------------------------------------------------------------------
 
@@ -287,7 +304,7 @@ class HttpTransport:
         if not session_id:
             raise HttpError(400, "Bad request: Mcp-Session-Id header is required", request_id=request_id)
         session = await self.manager.lookup(session_id, connection.principal)
-        if session is None:
+        if session is None or session.endpoint != connection.endpoint:  # another endpoint's: unknown here
             raise HttpError(404, "Session not found", request_id=request_id)
         return session
 
@@ -365,7 +382,7 @@ class HttpTransport:
             # 403 with an insufficient_scope challenge (an SSE response could only carry an error).
             for message in requests:
                 try:
-                    self.host.kernel.authorize(message, connection.principal)
+                    self.host.kernel.authorize(message, connection.principal, endpoint=connection.endpoint)
                 except Refused as exc:
                     raise _RefusedRequest(exc, None if batch else message["id"]) from None
         await self._connect(session, connection, opening=is_initialize)
@@ -426,7 +443,9 @@ class HttpTransport:
 
     async def _create_session(self, connection: Connection) -> Session:
         try:
-            return await self.manager.create(connection.principal, connection.remote)
+            session = await self.manager.create(connection.principal, connection.remote)
+            session.endpoint = connection.endpoint
+            return session
         except TooManySessions as exc:
             if exc.per_principal:  # this caller's own cap: others are unaffected
                 raise HttpError(429, f"{exc}; end one or retry later", code=SERVER_BUSY,

@@ -190,7 +190,8 @@ def test_bad_env_values_give_clear_errors(monkeypatch: pytest.MonkeyPatch, varia
 
 
 @pytest.mark.parametrize(("text", "message"), [
-    ("[sever]\nport = 1\n", "[sever] unknown section (did you mean 'server'?); known: [server], [plugins]"),
+    ("[sever]\nport = 1\n",
+     "[sever] unknown section (did you mean 'server'?); known: [server], [plugins], [endpoints]"),
     ("[server]\nprot = 1\n", "[server] unknown key 'prot' (did you mean 'port'?)"),
     ("[server]\nport = true\n", "server.port must be int, not True"),
     ("[server]\nport = 80.5\n", "server.port must be int, not 80.5"),

@@ -1,0 +1,384 @@
+"""Each endpoint's view of the catalog, its counters, and the search index behind ``search_tools``.
+
+An :class:`EndpointView` answers "is this record in the endpoint's selection" for one
+``[endpoints.NAME]`` (:mod:`mcphost.endpoints`) by keeping, per catalog, the keys of the records
+it selects: computed once when first asked, again only after the catalog changed. It is one more
+narrowing of :class:`~mcphost.kernel.visibility.Visibility` (scopes and the session's allow-lists
+still apply on top of it). Listings are filtered from the catalog's own descriptors (per grant,
+cached), so an endpoint never copies a record.
+
+:class:`Views` holds every endpoint's view for the kernel, tells which views a change of the
+catalog touched (so ``list_changed`` reaches only the sessions whose view changed), and keeps one
+search index (:mod:`mcphost.search`) over every tool, updated per provider off the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from mcphost.endpoints import EndpointSettings
+from mcphost.protocol.versions import at_least
+from mcphost.search import Document, SearchIndex
+
+if TYPE_CHECKING:
+    from mcphost.catalog import Catalog
+
+log = logging.getLogger("mcphost.endpoints")
+
+#: The two tools a ``discovery = "search"`` endpoint lists.
+SEARCH_TOOLS = ("search_tools", "call_tool")
+_FILTER_CACHE_SIZE = 64
+
+
+@dataclass
+class Counters:
+    """What one endpoint served since start, in this process (read by ``Views.stats`` and the console):
+    ``tools/call`` requests (``call_tool`` counted as the call it makes), those that failed (an error
+    or an ``isError`` result), and ``search_tools`` requests."""
+
+    calls: int = 0
+    errors: int = 0
+    searches: int = 0
+
+    def as_dict(self) -> dict[str, int]:
+        return {"calls": self.calls, "errors": self.errors, "searches": self.searches}
+
+
+class EndpointView:
+    """One endpoint's selection of the catalog (see the module docstring)."""
+
+    def __init__(self, settings: EndpointSettings) -> None:
+        self.settings = settings
+        self.name = settings.name
+        self.search = settings.discovery == "search"
+        self.counters = Counters()
+        self._catalog_key: tuple[int, ...] | None = None
+        self._keys: dict[str, frozenset[str]] = {}
+        self._filtered: dict[tuple[str, str, Any], list[dict[str, Any]]] = {}
+        self._server_info: dict[str, dict[str, Any]] = {}
+
+    # -- membership -------------------------------------------------------------------------------
+
+    def keys(self, catalog: Catalog, kind: str) -> frozenset[str]:
+        """Names (tools, prompts), URIs (resources) or URI templates (resourceTemplates) selected."""
+        key = _identity(catalog)
+        if key != self._catalog_key:
+            self._keys = {kind: frozenset(_select(self.settings, catalog, kind)) for kind in _VIEW_KINDS}
+            self._filtered = {}
+            self._catalog_key = key
+        return self._keys[kind]
+
+    def forget(self) -> None:
+        """The catalog changed in place: compute the selection again when next asked."""
+        self._catalog_key = None
+
+    def allows(self, catalog: Catalog, kind: str, key: str) -> bool:
+        return key in self.keys(catalog, kind)
+
+    def hides(self, catalog: Catalog, method: str, params: Mapping[str, Any]) -> bool:
+        """Whether the record a request targets (by name, URI or reference) is outside this view."""
+        if method in ("tools/call", "prompts/get"):
+            name = params.get("name")
+            kind = "tools" if method == "tools/call" else "prompts"
+            return isinstance(name, str) and name not in self.keys(catalog, kind)
+        uri: Any = None
+        if method in ("resources/read", "resources/subscribe"):
+            uri = params.get("uri")
+        elif method == "completion/complete":
+            ref = params.get("ref")
+            if isinstance(ref, Mapping):
+                if ref.get("type") == "ref/prompt":
+                    return isinstance(ref.get("name"), str) and ref["name"] not in self.keys(catalog, "prompts")
+                uri = ref.get("uri")
+                return isinstance(uri, str) and uri not in self.keys(catalog, "resourceTemplates")
+        if not isinstance(uri, str):
+            return False
+        found = catalog.find_resource(uri)
+        if found is None:
+            return False
+        record = found[0]
+        template = getattr(record, "uri_template", None)
+        if template is not None:
+            return template not in self.keys(catalog, "resourceTemplates")
+        return uri not in self.keys(catalog, "resources")
+
+    def listing(self, catalog: Catalog, kind: str, version: str, grant: Any, items: list[dict[str, Any]],
+                field: str) -> list[dict[str, Any]]:
+        """``items`` (the catalog's descriptors the grant covers) narrowed to this view, cached."""
+        keys = self.keys(catalog, kind)
+        cache_key = (kind, version, grant)
+        cached = self._filtered.get(cache_key)
+        if cached is None:
+            cached = [item for item in items if item[field] in keys]
+            if len(self._filtered) >= _FILTER_CACHE_SIZE:
+                self._filtered.clear()
+            self._filtered[cache_key] = cached
+        return cached
+
+    def digest(self, catalog: Catalog, kind: str, describe: Callable[[Any], int]) -> tuple[int, int]:
+        """A digest of what this view lists of ``kind`` (``tools``, ``prompts``, ``resources``):
+        the count and an order-free sum of the listed records' fingerprints."""
+        kinds = ("resources", "resourceTemplates") if kind == "resources" else (kind,)
+        count = total = 0
+        for each in kinds:
+            records = _records(catalog, each)
+            for key in self.keys(catalog, each):
+                record = records.get(key)
+                if record is not None:
+                    count += 1
+                    total = (total + describe(record)) & _MASK
+        return count, total
+
+    # -- identity in initialize and server/discover ------------------------------------------------
+
+    def server_info(self, version: str, host_info: dict[str, Any]) -> dict[str, Any]:
+        info = self._server_info.get(version)
+        if info is None:
+            settings = self.settings
+            info = {"name": settings.server_name, "version": settings.version or host_info.get("version", "")}
+            if settings.title and at_least(version, "2025-06-18"):
+                info["title"] = settings.title
+            self._server_info[version] = info
+        return info
+
+
+_VIEW_KINDS = ("tools", "prompts", "resources", "resourceTemplates")
+
+
+def _identity(catalog: Catalog) -> tuple[int, ...]:
+    return (id(catalog), id(catalog.tools), id(catalog.prompts), id(catalog.resources), id(catalog.templates),
+            len(catalog.tools), len(catalog.prompts), len(catalog.resources), len(catalog.templates))
+
+
+def _records(catalog: Catalog, kind: str) -> Mapping[str, Any]:
+    if kind == "tools":
+        return {name: entry.record for name, entry in catalog.tools.items()}
+    if kind == "resourceTemplates":
+        return {key: entry.record for key, entry in catalog.templates.items()}
+    return catalog.prompts if kind == "prompts" else catalog.resources
+
+
+def _select(settings: EndpointSettings, catalog: Catalog, kind: str) -> Iterable[str]:
+    glob_kind = "resources" if kind == "resourceTemplates" else kind
+    for key, record in _records(catalog, kind).items():
+        provenance = record.provenance
+        plugin = provenance.plugin if provenance is not None else None
+        origin = provenance.origin if provenance is not None else None
+        if settings.selects(glob_kind, key, plugin, origin):
+            yield key
+
+
+_MASK = (1 << 64) - 1
+
+
+def _fingerprint(record: Any) -> int:
+    """What a client sees of a record (its key and definition, not its handler), as 64 bits."""
+    seen = (getattr(record, "name", None), getattr(record, "uri", None), getattr(record, "uri_template", None),
+            getattr(record, "description", None), getattr(record, "title", None),
+            getattr(record, "input_schema", None), getattr(record, "output_schema", None),
+            getattr(record, "annotations", None), getattr(record, "arguments", None),
+            getattr(record, "mime_type", None), sorted(getattr(record, "scopes", None) or ()))
+    try:
+        text = orjson.dumps(seen, option=orjson.OPT_SORT_KEYS | orjson.OPT_NON_STR_KEYS)
+    except TypeError:  # a value JSON cannot hold (a plugin's own type in annotations, say)
+        text = repr(seen).encode()
+    return int.from_bytes(hashlib.blake2b(text, digest_size=8).digest(), "big")
+
+
+def _kind_of(record: Any) -> str:
+    if hasattr(record, "input_schema"):
+        return "tools"
+    return "prompts" if hasattr(record, "arguments") else "resources"
+
+
+def provider_of(record: Any) -> str:
+    """The provider a record is indexed under: its plugin, and the upstream for a proxy's records."""
+    provenance = record.provenance
+    if provenance is None:
+        return "?"
+    return provenance.plugin if provenance.origin is None else f"{provenance.plugin}/{provenance.origin}"
+
+
+def document_of(record: Any) -> Document:
+    """The text a tool is found by: its name, title, description, parameter names and descriptions."""
+    params: list[tuple[str, str]] = []
+    properties = record.input_schema.get("properties")
+    if isinstance(properties, Mapping):
+        for pname, schema in properties.items():
+            description = schema.get("description") if isinstance(schema, Mapping) else None
+            params.append((str(pname), description if isinstance(description, str) else ""))
+    return Document(record.name, record.title or "", record.description or "", tuple(params))
+
+
+class Views:
+    """Every endpoint's view, by name and by path, and the tool search index they share."""
+
+    def __init__(self, endpoints: Mapping[str, EndpointSettings], catalog: Callable[[], Catalog]) -> None:
+        self.by_name = {name: EndpointView(settings) for name, settings in endpoints.items()}
+        self._catalog = catalog
+        self._digests: dict[tuple[str, str], tuple[int, int]] = {}
+        self._changes_lock = threading.Lock()
+        #: Fingerprints of the records seen, by identity (a record is described once in its life).
+        self._fingerprints: dict[int, tuple[Any, int]] = {}
+        self.index = SearchIndex()
+        #: The records the index holds, by tool name, and each provider's tool names.
+        self._records: dict[str, Any] = {}
+        self._documents: dict[str, Document] = {}
+        self._members: dict[str, set[str]] = {}
+        self._index_lock = asyncio.Lock()
+        self._index_task: asyncio.Task[Any] | None = None
+        #: Seconds and tools of the last index update (observability and the benchmark).
+        self.last_update: dict[str, Any] = {}
+
+    def __bool__(self) -> bool:
+        return bool(self.by_name)
+
+    def get(self, name: str | None) -> EndpointView | None:
+        return None if name is None else self.by_name.get(name)
+
+    @property
+    def searching(self) -> bool:
+        return any(view.search for view in self.by_name.values())
+
+    # -- changes ----------------------------------------------------------------------------------
+
+    def remember(self) -> None:
+        """Note what every view lists now (at startup, and after each change)."""
+        self.changed("tools")
+        self.changed("prompts")
+        self.changed("resources")
+
+    def changed(self, kind: str) -> list[str]:
+        """The endpoints whose ``kind`` listing differs from the last time this was asked.
+
+        Each record is described once in its life (a reload hands over new records, so a large
+        catalog costs a pass; :meth:`changed_async` makes it in a thread)."""
+        with self._changes_lock:
+            return self._changed(kind)
+
+    async def changed_async(self, kind: str) -> list[str]:
+        return await asyncio.to_thread(self.changed, kind)
+
+    def _changed(self, kind: str) -> list[str]:
+        catalog = self._catalog()
+        names = []
+        known = self._fingerprints
+        fresh: dict[int, tuple[Any, int]] = {}
+
+        def describe(record: Any) -> int:
+            held = known.get(id(record))
+            if held is None or held[0] is not record:
+                held = (record, _fingerprint(record))
+            fresh[id(record)] = held
+            return held[1]
+
+        for view in self.by_name.values():
+            view.forget()
+            digest = view.digest(catalog, kind, describe)
+            if self._digests.get((view.name, kind)) != digest:
+                self._digests[(view.name, kind)] = digest
+                names.append(view.name)
+        # Keep the fingerprints of records still listed (of any kind), forget the others.
+        self._fingerprints = {**{k: v for k, v in known.items() if _kind_of(v[0]) != kind}, **fresh}
+        return names
+
+    # -- the search index -------------------------------------------------------------------------
+
+    def index_sync(self, tools: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """Bring the index up to date with ``tools`` (the catalog's tool entries by name; default:
+        the catalog's now): only the providers whose tools changed are indexed again.
+
+        Finding them is one pass comparing each record with the one indexed: by identity first,
+        then, for a record that is new (a reload hands over new records for every plugin), by
+        what the index reads of it. Only the changed providers' tools are tokenized again.
+        """
+        if tools is None:
+            tools = dict(self._catalog().tools)
+        started = time.perf_counter()
+        indexed, documents = self._records, self._documents
+        providers: set[str] = set()
+        arrived: dict[str, set[str]] = {}
+        for name, entry in tools.items():
+            record = entry.record
+            before = indexed.get(name)
+            if before is record:
+                continue
+            indexed[name] = record
+            document = document_of(record)
+            provider = provider_of(record)
+            if before is not None:
+                old_provider = provider_of(before)
+                if old_provider == provider and documents.get(name) == document:
+                    continue  # the same definition, handed over again
+                providers.add(old_provider)
+            documents[name] = document
+            providers.add(provider)
+            arrived.setdefault(provider, set()).add(name)
+        gone = indexed.keys() - tools.keys() if len(indexed) != len(tools) else set()
+        for name in gone:
+            providers.add(provider_of(indexed.pop(name)))
+            documents.pop(name, None)
+        changes: dict[str, list[Document]] = {}
+        for provider in providers:
+            members = {name for name in self._members.get(provider, ())
+                       if name in indexed and provider_of(indexed[name]) == provider}
+            members |= arrived.get(provider, set())
+            if members:
+                self._members[provider] = members
+            else:
+                self._members.pop(provider, None)
+            changes[provider] = [documents[name] for name in sorted(members)]
+        scanned = time.perf_counter()
+        if changes:
+            self.index.update(changes)
+        touched = sum(len(docs) for docs in changes.values())
+        done = time.perf_counter()
+        self.last_update = {"seconds": done - started, "scan_seconds": scanned - started,
+                            "index_seconds": done - scanned, "tools_indexed": touched,
+                            "providers": sorted(changes), "tools_total": len(tools)}
+        return self.last_update
+
+    async def update_index(self) -> None:
+        """Update the index off the event loop (in a thread); one update at a time."""
+        if not self.searching:
+            return
+        async with self._index_lock:
+            # A snapshot taken on the loop: the catalog may change while the thread indexes it.
+            await asyncio.to_thread(self.index_sync, dict(self._catalog().tools))
+
+    def schedule_index(self) -> None:
+        """Start an index update now (the catalog changed); searches meanwhile use the last index."""
+        if not self.searching:
+            return
+        task = asyncio.get_running_loop().create_task(self.update_index())
+        self._index_task = task
+        task.add_done_callback(_log_failure)
+
+    async def ready(self) -> None:
+        """Wait for an update in progress (a search right after a change sees it)."""
+        task = self._index_task
+        if task is not None and not task.done():
+            await asyncio.shield(task)
+
+    # -- counters ---------------------------------------------------------------------------------
+
+    def stats(self) -> dict[str, Any]:
+        """Read-only figures per endpoint: its path, discovery mode and counters."""
+        catalog = self._catalog()
+        return {name: {"path": view.settings.path, "discovery": view.settings.discovery,
+                       "tools": len(view.keys(catalog, "tools")), **view.counters.as_dict(), "sessions": 0}
+                for name, view in self.by_name.items()}
+
+
+def _log_failure(task: asyncio.Task[Any]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.error("updating the tool search index failed", exc_info=task.exception())
