@@ -3,8 +3,15 @@
 Plain state: :func:`mcphost.plugins.collect_catalog` calls the hooks and hands each plugin's
 records to :meth:`Catalog.admit`, which takes them all or none (an invalid record, or a name
 another plugin already provides, refuses the lot). Accepted records are stamped with their
-provenance. Input and output validators are compiled here, once, and wire descriptors are
-built once per protocol revision and cached.
+provenance. Input and output validators are compiled here, once per schema content, and wire
+descriptors are built once per record and protocol revision and cached.
+
+Mounted records (a record whose provenance names an ``origin``: an upstream server a proxy
+mounts) are admitted one by one instead: a mounted record whose name is already served loses
+only itself, and a local plugin's record always wins over a mounted one (see :class:`Clash`).
+:meth:`Catalog.with_provider` derives a new catalog in which one provider's records are replaced
+(the catalog a host swaps in when one upstream's listing changed); it costs that provider's
+records, not the whole catalog's, and never changes the catalog it is called on.
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 import jsonschema
+import orjson
 
 from mcphost.errors import PluginError
 from mcphost.protocol.auth import NO_SCOPES, SCOPE_TOKEN, Grant, grant_of, permits  # noqa: F401 - grant_of: re-exported
@@ -38,11 +46,63 @@ CATALOG_HOOKS: tuple[tuple[str, type, str], ...] = (
 CATALOG_KINDS = frozenset(kind for _, _, kind in CATALOG_HOOKS)
 
 
+#: Compiled validators by schema content (canonical JSON); oldest dropped past the size.
+_VALIDATORS: dict[bytes, jsonschema.protocols.Validator] = {}
+_VALIDATOR_CACHE_SIZE = 32768
+
+
 def compile_validator(schema: Mapping[str, Any]) -> jsonschema.protocols.Validator:
-    """A validator for ``schema`` (2020-12 unless it names another dialect), checked and compiled once."""
+    """A validator for ``schema`` (2020-12 unless it names another dialect), checked and compiled once.
+
+    Cached by content: the same schema (an upstream listing collected again, a tool mounted
+    twice) is checked once. Safe to call from a worker thread.
+    """
+    try:
+        key: bytes | None = orjson.dumps(schema, option=orjson.OPT_SORT_KEYS)
+    except TypeError:  # not JSON (a Python-made schema with odd values): compile it uncached
+        key = None
+    cached = _VALIDATORS.get(key) if key is not None else None
+    if cached is not None:
+        return cached
     cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
     cls.check_schema(schema)  # type: ignore[arg-type]  # the stubs say dict; jsonschema takes any Mapping
-    return cls(schema, format_checker=cls.FORMAT_CHECKER)
+    validator = cls(schema, format_checker=cls.FORMAT_CHECKER)
+    if key is not None:
+        if len(_VALIDATORS) >= _VALIDATOR_CACHE_SIZE:
+            _VALIDATORS.pop(next(iter(_VALIDATORS)), None)
+        _VALIDATORS[key] = validator
+    return validator
+
+
+@dataclass(frozen=True)
+class Clash:
+    """A mounted record that is not served because another provider already serves that name.
+
+    ``loser`` is the mounted record's provenance (its ``origin`` names the upstream); ``holder``
+    the provenance of the record that is served (a local plugin, or the upstream mounted first).
+    """
+
+    kind: str
+    key: str
+    loser: Provenance
+    holder: Provenance | None
+
+    def describe(self) -> str:
+        return (f"{_noun(self.kind)} {self.key!r} from {_source(self.loser)} is not served: "
+                f"{_source(self.holder)} already serves it")
+
+
+@dataclass(frozen=True)
+class ProviderChange:
+    """What :meth:`Catalog.with_provider` changed: the keys of one provider's records, by kind,
+    before and after (an index of the catalog follows these), and the clashes now standing."""
+
+    plugin: str
+    origin: str | None
+    removed: Mapping[str, frozenset[str]]
+    added: Mapping[str, frozenset[str]]
+    #: Kinds whose list a client sees changed (``tools``, ``prompts``, ``resources``).
+    lists: frozenset[str]
 
 
 @dataclass(eq=False)
@@ -64,7 +124,8 @@ class TemplateEntry:
 
 
 class Catalog:
-    """What the host serves. Built by :func:`mcphost.plugins.collect_catalog`; replaced whole on reload."""
+    """What the host serves. Built by :func:`mcphost.plugins.collect_catalog`; replaced whole on reload,
+    or by a copy with one mounted provider's records replaced (:meth:`with_provider`)."""
 
     def __init__(self) -> None:
         self.tools: dict[str, ToolEntry] = {}
@@ -72,38 +133,155 @@ class Catalog:
         self.templates: dict[str, TemplateEntry] = {}
         self.prompts: dict[str, Prompt] = {}
         self._descriptor_cache: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        #: Each record's descriptors by revision, by id(record) (the record is kept to check identity);
+        #: carried into a catalog derived by :meth:`with_provider` for the records it keeps.
+        self._built: dict[int, tuple[Any, dict[str, dict[str, Any]]]] = {}
+        #: The keys each mounted provider (plugin, origin) serves, by kind.
+        self._served: dict[tuple[str, str | None], dict[str, set[str]]] = {}
         self._scopes_cache: dict[str, list[frozenset[str]]] = {}
         self._visible_cache: dict[tuple[str, str, frozenset[str]], list[dict[str, Any]]] = {}
         self._capabilities: dict[str, Any] | None = None
         #: Kinds (``tools``, ``resources``, ``resourceTemplates``, ``prompts``) with a record that needs scopes.
         self.scoped_kinds: set[str] = set()
+        #: Mounted records not served because their name is taken: (kind, stamped record, clash).
+        self._shadowed: list[tuple[str, Any, Clash]] = []
 
     # -- building ---------------------------------------------------------------------------
 
     def admit(self, records: Iterable[tuple[str, Any]], provenance: Provenance) -> None:
-        """Validate one plugin's records as a whole, then add them; all or nothing."""
+        """Validate one plugin's records as a whole, then add them; all or nothing.
+
+        Mounted records (their provenance names an ``origin``) are the exception: each is admitted
+        on its own (:meth:`_mount`), and a local record displaces a mounted one of the same name.
+        """
         staged: list[tuple[str, Any]] = []
+        mounted: list[tuple[str, Any]] = []
+        evicted: list[tuple[str, str]] = []
         seen: dict[tuple[str, str], Any] = {}
         for kind, record in records:
             record = _with_checked_scopes(stamped(record, provenance), kind)
+            if _is_mounted(record):
+                mounted.append((kind, record))
+                continue
             key = (kind, record_key(record))
-            existing = self._existing(kind, key[1]) or seen.get(key)
-            if existing is not None:
+            existing = seen.get(key) or self._existing(kind, key[1])
+            if existing is not None and key not in seen and _is_mounted(existing):
+                evicted.append(key)  # a local plugin wins over a mounted record
+            elif existing is not None:
                 raise PluginError(f"{_noun(kind)} {key[1]!r} is provided by both plugin "
                                   f"{_who(existing.provenance)} and plugin {_who(provenance)}")
             seen[key] = record
             staged.append((kind, self._entry(kind, record)))
+        for kind, name in evicted:
+            loser = self._remove(kind, name)
+            self._shadow(kind, loser, Clash(kind, name, loser.provenance, provenance))
         for kind, entry in staged:
-            if getattr(entry, "record", entry).scopes:
-                self.scoped_kinds.add(kind)
-            if kind == "tools":
-                self.tools[entry.record.name] = entry
-            elif kind == "resources":
-                self.resources[entry.uri] = entry
-            elif kind == "resourceTemplates":
-                self.templates[entry.record.uri_template] = entry
-            else:
-                self.prompts[entry.name] = entry
+            self._put(kind, entry)
+        for kind, record in mounted:
+            self._mount(kind, record)
+
+    def with_provider(self, provenance: Provenance, records: Iterable[tuple[str, Any]]
+                      ) -> tuple[Catalog, ProviderChange]:
+        """A new catalog: this one with every record of one mounted provider replaced by ``records``.
+
+        The provider is ``provenance.plugin`` with ``provenance.origin`` (an upstream a proxy
+        mounts). Only its records are stamped, checked and compiled; every other entry, and the
+        descriptors already built, are shared with this catalog, which stays as it was (so the
+        result can be built in a worker thread while this one serves, then swapped in). Names
+        another provider serves are clashes (:attr:`clashes`); records of other providers that
+        were shadowed by this provider's old records are mounted now if their name became free.
+        """
+        if provenance.origin is None:
+            raise ValueError("with_provider replaces a mounted provider's records: give its origin")
+        plugin, origin = provenance.plugin, provenance.origin
+
+        def theirs(record: Any) -> bool:
+            own = record.provenance
+            return own is not None and own.plugin == plugin and own.origin == origin
+
+        new = Catalog()
+        mine = self._served.get((plugin, origin), {})
+        removed: dict[str, set[str]] = {kind: set(mine.get(kind, ())) for kind in CATALOG_KINDS}
+        gone: set[int] = set()
+        for kind in CATALOG_KINDS:
+            source, target = self._table(kind), new._table(kind)
+            target.update(source)  # shared entries: a copy of the table, not of what it holds
+            for key in removed[kind]:
+                entry = target.pop(key)
+                gone.add(id(getattr(entry, "record", entry)))
+        new._served = {owner: {kind: set(keys) for kind, keys in kinds.items()}
+                       for owner, kinds in self._served.items() if owner != (plugin, origin)}
+        new._built = dict(self._built)
+        for ident in gone:
+            new._built.pop(ident, None)
+        new.scoped_kinds = set(self.scoped_kinds)
+        added: dict[str, set[str]] = {kind: set() for kind in CATALOG_KINDS}
+        for kind, record in records:
+            record = _with_checked_scopes(stamped(record, provenance), kind)
+            if new._mount(kind, record):
+                added[kind].add(record_key(record))
+        for kind, record, _clash in self._shadowed:
+            if not theirs(record) and new._mount(kind, record, quiet=True):  # served now if its name became free
+                added[kind].add(record_key(record))
+        lists = frozenset({"resourceTemplates": "resources"}.get(kind, kind)
+                          for kind in CATALOG_KINDS if removed[kind] or added[kind])
+        change = ProviderChange(plugin, origin, {k: frozenset(v) for k, v in removed.items()},
+                                {k: frozenset(v) for k, v in added.items()}, lists)
+        return new, change
+
+    @property
+    def clashes(self) -> list[Clash]:
+        """The mounted records not served because another provider serves their name."""
+        return [clash for _, _, clash in self._shadowed]
+
+    def _mount(self, kind: str, record: Any, *, quiet: bool = False) -> bool:
+        """Admit one mounted record on its own: a clash or an invalid record loses only itself."""
+        key = record_key(record)
+        existing = self._existing(kind, key)
+        if existing is not None:
+            self._shadow(kind, record, Clash(kind, key, record.provenance, existing.provenance), quiet=quiet)
+            return False
+        try:
+            entry = self._entry(kind, record)
+        except PluginError as exc:
+            log.warning("%s: %s; not served", _source(record.provenance), exc)
+            return False
+        self._put(kind, entry)
+        return True
+
+    def _shadow(self, kind: str, record: Any, clash: Clash, *, quiet: bool = False) -> None:
+        self._shadowed.append((kind, record, clash))
+        if not quiet:
+            log.warning("%s", clash.describe())
+
+    def _put(self, kind: str, entry: Any) -> None:
+        record = getattr(entry, "record", entry)
+        if record.scopes:
+            self.scoped_kinds.add(kind)
+        if _is_mounted(record):
+            owner = (record.provenance.plugin, record.provenance.origin)
+            self._served.setdefault(owner, {}).setdefault(kind, set()).add(record_key(record))
+        if kind == "tools":
+            self.tools[entry.record.name] = entry
+        elif kind == "resources":
+            self.resources[entry.uri] = entry
+        elif kind == "resourceTemplates":
+            self.templates[entry.record.uri_template] = entry
+        else:
+            self.prompts[entry.name] = entry
+
+    def _remove(self, kind: str, key: str) -> Any:
+        entry = self._table(kind).pop(key)
+        record = getattr(entry, "record", entry)
+        if _is_mounted(record):
+            self._served[(record.provenance.plugin, record.provenance.origin)][kind].discard(key)
+        return record
+
+    def _table(self, kind: str) -> dict[str, Any]:
+        """The entries of ``kind`` by name (URI, template)."""
+        tables: dict[str, dict[str, Any]] = {"tools": self.tools, "resources": self.resources,
+                                             "resourceTemplates": self.templates, "prompts": self.prompts}
+        return tables[kind]
 
     def _existing(self, kind: str, key: str) -> Any:
         if kind == "tools":
@@ -185,8 +363,17 @@ class Catalog:
         """Wire descriptors of every record of ``kind`` for ``version``, built once and cached."""
         cached = self._descriptor_cache.get((kind, version))
         if cached is None:
-            source = self._records(kind)
-            cached = self._descriptor_cache[(kind, version)] = [build(record, version) for record in source]
+            built = self._built
+            cached = []
+            for record in self._records(kind):
+                memo = built.get(id(record))
+                if memo is None or memo[0] is not record:
+                    memo = built[id(record)] = (record, {})
+                descriptor = memo[1].get(version)
+                if descriptor is None:
+                    descriptor = memo[1][version] = build(record, version)
+                cached.append(descriptor)
+            self._descriptor_cache[(kind, version)] = cached
         return cached
 
     def visible_descriptors(self, kind: str, version: str, build: Callable[[Any, str], dict[str, Any]],
@@ -276,6 +463,17 @@ def _noun(kind: str) -> str:
 
 def decorator_name(record_type: type) -> str:
     return {Tool: "tool", Resource: "resource", ResourceTemplate: "resource_template", Prompt: "prompt"}[record_type]
+
+
+def _is_mounted(record: Any) -> bool:
+    return record.provenance is not None and record.provenance.origin is not None
+
+
+def _source(provenance: Provenance | None) -> str:
+    """Who serves a record, for clash reports: ``upstream 'u' (plugin 'proxy')`` or ``plugin 'p'``."""
+    if provenance is not None and provenance.origin is not None:
+        return f"upstream {provenance.origin!r} (plugin {provenance.plugin!r})"
+    return f"plugin {_who(provenance)}"
 
 
 def _who(provenance: Provenance | None) -> str:

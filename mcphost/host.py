@@ -18,7 +18,7 @@ from typing import Any
 import pluggy
 
 from mcphost.auth import ResourceServer
-from mcphost.catalog import Catalog
+from mcphost.catalog import Catalog, ProviderChange
 from mcphost.config import Config, validate_plugin_sections
 from mcphost.errors import PluginAborted, PluginError, PluginFailures, Refused
 from mcphost.kernel import Kernel
@@ -37,6 +37,7 @@ from mcphost.plugins import (
     set_aside_unconfigured,
 )
 from mcphost.protocol.versions import at_least
+from mcphost.records import Provenance
 from mcphost.sessions.backend import Backend
 from mcphost.sessions.cluster import Cluster
 from mcphost.sessions.manager import SessionManager
@@ -73,6 +74,8 @@ class Host:
             self.pm = make_plugin_manager()
             self.plugin_infos = load_plugins(self.pm, selection, plugins)
         self.catalog = Catalog()
+        #: One catalog change at a time (a reload, or one provider's records replaced).
+        self._replacing = asyncio.Lock()
         self.kernel: Kernel | None = None
         #: The state backend (a plugin's, else the built-in memory one); set by prepare().
         self.backend: Backend = Backend()
@@ -213,19 +216,44 @@ class Host:
 
         Middleware, lifecycle hooks and the backend stay as they were collected at startup.
         """
-        old = self.catalog
-        self.catalog = collect_catalog(self.pm, self, self.plugin_infos, strict=self.selection.strict)
-        for name, entry in self.catalog.tools.items():  # a tool that stays keeps its counters
-            if name in old.tools:
-                entry.stats.carry(old.tools[name].stats)
-        assert self.kernel is not None
-        self.kernel.catalog_changed()
-        for kind, before, after in (("tools", old.tools, self.catalog.tools),
-                                    ("prompts", old.prompts, self.catalog.prompts),
-                                    ("resources", {**old.resources, **old.templates},
-                                     {**self.catalog.resources, **self.catalog.templates})):
-            if set(before) != set(after) or any(_record(before[k]) != _record(after[k]) for k in after if k in before):
+        async with self._replacing:
+            old = self.catalog
+            self.catalog = collect_catalog(self.pm, self, self.plugin_infos, strict=self.selection.strict)
+            for name, entry in self.catalog.tools.items():  # a tool that stays keeps its counters
+                if name in old.tools:
+                    entry.stats.carry(old.tools[name].stats)
+            assert self.kernel is not None
+            self.kernel.catalog_changed()
+            for kind, before, after in (("tools", old.tools, self.catalog.tools),
+                                        ("prompts", old.prompts, self.catalog.prompts),
+                                        ("resources", {**old.resources, **old.templates},
+                                         {**self.catalog.resources, **self.catalog.templates})):
+                if set(before) != set(after) or any(_record(before[k]) != _record(after[k])
+                                                    for k in after if k in before):
+                    await self.kernel.notify_list_changed(kind)
+
+    async def replace_provider(self, provenance: Provenance, records: list[tuple[str, Any]]) -> ProviderChange:
+        """Replace the records of one mounted provider (``provenance.origin``: an upstream a proxy
+        mounts) and tell sessions which lists changed; the rest of the catalog is not collected again.
+
+        The new catalog is derived in a worker thread (its cost is that provider's records) and
+        swapped in at once; replacements are applied one at a time, in the order asked.
+        """
+        async with self._replacing:
+            info = self.plugin_infos.get(provenance.plugin)
+            if info is not None:
+                provenance = Provenance(plugin=provenance.plugin, distribution=info.distribution,
+                                        version=info.version, origin=provenance.origin)
+            old = self.catalog
+            catalog, change = await asyncio.to_thread(old.with_provider, provenance, records)
+            for name in change.removed["tools"] & change.added["tools"]:  # a tool that stays keeps its counters
+                catalog.tools[name].stats.carry(old.tools[name].stats)
+            self.catalog = catalog
+            assert self.kernel is not None
+            self.kernel.catalog_changed()
+            for kind in sorted(change.lists):
                 await self.kernel.notify_list_changed(kind)
+            return change
 
     def extensions(self) -> dict[str, Any]:
         """Protocol extensions this host serves (2026-07-28 ``capabilities.extensions``)."""

@@ -27,10 +27,10 @@ import orjson
 
 from mcphost.endpoints import EndpointSettings
 from mcphost.protocol.versions import at_least
-from mcphost.search import Document, SearchIndex
 
 if TYPE_CHECKING:
     from mcphost.catalog import Catalog
+    from mcphost.search import Document, SearchIndex
 
 log = logging.getLogger("mcphost.endpoints")
 
@@ -216,6 +216,8 @@ def document_of(record: Any) -> Document:
         for pname, schema in properties.items():
             description = schema.get("description") if isinstance(schema, Mapping) else None
             params.append((str(pname), description if isinstance(description, str) else ""))
+    from mcphost.search import Document  # numpy and the stemmer load only where a search runs
+
     return Document(record.name, record.title or "", record.description or "", tuple(params))
 
 
@@ -229,7 +231,7 @@ class Views:
         self._changes_lock = threading.Lock()
         #: Fingerprints of the records seen, by identity (a record is described once in its life).
         self._fingerprints: dict[int, tuple[Any, int]] = {}
-        self.index = SearchIndex()
+        self._index: SearchIndex | None = None
         #: The records the index holds, by tool name, and each provider's tool names.
         self._records: dict[str, Any] = {}
         self._documents: dict[str, Document] = {}
@@ -241,6 +243,15 @@ class Views:
 
     def __bool__(self) -> bool:
         return bool(self.by_name)
+
+    @property
+    def index(self) -> SearchIndex:
+        """The tool search index, made on first use: a host with no search endpoint never loads it."""
+        if self._index is None:
+            from mcphost.search import SearchIndex
+
+            self._index = SearchIndex()
+        return self._index
 
     def get(self, name: str | None) -> EndpointView | None:
         return None if name is None else self.by_name.get(name)

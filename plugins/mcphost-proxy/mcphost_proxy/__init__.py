@@ -9,18 +9,49 @@ middleware, telemetry and scaling apply to them as to any plugin's. See docs/pro
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
+import time
 from pathlib import Path
 from typing import Any
 
 import mcphost
+from mcphost.records import Provenance
+from mcphost_proxy.framing import offload
 from mcphost_proxy.mount import records
+from mcphost_proxy.parking import Parking
 from mcphost_proxy.settings import CONFIG_SCHEMA, ProxySettings, ServerSettings, load_settings
 from mcphost_proxy.upstream import Upstream, UpstreamUnavailable
 
 log = logging.getLogger("mcphost.proxy")
 
 __all__ = ["CONFIG_SCHEMA", "ProxyPlugin", "ServerSettings", "Upstream", "UpstreamUnavailable"]
+
+
+#: The plugin's record kinds (mount.records) as the catalog names them, and back.
+_CATALOG_KINDS = {"tools": "tools", "prompts": "prompts", "resources": "resources", "templates": "resourceTemplates"}
+_HOOK_KINDS = {catalog: hook for hook, catalog in _CATALOG_KINDS.items()}
+
+
+#: An upstream listing this many tools or more has its new records frozen out of the garbage
+#: collector's view when the host froze its start-up objects (see _changed).
+FREEZE_AT = 2000
+
+
+def _same(before: Any, after: Any) -> bool:
+    """Whether two listings are equal, compared item by item (a worker thread then lets the event
+    loop in between items: one ``==`` over 20 000 tools would hold the interpreter throughout)."""
+    if before.capabilities != after.capabilities:
+        return False
+    for kind in ("tools", "prompts", "resources", "templates"):
+        old, new = getattr(before, kind), getattr(after, kind)
+        if len(old) != len(new) or any(a != b for a, b in zip(old, new, strict=True)):
+            return False
+    return True
+
+
+def _key(record: Any) -> str:
+    return str(getattr(record, "uri_template", None) or getattr(record, "uri", None) or record.name)
 
 
 class ProxyPlugin:
@@ -30,13 +61,23 @@ class ProxyPlugin:
         self.settings: ProxySettings | None = None
         #: The shared connection of each server (the one that lists its catalog), by server name.
         self.upstreams: dict[str, Upstream] = {}
-        #: per_session servers: (server name, session id) -> that session's own connection.
+        #: per_session servers: (server name, session id) -> that session's own connection, and whose it is.
         self.bound: dict[tuple[str, str], Upstream] = {}
+        self._owners: dict[tuple[str, str], Any] = {}
+        #: (server, resource URI) -> the sessions subscribed to it here (the upstream is subscribed once).
+        self._subscribers: dict[tuple[str, str], set[str]] = {}
+        self._reaper: asyncio.Task[None] | None = None
         self.host: Any = None
-        self._reload = asyncio.Lock()
         self._lazy_started = False
-        #: The listing each upstream's records were last collected from.
+        #: The listing each upstream's records were last derived from, and those records (by hook kind).
         self._listed: dict[str, Any] = {}
+        self._mounted: dict[str, dict[str, list[Any]]] = {}
+        #: One derivation at a time per upstream (a burst of list_changed makes them in order).
+        self._mounting: dict[str, asyncio.Lock] = {}
+        self._watchdog: asyncio.Task[None] | None = None
+        self._freezes: bool | None = None
+        self.parking = Parking()
+        self._paused = 0
 
     # -- configuration --------------------------------------------------------------------------
 
@@ -51,18 +92,40 @@ class ProxyPlugin:
         base = None if config_path is None else Path(config_path).parent
         self.settings = load_settings(host.plugin_config("proxy"), base=base)
         self.host = host
+        self.parking = Parking(self.settings.max_parked_calls, self.settings.max_parked_bytes)
         for server in self.settings.servers:
-            upstream = Upstream(server, backoff=self.settings.restart_backoff,
-                                backoff_max=self.settings.restart_backoff_max, on_change=self._changed)
-            upstream.host = host
-            self.upstreams[server.name] = upstream
+            self.upstreams[server.name] = self._upstream(server, on_change=self._changed)
         self._report()
+
+    def _upstream(self, server: ServerSettings, label: str | None = None,
+                  on_change: Any = None) -> Upstream:
+        assert self.settings is not None
+        upstream = Upstream(server, backoff=self.settings.restart_backoff,
+                            backoff_max=self.settings.restart_backoff_max, on_change=on_change, label=label)
+        upstream.host = self.host
+        upstream.parking = self.parking
+        return upstream
 
     def _report(self) -> None:
         """Show each upstream's state in ``mcphost plugins`` (PROVIDES: upstreams)."""
         info = self.host.plugin_infos.get("proxy") if self.host is not None else None
-        if info is not None and self.upstreams:
-            info.provides["upstreams"] = [u.status() for u in self.upstreams.values()]
+        if info is None or not self.upstreams:
+            return
+        info.provides["upstreams"] = [u.status() for u in self.upstreams.values()]
+        clashes = [c for c in self.host.catalog.clashes if c.loser.plugin == "proxy"]
+        if clashes:
+            info.provides["clashes"] = [clash.describe() for clash in clashes]
+        else:
+            info.provides.pop("clashes", None)
+        lost = {(_HOOK_KINDS.get(c.kind, c.kind), c.key) for c in clashes}
+        for kind, catalog_kind in (("tools", "tools"), ("prompts", "prompts"), ("resources", "resources"),
+                                   ("templates", "resourceTemplates")):
+            names = [_key(record) for mounted in self._mounted.values() for record in mounted[kind]]
+            names = [name for name in names if (kind, name) not in lost]
+            if names:
+                info.provides[catalog_kind] = names
+            else:
+                info.provides.pop(catalog_kind, None)
 
     @mcphost.hookimpl
     def mcphost_status(self, host: Any) -> dict[str, Any] | None:
@@ -81,31 +144,51 @@ class ProxyPlugin:
             key = (server.name, ctx.session.id)
             upstream = self.bound.get(key)
             if upstream is None:
-                assert self.settings is not None
-                upstream = Upstream(server, backoff=self.settings.restart_backoff,
-                                    backoff_max=self.settings.restart_backoff_max,
-                                    label=f"{server.name}@{ctx.session.id[:8]}")
-                upstream.host = self.host
-                self.bound[key] = upstream
-                upstream.start()
+                upstream = self._new_instance(server, key, ctx.session)
+            upstream.last_used = time.monotonic()
             return upstream
         return resolve
 
+    def _new_instance(self, server: ServerSettings, key: tuple[str, str], session: Any) -> Upstream:
+        """A per_session instance for ``session``, within max_instances and the principal's share."""
+        assert self.settings is not None
+        owner = getattr(session, "quota", None) or session.id
+        mine = [k for k in self.bound if k[0] == server.name]
+        if len(mine) >= server.max_instances:
+            raise UpstreamUnavailable(
+                f"Upstream server {server.name!r} already runs its max_instances ({server.max_instances}) "
+                f"instances, one per client session; retry when one is released (idle ones stop after "
+                f"{server.idle_timeout:g} s)")
+        share = server.max_instances_per_principal
+        if share is not None and sum(1 for k in mine if self._owners.get(k) == owner) >= share:
+            raise UpstreamUnavailable(
+                f"Upstream server {server.name!r}: this principal already holds its share of instances "
+                f"(max_instances_per_principal = {share}); end a session or retry later")
+        upstream = self._upstream(server, label=f"{server.name}@{key[1][:8]}")
+        self.bound[key] = upstream
+        self._owners[key] = owner
+        upstream.start()
+        if self._reaper is None or self._reaper.done():
+            self._reaper = asyncio.get_running_loop().create_task(self._reap(), name="proxy:reaper")
+        return upstream
+
+    async def _reap(self) -> None:
+        """Stop per_session instances idle longer than their server's idle_timeout."""
+        while self.bound:
+            shortest = min(u.settings.idle_timeout for u in self.bound.values())
+            await asyncio.sleep(min(max(shortest / 4, 0.05), 30.0))
+            now = time.monotonic()
+            for key, upstream in list(self.bound.items()):
+                if upstream.in_flight == 0 and now - upstream.last_used > upstream.settings.idle_timeout:
+                    self.bound.pop(key, None)
+                    self._owners.pop(key, None)
+                    log.info("upstream %s: idle for %.0f s; stopped", upstream.label, now - upstream.last_used)
+                    await upstream.stop()
+
     def _records(self, host: Any, kind: str) -> list[Any]:
+        """Every mounted record of ``kind`` (a full catalog collection; clashes are the catalog's to settle)."""
         self._configure(host)
-        out: list[Any] = []
-        seen: set[str] = set()
-        for upstream in self.upstreams.values():
-            for record in records(upstream, self._resolver(upstream.settings))[kind]:
-                key = getattr(record, "uri_template", None) or getattr(record, "uri", None) \
-                    if kind in ("resources", "templates") else record.name
-                if key in seen:
-                    log.warning("upstream %s: %s %r is already mounted from another upstream; skipped",
-                                upstream.settings.name, kind[:-1], key)
-                    continue
-                seen.add(key)
-                out.append(record)
-        return out
+        return [record for mounted in self._mounted.values() for record in mounted[kind]]
 
     @mcphost.hookimpl
     def mcphost_tools(self, host: Any) -> list[Any]:
@@ -124,41 +207,133 @@ class ProxyPlugin:
         return self._records(host, "templates")
 
     async def _changed(self, upstream: Upstream) -> None:
-        """An upstream (re)connected or its lists changed: collect the catalog again, tell clients."""
+        """An upstream (re)connected or its lists changed: derive its records again, off the event loop,
+        and have the host swap in a catalog where only this upstream's records are replaced."""
         self._report()
         host = self.host
-        snapshot = upstream.listing
-        if host is None or not host.started or self._listed.get(upstream.label) == snapshot:
-            return  # at startup the host collects once, after every upstream is up
-        self._listed[upstream.label] = snapshot
-        async with self._reload:
-            await host.reload()
+        name = upstream.settings.name
+        if host is None or getattr(host, "kernel", None) is None or self.upstreams.get(name) is not upstream:
+            return
+        async with self._mounting.setdefault(name, asyncio.Lock()):
+            listing = upstream.listing
+            previous = self._listed.get(name)
+            if previous is listing:
+                return
+            resolve = self._resolver(upstream.settings)
+
+            def derive() -> dict[str, list[Any]] | None:
+                if previous is not None and _same(previous, listing):
+                    return None  # reconnected with the same lists: nothing to re-derive
+                return records(upstream, resolve, listing)
+
+            started = time.monotonic()
+            # Thousands of new records: the collector would scan them all while they are built and at
+            # the next full collections (a 20 000-tool upstream: over a second of the loop each time).
+            # When the host froze its start-up objects out of the collector's view (mcphost serve),
+            # automatic collection pauses while they are built and swapped in, and they join the
+            # frozen objects: they live until the upstream's next change.
+            big = len(listing.tools) >= FREEZE_AT and self._frozen()
+            if big:
+                self._paused += 1
+                gc.disable()
+            try:
+                derived = await offload(derive)
+                self._listed[name] = listing
+                if derived is None:
+                    return
+                self._mounted[name] = derived
+                change = await host.replace_provider(Provenance(plugin="proxy", origin=name),
+                                                     [(_CATALOG_KINDS[kind], record) for kind, items in derived.items()
+                                                      for record in items])
+                if big:
+                    gc.freeze()
+            finally:
+                if big:
+                    self._paused -= 1
+                    if not self._paused:
+                        gc.enable()
+            log.info("upstream %s mounted: %d tools, %d prompts, %d resources, %d templates (%.0f ms)", name,
+                     len(change.added["tools"]), len(change.added["prompts"]), len(change.added["resources"]),
+                     len(change.added["resourceTemplates"]), (time.monotonic() - started) * 1000)
         self._report()
+
+    def _frozen(self) -> bool:
+        """Whether the host froze its start-up objects out of the collector's view (mcphost serve)."""
+        if not self._freezes:
+            self._freezes = gc.get_freeze_count() > 0  # it walks the frozen objects: asked until it says yes
+        return self._freezes
+
+    async def wait_mounted(self, timeout: float) -> bool:
+        """Wait until every upstream started with the host has listed and is mounted (False on timeout)."""
+        eager = [u for u in self.upstreams.values() if u.settings.start == "startup"]
+        ready = await asyncio.gather(*(u.wait_ready(timeout) for u in eager))
+        return all(ready)
 
     # -- lifecycle ------------------------------------------------------------------------------------
 
     @mcphost.hookimpl
     async def mcphost_startup(self, host: Any) -> None:
+        """Start the upstreams and return: the host listens at once, and each upstream is mounted
+        when it has listed (``startup_wait`` > 0 waits that long first, for one-shot commands)."""
         self._configure(host)
         assert self.settings is not None
         if not self.upstreams:
             return
         eager = [u for u in self.upstreams.values() if u.settings.start == "startup"]
-        ready = await asyncio.gather(*(u.wait_ready(self.settings.startup_timeout) for u in eager))
+        for upstream in eager:
+            upstream.start()
+        self._watchdog = asyncio.get_running_loop().create_task(self._watch(eager), name="proxy:startup")
+        if self.settings.startup_wait:
+            await self.wait_mounted(self.settings.startup_wait)
+        self._report()
+
+    async def _watch(self, eager: list[Upstream]) -> None:
+        assert self.settings is not None
+        timeout = self.settings.startup_timeout
+        # The host froze what it allocated at start-up out of the collector's view (mcphost serve; it
+        # did so before this task first ran). The upstreams' first mounts are as long-lived: automatic
+        # collection pauses until they are in (at most startup_timeout), then they join the frozen
+        # objects. Otherwise each mount made a full collection scan every record mounted so far (with
+        # 10 000 tools, a quarter of a second of the loop each time).
+        pause = self._frozen() and gc.isenabled()
+        if pause:
+            self._paused += 1
+            gc.disable()
+        try:
+            ready = await asyncio.gather(*(u.wait_ready(timeout) for u in eager))
+            if self._frozen():
+                gc.freeze()
+        finally:
+            if pause:
+                self._paused -= 1
+                if not self._paused:
+                    gc.enable()
         for upstream, ok in zip(eager, ready, strict=True):
             if not ok:
-                log.error("upstream %s did not start (%s); its tools answer an error until it does",
-                          upstream.label, upstream.error or upstream.state)
-        self._listed = {u.label: u.listing for u in self.upstreams.values()}
-        async with self._reload:
-            await host.reload()
-        self._report()
+                log.error("upstream %s has not listed within startup_timeout (%ss: %s); it is mounted when "
+                          "it does, and its tools are not served until then", upstream.label, timeout,
+                          upstream.error or upstream.state)
 
     @mcphost.hookimpl
     def mcphost_middleware(self, host: Any) -> list[Any]:
         self._configure(host)
-        if not any(u.settings.start == "lazy" for u in self.upstreams.values()):
+        if not self.upstreams:
             return []
+
+        @mcphost.middleware(name="proxy-subscriptions")
+        async def subscriptions(request: Any, call_next: Any) -> Any:
+            """resources/subscribe and unsubscribe of a mounted resource reach its upstream, counted:
+            the first session's subscribe and the last one's unsubscribe are sent."""
+            result = await call_next(request)
+            if request.method in ("resources/subscribe", "resources/unsubscribe"):
+                uri = (request.params or {}).get("uri")
+                server = self._server_of(uri) if isinstance(uri, str) else None
+                if server is not None:
+                    await self._subscription(server, uri, request.session.id, request.method == "resources/subscribe")
+            return result
+
+        if not any(u.settings.start == "lazy" for u in self.upstreams.values()):
+            return [subscriptions]
 
         @mcphost.middleware(name="proxy-lazy-start")
         async def lazy_start(request: Any, call_next: Any) -> Any:
@@ -169,16 +344,42 @@ class ProxyPlugin:
                 await asyncio.gather(*(u.wait_ready(self.settings.startup_timeout) for u in lazy))
             return await call_next(request)
 
-        return [lazy_start]
+        return [lazy_start, subscriptions]
+
+    def _server_of(self, uri: str) -> str | None:
+        """The upstream serving resource ``uri`` (a static resource or a template), if one does."""
+        found = self.host.catalog.find_resource(uri) if self.host is not None else None
+        provenance = getattr(found[0], "provenance", None) if found is not None else None
+        if provenance is None or provenance.plugin != "proxy" or provenance.origin not in self.upstreams:
+            return None
+        return str(provenance.origin)
+
+    async def _subscription(self, server: str, uri: str, session_id: str, on: bool) -> None:
+        sessions = self._subscribers.setdefault((server, uri), set())
+        before = bool(sessions)
+        if on:
+            sessions.add(session_id)
+        else:
+            sessions.discard(session_id)
+        if not sessions:
+            del self._subscribers[(server, uri)]
+        if bool(sessions) != before:
+            await self.upstreams[server].subscription(uri, bool(sessions))
 
     @mcphost.hookimpl
     async def mcphost_terminate(self, session: Any, reason: str) -> None:
+        for server, uri in [key for key, ids in self._subscribers.items() if session.id in ids]:
+            await self._subscription(server, uri, session.id, False)
         for key in [k for k in self.bound if k[1] == session.id]:
             upstream = self.bound.pop(key)
+            self._owners.pop(key, None)
             await upstream.stop()
 
     @mcphost.hookimpl
     async def mcphost_shutdown(self, host: Any) -> None:
+        for task in (self._watchdog, self._reaper):
+            if task is not None:
+                task.cancel()
         everything = [*self.bound.values(), *self.upstreams.values()]
         self.bound.clear()
         await asyncio.gather(*(u.stop() for u in everything), return_exceptions=True)

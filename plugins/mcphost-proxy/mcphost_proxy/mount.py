@@ -3,25 +3,31 @@
 Names of tools and prompts get the server's prefix; resource URIs stay as they are (they are
 the upstream's identifiers, and clients follow them from resource links). Every record carries
 provenance naming the upstream (``Provenance.origin``). A listed item that mcphost would refuse
-(a tool name outside the allowed characters, an invalid schema) is skipped with a warning, so one
-odd upstream tool never takes the other mounts down.
+(a tool name outside the spec's characters, a name with control characters, an invalid schema, a
+description or schema over the server's caps) is skipped with a warning, so one odd upstream tool
+never takes the other mounts down.
+
+:func:`records` is plain computation over one listing: the plugin runs it in a worker thread,
+once per listing change, so an upstream with thousands of tools never holds the event loop.
 """
 
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import jsonschema
 import mcp_types as types
+import orjson
 
 import mcphost
 from mcphost import signature as sig
 from mcphost.catalog import compile_validator
 from mcphost.protocol.uritemplate import UriTemplate, UriTemplateError
 from mcphost.records import TOOL_NAME, Provenance
-from mcphost_proxy.upstream import Upstream
+from mcphost_proxy.upstream import Listing, Upstream
 
 log = logging.getLogger("mcphost.proxy")
 
@@ -31,6 +37,15 @@ TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
 
 #: Picks the upstream connection serving a call (per_session servers have one per client session).
 Resolver = Callable[[mcphost.Context | None], Upstream]
+
+
+#: Control characters (C0, DEL, C1): never in a name, URI or title an upstream hands over.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+#: Longest prompt name and resource URI (template) the proxy mounts.
+MAX_NAME_CHARS = 128
+MAX_URI_CHARS = 2048
+#: Longest display name / title (resources carry one besides their URI).
+MAX_TITLE_CHARS = 256
 
 
 def origin_of(upstream: Upstream) -> Provenance:
@@ -52,13 +67,51 @@ def _icons(item: Mapping[str, Any]) -> tuple[Mapping[str, Any], ...]:
     return tuple(icon for icon in icons if isinstance(icon, dict)) if isinstance(icons, list) else ()
 
 
-def _tool_record(upstream: Upstream, resolve: Resolver, item: Mapping[str, Any]) -> mcphost.Tool | None:
+def _shown(value: Any) -> str:
+    """A name as the log shows it: repr'd (control characters escaped) and cut short."""
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _problem(settings: Any, item: Mapping[str, Any], schemas: tuple[str, ...] = ()) -> str | None:
+    """Why ``item`` exceeds the server's caps or carries control characters (None when it does not)."""
+    description = item.get("description")
+    if description is not None and not isinstance(description, str):
+        return "its description is not a string"
+    if isinstance(description, str) and len(description) > settings.max_description_chars:
+        return (f"its description has {len(description)} characters, over max_description_chars "
+                f"({settings.max_description_chars})")
+    for key in ("title", "name") if "uri" in item or "uriTemplate" in item else ("title",):
+        value = item.get(key)
+        if value is None:
+            continue
+        if not isinstance(value, str) or _CONTROL.search(value) or len(value) > MAX_TITLE_CHARS:
+            return f"its {key} is not a string of at most {MAX_TITLE_CHARS} printable characters"
+    for key in schemas:
+        schema = item.get(key)
+        if schema is None:
+            continue
+        try:
+            size = len(orjson.dumps(schema))
+        except TypeError:
+            return f"its {key} is not JSON"
+        if size > settings.max_schema_bytes:
+            return f"its {key} has {size} bytes, over max_schema_bytes ({settings.max_schema_bytes})"
+    return None
+
+
+def _tool_record(upstream: Upstream, resolve: Resolver, item: Mapping[str, Any], listing: Listing
+                 ) -> mcphost.Tool | None:
     settings = upstream.settings
     upstream_name = str(item.get("name", ""))
     name = settings.prefix + upstream_name
     if not TOOL_NAME.match(name):
-        log.warning("upstream %s: tool %r is not mounted: %r is not a valid tool name", settings.name,
-                    upstream_name, name)
+        log.warning("upstream %s: tool %s is not mounted: tool names are 1-128 characters of "
+                    "A-Z a-z 0-9 _ - . / (prefix included)", settings.name, _shown(upstream_name))
+        return None
+    problem = _problem(settings, item, ("inputSchema", "outputSchema"))
+    if problem is not None:
+        log.warning("upstream %s: tool %r is not mounted: %s", settings.name, upstream_name, problem)
         return None
     input_schema = item.get("inputSchema") if isinstance(item.get("inputSchema"), dict) else None
     output_schema = item.get("outputSchema") if isinstance(item.get("outputSchema"), dict) else None
@@ -76,7 +129,7 @@ def _tool_record(upstream: Upstream, resolve: Resolver, item: Mapping[str, Any])
         return None
     execution = item.get("execution") if isinstance(item.get("execution"), dict) else {}
     task = execution.get("taskSupport") if execution.get("taskSupport") in ("optional", "required") else "forbidden"
-    if task == "forbidden" and TASKS_EXTENSION in (upstream.listing.capabilities.get("extensions") or {}):
+    if task == "forbidden" and TASKS_EXTENSION in (listing.capabilities.get("extensions") or {}):
         task = "optional"  # the upstream runs long calls as tasks; so may the host, in front of it
 
     async def forward(**arguments: Any) -> mcphost.ToolResult:
@@ -92,7 +145,7 @@ def _tool_record(upstream: Upstream, resolve: Resolver, item: Mapping[str, Any])
                 upstream_name, arguments, progress_callback=progress, allow_input_required=modern,
                 allow_claimed=modern, **more), session)
 
-        result = await target.request(ctx, call, wait=_first_wait(settings))
+        result = await target.request(ctx, call, wait=_first_wait(settings), size=len(orjson.dumps(arguments)))
         wire = _dump(result)
         return mcphost.ToolResult(content=list(wire.get("content") or []), structured=wire.get("structuredContent"),
                                   is_error=bool(wire.get("isError")), meta=wire.get("_meta"))
@@ -108,9 +161,9 @@ def _tool_record(upstream: Upstream, resolve: Resolver, item: Mapping[str, Any])
         provenance=origin_of(upstream))
 
 
-def _completions(upstream: Upstream, resolve: Resolver, ref: dict[str, Any], names: list[str]
+def _completions(upstream: Upstream, resolve: Resolver, ref: dict[str, Any], names: list[str], listing: Listing
                  ) -> dict[str, Any]:
-    if "completions" not in upstream.listing.capabilities:
+    if "completions" not in listing.capabilities:
         return {}
 
     def completer(argument: str) -> Any:
@@ -130,9 +183,19 @@ def _completions(upstream: Upstream, resolve: Resolver, ref: dict[str, Any], nam
     return {argument: completer(argument) for argument in names}
 
 
-def _prompt_record(upstream: Upstream, resolve: Resolver, item: Mapping[str, Any]) -> mcphost.Prompt | None:
+def _prompt_record(upstream: Upstream, resolve: Resolver, item: Mapping[str, Any], listing: Listing
+                   ) -> mcphost.Prompt | None:
     settings = upstream.settings
     upstream_name = str(item.get("name", ""))
+    name = settings.prefix + upstream_name
+    if not upstream_name or _CONTROL.search(name) or len(name) > MAX_NAME_CHARS:
+        log.warning("upstream %s: prompt %s is not mounted: prompt names are 1-%d printable characters "
+                    "(prefix included)", settings.name, _shown(upstream_name), MAX_NAME_CHARS)
+        return None
+    problem = _problem(settings, item, ("arguments",))
+    if problem is not None:
+        log.warning("upstream %s: prompt %r is not mounted: %s", settings.name, upstream_name, problem)
+        return None
     arguments = tuple(a for a in item.get("arguments") or () if isinstance(a, dict) and isinstance(a.get("name"), str))
 
     async def forward(**kwargs: Any) -> dict[str, Any]:
@@ -154,7 +217,7 @@ def _prompt_record(upstream: Upstream, resolve: Resolver, item: Mapping[str, Any
         title=item.get("title"), icons=_icons(item),
         meta=item.get("_meta") if isinstance(item.get("_meta"), dict) else None,
         completions=_completions(upstream, resolve, {"type": "ref/prompt", "name": upstream_name},
-                                 [a["name"] for a in arguments]),
+                                 [a["name"] for a in arguments], listing),
         context_param=CTX, provenance=origin_of(upstream))
 
 
@@ -170,9 +233,16 @@ async def _read(upstream: Upstream, resolve: Resolver, ctx: mcphost.Context, uri
     return [dict(item) for item in wire.get("contents") or []]
 
 
-def _resource_record(upstream: Upstream, resolve: Resolver, item: Mapping[str, Any]) -> mcphost.Resource | None:
+def _resource_record(upstream: Upstream, resolve: Resolver, item: Mapping[str, Any], listing: Listing
+                     ) -> mcphost.Resource | None:
     uri = item.get("uri")
-    if not isinstance(uri, str) or not uri:
+    if not isinstance(uri, str) or not uri or _CONTROL.search(uri) or len(uri) > MAX_URI_CHARS:
+        log.warning("upstream %s: resource %s is not mounted: URIs are 1-%d printable characters",
+                    upstream.settings.name, _shown(uri), MAX_URI_CHARS)
+        return None
+    problem = _problem(upstream.settings, item)
+    if problem is not None:
+        log.warning("upstream %s: resource %r is not mounted: %s", upstream.settings.name, uri, problem)
         return None
 
     async def forward(**kwargs: Any) -> list[dict[str, Any]]:
@@ -187,10 +257,18 @@ def _resource_record(upstream: Upstream, resolve: Resolver, item: Mapping[str, A
         context_param=CTX, cache_scope="private", provenance=origin_of(upstream))
 
 
-def _template_record(upstream: Upstream, resolve: Resolver, item: Mapping[str, Any]
+def _template_record(upstream: Upstream, resolve: Resolver, item: Mapping[str, Any], listing: Listing
                      ) -> mcphost.ResourceTemplate | None:
     settings = upstream.settings
     template = item.get("uriTemplate")
+    if not isinstance(template, str) or _CONTROL.search(template) or len(template) > MAX_URI_CHARS:
+        log.warning("upstream %s: resource template %s is not mounted: URI templates are 1-%d printable "
+                    "characters", settings.name, _shown(template), MAX_URI_CHARS)
+        return None
+    problem = _problem(settings, item)
+    if problem is not None:
+        log.warning("upstream %s: resource template %r is not mounted: %s", settings.name, template, problem)
+        return None
     try:
         parsed = UriTemplate(str(template))
     except (UriTemplateError, TypeError) as exc:
@@ -207,14 +285,15 @@ def _template_record(upstream: Upstream, resolve: Resolver, item: Mapping[str, A
         annotations=item.get("annotations") if isinstance(item.get("annotations"), dict) else None,
         icons=_icons(item), meta=item.get("_meta") if isinstance(item.get("_meta"), dict) else None,
         completions=_completions(upstream, resolve, {"type": "ref/resource", "uri": parsed.template},
-                                 list(parsed.variables)),
+                                 list(parsed.variables), listing),
         context_param=CTX, cache_scope="private", provenance=origin_of(upstream))
 
 
-def records(upstream: Upstream, resolve: Resolver) -> dict[str, list[Any]]:
-    """The records an upstream's current listing mounts, by kind, include/exclude applied."""
+def records(upstream: Upstream, resolve: Resolver, listing: Listing | None = None) -> dict[str, list[Any]]:
+    """The records ``listing`` (by default the upstream's current one) mounts, by kind, include/exclude
+    applied. Plain computation (schemas compiled through the host's cache): safe in a worker thread."""
     settings = upstream.settings
-    listing = upstream.listing
+    listing = upstream.listing if listing is None else listing
     out: dict[str, list[Any]] = {"tools": [], "prompts": [], "resources": [], "templates": []}
     for kind, items, build, key in (("tools", listing.tools, _tool_record, "name"),
                                     ("prompts", listing.prompts, _prompt_record, "name"),
@@ -223,7 +302,7 @@ def records(upstream: Upstream, resolve: Resolver) -> dict[str, list[Any]]:
         for item in items:
             if not settings.mounts(str(item.get(key, ""))):
                 continue
-            record = build(upstream, resolve, item)
+            record = build(upstream, resolve, item, listing)
             if record is not None:
                 out[kind].append(record)
     return out

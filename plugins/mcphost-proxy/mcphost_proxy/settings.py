@@ -45,7 +45,27 @@ _SERVER_PROPERTIES: dict[str, Any] = {
     "per_session": {"type": "boolean",
                     "description": "one upstream connection per client session (stateful upstreams)"},
     "enabled": {"type": "boolean", "description": "false: keep the entry but do not mount it"},
+    "max_message_bytes": {"type": "integer", "minimum": 1024,
+                          "description": "largest message read from the upstream (a stdio line, an HTTP "
+                                         "JSON body or SSE event); a larger one fails only its call"},
+    "max_description_chars": {"type": "integer", "minimum": 0,
+                              "description": "longer descriptions: the record is skipped with a warning"},
+    "max_schema_bytes": {"type": "integer", "minimum": 2,
+                         "description": "larger input/output schemas: the tool is skipped with a warning"},
+    "max_instances": {"type": "integer", "minimum": 1,
+                      "description": "per_session: most upstream processes/connections at once"},
+    "max_instances_per_principal": {"type": "integer", "minimum": 1,
+                                    "description": "per_session: most instances one principal holds"},
+    "idle_timeout": {"type": "number", "exclusiveMinimum": 0,
+                     "description": "per_session: seconds an unused instance is kept before it is stopped"},
 }
+
+#: Defaults of the per-server limits (docs/proxy.md, "Limits").
+MAX_MESSAGE_BYTES = 16 * 1024 * 1024
+MAX_DESCRIPTION_CHARS = 16 * 1024
+MAX_SCHEMA_BYTES = 256 * 1024
+MAX_INSTANCES = 16
+IDLE_TIMEOUT = 300.0
 
 CONFIG_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -65,7 +85,15 @@ CONFIG_SCHEMA: dict[str, Any] = {
         "restart_backoff_max": {"type": "number", "exclusiveMinimum": 0,
                                 "description": "longest delay between restarts"},
         "startup_timeout": {"type": "number", "exclusiveMinimum": 0,
-                            "description": "seconds the host waits for an upstream at startup"},
+                            "description": "seconds after which an upstream that has not listed is reported "
+                                           "(it is still mounted when it does)"},
+        "max_parked_calls": {"type": "integer", "minimum": 1,
+                             "description": "calls one principal may have waiting for its answers (2026-07-28)"},
+        "max_parked_bytes": {"type": "integer", "minimum": 1024,
+                             "description": "bytes (of arguments) those parked calls may hold, per principal"},
+        "startup_wait": {"type": "number", "minimum": 0,
+                         "description": "seconds the host's startup waits for the upstreams to list before "
+                                        "it serves (default 0: it serves at once)"},
     },
     "additionalProperties": False,
 }
@@ -90,6 +118,13 @@ class ServerSettings:
     era: str = "session"
     start: str = "startup"
     per_session: bool = False
+    max_message_bytes: int = MAX_MESSAGE_BYTES
+    max_description_chars: int = MAX_DESCRIPTION_CHARS
+    max_schema_bytes: int = MAX_SCHEMA_BYTES
+    max_instances: int = MAX_INSTANCES
+    #: None: no share per principal beyond max_instances.
+    max_instances_per_principal: int | None = None
+    idle_timeout: float = IDLE_TIMEOUT
 
     @property
     def transport(self) -> str:
@@ -133,6 +168,9 @@ class ProxySettings:
     restart_backoff: float = 0.5
     restart_backoff_max: float = 30.0
     startup_timeout: float = 30.0
+    startup_wait: float = 0.0
+    max_parked_calls: int = 32
+    max_parked_bytes: int = 32 * 1024 * 1024
 
 
 def load_settings(section: Mapping[str, Any], *, base: Path | None = None) -> ProxySettings:
@@ -148,7 +186,10 @@ def load_settings(section: Mapping[str, Any], *, base: Path | None = None) -> Pr
     return ProxySettings(servers=servers,
                          restart_backoff=float(section.get("restart_backoff", 0.5)),
                          restart_backoff_max=float(section.get("restart_backoff_max", 30.0)),
-                         startup_timeout=float(section.get("startup_timeout", 30.0)))
+                         startup_timeout=float(section.get("startup_timeout", 30.0)),
+                         startup_wait=float(section.get("startup_wait", 0.0)),
+                         max_parked_calls=int(section.get("max_parked_calls", 32)),
+                         max_parked_bytes=int(section.get("max_parked_bytes", 32 * 1024 * 1024)))
 
 
 def read_mcp_servers_file(path: Path) -> dict[str, dict[str, Any]]:
@@ -215,6 +256,19 @@ def server_settings(name: str, table: Mapping[str, Any]) -> ServerSettings:
     timeout = table.get("timeout", 60.0)
     if not isinstance(timeout, int | float) or isinstance(timeout, bool) or timeout <= 0:
         raise ConfigError(f"{where}.timeout: a positive number of seconds")
+    limits: dict[str, Any] = {}
+    for key, least in (("max_message_bytes", 1024), ("max_description_chars", 0), ("max_schema_bytes", 2),
+                       ("max_instances", 1), ("max_instances_per_principal", 1)):
+        if key in table:
+            value = table[key]
+            if not isinstance(value, int) or isinstance(value, bool) or value < least:
+                raise ConfigError(f"{where}.{key}: an integer of at least {least}")
+            limits[key] = value
+    if "idle_timeout" in table:
+        idle = table["idle_timeout"]
+        if not isinstance(idle, int | float) or isinstance(idle, bool) or idle <= 0:
+            raise ConfigError(f"{where}.idle_timeout: a positive number of seconds")
+        limits["idle_timeout"] = float(idle)
     prefix = table.get("prefix", f"{name}_")
     if not isinstance(prefix, str) or (prefix and not re.match(r"^[A-Za-z0-9_.\-/]*$", prefix)):
         raise ConfigError(f"{where}.prefix: characters A-Z a-z 0-9 _ . - / only")
@@ -222,4 +276,5 @@ def server_settings(name: str, table: Mapping[str, Any]) -> ServerSettings:
         name=name, command=command, args=tuple(table.get("args", [])), env=dict(table.get("env", {})),
         cwd=table.get("cwd"), url=url, headers=dict(table.get("headers", {})), prefix=prefix,
         include=tuple(table.get("include", [])), exclude=tuple(table.get("exclude", [])),
-        timeout=float(timeout), era=era, start=start, per_session=bool(table.get("per_session", False)))
+        timeout=float(timeout), era=era, start=start, per_session=bool(table.get("per_session", False)),
+        **limits)

@@ -4,10 +4,11 @@ A supervisor task owns the connection (the ``mcp`` client's context managers are
 left in that one task, as anyio requires): it connects, lists what the server offers, and waits
 until the connection dies; then it reconnects after a delay that doubles up to a limit. Meanwhile
 calls answer a clear error. The server's questions to its client (elicitation, sampling, roots)
-are forwarded to the downstream caller whose call is in flight: the ``mcp`` client does not say
-which call a question belongs to, so a question is forwarded only when exactly one call is in
-flight on the connection, and refused otherwise (``per_session = true`` gives each client session
-its own connection).
+are forwarded to the downstream caller whose call caused them: over Streamable HTTP the question
+arrives on that request's stream, whose context carries the call (``_CALL``); over stdio nothing
+says which call it belongs to, so a question is forwarded only when exactly one call is in flight
+on the connection, and refused otherwise (``per_session = true`` gives each client session its own
+connection).
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ import contextlib
 import contextvars
 import itertools
 import logging
-import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
@@ -27,12 +27,16 @@ import anyio
 import httpx2
 import mcp_types as types
 import pydantic
-from mcp import ClientSession, MCPError, StdioServerParameters, stdio_client
+from mcp import ClientSession, MCPError
 from mcp.client.streamable_http import streamable_http_client
 from mcp.client.subscriptions import listen
+from mcp.shared._context_streams import create_context_streams
 
 import mcphost
 from mcphost_proxy import tasks
+from mcphost_proxy.framing import BoundedTransport, offload, stdio_transport
+from mcphost_proxy.logs import LogRelay
+from mcphost_proxy.parking import Parking
 from mcphost_proxy.settings import ServerSettings
 
 log = logging.getLogger("mcphost.proxy")
@@ -90,6 +94,18 @@ class Upstream:
         self._callers: dict[int, mcphost.Context] = {}
         self._ids = itertools.count(1)
         self._refresh: asyncio.Task[None] | None = None
+        self._relist_again = False
+        #: The per-principal caps on parked calls (shared by every upstream; set by the plugin).
+        self.parking = Parking()
+        #: Resource URIs subscribed at the upstream for the host's sessions (kept across restarts).
+        self.subscribed: set[str] = set()
+        #: Log messages outside a call: rate-limited, relayed to sessions, summarized in the host log.
+        self.logs = LogRelay(self.label)
+        #: Requests under way, and when the last one began or ended (per_session instances are reaped idle).
+        self.in_flight = 0
+        self.last_used = time.monotonic()
+        #: The HTTP upstream answered 404 (or a 400 naming the session) to our session id.
+        self._session_lost = False
         self._http: httpx2.AsyncClient | None = None
 
     # -- lifecycle ------------------------------------------------------------------------------
@@ -177,6 +193,9 @@ class Upstream:
                 delay = self.backoff  # it ran a good while: start over with a short delay
             self.restarts += 1
             self.state = RESTARTING
+            if self._session_lost:  # the server forgot our session (it restarted): initialize at once
+                self._session_lost = False
+                continue
             log.info("upstream %s: restarting in %.1fs", self.label, delay)
             self.retry_at = time.monotonic() + delay
             await asyncio.sleep(delay)
@@ -189,25 +208,36 @@ class Upstream:
         settings = self.settings
         async with contextlib.AsyncExitStack() as stack:
             if settings.command:
-                params = StdioServerParameters(command=settings.command, args=list(settings.args),
-                                               env=settings.resolved_env() or None, cwd=settings.cwd)
-                read, write = await stack.enter_async_context(stdio_client(params, errlog=sys.stderr))
+                read, write = await stack.enter_async_context(stdio_transport(
+                    settings.command, list(settings.args), env=settings.resolved_env() or None, cwd=settings.cwd,
+                    max_message_bytes=settings.max_message_bytes, label=self.label, admit=self.logs.admit))
             else:
                 # Only the configured headers: nothing from the downstream request (its bearer
                 # token in particular) ever reaches the upstream.
                 client = httpx2.AsyncClient(headers=settings.resolved_headers(),
-                                            timeout=httpx2.Timeout(settings.timeout, read=None))
+                                            timeout=httpx2.Timeout(settings.timeout, read=None),
+                                            transport=BoundedTransport(settings.max_message_bytes),
+                                            event_hooks={"response": [self._watch_response]})
                 await stack.enter_async_context(client)
                 self._http = client
                 read, write = await stack.enter_async_context(
-                    streamable_http_client(settings.url or "", http_client=client))
-            inbox_send, inbox = anyio.create_memory_object_stream[Any](64)
+                    streamable_http_client(settings.url or "", http_client=client,
+                                           max_sse_event_size=settings.max_message_bytes))
+            inbox_send, inbox = create_context_streams[Any](64)
+            loop = asyncio.get_running_loop()
 
             async def pump() -> None:  # follows the transport so that its end is noticed
                 try:
                     async with inbox_send:
                         async for item in read:
-                            await inbox_send.send(item)
+                            # The HTTP transport reads a request's SSE stream in the context of the
+                            # task that sent the request; passing that context on lets a question
+                            # find the call that caused it (_CALL).
+                            origin = getattr(read, "last_context", None)
+                            if origin is None or origin.get(_CALL, None) is None:
+                                await inbox_send.send(item)
+                            else:
+                                await loop.create_task(inbox_send.send(item), context=origin)
                 finally:
                     if not self._dead.is_set() and not self._stopping:
                         log.warning("upstream %s: the transport closed", self.label)
@@ -236,6 +266,9 @@ class Upstream:
             self._session = session
             if session.discover_result is not None:
                 group.start_soon(self._follow_changes, session)
+            for uri in sorted(self.subscribed):  # a restarted upstream keeps the host's subscriptions
+                with contextlib.suppress(Exception):
+                    await session.subscribe_resource(uri)
             self.listing = await self._list(session)
             self.state = RUNNING
             self.error = None
@@ -259,15 +292,18 @@ class Upstream:
                 log.exception("upstream %s: refreshing the catalog failed", self.label)
 
     async def _list(self, session: ClientSession) -> Listing:
+        """What the upstream offers, read as plain JSON (no model per item on the event loop); the
+        client's own tool cache (output schemas, x-mcp-header maps) learns the tools in a worker thread."""
         caps = session.server_capabilities
         listing = Listing(capabilities=_dump(caps) if caps is not None else {})
         if caps is None or caps.tools is not None:
-            listing.tools = await _all_pages(session.list_tools, "tools")
+            pages = await _raw_pages(session, "tools/list")
+            listing.tools = await offload(_absorb_tools, session, pages, self.label)
         if caps is None or caps.prompts is not None:
-            listing.prompts = await _all_pages(session.list_prompts, "prompts")
+            listing.prompts = _items(await _raw_pages(session, "prompts/list"), "prompts")
         if caps is None or caps.resources is not None:
-            listing.resources = await _all_pages(session.list_resources, "resources")
-            listing.templates = await _all_pages(session.list_resource_templates, "resourceTemplates")
+            listing.resources = _items(await _raw_pages(session, "resources/list"), "resources")
+            listing.templates = _items(await _raw_pages(session, "resources/templates/list"), "resourceTemplates")
         return listing
 
     # -- notifications and questions from the upstream ------------------------------------------
@@ -279,8 +315,7 @@ class Upstream:
         root = getattr(message, "root", message)
         method = getattr(root, "method", "")
         if method.endswith("/list_changed") and method != "notifications/roots/list_changed":
-            if self._refresh is None or self._refresh.done():
-                self._refresh = asyncio.ensure_future(self._relist())
+            self._schedule_relist()
         elif method == "notifications/resources/updated":
             uri = getattr(getattr(root, "params", None), "uri", None)
             if self.host is not None and uri is not None:
@@ -292,25 +327,39 @@ class Upstream:
             async with listen(session, tools_list_changed=True, prompts_list_changed=True,
                               resources_list_changed=True) as changes:
                 async for _event in changes:
-                    if self._refresh is None or self._refresh.done():
-                        self._refresh = asyncio.ensure_future(self._relist())
+                    self._schedule_relist()
         except Exception as exc:  # an upstream without listen: its lists are read at (re)connect only
             log.info("upstream %s: no list_changed stream (%s)", self.label, _describe(exc))
 
+    def _schedule_relist(self) -> None:
+        """List again soon; a change announced while a listing is under way makes one more after it."""
+        if self._refresh is None or self._refresh.done():
+            self._refresh = asyncio.ensure_future(self._relist())
+        else:
+            self._relist_again = True
+
     async def _relist(self) -> None:
-        await asyncio.sleep(0.05)  # a burst of list_changed notifications makes one refresh
-        session = self._session
-        if session is None:
-            return
-        try:
-            self.listing = await self._list(session)
-        except Exception as exc:
-            log.warning("upstream %s: listing after list_changed failed: %s", self.label, _describe(exc))
-            return
-        await self._changed()
+        while True:
+            self._relist_again = False
+            await asyncio.sleep(0.05)  # a burst of list_changed notifications makes one refresh
+            session = self._session
+            if session is None:
+                return
+            try:
+                self.listing = await self._list(session)
+            except Exception as exc:
+                log.warning("upstream %s: listing after list_changed failed: %s", self.label, _describe(exc))
+                return
+            await self._changed()
+            if not self._relist_again:
+                return
 
     def _caller(self) -> _Call | None:
-        """The one downstream call in flight, to which the upstream's question belongs."""
+        """The downstream call to which the upstream's question (or log message) belongs: the one
+        whose request's stream it came on (HTTP), else the one call in flight on this connection."""
+        call = _CALL.get()
+        if call is not None and call.upstream is self:
+            return call
         if len(self._callers) == 1:
             return next(iter(self._callers.values()))
         return None
@@ -331,7 +380,8 @@ class Upstream:
         if call is None or call.ctx is None:
             return self._no_caller(what)
         try:
-            return await ask(call.ctx)
+            async with self.parking.hold(call.ctx, call.size + 512):
+                return await ask(call.ctx)
         except asyncio.CancelledError:
             raise
         except mcphost.ClientRequestError as exc:
@@ -365,14 +415,16 @@ class Upstream:
                 return key, await _sample(ctx, params, key)
             return key, await _roots(ctx, key)
 
-        return dict(await asyncio.gather(*(one(key, request) for key, request in requests.items())))
+        size = _CALL.get().size if _CALL.get() is not None else 0  # type: ignore[union-attr]
+        async with self.parking.hold(ctx, size + 512 * len(requests)):
+            return dict(await asyncio.gather(*(one(key, request) for key, request in requests.items())))
 
     async def _on_log(self, params: types.LoggingMessageNotificationParams) -> None:
         await self._log_to(self._caller(), params)
 
     async def _log_to(self, call: _Call | None, params: types.LoggingMessageNotificationParams) -> None:
         if call is None or call.ctx is None:
-            log.info("upstream %s log (%s): %s", self.label, params.level, params.data)
+            await self.logs.outside_call(self.host, params.level, params.data, params.logger)
             return
         await call.ctx.log(params.level, params.data, logger=params.logger)
 
@@ -391,12 +443,73 @@ class Upstream:
                                       "retry shortly")
         return self._session
 
+    async def subscription(self, uri: str, on: bool) -> None:
+        """Subscribe to ``uri`` at the upstream (or unsubscribe); its updates reach the host's sessions."""
+        if on:
+            self.subscribed.add(uri)
+        else:
+            self.subscribed.discard(uri)
+        if self._session is None or not (self.listing.capabilities.get("resources") or {}).get("subscribe"):
+            return  # sent when it (re)connects, if it can subscribe at all
+        try:
+            await self.request(None, lambda s: s.subscribe_resource(uri) if on else s.unsubscribe_resource(uri))
+        except Exception as exc:
+            log.warning("upstream %s: %s %s failed: %s", self.label, "subscribing to" if on else "unsubscribing from",
+                        uri, _describe(exc))
+
+    async def _watch_response(self, response: Any) -> None:
+        """Notice an HTTP upstream that no longer knows our session (it restarted, or expired it):
+        the spec says a client MUST then initialize a new session."""
+        if response.request.headers.get("mcp-session-id") is None or response.request.method == "DELETE":
+            return
+        lost = response.status_code == 404
+        if response.status_code == 400:
+            body = await response.aread()
+            lost = b"session" in body[:2000].lower()
+        if lost:
+            self._session_lost = True
+
+    async def _fresh_session(self, old: ClientSession, timeout: float) -> ClientSession | None:
+        """Reconnect and wait for a session other than ``old`` (None: none within ``timeout``)."""
+        if self._session is old:
+            log.warning("upstream %s no longer knows this proxy's session; initializing a new one", self.label)
+            self._dead.set()
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(timeout):
+                while self._session is None or self._session is old:
+                    await asyncio.sleep(0.02)
+        return self._session if self._session is not old else None
+
     async def request(self, ctx: mcphost.Context | None, call: Callable[[ClientSession], Awaitable[Any]],
-                      wait: float | None = None) -> Any:
-        """Run ``call`` on the live session with ``ctx`` as the caller questions are forwarded to."""
-        session = await self.session(wait)
+                      wait: float | None = None, size: int = 0) -> Any:
+        """Run ``call`` on the live session with ``ctx`` as the caller questions are forwarded to.
+
+        An HTTP upstream that answers 404 to our session id (it restarted while we were idle) never
+        received the request: the session is initialized again and the request sent once more.
+        """
+        self.in_flight += 1
+        try:
+            session = await self.session(wait)
+            try:
+                return await self._request(session, ctx, call, size)
+            except mcphost.McpError:
+                if not self._session_lost or self._http is None:
+                    raise
+            fresh = await self._fresh_session(session, self.settings.timeout)
+            if fresh is None:
+                raise UpstreamUnavailable(f"Upstream server {self.label!r} lost its session and could not be "
+                                          "reconnected; retry shortly")
+            return await self._request(fresh, ctx, call, size)
+        finally:
+            self.in_flight -= 1
+            self.last_used = time.monotonic()
+
+    async def _request(self, session: ClientSession, ctx: mcphost.Context | None,
+                       call: Callable[[ClientSession], Awaitable[Any]], size: int = 0) -> Any:
         token = next(self._ids)
-        record = _Call(ctx)
+        record = _Call(ctx, self)
+        record.size = size
+        _CALL.set(record)  # this task's requests (and what their streams carry) belong to this call
         if ctx is not None:
             self._callers[token] = record
             _DOWNSTREAM_CAPABILITIES.set(dict(ctx.session.client_capabilities or {}))
@@ -411,6 +524,13 @@ class Upstream:
             else:
                 result = await call(session)
         except MCPError as exc:
+            if record.failure is not None:  # the upstream failed because its question could not be put
+                raise record.failure from None
+            if exc.error.code == types.CONNECTION_CLOSED and "byte limit" in exc.error.message:
+                # One SSE event over max_message_bytes: that call's stream was dropped, not the connection.
+                raise mcphost.McpError(types.INTERNAL_ERROR, f"The upstream's reply is over this server's "
+                                       f"max_message_bytes ({self.settings.max_message_bytes}); it was dropped"
+                                       ) from None
             if exc.error.code == types.CONNECTION_CLOSED:
                 if not per_call:  # the shared connection died: reconnect (a call's own stream may just end)
                     log.warning("upstream %s: the connection closed during a call; reconnecting", self.label)
@@ -443,7 +563,8 @@ class Upstream:
         assert self._http is not None and shared.discover_result is not None
         async with contextlib.AsyncExitStack() as stack:
             read, write = await stack.enter_async_context(
-                streamable_http_client(settings.url or "", http_client=self._http, terminate_on_close=False))
+                streamable_http_client(settings.url or "", http_client=self._http, terminate_on_close=False,
+                                       max_sse_event_size=settings.max_message_bytes))
 
             async def elicit(context: Any, params: Any) -> Any:
                 return await self._forward("elicitation", lambda ctx: _elicit(ctx, _dump(params)), record)
@@ -535,11 +656,19 @@ def _forward_capabilities(session: ClientSession) -> None:
 class _Call:
     """One downstream request being forwarded: whom to ask, and a failure to raise in its handler."""
 
-    __slots__ = ("ctx", "failure")
+    __slots__ = ("ctx", "failure", "size", "upstream")
 
-    def __init__(self, ctx: mcphost.Context | None) -> None:
+    def __init__(self, ctx: mcphost.Context | None, upstream: Upstream | None = None) -> None:
         self.ctx = ctx
+        self.upstream = upstream
+        #: What the call carries (its arguments' size), counted while it is parked (parking.py).
+        self.size = 0
         self.failure: BaseException | None = None
+
+
+#: The call the current task forwards (set in Upstream._request; seen by the question callbacks
+#: through the context the HTTP transport carries from a request to its stream).
+_CALL: contextvars.ContextVar[_Call | None] = contextvars.ContextVar("mcphost_proxy_call", default=None)
 
 
 async def _elicit(ctx: mcphost.Context, wire: dict[str, Any], key: str | None = None) -> types.ElicitResult:
@@ -567,17 +696,73 @@ async def _roots(ctx: mcphost.Context, key: str | None = None) -> types.ListRoot
     return types.ListRootsResult.model_validate({"roots": await ctx.list_roots(key=key)})
 
 
-async def _all_pages(fetch: Callable[..., Awaitable[Any]], key: str) -> list[dict[str, Any]]:
-    items: list[dict[str, Any]] = []
+class _ListRequest(types.Request):  # type: ignore[type-arg]
+    """A */list request sent as it is (its result is read as plain JSON)."""
+
+    method: str
+    params: dict[str, Any] | None = None
+
+
+class _Plain(pydantic.BaseModel):
+    """Any result, kept as the JSON it arrived as (validated by nobody on the event loop)."""
+
+    model_config = pydantic.ConfigDict(extra="allow")
+
+
+async def _raw_pages(session: ClientSession, method: str) -> list[dict[str, Any]]:
+    """Every page of a */list result, as plain dicts (at most 1 000 pages)."""
+    pages: list[dict[str, Any]] = []
     cursor: str | None = None
+    # The client's own send_request validates every result against its method's model on the event
+    # loop (20 000 tools: a second); its stamp and dispatcher send the request without that, and
+    # the tools are validated one by one in a worker thread (_absorb_tools). Private in mcp 2.3:
+    # without them the public send_request is used.
+    stamp = getattr(session, "_stamp", None)
+    dispatcher = getattr(session, "_dispatcher", None)
+    timeout = getattr(session, "_session_read_timeout_seconds", None)
     for _ in range(1000):
-        result = await fetch(params=types.PaginatedRequestParams(cursor=cursor) if cursor else None)
-        dumped = _dump(result)
-        items.extend(dumped.get(key) or [])
-        cursor = dumped.get("nextCursor")
+        params = {"cursor": cursor} if cursor else None
+        if stamp is not None and hasattr(dispatcher, "send_raw_request"):
+            data: dict[str, Any] = {"method": method, **({"params": params} if params else {})}
+            opts: dict[str, Any] = {"timeout": timeout} if timeout is not None else {}
+            stamp(data, opts)
+            raw = await dispatcher.send_raw_request(method, data.get("params"), opts)  # type: ignore[union-attr]
+            page = dict(raw) if isinstance(raw, dict) else {}
+        else:
+            result = await session.send_request(_ListRequest(method=method, params=params), _Plain)
+            page = dict(result.__pydantic_extra__ or {})
+        pages.append(page)
+        cursor = page.get("nextCursor") if isinstance(page.get("nextCursor"), str) else None
         if not cursor:
             break
-    return items
+    return pages
+
+
+def _items(pages: list[dict[str, Any]], key: str) -> list[dict[str, Any]]:
+    return [item for page in pages if isinstance(page.get(key), list) for item in page[key] if isinstance(item, dict)]
+
+
+def _absorb_tools(session: ClientSession, pages: list[dict[str, Any]], label: str) -> list[dict[str, Any]]:
+    """The listed tools the ``mcp`` client accepts, taught to its tool cache (it validates structured
+    results against the output schemas listed, and a 2026-07-28 client drops tools whose
+    x-mcp-header is invalid). Runs in a worker thread: one item that is not a valid Tool is skipped."""
+    kept: list[dict[str, Any]] = []
+    models: list[types.Tool] = []
+    for item in _items(pages, "tools"):
+        try:
+            models.append(types.Tool.model_validate(item))
+        except pydantic.ValidationError as exc:
+            log.warning("upstream %s: tool %r is not mounted: not a valid Tool (%s)", label,
+                        str(item.get("name"))[:80], str(exc).splitlines()[0])
+            continue
+        kept.append(item)
+    result = types.ListToolsResult(tools=models)
+    absorb = getattr(session, "_absorb_tool_listing", None)  # private in mcp 2.3: checked when mcp is upgraded
+    if absorb is not None:
+        absorb(result, complete=True)
+        names = {tool.name for tool in result.tools}
+        kept = [item for item in kept if item.get("name") in names]
+    return kept
 
 
 def _first(group: BaseExceptionGroup[Any]) -> BaseException:

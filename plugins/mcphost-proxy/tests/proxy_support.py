@@ -56,6 +56,8 @@ async def front(servers: dict[str, Any], *plugins: Any, proxy: dict[str, Any] | 
               "server": server or {}}
     host = make_host(("proxy", plugin), *plugins, config=config)
     async with serve_http(host) as live:
+        # The host serves at once; the upstreams are mounted as they list (wait for them here).
+        await plugin.wait_mounted(float((proxy or {}).get("startup_timeout", 30)))
         live.plugin = plugin
         live.host = host
         yield live

@@ -46,6 +46,7 @@ async def test_upstream_that_cannot_start_answers_a_clear_error(side):
     async with front({"gone": broken, "sdk": sdk_upstream()}, proxy={"startup_timeout": 3}) as live, \
             side.client(live.url) as client:
         # The host serves the upstreams that work.
+        assert await live.plugin.upstreams["sdk"].wait_ready(30)
         assert _text(await client.call_tool("sdk_add", {"a": 1, "b": 2})) == "3"
         gone = live.plugin.upstreams["gone"]
         assert gone.state in ("restarting", "starting")

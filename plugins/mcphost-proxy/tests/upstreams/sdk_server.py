@@ -1,6 +1,7 @@
 """A small MCP server written with the official Python SDK (mcp 2.3.0's MCPServer), run over stdio.
 
-The proxy tests mount it as an upstream. ``PROXY_TEST_COUNT_FILE`` names a file where each run of
+The proxy tests mount it as an upstream (over stdio, or Streamable HTTP when ``PROXY_TEST_HTTP_PORT``
+is set). ``PROXY_TEST_COUNT_FILE`` names a file where each run of
 ``ask_name`` appends a line, so a test can count how many times the tool really ran.
 """
 
@@ -64,6 +65,12 @@ async def slow(seconds: float, ctx: Context) -> str:
     return "slept"
 
 
+@server.tool()
+def big(mib: float) -> str:
+    """A reply of ``mib`` MiB."""
+    return "x" * int(mib * 1024 * 1024)
+
+
 @server.prompt()
 def greet(name: str) -> str:
     """A greeting prompt."""
@@ -77,4 +84,8 @@ def motd() -> str:
 
 
 if __name__ == "__main__":
-    server.run("stdio")
+    port = os.environ.get("PROXY_TEST_HTTP_PORT")
+    if port:  # Streamable HTTP (session era) at http://127.0.0.1:PORT/mcp
+        server.run("streamable-http", host="127.0.0.1", port=int(port))
+    else:
+        server.run("stdio")

@@ -1,0 +1,97 @@
+"""A generated upstream for bench_gateway.py: N tools, each with its own input schema, over stdio.
+
+``python gateway_upstream.py sdk N``: the official Python SDK's ``MCPServer`` with N generated tools.
+``python gateway_upstream.py raw N``: the same list spoken by a few lines of JSON-RPC (no SDK
+import, so 50 of them start in a moment on a small machine).
+Both have a ``bump`` tool that adds one tool and sends ``notifications/tools/list_changed``; the raw
+one also answers a call of ``big`` (argument ``mib``, not listed) with one reply line that long, and
+of ``flood`` (argument ``count``) with that many log notifications before its reply.
+"""
+
+# No ``from __future__ import annotations``: the SDK reads the generated tools' annotations at runtime.
+import json
+import sys
+
+
+def schema(i: int) -> dict:
+    return {"type": "object", "properties": {f"x{i}": {"type": "integer", "description": f"argument of t{i}"},
+                                             "note": {"type": "string", "maxLength": 100 + i}},
+            "required": [f"x{i}"]}
+
+
+def run_sdk(count: int) -> None:
+    from mcp.server.mcpserver import Context, MCPServer
+
+    server = MCPServer("gateway-upstream")
+    namespace: dict = {}
+    for i in range(count):
+        exec(f"def t{i}(x{i}: int, note: str = '') -> int:\n    '''Tool {i} of the generated upstream.'''\n"
+             f"    return x{i}\n", namespace)
+        server.add_tool(namespace[f"t{i}"], name=f"t{i}")
+    bumps = [0]
+
+    @server.tool()
+    async def bump(ctx: Context) -> str:
+        """Add one tool and announce the change."""
+        bumps[0] += 1
+        server.add_tool(lambda: "new", name=f"added{bumps[0]}")
+        await ctx.session.send_tool_list_changed()
+        return f"bumped {bumps[0]}"
+
+    server.run("stdio")
+
+
+def run_raw(count: int) -> None:
+    tools = [{"name": f"t{i}", "description": f"Tool {i} of the generated upstream.", "inputSchema": schema(i)}
+             for i in range(count)]
+    tools.append({"name": "bump", "description": "Add one tool and announce the change.",
+                  "inputSchema": {"type": "object", "properties": {}}})
+    out = sys.stdout
+
+    def send(message: dict) -> None:
+        out.write(json.dumps(message) + "\n")
+        out.flush()
+
+    for line in sys.stdin:
+        message = json.loads(line)
+        request_id, method = message.get("id"), message.get("method")
+        if request_id is None:
+            continue
+        params = message.get("params") or {}
+        if method == "initialize":
+            result: dict = {"protocolVersion": params.get("protocolVersion", "2025-06-18"),
+                            "capabilities": {"tools": {"listChanged": True}},
+                            "serverInfo": {"name": "gateway-upstream", "version": "1"}}
+        elif method == "tools/list":
+            result = {"tools": tools}
+        elif method == "tools/call" and params.get("name") == "bump":
+            tools.append({"name": f"added{len(tools)}", "inputSchema": {"type": "object", "properties": {}}})
+            send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
+            result = {"content": [{"type": "text", "text": "bumped"}]}
+        elif method == "tools/call" and params.get("name") == "big":
+            # One reply line of ``mib`` MiB, written a MiB at a time.
+            size = int(float((params.get("arguments") or {}).get("mib", 1)) * 1024 * 1024)
+            out.write(f'{{"jsonrpc": "2.0", "id": {json.dumps(request_id)}, "result": {{"content": '
+                      '[{"type": "text", "text": "')
+            chunk = "x" * (1024 * 1024)
+            while size > 0:
+                out.write(chunk[:size])
+                size -= len(chunk)
+            out.write('"}]}}\n')
+            out.flush()
+            continue
+        elif method == "tools/call" and params.get("name") == "flood":
+            # ``count`` log notifications, then the reply.
+            note = json.dumps({"jsonrpc": "2.0", "method": "notifications/message",
+                               "params": {"level": "info", "logger": "flood", "data": "x" * 64}}) + "\n"
+            out.write(note * int((params.get("arguments") or {}).get("count", 1)))
+            result = {"content": [{"type": "text", "text": "flooded"}]}
+        elif method == "tools/call":
+            result = {"content": [{"type": "text", "text": json.dumps(params.get("arguments"))}]}
+        else:
+            result = {}
+        send({"jsonrpc": "2.0", "id": request_id, "result": result})
+
+
+if __name__ == "__main__":
+    (run_sdk if sys.argv[1] == "sdk" else run_raw)(int(sys.argv[2]))

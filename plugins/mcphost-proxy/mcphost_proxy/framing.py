@@ -1,0 +1,238 @@
+"""The transports to an upstream: stdio with bounded, linear framing, and bounded HTTP bodies.
+
+It replaces the ``mcp`` client's ``stdio_client`` reader, which joins each chunk to the line so far
+(``buffer + chunk``: quadratic in the line's length) on the event loop, with no bound: one 300 MiB
+line held the host's loop for minutes. Here the chunks of a line are kept in a list and joined
+once; a line longer than ``max_message_bytes`` is not kept at all (its bytes are counted and
+dropped as they arrive) and the request it answers gets an error saying so, while the upstream
+keeps serving. A long line is parsed in a worker thread, so the loop never waits for it.
+
+The process runs in a session of its own; at the end its stdin is closed, and what has not
+exited after a grace period is sent SIGTERM, then SIGKILL, as a process group.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import logging
+import os
+import re
+import signal
+import sys
+import weakref
+from collections.abc import AsyncIterator, Callable
+from typing import Any, TextIO, TypeVar
+
+import anyio
+import httpx2
+import mcp_types as types
+import orjson
+from mcp.client.stdio import get_default_environment
+from mcp.shared.message import SessionMessage
+
+log = logging.getLogger("mcphost.proxy")
+T = TypeVar("T")
+
+#: Lines at least this long are parsed in a worker thread.
+THREAD_PARSE_BYTES = 256 * 1024
+#: How much of a dropped line is kept to find the id of the request it answers.
+HEAD_BYTES = 4096
+#: Seconds an upstream has to exit after its stdin closes, and after SIGTERM.
+GRACE = 2.0
+MESSAGE_TOO_LARGE = types.INTERNAL_ERROR
+_ID = re.compile(rb'"id"\s*:\s*(-?\d+|"(?:[^"\\]|\\.){0,200}")')
+
+
+#: The one worker thread of the proxy's CPU work (parsing long lines, reading listings, deriving
+#: records): one thread at most competes with the event loop for the interpreter, however many
+#: upstreams list at once (six busy threads made the loop wait for the interpreter between them).
+_WORKER = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="mcphost-proxy")
+
+
+async def offload(fn: Callable[..., T], *args: Any) -> T:
+    """Run ``fn(*args)`` in the proxy's worker thread."""
+    return await asyncio.get_running_loop().run_in_executor(_WORKER, fn, *args)
+
+
+#: One process start at a time, per event loop.
+_SPAWNING: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = weakref.WeakKeyDictionary()
+
+
+def _parse(line: bytes) -> SessionMessage | Exception:
+    try:
+        if len(line) >= THREAD_PARSE_BYTES:
+            # orjson builds the objects fastest; the message model then only checks the envelope.
+            return SessionMessage(types.jsonrpc_message_adapter.validate_python(orjson.loads(line), by_name=False))
+        return SessionMessage(types.jsonrpc_message_adapter.validate_json(line, by_name=False))
+    except ValueError as exc:
+        return exc
+
+
+def too_large(label: str, head: bytes, size: int, limit: int) -> SessionMessage | None:
+    """The error answering the request whose reply was dropped for its size (None: no id found)."""
+    found = _ID.search(head)
+    if found is None:
+        log.warning("upstream %s sent a message of %d bytes, over max_message_bytes (%d); dropped", label, size,
+                    limit)
+        return None
+    raw = found.group(1)
+    request_id: Any = int(raw) if raw[:1] != b'"' else raw[1:-1].decode("utf-8", "replace")
+    message = (f"The upstream's reply was {size} bytes, over this server's max_message_bytes ({limit}); "
+               "it was dropped")
+    log.warning("upstream %s: %s (request %r)", label, message, request_id)
+    error = types.JSONRPCError(jsonrpc="2.0", id=request_id, error=types.ErrorData(code=MESSAGE_TOO_LARGE,
+                                                                                   message=message))
+    return SessionMessage(error)
+
+
+class LineReader:
+    """Splits a byte stream into lines in linear time, dropping lines over ``limit`` bytes."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._parts: list[bytes] = []
+        self._size = 0
+        self._head = b""
+        self._dropping = False
+
+    def feed(self, chunk: bytes) -> list[tuple[bytes, int | None]]:
+        """The lines ``chunk`` completes: (line, None), or (head of a dropped line, its size)."""
+        out: list[tuple[bytes, int | None]] = []
+        start = 0
+        while True:
+            end = chunk.find(b"\n", start)
+            piece = chunk[start:] if end < 0 else chunk[start:end]
+            self._size += len(piece)
+            if len(self._head) < HEAD_BYTES:
+                self._head += piece[:HEAD_BYTES - len(self._head)]
+            if self._size > self.limit:
+                self._dropping = True
+                self._parts.clear()
+            elif piece:
+                self._parts.append(piece)
+            if end < 0:
+                return out
+            if self._dropping:
+                out.append((self._head, self._size))
+            elif self._size:
+                out.append((self._parts[0] if len(self._parts) == 1 else b"".join(self._parts), None))
+            self._parts, self._size, self._head, self._dropping = [], 0, b"", False
+            start = end + 1
+
+
+@contextlib.asynccontextmanager
+async def stdio_transport(command: str, args: list[str], *, env: dict[str, str] | None, cwd: str | None,
+                          max_message_bytes: int, label: str, errlog: TextIO = sys.stderr,
+                          admit: Callable[[bytes], bool] | None = None) -> AsyncIterator[tuple[Any, Any]]:
+    """(read stream, write stream) of ``SessionMessage`` to a process speaking MCP over stdio.
+
+    ``admit(line)``: False drops a line before it is parsed (the log gate of mcphost_proxy.logs)."""
+    # Starting a process forks the host in the event loop's thread (some milliseconds each); fifty
+    # upstreams started at once did it fifty times in one turn of the loop (0.6 s). One at a time,
+    # each in a turn of its own, the loop serves in between.
+    loop = asyncio.get_running_loop()
+    spawning = _SPAWNING.get(loop)
+    if spawning is None:
+        spawning = _SPAWNING[loop] = asyncio.Lock()
+    async with spawning:
+        process = await anyio.open_process([command, *args], env={**get_default_environment(), **(env or {})},
+                                           stderr=errlog, cwd=cwd, start_new_session=True)
+        await asyncio.sleep(0)
+    inbox_writer, inbox = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+    outbox, outbox_reader = anyio.create_memory_object_stream[SessionMessage](0)
+
+    async def read() -> None:
+        assert process.stdout is not None
+        lines = LineReader(max_message_bytes)
+        try:
+            async with inbox_writer:
+                async for chunk in process.stdout:
+                    for line, dropped in lines.feed(chunk):
+                        if dropped is None and admit is not None and not admit(line):
+                            continue
+                        if dropped is not None:
+                            message: SessionMessage | Exception | None = too_large(label, line, dropped,
+                                                                                   max_message_bytes)
+                        elif len(line) >= THREAD_PARSE_BYTES:
+                            message = await offload(_parse, line)
+                        else:
+                            message = _parse(line)
+                        if message is not None:
+                            await inbox_writer.send(message)
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream, OSError):
+            pass
+
+    async def write() -> None:
+        assert process.stdin is not None
+        try:
+            async with outbox_reader:
+                async for item in outbox_reader:
+                    data = item.message.model_dump_json(by_alias=True, exclude_unset=True).encode() + b"\n"
+                    await process.stdin.send(data)
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
+            await inbox_writer.aclose()
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(read)
+        group.start_soon(write)
+        try:
+            yield inbox, outbox
+        finally:
+            with anyio.CancelScope(shield=True):
+                await outbox.aclose()
+                await _stop(process)
+                await inbox.aclose()
+            group.cancel_scope.cancel()
+
+
+async def _stop(process: Any) -> None:
+    """Close stdin; then SIGTERM and SIGKILL the process group, each after a grace period."""
+    with contextlib.suppress(Exception):
+        await process.stdin.aclose()
+    for sig in (None, signal.SIGTERM, signal.SIGKILL):
+        if sig is not None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(process.pid, sig)
+        with anyio.move_on_after(GRACE):
+            await process.wait()
+            return
+
+
+class _BoundedBody(httpx2.AsyncByteStream):
+    """A JSON response body that fails once it grows past ``limit`` bytes (no more is read)."""
+
+    def __init__(self, inner: Any, limit: int) -> None:
+        self._inner = inner
+        self._limit = limit
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        size = 0
+        async for chunk in self._inner:
+            size += len(chunk)
+            if size > self._limit:
+                raise httpx2.StreamError(f"the upstream's reply is over this server's max_message_bytes "
+                                         f"({self._limit}); it was dropped")
+            yield chunk
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+class BoundedTransport(httpx2.AsyncBaseTransport):
+    """HTTP to an upstream with ``max_message_bytes`` on each JSON response body (SSE events are
+    bounded by the ``mcp`` client's own ``max_sse_event_size``, set to the same)."""
+
+    def __init__(self, limit: int) -> None:
+        self._inner = httpx2.AsyncHTTPTransport()
+        self._limit = limit
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        response = await self._inner.handle_async_request(request)
+        if response.headers.get("content-type", "").lower().startswith("application/json"):
+            response.stream = _BoundedBody(response.stream, self._limit)
+        return response
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
