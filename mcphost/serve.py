@@ -39,14 +39,19 @@ log = logging.getLogger("mcphost.serve")
 DEFAULT_DRAIN = 3.0
 
 
-def check_bind(host: Host, *, allow_remote: bool = False) -> None:
-    """Refuse setups that would expose sessions or run them inconsistently."""
+def check_exposure(host: Host, *, allow_remote: bool = False) -> None:
+    """Refuse to listen beyond loopback where nothing authenticates or limits the Host header."""
     settings = host.config.server
     if not is_loopback(settings.host) and not (host.has_auth or settings.allowed_hosts or allow_remote):
         raise ConfigError(
             f"refusing to listen on {settings.host} without authentication or allowed_hosts: anyone who can "
             "reach this address could use every tool. Install an auth plugin, set [server] allowed_hosts, "
             "or pass --allow-remote if something in front of mcphost already authenticates.")
+
+
+def check_workers(host: Host) -> None:
+    """Refuse several workers on a backend that would give each its own sessions."""
+    settings = host.config.server
     if settings.workers > 1 and not host.backend.shared:
         raise ConfigError(
             f"{settings.workers} workers need a shared state backend; the in-memory backend "
