@@ -75,13 +75,12 @@ async def modern_round(host: Any, count: int, start: int) -> float:
                    "params": {"name": "echo", "arguments": {"text": "hello"}, "_meta": MODERN_META}}
         request = validate_modern(payload, None)
         session = kernel.modern_session(request, None, outlet)
-        await host.connect(session, connection)
+        await host.manager.open(session, connection, opening=True)
         try:
             args = (session, payload, connection) if _takes_connection(kernel) else (session, payload)
             reply = await kernel.receive_modern(*args)
         finally:
-            await host.disconnect(session, "complete")
-            await host.terminate(session, "complete")
+            await host.manager.close(session, "complete", end="complete")
         assert reply["result"]["content"][0]["text"] == "hello"
     return time.process_time() - began
 

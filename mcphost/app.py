@@ -149,7 +149,7 @@ class McpApp:
             return False, {"status": "unavailable", "reason": "stopping"}
         if not self.host.started:
             return False, {"status": "unavailable", "reason": "starting"}
-        backend = getattr(self.host.backend, "name", type(self.host.backend).__name__)
+        backend = self.host.backend.name
         if not await self.host.backend_healthy():
             return False, {"status": "unavailable", "reason": "backend unhealthy", "backend": backend}
         key_problem = getattr(self.host.cluster, "key_problem", None)

@@ -218,16 +218,17 @@ def serve(options: Options, stdio: bool, bind_host: str | None, port: int | None
         from mcphost.reload import run_with_reload
         extra = [config.path] if config.path else []
         raise SystemExit(run_with_reload(sys.argv[1:], extra_paths=extra))
-    if not stdio and worker_fd is None:
-        _check_address(config.server.host, config.server.port)  # before any plugin starts
     host = options.host(config)
     if stdio:
         from mcphost.transports.stdio import serve_stdio
         runner = serve_stdio(host)
     else:
-        from mcphost.serve import check_bind, run_workers, serve_http
+        from mcphost.serve import check_exposure, check_workers, run_workers, serve_http
         try:
-            check_bind(host, allow_remote=allow_remote)
+            check_exposure(host, allow_remote=allow_remote)  # the policy first: it names --allow-remote
+            if worker_fd is None:
+                _check_address(config.server.host, config.server.port)  # before any plugin starts
+            check_workers(host)
         except ConfigError as exc:
             raise click.ClickException(str(exc)) from None
         if worker_fd is not None:  # a fresh worker: plugins loaded now, the supervisor's socket
@@ -570,7 +571,7 @@ def rotate_state_key(options: Options) -> None:
     from mcphost.sessions.cluster import KEY_ACTIVATION, STATE_RING
 
     host = options.host()
-    if not getattr(host.backend, "shared", False):
+    if not host.backend.shared:
         raise click.ClickException("no shared backend is configured (e.g. [plugins.redis] url): each process "
                                    "has its own random key, which a restart replaces")
     if host.config.server.state_keys:

@@ -9,6 +9,7 @@ type without importing the kernel.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
@@ -30,6 +31,33 @@ class ElicitResult:
         return self.action == "accept"
 
 
+class HostView(Protocol):
+    """What a tool sees of the host (``ctx.host``): its configuration, notifications for every
+    client, a way to answer a deferred request later, and a reload. Nothing else: the kernel,
+    the plugin manager and the backend are not reachable from a tool."""
+
+    def plugin_config(self, name: str) -> Mapping[str, Any]:
+        """The ``[plugins.<name>]`` section of the configuration (empty when absent)."""
+        ...
+
+    async def notify_resource_updated(self, uri: str) -> None:
+        """Send ``notifications/resources/updated`` to every session subscribed to ``uri``."""
+        ...
+
+    async def notify_list_changed(self, kind: str) -> None:
+        """Send ``notifications/<kind>/list_changed`` (tools, prompts or resources) to every session."""
+        ...
+
+    def respond(self, session_id: str, request_id: Any, value: Any = None,
+                error: BaseException | None = None) -> bool:
+        """Complete a request whose handler returned a Deferred; False when none waits."""
+        ...
+
+    async def reload(self) -> None:
+        """Collect the catalog again and tell sessions which lists changed."""
+        ...
+
+
 class Scope(Protocol):
     """What the kernel provides behind a Context (one per request)."""
 
@@ -39,7 +67,7 @@ class Scope(Protocol):
     method: str
 
     @property
-    def host(self) -> Any: ...  # read-only: a property or a plain attribute satisfies it
+    def host(self) -> HostView: ...  # read-only: a property or a plain attribute satisfies it
 
     async def progress(self, progress: float, total: float | None, message: str | None) -> None: ...
     async def log(self, level: LogLevel, data: Any, logger: str | None) -> None: ...
@@ -76,8 +104,10 @@ class Context:
         return self._scope.principal
 
     @property
-    def host(self) -> Any:
-        """The :class:`~mcphost.host.Host` serving this request (settings, plugin config, notifications)."""
+    def host(self) -> HostView:
+        """What a tool sees of the host: ``plugin_config(name)``, ``notify_list_changed(kind)``,
+        ``notify_resource_updated(uri)``, ``respond(session_id, request_id, value)`` (a deferred
+        reply) and ``reload()``; see :class:`HostView`."""
         return self._scope.host
 
     @property

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from mcphost.config import Config
     from mcphost.records import Middleware, Prompt, Resource, ResourceTemplate, Tool
     from mcphost.request import RequestInfo
+    from mcphost.sessions.backend import Backend
     from mcphost.sessions.session import Connection, Principal, Session
 
 PROJECT = "mcphost"
@@ -91,8 +92,13 @@ def mcphost_connect(session: Session, request: Connection) -> None:
     session) allowed, and ``None`` changes nothing, so a later plugin cannot widen what an
     earlier one hid. The narrowing applies to listings, calls, reads, subscriptions and
     completion alike. The return value is ignored. Every implementation runs, in plugin
-    order, until one refuses. ``request.endpoint`` names the ``[endpoints.NAME]`` the client
-    came to (None: the whole catalog at ``server.path``); its view narrows further.
+    order, until one refuses. A refusal fires ``mcphost_disconnect(session, "refused")`` at
+    once, on every transport and in both eras; when the refused connection is the one that
+    opened the session (an initialize, the start of a stdio or in-memory session, every
+    2026-07-28 request), ``mcphost_terminate(session, "refused")`` follows at once too. A
+    refused request to a session already running leaves that session as it was.
+    ``request.endpoint`` names the ``[endpoints.NAME]`` the client came to (None: the whole
+    catalog at ``server.path``); its view narrows further.
     """
 
 
@@ -112,7 +118,8 @@ def mcphost_terminate(session: Session, reason: str) -> None:
     """The session is over and its state is being discarded. Fires once per session.
 
     ``reason`` is one of ``"deleted"`` (client DELETE), ``"expired"`` (idle timeout),
-    ``"lifetime"`` (maximum age), ``"shutdown"``, ``"eof"`` (stdio client went away), or
+    ``"lifetime"`` (maximum age), ``"shutdown"``, ``"eof"`` (stdio client went away),
+    ``"refused"`` (a connect hook refused the connection that opened it), or
     ``"complete"``: in the 2026-07-28 revision every request is its own short-lived session,
     so connect, disconnect and terminate all fire once for each request, in that order, on
     every transport (``session.era`` is ``"modern"`` then). The SessionManager ends sessions,
@@ -182,10 +189,12 @@ def mcphost_middleware(host: Host) -> list[Middleware] | None:
 # -- state backend ---------------------------------------------------------------------------------
 
 @hookspec(firstresult=True)
-def mcphost_backend(host: Host) -> Any:
+def mcphost_backend(host: Host) -> Backend | None:
     """The state backend (session store, event log, broker). First non-None result wins.
 
-    The built-in in-memory backend is registered ``trylast`` so any installed backend wins.
+    The built-in in-memory backend is registered ``trylast`` so any installed backend wins. The
+    result must be an instance of a :class:`mcphost.sessions.backend.Backend` subclass (anything
+    else stops startup with a PluginError); the base class's defaults say what is optional.
     """
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import gc
 import hashlib
-import inspect
 import logging
 import time
 from collections.abc import Mapping, Sequence
@@ -21,7 +20,7 @@ import pluggy
 from mcphost.auth import ResourceServer
 from mcphost.catalog import Catalog, ProviderChange
 from mcphost.config import Config, validate_plugin_sections
-from mcphost.errors import PluginAborted, PluginFailures, Refused
+from mcphost.errors import PluginAborted, PluginError, PluginFailures, Refused
 from mcphost.kernel import Kernel
 from mcphost.kernel.services import Services
 from mcphost.kernel.tasks import EXTENSION as TASKS_EXTENSION
@@ -39,6 +38,8 @@ from mcphost.plugins import (
 )
 from mcphost.protocol.versions import at_least
 from mcphost.records import Provenance
+from mcphost.sessions.backend import Backend
+from mcphost.sessions.cluster import Cluster
 from mcphost.sessions.manager import SessionManager
 from mcphost.sessions.session import Connection, Principal, Session
 
@@ -48,13 +49,6 @@ log = logging.getLogger("mcphost.host")
 SLOW_HOOK_SECONDS = 0.1
 #: Seconds a readiness probe waits for the backend's ``health()`` before calling it unhealthy.
 HEALTH_TIMEOUT = 2.0
-
-
-async def await_maybe(value: Any) -> Any:
-    """Await ``value`` when a hook implementation was ``async def``."""
-    if inspect.isawaitable(value):
-        return await value
-    return value
 
 
 class Host:
@@ -83,17 +77,16 @@ class Host:
         #: One catalog change at a time (a reload, or one provider's records replaced).
         self._replacing = asyncio.Lock()
         self.kernel: Kernel | None = None
-        self.backend: Any = None
+        #: The state backend (a plugin's, else the built-in memory one); set by prepare().
+        self.backend: Backend = Backend()
         #: The one owner of sessions (registry, caps, lookup, reaping, ending); its backend is set by prepare().
-        self.manager = SessionManager(self.config.server, None, connect=self.connect, disconnect=self.disconnect,
-                                      terminate=self._fire_terminate)
+        #: The lifecycle hooks as one object, handed to the manager (their only caller).
+        self.lifecycle = PluginLifecycle(self)
+        self.manager = SessionManager(self.config.server, self.backend, self.lifecycle)
         self._extensions: tuple[Any, dict[str, Any]] | None = None
         #: Cooperation with other processes on a shared backend (None on the in-memory one).
-        self.cluster: Any = None
+        self.cluster: Cluster | None = None
         self._authenticate: list[pluggy.HookImpl] = []
-        self._connect: list[pluggy.HookImpl] = []
-        self._disconnect: list[pluggy.HookImpl] = []
-        self._terminate: list[pluggy.HookImpl] = []
         self._exception: list[pluggy.HookImpl] = []
         #: Observer hooks (disconnect, terminate, exception) that raised, logged in full once per plugin.
         self.failures = PluginFailures(log)
@@ -146,17 +139,18 @@ class Host:
             if info.status == "failed" and self.pm.get_plugin(name) is not None:
                 self.pm.unregister(name=name)
         self._authenticate = impls(self.pm, "mcphost_authenticate")
-        self._connect = impls(self.pm, "mcphost_connect")
-        self._disconnect = impls(self.pm, "mcphost_disconnect")
-        self._terminate = impls(self.pm, "mcphost_terminate")
-        self.manager.lifecycle_hooks = bool(self._connect or self._disconnect or self._terminate)
+        self.lifecycle.collect(self.pm)
         self._exception = impls(self.pm, "mcphost_exception")
-        self.backend = self.pm.hook.mcphost_backend(host=self)
+        backend = self.pm.hook.mcphost_backend(host=self)
+        if not isinstance(backend, Backend):
+            raise PluginError(f"mcphost_backend returned {type(backend).__name__}, not a subclass of "
+                              "mcphost.sessions.backend.Backend")
+        self.backend = backend
         self.manager.use(self.backend)
         self.kernel = Kernel(Services(settings=self.config.server, catalog=lambda: self.catalog, backend=self.backend,
                                       sessions=self.manager, server_info=self.server_info,
                                       report_exception=self.report_exception, extensions=self.extensions,
-                                      host=self, endpoints=self.config.endpoints), middleware)
+                                      host=ToolHost(self), endpoints=self.config.endpoints), middleware)
         self._prepared = True
 
     async def start(self, *, freeze_gc: bool = False) -> None:
@@ -168,9 +162,8 @@ class Host:
         if self._started:
             return
         self.prepare()
-        await await_maybe(getattr(self.backend, "start", _nothing)())
-        if getattr(self.backend, "shared", False):
-            from mcphost.sessions.cluster import Cluster
+        await run_plugin(self.backend.start)
+        if self.backend.shared:
             self.cluster = Cluster(self.backend, self.manager.get)
             await self.cluster.start()
             assert self.kernel is not None
@@ -183,7 +176,7 @@ class Host:
                     await self.cluster.share_state_keys(self.kernel.sealer)
                 except BaseException:
                     await self.cluster.stop()
-                    await await_maybe(getattr(self.backend, "close", _nothing)())
+                    await run_plugin(self.backend.close)
                     raise
             # A process serving a catalog the cluster has not served before (a plugin installed or
             # upgraded, then a rolling restart) tells connected clients which lists changed.
@@ -192,7 +185,7 @@ class Host:
         assert self.kernel is not None
         await self.kernel.views.update_index()  # off the event loop; a search endpoint finds tools at once
         for impl in impls(self.pm, "mcphost_startup"):
-            await await_maybe(call_impl(impl, host=self))
+            await run_plugin(call_impl, impl, host=self)
         self._started = True
         if freeze_gc:
             gc.collect()
@@ -213,7 +206,7 @@ class Host:
                 log.exception("plugin %s: mcphost_shutdown raised", impl.plugin_name)
         if self.cluster is not None:
             await self.cluster.stop()
-        await await_maybe(getattr(self.backend, "close", _nothing)())
+        await run_plugin(self.backend.close)
         if self.kernel is not None:
             self.kernel.close()
         self._started = False
@@ -276,25 +269,22 @@ class Host:
         return self._started
 
     async def backend_healthy(self) -> bool:
-        """Ask the backend's optional ``health()``; a backend without one is healthy.
+        """Ask the backend's ``health()`` (the base class answers healthy).
 
         An exception, a false answer or no answer within :data:`HEALTH_TIMEOUT` is unhealthy.
         Changes are logged (not every probe: load balancers ask every few seconds).
         """
-        check = getattr(self.backend, "health", None)
-        if check is None:
-            return True
         why = "health() answered False"
         try:
             async with asyncio.timeout(HEALTH_TIMEOUT):
-                healthy = bool(await await_maybe(check()))
+                healthy = bool(await self.backend.health())
         except TimeoutError:
             healthy, why = False, f"no answer within {HEALTH_TIMEOUT}s"
         except Exception as exc:
             healthy, why = False, repr(exc)
         if healthy != self._backend_was_healthy:
             self._backend_was_healthy = healthy
-            name = getattr(self.backend, "name", "?")
+            name = self.backend.name
             if healthy:
                 log.warning("backend %s is healthy again", name)
             else:
@@ -314,11 +304,7 @@ class Host:
             self._server_info[version] = info
         return info
 
-    # -- sessions and the lifecycle hooks ---------------------------------------------------
-
-    def new_session(self, principal: Principal | None = None) -> Session:
-        """A fresh session with a random id, held by the SessionManager (no cap)."""
-        return self.manager.new(principal)
+    # -- authentication ---------------------------------------------------------------------
 
     @property
     def has_auth(self) -> bool:
@@ -390,39 +376,6 @@ class Host:
                             "make it async def and await its I/O (shown once)", impl.plugin_name,
                             impl.function.__name__, held[0] * 1000)
 
-    async def connect(self, session: Session, connection: Connection) -> None:
-        """Run ``mcphost_connect``; raises :class:`Refused` when a plugin turns the client away."""
-        for impl in self._connect:
-            try:
-                await self._call_hook(impl, session=session, request=connection)
-            except Refused:
-                raise
-            except Exception:
-                # Fail closed: a connect hook that breaks must not let the client in unchecked.
-                log.exception("plugin %s: mcphost_connect raised", impl.plugin_name)
-                raise Refused("Internal error", status=500) from None
-
-    async def disconnect(self, session: Session, reason: str) -> None:
-        await self._notify(self._disconnect, "mcphost_disconnect", session, reason)
-
-    async def terminate(self, session: Session, reason: str) -> None:
-        """End ``session``: cancel its work, forget it, run ``mcphost_terminate`` once."""
-        await self.manager.terminate(session, reason)
-
-    def release(self, session: Session) -> None:
-        """Stop holding ``session`` in this process without ending it (see SessionManager.release)."""
-        self.manager.release(session)
-
-    async def _fire_terminate(self, session: Session, reason: str) -> None:
-        await self._notify(self._terminate, "mcphost_terminate", session, reason)
-
-    async def _notify(self, hook: list[pluggy.HookImpl], name: str, session: Session, reason: str) -> None:
-        for impl in hook:
-            try:
-                await self._call_hook(impl, session=session, reason=reason)
-            except Exception as exc:
-                self.failures.report(impl.plugin_name, name, exc)
-
     async def report_exception(self, request: Any, exception: BaseException) -> None:
         """Run ``mcphost_exception`` for an unexpected exception met while serving ``request``.
 
@@ -463,8 +416,80 @@ class Host:
         return self.kernel.respond(session_id, request_id, value, error)
 
 
-def _nothing() -> None:
-    return None
+class ToolHost:
+    """``ctx.host``: the narrow, typed façade of the host a tool sees (see
+    :class:`mcphost.context.HostView`). It holds the few operations, not the host."""
+
+    __slots__ = ("_config", "_notify_list", "_notify_resource", "_reload", "_respond")
+
+    def __init__(self, host: Host) -> None:
+        self._config = host.plugin_config
+        self._notify_resource = host.notify_resource_updated
+        self._notify_list = host.notify_list_changed
+        self._respond = host.respond
+        self._reload = host.reload
+
+    def plugin_config(self, name: str) -> Mapping[str, Any]:
+        return self._config(name)
+
+    async def notify_resource_updated(self, uri: str) -> None:
+        await self._notify_resource(uri)
+
+    async def notify_list_changed(self, kind: str) -> None:
+        await self._notify_list(kind)
+
+    def respond(self, session_id: str, request_id: Any, value: Any = None,
+                error: BaseException | None = None) -> bool:
+        return self._respond(session_id, request_id, value, error)
+
+    async def reload(self) -> None:
+        await self._reload()
+
+
+class PluginLifecycle:
+    """The plugins' ``mcphost_connect`` / ``mcphost_disconnect`` / ``mcphost_terminate``, collected once
+    at startup and called directly (no pluggy per request); the SessionManager is their only caller."""
+
+    __slots__ = ("_connect", "_disconnect", "_host", "_terminate")
+
+    def __init__(self, host: Host) -> None:
+        self._host = host
+        self._connect: list[pluggy.HookImpl] = []
+        self._disconnect: list[pluggy.HookImpl] = []
+        self._terminate: list[pluggy.HookImpl] = []
+
+    def collect(self, pm: pluggy.PluginManager) -> None:
+        self._connect = impls(pm, "mcphost_connect")
+        self._disconnect = impls(pm, "mcphost_disconnect")
+        self._terminate = impls(pm, "mcphost_terminate")
+
+    @property
+    def active(self) -> bool:
+        return bool(self._connect or self._disconnect or self._terminate)
+
+    async def connect(self, session: Session, connection: Connection) -> None:
+        for impl in self._connect:
+            try:
+                await self._host._call_hook(impl, session=session, request=connection)
+            except Refused:
+                raise
+            except Exception:
+                # Fail closed: a connect hook that breaks must not let the client in unchecked.
+                log.exception("plugin %s: mcphost_connect raised", impl.plugin_name)
+                raise Refused("Internal error", status=500) from None
+
+    async def disconnect(self, session: Session, reason: str) -> None:
+        await self._notify(self._disconnect, "mcphost_disconnect", session, reason)
+
+    async def terminate(self, session: Session, reason: str) -> None:
+        await self._notify(self._terminate, "mcphost_terminate", session, reason)
+
+    async def _notify(self, hook: list[pluggy.HookImpl], name: str, session: Session, reason: str) -> None:
+        for impl in hook:
+            try:
+                await self._host._call_hook(impl, session=session, reason=reason)
+            except Exception as exc:
+                self._host.failures.report(impl.plugin_name, name, exc)
 
 
 def catalog_digests(catalog: Catalog) -> dict[str, str]:

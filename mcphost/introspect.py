@@ -195,8 +195,7 @@ async def health(host: Host) -> dict[str, Any]:
     backend = host.backend
     healthy = await host.backend_healthy() if host.started else False
     return {"started": host.started, "ready": host.started and healthy,
-            "backend": {"name": getattr(backend, "name", type(backend).__name__), "healthy": healthy,
-                        "shared": bool(getattr(backend, "shared", False))},
+            "backend": {"name": backend.name, "healthy": healthy, "shared": backend.shared},
             "workers": host.config.server.workers, "process": os.getpid(), "node": node(),
             "sessions": len(host.manager.sessions), "config": config(host)}
 

@@ -11,13 +11,17 @@ names or distribution names. Built-in plugins register last and implement their 
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import difflib
+import functools
 import importlib
 import importlib.metadata as md
 import inspect
 import logging
 import os
 import traceback
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -167,7 +171,31 @@ def load_plugins(pm: pluggy.PluginManager, selection: PluginSelection = PluginSe
         plugin = pm.get_plugin(name)
         if plugin is not None:
             info.hooks = sorted(caller.name for caller in pm.get_hookcallers(plugin) or ())
+    check_pending(pm, infos, strict=selection.strict)
     return infos
+
+
+def check_pending(pm: pluggy.PluginManager, infos: Mapping[str, PluginInfo], *, strict: bool = False) -> None:
+    """Check the plugin contract at load time, as pytest does with pluggy's ``check_pending``.
+
+    A plugin implementing a hook no spec declares (a misspelt ``mcphost_tool``) would otherwise
+    be silently ignored: it is marked failed, naming the hook it probably meant, and unregistered
+    so none of its hooks run (strict mode raises instead).
+    """
+    callers = [(name, caller) for name, caller in vars(pm.hook).items() if isinstance(caller, pluggy.HookCaller)]
+    known = sorted(name for name, caller in callers if caller.has_spec())
+    for caller_name, caller in callers:
+        if caller.has_spec():
+            continue
+        for impl in caller.get_hookimpls():
+            if impl.optionalhook:
+                continue
+            guess = difflib.get_close_matches(caller_name, known, n=1)
+            hint = f"; did you mean {guess[0]!r}?" if guess else " (the hooks are listed in docs/hooks.md)"
+            error = PluginError(f"plugin {impl.plugin_name!r}: hook {caller_name!r} is not a known hook{hint}")
+            mark_failed(infos, impl.plugin_name, error, strict, what="loading")
+            if pm.get_plugin(impl.plugin_name) is not None:
+                pm.unregister(name=impl.plugin_name)
 
 
 def set_aside_unconfigured(pm: pluggy.PluginManager, host: Any, infos: Mapping[str, PluginInfo],
@@ -232,22 +260,40 @@ def call_impl(impl: pluggy.HookImpl, **kwargs: Any) -> Any:
     return impl.function(*(kwargs[name] for name in impl.argnames))
 
 
-async def run_plugin(fn: Any, /, *args: Any, **kwargs: Any) -> Any:
-    """Call plugin code (awaiting its result when it is awaitable) on the event loop.
+async def run_plugin(fn: Callable[..., Any], /, *args: Any, _pool: Executor | None = None, _thread: bool = False,
+                     **kwargs: Any) -> Any:
+    """The one way the host calls plugin code: hooks, handlers, middleware, startup and shutdown.
 
-    A ``SystemExit``, ``KeyboardInterrupt`` or other BaseException it raises, cancellation aside,
-    comes out as :class:`~mcphost.errors.PluginAborted`, an ordinary ``Exception``: it must never
-    leave a request's task, where it would stop the event loop and the process.
+    Awaits what it returns while that is awaitable (a coroutine, a Deferred). ``_pool``: run a
+    synchronous ``fn`` in that bounded thread pool (handlers, so one that blocks never freezes
+    the event loop), with the caller's context variables; ``_thread``: run even an ``async def``
+    one in a thread. Otherwise ``fn`` runs on the event loop.
+
+    The one error rule: a ``SystemExit``, ``KeyboardInterrupt`` or other BaseException it
+    raises, cancellation and the host's own signals aside, comes out as
+    :class:`~mcphost.errors.PluginAborted`, an ordinary ``Exception``: it must never leave a
+    request's task (or the startup), where it would stop the event loop and the process.
     """
     try:
-        value = fn(*args, **kwargs)
-        if inspect.isawaitable(value):
+        if _pool is not None and (_thread or not _is_async(fn)):
+            call = functools.partial(contextvars.copy_context().run, fn, *args, **kwargs)
+            value = await asyncio.get_running_loop().run_in_executor(_pool, call)
+        elif _thread:
+            value = await asyncio.to_thread(fn, *args, **kwargs)
+        else:
+            value = fn(*args, **kwargs)
+        while inspect.isawaitable(value):
             value = await value
         return value
     except (Exception, asyncio.CancelledError, HostSignal):
         raise
     except BaseException as exc:
         raise PluginAborted(exc) from exc
+
+
+@functools.lru_cache(maxsize=4096)
+def _is_async(fn: Callable[..., Any]) -> bool:
+    return inspect.iscoroutinefunction(fn)
 
 
 # -- collecting what plugins hand over (at startup and on reload) ---------------------------------

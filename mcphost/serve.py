@@ -4,6 +4,10 @@ With ``workers`` above 1 (a shared backend is required), the parent process open
 socket, forks that many workers that all accept on it, and supervises them: SIGTERM/SIGINT are
 passed on for a graceful stop, and a worker that dies otherwise is replaced. Any worker serves
 any request, because the sessions, streams and routing live in the shared backend.
+
+Why not Hypercorn's own supervisor (``hypercorn.run.run``, 0.18): its SIGHUP stops every worker
+before starting new ones (a gap with no one serving), and a worker that dies ends the whole server
+instead of being replaced; we need a rolling reload and replacement, so we keep this loop.
 """
 
 from __future__ import annotations
@@ -35,15 +39,20 @@ log = logging.getLogger("mcphost.serve")
 DEFAULT_DRAIN = 3.0
 
 
-def check_bind(host: Host, *, allow_remote: bool = False) -> None:
-    """Refuse setups that would expose sessions or run them inconsistently."""
+def check_exposure(host: Host, *, allow_remote: bool = False) -> None:
+    """Refuse to listen beyond loopback where nothing authenticates or limits the Host header."""
     settings = host.config.server
     if not is_loopback(settings.host) and not (host.has_auth or settings.allowed_hosts or allow_remote):
         raise ConfigError(
             f"refusing to listen on {settings.host} without authentication or allowed_hosts: anyone who can "
             "reach this address could use every tool. Install an auth plugin, set [server] allowed_hosts, "
             "or pass --allow-remote if something in front of mcphost already authenticates.")
-    if settings.workers > 1 and not getattr(host.backend, "shared", False):
+
+
+def check_workers(host: Host) -> None:
+    """Refuse several workers on a backend that would give each its own sessions."""
+    settings = host.config.server
+    if settings.workers > 1 and not host.backend.shared:
         raise ConfigError(
             f"{settings.workers} workers need a shared state backend; the in-memory backend "
             f"({type(host.backend).__name__}) would give each worker its own sessions, so a client would get "
@@ -121,7 +130,7 @@ async def serve_http(host: Host, *, ready: Any = None, sock: socket.socket | Non
 
     drain = host.config.server.shutdown_drain
     if drain is None:
-        drain = DEFAULT_DRAIN if getattr(host.backend, "shared", False) else 0.0
+        drain = DEFAULT_DRAIN if host.backend.shared else 0.0
 
     async def shutdown_trigger() -> None:
         await stop.wait()

@@ -32,6 +32,7 @@ import pytest
 
 from mcphost.config import Config, config_from_dict
 from mcphost.host import Host
+from mcphost.kernel.driver import SessionDriver
 from mcphost.protocol.errors import McpError
 from mcphost.protocol.versions import LATEST_LEGACY
 from mcphost.sessions.session import Connection, Session
@@ -68,6 +69,7 @@ class MemoryClient:
                                          "roots/list": roots}
         self.auto_initialize = initialize
         self.session: Session | None = None
+        self.driver: SessionDriver | None = None
         self.notifications: list[dict[str, Any]] = []
         self.sent: list[tuple[dict[str, Any], str | None]] = []
         self.server_requests: list[dict[str, Any]] = []
@@ -81,15 +83,17 @@ class MemoryClient:
         if not self.host._started:
             await self.host.start()
             self._started_host = True
-        self.session = self.host.new_session(self.connection.principal)
-        self.session.endpoint = self.connection.endpoint  # Connection(endpoint=NAME): that endpoint's view
-        # Like stdio, an in-memory client is local; one posing as HTTP is treated as a network client.
-        self.session.trusted = self.connection.transport != "http"
-        self.session.outlet = self._receive
+        assert self.host.kernel is not None
+        # The kernel's session driver opens, runs and closes the session, as for stdio. Like stdio,
+        # an in-memory client is local; one posing as HTTP is treated as a network client.
+        self.driver = SessionDriver(self.host.kernel, self.connection, self._receive,
+                                    trusted=self.connection.transport != "http")
+        self.session = self.driver.session
         try:
-            await self.host.connect(self.session, self.connection)
+            # The one refusal rule: disconnect and terminate ("refused") fire at once, the session ends.
+            await self.driver.open()
         except BaseException:
-            self.host.sessions.pop(self.session.id, None)  # never admitted: no lifecycle hooks
+            await self.driver.close("eof", end="eof")  # nothing fires after a refusal
             if self._started_host:
                 await self.host.stop()
             raise
@@ -100,9 +104,8 @@ class MemoryClient:
     async def __aexit__(self, *exc: object) -> None:
         for task in list(self._background):
             task.cancel()
-        if self.session is not None:
-            await self.host.disconnect(self.session, "eof")
-            await self.host.terminate(self.session, "eof")
+        if self.driver is not None:
+            await self.driver.close("eof", end="eof")
         if self._started_host:
             await self.host.stop()
 
@@ -137,8 +140,8 @@ class MemoryClient:
 
     def send(self, message: Any) -> asyncio.Future[Any] | None:
         """Hand a raw message to the kernel; returns the reply future for requests."""
-        assert self.session is not None and self.host.kernel is not None
-        return self.host.kernel.receive(self.session, message, self.connection)
+        assert self.driver is not None
+        return self.driver.receive(message)
 
     async def raw_request(self, method: str, params: dict[str, Any] | None = None, *,
                           request_id: Any = None) -> dict[str, Any] | None:

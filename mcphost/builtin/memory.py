@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from mcphost.hookspecs import hookimpl
-from mcphost.sessions.backend import Event, SharedKey, StreamRead, UnknownEvent
+from mcphost.sessions.backend import Backend, Event, SharedKey, StreamRead, UnknownEvent
 
 
 class MemorySessionStore:
@@ -213,11 +213,10 @@ class MemoryBroker:
         return _MemorySubscription(self, channel, callback)
 
 
-class MemoryBackend:
+class MemoryBackend(Backend):
     """One process's state: nothing survives a restart, nothing is shared with other workers."""
 
     name = "memory"
-    shared = False
 
     def __init__(self, max_events: int = 1000) -> None:
         self.sessions = MemorySessionStore()
@@ -229,12 +228,6 @@ class MemoryBackend:
         self._keyrings: dict[str, list[SharedKey]] = {}
         self._holds: dict[str, tuple[str, float]] = {}
 
-    async def start(self) -> None:
-        return None
-
-    async def close(self) -> None:
-        return None
-
     async def claim(self, key: str, ttl: float) -> bool:
         now = time.monotonic()
         self._claim_count += 1
@@ -245,10 +238,6 @@ class MemoryBackend:
         if until is not None and until > now:
             return False
         self._claims[key] = now + ttl
-        return True
-
-    async def health(self) -> bool:
-        """Memory is always there while the process is."""
         return True
 
     async def hold(self, key: str, owner: str, ttl: float) -> bool:

@@ -27,7 +27,7 @@ from mcphost.protocol.errors import INTERNAL_ERROR, INVALID_PARAMS, SERVER_BUSY,
 from mcphost.protocol.sealed import params_digest
 
 if TYPE_CHECKING:
-    from mcphost.kernel.services import KernelView as Kernel
+    from mcphost.kernel.services import ScopeKernel as Kernel
     from mcphost.request import RequestInfo
 
 log = logging.getLogger("mcphost.kernel")
@@ -237,6 +237,7 @@ class Continuations:
     async def _resume_elsewhere(self, request: RequestInfo, run_id: str, answers: dict[str, Any],
                                 principal: str, digest: str) -> dict[str, Any]:
         cluster = self.kernel.cluster
+        assert cluster is not None  # only a shared backend parks runs elsewhere
         reply_channel = f"{_CHANNEL}reply:{secrets.token_urlsafe(12)}"
         reply: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
 

@@ -33,7 +33,7 @@ from mcphost.kernel.visibility import Visibility
 from mcphost.plugins import run_plugin
 from mcphost.protocol import jsonrpc
 from mcphost.protocol.auth import grant_of, permits
-from mcphost.protocol.era import era_of, request_meta
+from mcphost.protocol.era import Era, era_of, request_meta
 from mcphost.protocol.errors import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
@@ -50,11 +50,15 @@ from mcphost.request import RequestInfo
 from mcphost.sessions.session import Connection, Principal, Session
 
 if TYPE_CHECKING:
+
     from mcphost.catalog import Catalog
+    from mcphost.sessions.cluster import Cluster
 
 log = logging.getLogger("mcphost.kernel")
 
 Reply = asyncio.Future[Message | None]
+#: A connection's ordered writer for replies: takes the reply synchronously (see Kernel.receive).
+Deliver = Callable[[Message], object]
 CallNext = Callable[["RequestInfo"], Awaitable[dict[str, Any]]]
 
 
@@ -87,8 +91,8 @@ class Kernel:
         self.continuations = Continuations(self)
         #: Middleware that raised (fail open), logged in full once per plugin.
         self.failures = PluginFailures(log)
-        #: Set by the host on a shared backend (mcphost.sessions.cluster.Cluster), else None.
-        self.cluster: Any = None
+        #: Set by the host on a shared backend, else None.
+        self.cluster: Cluster | None = None
         self._sync_pool: FairPool | None = None
         call: CallNext = self._dispatch
         for record in reversed(middleware or []):
@@ -116,13 +120,19 @@ class Kernel:
         runs it as the task that writes the reply. Refusals (:class:`Refused`) and invalid
         requests (:class:`ModernError`) propagate from that coroutine for the transport to word.
         """
-        if exchange.era is None and isinstance(message, dict):  # else settled, or a batch: session era
-            headers = exchange.headers
-            if era_of(method=message.get("method"), meta=request_meta(message.get("params")),
-                      header_version=headers.get("mcp-protocol-version") if headers is not None else None,
-                      session_id=exchange.session_id) == "modern":
-                return self._serve_modern(message, exchange)
+        if self.rule_era(message, exchange) == "modern":
+            return self._serve_modern(message, exchange)
         return exchange.legacy(message)
+
+    def rule_era(self, message: Any, exchange: Exchange) -> Era:
+        """The era :meth:`serve` rules ``message`` belongs to (``protocol/`` decides; a transport
+        asks before handing a message over only to apply its own admission to 2026 requests)."""
+        if exchange.era is not None or not isinstance(message, dict):  # settled, or a batch: session era
+            return exchange.era or "legacy"
+        headers = exchange.headers
+        return era_of(method=message.get("method"), meta=request_meta(message.get("params")),
+                      header_version=headers.get("mcp-protocol-version") if headers is not None else None,
+                      session_id=exchange.session_id)
 
     async def _serve_modern(self, message: dict[str, Any], exchange: Exchange) -> None:
         """The 2026-07-28 lifecycle of one request, in one place for every transport."""
@@ -137,19 +147,19 @@ class Kernel:
         session = sessions.ephemeral(request, connection.principal, exchange.send, connection.remote)
         session.trusted = exchange.trusted
         session.endpoint = connection.endpoint
-        if not sessions.lifecycle_hooks:  # no plugin to tell: run it, then let go of the session
+        if not sessions.hooks.active:  # no plugin to tell: run it, then let go of the session
             try:
                 await exchange.reply(self.receive_modern(session, message, connection))
             finally:
                 sessions.release(session)
             return
-        await sessions.connect(session, connection)  # a refusal propagates to the transport
+        # A refusal fires disconnect and terminate ("refused") at once, then propagates to the transport.
+        await sessions.open(session, connection, opening=True)
         reason = "complete"
         try:
             reason = await exchange.reply(self.receive_modern(session, message, connection))
         finally:
-            await sessions.disconnect(session, reason)
-            await sessions.terminate(session, "complete")
+            await sessions.close(session, reason, end="complete")
 
     def server_info(self, session: Session) -> dict[str, Any]:
         """The serverInfo ``session`` is shown: its endpoint's, else the host's."""
@@ -188,22 +198,24 @@ class Kernel:
     # -- entry points for transports ------------------------------------------------------
 
     def receive(self, session: Session, message: Any, connection: Connection | None = None,
-                principal: Principal | None = None) -> Reply | None:
+                principal: Principal | None = None, deliver: Deliver | None = None) -> Reply | None:
         """Take one decoded message from ``session``'s client.
 
         Returns a future resolving to the reply for requests (and an already-resolved one for
         invalid messages), ``None`` for notifications and responses, which get no reply.
         ``connection`` is the transport exchange that carried it (middleware sees it);
         ``principal`` is who sent it, when the transport authenticated this message itself
-        (default: the session's principal).
+        (default: the session's principal). ``deliver``: the connection's ordered writer; a
+        request's task hands it the reply synchronously as it ends, so the reply takes its place
+        among the notifications before anything else runs (the future still resolves).
         """
         session.last_active = time.time()
         try:
             kind = jsonrpc.classify(message)
         except McpError as exc:
-            return _done(jsonrpc.error(jsonrpc.readable_id(message), exc))
+            return _done(jsonrpc.error(jsonrpc.readable_id(message), exc), deliver)
         if kind is Kind.REQUEST:
-            return self._start(session, message, connection, principal)
+            return self._start(session, message, connection, principal, deliver)
         if kind is Kind.NOTIFICATION:
             self._on_notification(session, message)
         else:
@@ -211,17 +223,17 @@ class Kernel:
         return None
 
     def _start(self, session: Session, message: Message, connection: Connection | None,
-               principal: Principal | None = None) -> Reply:
+               principal: Principal | None = None, deliver: Deliver | None = None) -> Reply:
         request_id = message["id"]
         if request_id in session.inflight:
             return _done(jsonrpc.error(request_id, McpError(
-                INVALID_REQUEST, f"Request id {request_id!r} is already in flight on this session")))
+                INVALID_REQUEST, f"Request id {request_id!r} is already in flight on this session")), deliver)
         if len(session.inflight) >= self.settings.max_inflight:
             return _done(jsonrpc.error(request_id, McpError(
-                SERVER_BUSY, "Too many requests in flight on this session; retry later")))
+                SERVER_BUSY, "Too many requests in flight on this session; retry later")), deliver)
         if not self.sessions.admit(session):
-            return _done(jsonrpc.error(request_id, _crowded(self.sessions, session)))
-        task = asyncio.get_running_loop().create_task(self._run(session, message, connection, principal))
+            return _done(jsonrpc.error(request_id, _crowded(self.sessions, session)), deliver)
+        task = asyncio.get_running_loop().create_task(self._run(session, message, connection, principal, deliver))
         session.inflight[request_id] = task
         task.add_done_callback(functools.partial(_finished, self.sessions, session, request_id))
         return task
@@ -338,7 +350,7 @@ class Kernel:
         return result
 
     async def _run(self, session: Session, message: Message, connection: Connection | None,
-                   principal: Principal | None = None) -> Message | None:
+                   principal: Principal | None = None, deliver: Deliver | None = None) -> Message | None:
         """Run one request of either era in its task; the reply, or None when it was cancelled."""
         request_id, method = message["id"], message["method"]
         params = message.get("params") or {}
@@ -370,6 +382,8 @@ class Kernel:
             # The id is free once the reply exists (the done callback would free it one turn of the
             # loop later, after a transport that writes the reply at once may have answered).
             del session.inflight[request_id]
+        if deliver is not None:
+            deliver(reply)
         return reply
 
     async def _dispatch(self, request: RequestInfo) -> dict[str, Any]:
@@ -409,7 +423,7 @@ class Kernel:
 
     # -- other processes (shared backend) --------------------------------------------------------
 
-    def join(self, cluster: Any) -> None:
+    def join(self, cluster: Cluster) -> None:
         """Work with other processes through ``cluster``: act on what they forward here."""
         self.cluster = cluster
         cluster.session_handlers.update({
@@ -662,7 +676,10 @@ def _deferred_reply(request_id: RequestId, value: Any, error: BaseException | No
     return message
 
 
-def _done(message: Message) -> Reply:
+def _done(message: Message, deliver: Deliver | None = None) -> Reply:
+    """An answer known at once (an invalid message, a busy session): handed to ``deliver`` now too."""
+    if deliver is not None:
+        deliver(message)
     future: Reply = asyncio.get_running_loop().create_future()
     future.set_result(message)
     return future

@@ -3,21 +3,19 @@
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import functools
-import inspect
 import logging
 from collections.abc import Awaitable, Callable
 from concurrent.futures import Executor
 from time import perf_counter
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from mcphost.content import Completion
-from mcphost.context import Context, Deferred
+from mcphost.context import Context
 from mcphost.deadline import deadline
-from mcphost.errors import ClientRequestError, HostSignal, PluginAborted, ToolError
+from mcphost.errors import ClientRequestError, ToolError
 from mcphost.kernel import results, search
 from mcphost.kernel.listen import SUBSCRIPTION_ID, Listener
 from mcphost.kernel.modern import ModernScope
@@ -26,6 +24,7 @@ from mcphost.kernel.scope import RequestScope
 from mcphost.kernel.tasks import TaskScope, declares_tasks, missing_extension
 from mcphost.kernel.views import EndpointView
 from mcphost.kernel.visibility import Visibility
+from mcphost.plugins import run_plugin
 from mcphost.protocol.errors import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
@@ -42,7 +41,7 @@ from mcphost.records import Prompt, Resource, ResourceTemplate, Tool
 from mcphost.sessions.session import LOG_RANK, stream_seconds
 
 if TYPE_CHECKING:
-    from mcphost.kernel.services import KernelView as Kernel
+    from mcphost.kernel.view import KernelView as Kernel
     from mcphost.request import RequestInfo
 
 log = logging.getLogger("mcphost.kernel")
@@ -69,37 +68,16 @@ def method(name: str) -> Callable[[Handler], Handler]:
     return register
 
 
-@functools.lru_cache(maxsize=4096)
-def _is_async(fn: Callable[..., Any]) -> bool:
-    return inspect.iscoroutinefunction(fn)
-
-
 async def call_handler(fn: Callable[..., Any], kwargs: dict[str, Any], *, pool: Executor | None = None,
                        thread: bool = False) -> Any:
-    """Run a plugin's handler and wait for a Deferred it returns.
+    """Run a plugin's handler through the one plugin-call helper and wait for a Deferred it returns.
 
     A synchronous (``def``) handler runs in ``pool`` (the kernel's bounded thread pool), so one
     that blocks never freezes the event loop; ``async def`` handlers run on the loop, unless
     ``thread`` asks for a thread anyway. Whatever the handler raises but cancellation comes out as
     an ``Exception`` (:class:`~mcphost.errors.PluginAborted` for SystemExit and the like).
     """
-    try:
-        if pool is not None and (thread or not _is_async(fn)):
-            loop = asyncio.get_running_loop()
-            # The caller's context variables (a trace span, say) go along, as asyncio.to_thread does.
-            call = functools.partial(contextvars.copy_context().run, fn, **kwargs)
-            value = await loop.run_in_executor(pool, call)
-        else:
-            value = await asyncio.to_thread(fn, **kwargs) if thread else fn(**kwargs)
-        if inspect.isawaitable(value) and not isinstance(value, Deferred):
-            value = await value
-        if isinstance(value, Deferred):
-            value = await value
-        return value
-    except (Exception, asyncio.CancelledError, HostSignal):
-        raise
-    except BaseException as exc:
-        raise PluginAborted(exc) from exc
+    return await run_plugin(fn, _pool=pool, _thread=thread, **kwargs)
 
 
 def _progress_token(request: RequestInfo) -> Any:
@@ -271,7 +249,7 @@ def _instructions(kernel: Kernel, session: Any) -> str | None:
     view = _endpoint(kernel, session)
     if view is not None:
         return view.settings.instructions
-    return kernel.settings.instructions  # type: ignore[no-any-return]  # ServerSettings.instructions: str | None
+    return kernel.settings.instructions
 
 
 @method("ping")
@@ -358,16 +336,15 @@ async def _call_tool(kernel: Kernel, request: RequestInfo, name: str) -> dict[st
         return results.error_result(f"Invalid arguments for tool {name!r}: {exc}")
     run = kernel.tasks.begin(session, name, record.task)
     if record.resumable and request.round is not None and run is None:  # a 2026-07-28 call that must not re-run
-        return cast("dict[str, Any]", await kernel.continuations.call(request, _progress_token(request),
-                                                                      functools.partial(_resume_tool, kernel, request,
-                                                                                        entry, kwargs)))
+        return await kernel.continuations.call(request, _progress_token(request),
+                                               functools.partial(_resume_tool, kernel, request, entry, kwargs))
     if record.signature is not None and record.signature.context_param:
         scope = _scope(kernel, request) if run is None else TaskScope(
             kernel, session, request.id, request.method, _progress_token(request), round=request.round, run=run)
         kwargs[record.signature.context_param] = Context(scope)
     if run is not None:  # a task may run until its record expires
-        return cast("dict[str, Any]", await run.execute(functools.partial(_invoke_tool, kernel, request, entry, kwargs,
-                                                                          kernel.settings.task_ttl)))
+        return await run.execute(functools.partial(_invoke_tool, kernel, request, entry, kwargs,
+                                                   kernel.settings.task_ttl))
     return await _invoke_tool(kernel, request, entry, kwargs, kernel.settings.max_tool_seconds)
 
 
@@ -686,17 +663,17 @@ async def discover(kernel: Kernel, request: RequestInfo) -> dict[str, Any]:
 
 @method("tasks/get")
 async def get_task(kernel: Kernel, request: RequestInfo) -> dict[str, Any]:
-    return cast("dict[str, Any]", await kernel.tasks.get(request.session, request.params))
+    return await kernel.tasks.get(request.session, request.params)
 
 
 @method("tasks/update")
 async def update_task(kernel: Kernel, request: RequestInfo) -> dict[str, Any]:
-    return cast("dict[str, Any]", await kernel.tasks.update(request.session, request.params))
+    return await kernel.tasks.update(request.session, request.params)
 
 
 @method("tasks/cancel")
 async def cancel_task(kernel: Kernel, request: RequestInfo) -> dict[str, Any]:
-    return cast("dict[str, Any]", await kernel.tasks.cancel(request.session, request.params))
+    return await kernel.tasks.cancel(request.session, request.params)
 
 
 _LIST_KINDS = {"toolsListChanged": ("tools", "tools"), "promptsListChanged": ("prompts", "prompts"),

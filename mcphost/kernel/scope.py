@@ -24,7 +24,7 @@ from mcphost.protocol.versions import at_least
 from mcphost.sessions.session import LOG_RANK, Principal, Session
 
 if TYPE_CHECKING:
-    from mcphost.kernel.services import KernelView as Kernel
+    from mcphost.kernel.services import ScopeKernel as Kernel
 
 log = logging.getLogger("mcphost.kernel")
 

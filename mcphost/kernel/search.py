@@ -22,7 +22,7 @@ from mcphost.protocol.versions import at_least
 from mcphost.request import RequestInfo
 
 if TYPE_CHECKING:
-    from mcphost.kernel.services import KernelView as Kernel
+    from mcphost.kernel.view import KernelView as Kernel
     from mcphost.kernel.visibility import Visibility
 
 #: Most tools one search returns.

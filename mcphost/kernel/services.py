@@ -14,10 +14,18 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
+    from jsonschema.protocols import Validator
+
     from mcphost.catalog import Catalog
-    from mcphost.context import Deferred
+    from mcphost.config import ServerSettings
+    from mcphost.context import Deferred, HostView
+    from mcphost.endpoints import EndpointSettings
     from mcphost.protocol.era import Era
+    from mcphost.protocol.jsonrpc import RequestId
+    from mcphost.protocol.sealed import StateSealer
     from mcphost.request import RequestInfo
+    from mcphost.sessions.backend import Backend
+    from mcphost.sessions.cluster import Cluster
     from mcphost.sessions.manager import SessionManager
     from mcphost.sessions.session import Connection, Session
 
@@ -27,11 +35,11 @@ class Services:
     """The host's side of the kernel, built once by the host."""
 
     #: ``[server]`` settings.
-    settings: Any
+    settings: ServerSettings
     #: The current catalog (a reload replaces it whole).
     catalog: Callable[[], Catalog]
     #: The state backend (session store, event log, broker, task store, claims).
-    backend: Any
+    backend: Backend
     #: The one owner of sessions.
     sessions: SessionManager
     #: ``server_info(version)``: the serverInfo object for a protocol revision.
@@ -40,10 +48,10 @@ class Services:
     report_exception: Callable[[RequestInfo, BaseException], Awaitable[None]]
     #: Protocol extensions served (2026-07-28 ``capabilities.extensions``).
     extensions: Callable[[], dict[str, Any]]
-    #: What :attr:`mcphost.Context.host` shows plugins (the host); the kernel itself never calls it.
-    host: Any = None
+    #: What :attr:`mcphost.Context.host` shows tools (a narrow façade); the kernel never calls it.
+    host: HostView
     #: ``[endpoints.NAME]`` settings by name (:mod:`mcphost.endpoints`).
-    endpoints: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    endpoints: Mapping[str, EndpointSettings] = dataclasses.field(default_factory=dict)
 
 
 class Exchange(Protocol):
@@ -81,37 +89,24 @@ class Exchange(Protocol):
         """Run a session-era message through the transport's session (found through the manager)."""
 
 
-class KernelView(Protocol):
-    """The kernel as its handlers, request scopes and tasks use it.
+class ScopeKernel(Protocol):
+    """The kernel as a request's scope (and the tasks and parked runs that make scopes) use it.
 
     They cannot import :class:`mcphost.kernel.dispatcher.Kernel` (the dispatcher imports them),
-    so they name this instead; the Kernel satisfies it.
+    so they name this instead; the Kernel satisfies it. The handlers' wider view is
+    :class:`mcphost.kernel.view.KernelView`.
     """
 
-    settings: Any
+    settings: ServerSettings
     services: Services
     sessions: SessionManager
-    host: Any
-    tasks: Any
-    continuations: Any
-    cluster: Any
-    sealer: Any
-    listeners: set[Any]
-    closing: asyncio.Event
+    host: HostView
+    sealer: StateSealer
+    cluster: Cluster | None
 
-    catalog: Catalog
-    views: Any
+    def defer(self, session: Session, request_id: RequestId) -> Deferred: ...
 
-    @property
-    def sync_pool(self) -> Any: ...
-
-    def defer(self, session: Session, request_id: Any) -> Deferred: ...
-
-    def server_info(self, session: Session) -> dict[str, Any]: ...
-
-    async def redispatch(self, request: RequestInfo) -> dict[str, Any]: ...
-
-    def validator_for(self, schema: Mapping[str, Any]) -> Any: ...
+    def validator_for(self, schema: Mapping[str, Any]) -> Validator: ...
 
     async def notify_resource_updated(self, uri: str) -> None: ...
 

@@ -25,7 +25,7 @@ import secrets
 import time
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from mcphost.kernel.modern import ModernScope, principal_key
 from mcphost.protocol.errors import (
@@ -38,7 +38,7 @@ from mcphost.protocol.errors import (
 from mcphost.sessions.session import Session
 
 if TYPE_CHECKING:
-    from mcphost.kernel.services import KernelView as Kernel
+    from mcphost.kernel.services import ScopeKernel as Kernel
 
 log = logging.getLogger("mcphost.tasks")
 
@@ -350,11 +350,11 @@ class TaskManager:
 
     @property
     def lease(self) -> float:
-        return cast(float, self.settings.task_lease)
+        return self.settings.task_lease
 
     def keep_beating(self) -> None:
         """On a shared backend, restamp running tasks every third of a lease: proof that a process runs them."""
-        if getattr(self.kernel.services.backend, "shared", False) and (self._beating is None or self._beating.done()):
+        if self.kernel.services.backend.shared and (self._beating is None or self._beating.done()):
             self._beating = asyncio.get_running_loop().create_task(self._beat())
 
     async def _beat(self) -> None:

@@ -74,10 +74,9 @@ class SessionStore(Protocol):
     """Session states by id. On a shared store a session whose idle time ran out is gone for
     ``load`` at once; ``expired()`` then hands it, with its last state, to exactly one caller
     across every process (who runs the terminate hook), and ``touch`` restarts the idle time.
-    ``ids()`` lists the live sessions.
-    Optional: ``async def count_of(self, quota: str) -> int``, the live
-    sessions whose state's ``quota`` is ``quota`` (a shared store that offers it makes
-    ``max_sessions_per_principal`` hold across processes)."""
+    ``ids()`` lists the live sessions. ``count_of(quota)`` counts the live sessions whose state's
+    ``quota`` is ``quota`` (on a shared store it makes ``max_sessions_per_principal`` hold across
+    processes)."""
 
     async def load(self, session_id: str) -> dict[str, Any] | None: ...
     async def save(self, state: dict[str, Any]) -> None: ...
@@ -86,6 +85,7 @@ class SessionStore(Protocol):
     async def touch(self, session_id: str) -> bool: ...
     async def ids(self) -> list[str]: ...
     async def expired(self, limit: int = 100) -> list[tuple[str, dict[str, Any] | None]]: ...
+    async def count_of(self, quota: str) -> int: ...
 
 
 class EventLog(Protocol):
@@ -106,6 +106,21 @@ class EventLog(Protocol):
     async def exists(self, session_id: str, stream_id: str) -> bool: ...
     async def discard(self, session_id: str, stream_id: str) -> None: ...
     async def drop(self, session_id: str) -> None: ...
+
+
+class SubscriptionStore(Protocol):
+    """The session store of a backend with ``subscriptions_apart``: subscriptions kept one by one."""
+
+    async def subscribe(self, session_id: str, uri: str, limit: int) -> bool: ...
+    async def unsubscribe(self, session_id: str, uri: str) -> None: ...
+
+
+class LeasedEventLog(EventLog, Protocol):
+    """The event log of a backend with a ``lease``: request streams leased to the process writing them."""
+
+    async def lease(self, streams: list[tuple[str, str, list[Any]]], ttl: float) -> None: ...
+    async def orphaned(self, session_id: str, stream_id: str) -> list[Any] | None: ...
+    async def settle(self, session_id: str, stream_id: str, messages: list[dict[str, Any]]) -> bool: ...
 
 
 class TaskStore(Protocol):
@@ -142,9 +157,24 @@ class Broker(Protocol):
     def subscribe(self, channel: str, callback: Any) -> Subscription: ...
 
 
-class Backend(Protocol):
-    """The state backend a ``mcphost_backend`` hook returns. ``shared`` says whether several
-    processes can use it together.
+class Backend:
+    """The state backend a ``mcphost_backend`` hook returns: subclass it.
+
+    The defaults are those of a backend for one process: not ``shared``, no leases (``lease``
+    0), subscriptions saved with the session state, always healthy, nothing to start or close.
+    A subclass provides ``sessions``, ``events``, ``broker`` and ``tasks`` and implements the
+    operations below that have no default. The host and the kernel never probe a backend for
+    optional parts: what is optional has a default here.
+
+    ``shared`` says whether several processes can use it together.
+
+    ``lease`` (seconds, 0: none): a shared backend that leases request streams to the process
+    writing them; its event log then also offers ``lease(streams, ttl)``, ``orphaned(session,
+    stream)`` and ``settle(session, stream, messages)`` (see the Redis backend).
+
+    ``subscriptions_apart``: the session store keeps each session's resource subscriptions apart
+    from its state, with ``subscribe(session_id, uri, limit) -> bool`` and ``unsubscribe(session_id,
+    uri)``; a subscription then writes only itself.
 
     ``claim(key, ttl)`` marks ``key`` as used for ``ttl`` seconds and returns True only for the
     first claim: the single-use tracking of sealed 2026-07-28 request states (claim a digest of
@@ -155,9 +185,10 @@ class Backend(Protocol):
     it; ``unhold(key, owner)`` lets go of it if ``owner`` holds it. This is how a per-session rule
     that one process enforces for itself (one standalone GET stream) holds across processes.
 
-    Optional: ``read_keyring(name)``, the ring as stored without creating it (None when it is
-    missing; :class:`KeyRingUnreadable` when it cannot be read), so a running cluster notices a
-    ring that was deleted or damaged instead of silently starting a new one.
+    ``read_keyring(name)``: the ring as stored without creating it (None when it is missing;
+    :class:`KeyRingUnreadable` when it cannot be read), so a running cluster notices a ring that
+    was deleted or damaged instead of silently starting a new one. The default reads it through
+    ``keyring(name)`` (creating it when missing): override it on a shared backend.
 
     ``keyring(name)`` returns the key ring called ``name`` that every process on this backend
     shares, newest first, creating it (one random key, active at once) when there is none:
@@ -167,26 +198,44 @@ class Backend(Protocol):
     2026-07-28 ``requestState`` is sealed with the ring ``"state"`` unless ``[server]
     state_keys`` is set. Both raise BackendUnavailable when the backend cannot be reached.
 
-    Optional: ``async def health(self) -> bool``, asked by the ``/readyz`` probe. True when
-    the backend can serve requests now (for a networked store: it answered a round trip such
-    as PING); False, or an exception, when it cannot. It must answer quickly (well under a
-    second: it runs on every probe, which load balancers send every few seconds) and must not
-    try to repair anything; the host bounds it with a 2 s timeout and counts a timeout as
-    unhealthy. A backend without the method is always healthy.
+    ``health()`` is asked by the ``/readyz`` probe: True when the backend can serve requests now
+    (for a networked store: it answered a round trip such as PING); False, or an exception, when
+    it cannot. It must answer quickly (it runs on every probe) and must not try to repair
+    anything; the host bounds it with a 2 s timeout and counts a timeout as unhealthy.
     """
 
-    name: str
-    shared: bool
+    name: str = "backend"
+    shared: bool = False
+    lease: float = 0.0
+    subscriptions_apart: bool = False
     sessions: SessionStore
     events: EventLog
     broker: Broker
     tasks: TaskStore
 
-    async def start(self) -> None: ...
-    async def close(self) -> None: ...
-    async def claim(self, key: str, ttl: float) -> bool: ...
-    async def health(self) -> bool: ...
-    async def hold(self, key: str, owner: str, ttl: float) -> bool: ...
-    async def unhold(self, key: str, owner: str) -> None: ...
-    async def keyring(self, name: str) -> list[SharedKey]: ...
-    async def rotate_keyring(self, name: str, activate_in: float, keep: float) -> list[SharedKey]: ...
+    async def start(self) -> None:
+        """Connect, or whatever the backend needs before it serves (default: nothing)."""
+
+    async def close(self) -> None:
+        """Let go of connections and background work (default: nothing)."""
+
+    async def health(self) -> bool:
+        return True
+
+    async def claim(self, key: str, ttl: float) -> bool:
+        raise NotImplementedError
+
+    async def hold(self, key: str, owner: str, ttl: float) -> bool:
+        raise NotImplementedError
+
+    async def unhold(self, key: str, owner: str) -> None:
+        raise NotImplementedError
+
+    async def keyring(self, name: str) -> list[SharedKey]:
+        raise NotImplementedError
+
+    async def rotate_keyring(self, name: str, activate_in: float, keep: float) -> list[SharedKey]:
+        raise NotImplementedError
+
+    async def read_keyring(self, name: str) -> list[SharedKey] | None:
+        return await self.keyring(name)

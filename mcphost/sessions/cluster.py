@@ -166,21 +166,17 @@ class Cluster:
                 log.warning("could not compare the %s list with the cluster's: %s", kind, exc)
 
     async def _follow_state_keys(self, sealer: StateSealer) -> None:
-        read = getattr(self.backend, "read_keyring", None)
         while True:
             await asyncio.sleep(KEY_REFRESH)
             try:
-                if read is None:
-                    ring = await self.backend.keyring(STATE_RING)
-                else:
-                    # Read without creating: a ring deleted under a running cluster is an error to
-                    # fix, never a silent new key that invalidates every outstanding requestState.
-                    ring = await read(STATE_RING)
-                    if ring is None:
-                        self._key_trouble(f"the shared requestState key ring is missing from the {self.backend.name} "
-                                          "backend (deleted?); still sealing with the keys read before. Run "
-                                          "`mcphost rotate-state-key` to start a new ring")
-                        continue
+                # Read without creating: a ring deleted under a running cluster is an error to
+                # fix, never a silent new key that invalidates every outstanding requestState.
+                ring = await self.backend.read_keyring(STATE_RING)
+                if ring is None:
+                    self._key_trouble(f"the shared requestState key ring is missing from the {self.backend.name} "
+                                      "backend (deleted?); still sealing with the keys read before. Run "
+                                      "`mcphost rotate-state-key` to start a new ring")
+                    continue
                 sealer.rekey(sealing_keys(ring, time.time()))
                 if self.key_problem is not None:
                     log.warning("the shared requestState key ring is readable again")

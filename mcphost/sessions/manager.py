@@ -12,6 +12,9 @@ It answers every question about a session's life, whatever transport carries it:
 - on a shared backend: loading a session another process created, restarting its TTL, saving
   its durable state when it changed, and renewing the leases of the request streams this
   process writes;
+- the lifecycle of every connection, whatever transport and era: :meth:`open` runs the connect
+  hooks with the one refusal rule, :meth:`close` the disconnect hooks (and terminate); the hooks
+  arrive as one :class:`LifecycleHooks` object and nothing else calls them;
 - idle and lifetime reaping, and ending: DELETE, expiry, lifetime and shutdown each fire
   ``mcphost_terminate`` once;
 - the ephemeral sessions of 2026-07-28 requests (never stored, never listed).
@@ -31,11 +34,13 @@ import re
 import secrets
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable, Iterable, Mapping
-from typing import Any, Protocol
+from collections.abc import Iterable, Mapping
+from typing import Any, Protocol, cast
 
 from mcphost.budgets import Ledger, OverBudget, ledger_for
-from mcphost.sessions.backend import BackendUnavailable
+from mcphost.config import ServerSettings
+from mcphost.errors import Refused
+from mcphost.sessions.backend import Backend, BackendUnavailable, EventLog, LeasedEventLog, SubscriptionStore
 from mcphost.sessions.session import Connection, Principal, Session, quota_key
 
 log = logging.getLogger("mcphost.sessions")
@@ -84,27 +89,38 @@ class Driver(Protocol):
         """Shared backend, a busy session: renew what the transport holds cluster-wide for it
         (the HTTP transport: its one standalone GET stream)."""
 
+    def forget(self, session: Session) -> None:
+        """The session is let go here: what the transport counts for it against its principal's
+        budgets (the HTTP transport: unread retained streams) no longer counts."""
 
-Hook = Callable[[Session, str], Awaitable[None]]
-ConnectHook = Callable[[Session, Connection], Awaitable[None]]
+
+class LifecycleHooks(Protocol):
+    """The plugins' lifecycle hooks, as one object the host hands the manager.
+
+    Only the manager calls them: transports open and close sessions through the manager.
+    """
+
+    #: Whether any plugin implements one of them (a 2026-07-28 request then skips the calls).
+    @property
+    def active(self) -> bool: ...
+
+    async def connect(self, session: Session, connection: Connection) -> None:
+        """Run ``mcphost_connect``; :class:`~mcphost.errors.Refused` when a plugin turns the client away."""
+
+    async def disconnect(self, session: Session, reason: str) -> None:
+        """Run ``mcphost_disconnect`` (one connection closed, not the end of the session)."""
+
+    async def terminate(self, session: Session, reason: str) -> None:
+        """Run ``mcphost_terminate`` (the session is over)."""
 
 
 class SessionManager:
     """Sessions of one host in this process; see the module docstring."""
 
-    def __init__(self, settings: Any, backend: Any, *, connect: ConnectHook, disconnect: Hook,
-                 terminate: Hook) -> None:
+    def __init__(self, settings: ServerSettings, backend: Backend, hooks: LifecycleHooks) -> None:
         self.settings = settings
-        #: ``await connect(session, connection)``: run ``mcphost_connect``; raises
-        #: :class:`~mcphost.errors.Refused` when a plugin turns the client away.
-        self.connect = connect
-        #: ``await disconnect(session, reason)``: run ``mcphost_disconnect`` (one connection closed,
-        #: not the end of the session).
-        self.disconnect = disconnect
-        self._terminate = terminate
-        #: Whether any plugin implements a lifecycle hook (connect, disconnect, terminate); the
-        #: host clears it when none does, so a 2026-07-28 request skips the calls that do nothing.
-        self.lifecycle_hooks = True
+        #: The lifecycle hooks; only :meth:`open`, :meth:`close` and :meth:`terminate` call them.
+        self.hooks = hooks
         #: Sessions held in this process, by id.
         self.sessions: dict[str, Session] = {}
         self.use(backend)
@@ -126,18 +142,16 @@ class SessionManager:
 
     # -- wiring ---------------------------------------------------------------------------------
 
-    def use(self, backend: Any) -> None:
+    def use(self, backend: Backend) -> None:
         """Keep sessions in ``backend`` (the host sets it once plugins are loaded)."""
         self.backend = backend
         #: Sessions live in a store shared with other processes (any of them serves any session).
-        self.shared = bool(getattr(backend, "shared", False))
+        self.shared = backend.shared
         #: Seconds a request stream's lease lasts; 0 when the backend has no leases (one process).
-        events = getattr(backend, "events", None)
-        self.lease = float(getattr(backend, "lease", 0) or 0) if hasattr(events, "settle") else 0.0
-        #: A shared store that keeps each session's subscriptions apart from its state (optional
-        #: ``subscribe``/``unsubscribe``): a subscription then writes only itself, never the state.
-        sessions = getattr(backend, "sessions", None)
-        self._subscriptions_apart = self.shared and hasattr(sessions, "subscribe") and hasattr(sessions, "unsubscribe")
+        self.lease = float(backend.lease) if backend.shared else 0.0
+        #: A shared store that keeps each session's subscriptions apart from its state: a
+        #: subscription then writes only itself, never the state.
+        self._subscriptions_apart = backend.shared and backend.subscriptions_apart
 
     def join(self, cluster: Any) -> None:
         """Share sessions with other processes through ``cluster``: an end elsewhere lets go here."""
@@ -147,6 +161,28 @@ class SessionManager:
     def drive(self, driver: Driver) -> None:
         """Register the transport that keeps per-session state (one per manager)."""
         self.driver = driver
+
+    @property
+    def events(self) -> EventLog:
+        """The backend's event log (a transport's session streams write and follow it)."""
+        return self.backend.events
+
+    @property
+    def worker(self) -> str | None:
+        """This process's id among those sharing the backend (None on a backend of its own)."""
+        return self.cluster.worker if self.cluster is not None else None
+
+    async def hold(self, key: str) -> bool:
+        """Hold ``key`` cluster-wide for this process for a lease (taken again to renew it); False
+        while another process holds it. Always True without leases (one process: nothing to share)."""
+        if not self.lease or self.cluster is None:
+            return True
+        return await self.backend.hold(key, self.cluster.worker, self.lease)
+
+    async def unhold(self, key: str) -> None:
+        """Let go of a key :meth:`hold` took."""
+        if self.lease and self.cluster is not None:
+            await self.backend.unhold(key, self.cluster.worker)
 
     def get(self, session_id: str) -> Session | None:
         """The session held here under ``session_id`` (no store lookup, no owner check)."""
@@ -182,9 +218,9 @@ class SessionManager:
         cap = self.settings.max_sessions_per_principal
         if cap:
             key = quota_key(principal, remote)
-            count_of = getattr(self.backend.sessions, "count_of", None) if self.shared else None
-            if (await count_of(key) if count_of is not None else self.held_by[key]) >= cap and (
-                    count_of is not None or not await self._expire_idle(key) or self.held_by[key] >= cap):
+            shared_count = await self.backend.sessions.count_of(key) if self.shared else None
+            if (shared_count if shared_count is not None else self.held_by[key]) >= cap and (
+                    shared_count is not None or not await self._expire_idle(key) or self.held_by[key] >= cap):
                 self.refused(key)
                 raise TooManySessions(per_principal=True, cap=cap)
         session = self.new(principal, remote)
@@ -318,7 +354,8 @@ class SessionManager:
             return False
         if self.budgets.try_acquire(session.quota, "subscriptions") is not None:
             return False
-        if self._subscriptions_apart and not await self.backend.sessions.subscribe(session.id, uri, limit):
+        if self._subscriptions_apart and not await cast(SubscriptionStore, self.backend.sessions).subscribe(
+                session.id, uri, limit):
             self.budgets.release(session.quota, "subscriptions")
             return False
         if session.closed or uri in session.subscriptions:  # ended, or followed by a concurrent call meanwhile
@@ -329,7 +366,7 @@ class SessionManager:
     async def unsubscribe(self, session: Session, uri: str) -> None:
         """Stop following ``uri`` for ``session`` (nothing when it did not)."""
         if self._subscriptions_apart:
-            await self.backend.sessions.unsubscribe(session.id, uri)
+            await cast(SubscriptionStore, self.backend.sessions).unsubscribe(session.id, uri)
         if uri in session.subscriptions and not session.closed:
             session.subscriptions.discard(uri)
             self.budgets.release(session.quota, "subscriptions")
@@ -357,14 +394,41 @@ class SessionManager:
             self._saved[session.id] = snapshot
             self._touched[session.id] = time.monotonic()
 
-    # -- the lifecycle hooks (connect and disconnect are the host's, set in __init__) -----------------
+    # -- the lifecycle: open, close, terminate (the only callers of the lifecycle hooks) ---------------
+
+    async def open(self, session: Session, connection: Connection, *, opening: bool = False) -> None:
+        """Run the connect hooks for one connection of ``session``.
+
+        The one refusal rule, for every transport and both eras: a refused connect fires
+        ``mcphost_disconnect(session, "refused")`` at once; when this connection is the one that
+        opened the session (``opening``: an initialize, the start of a stdio or in-memory session,
+        every 2026-07-28 request) ``mcphost_terminate(session, "refused")`` follows at once and the
+        session is forgotten. Then :class:`~mcphost.errors.Refused` propagates for the transport to
+        word. A refused connection to a session already running leaves the session as it was.
+        """
+        try:
+            await self.hooks.connect(session, connection)
+        except Refused:
+            await self.hooks.disconnect(session, "refused")
+            if opening:
+                await self.terminate(session, "refused")
+                if session.era != "modern":  # a session-era session may have opened its event log
+                    await self.backend.events.drop(session.id)
+            raise
+
+    async def close(self, session: Session, reason: str, *, end: str | None = None) -> None:
+        """One connection of ``session`` closed: ``mcphost_disconnect(reason)``; with ``end`` the
+        session is over too, and ``mcphost_terminate(end)`` follows (once: see :meth:`terminate`)."""
+        await self.hooks.disconnect(session, reason)
+        if end is not None:
+            await self.terminate(session, end)
 
     async def terminate(self, session: Session, reason: str) -> None:
         """End ``session`` here: cancel its work, forget it, run ``mcphost_terminate`` once."""
         if session.closed:
             return
         self.release(session)
-        await self._terminate(session, reason)
+        await self.hooks.terminate(session, reason)
 
     def release(self, session: Session) -> None:
         """Stop holding ``session`` in this process: cancel its local work, forget it.
@@ -381,9 +445,8 @@ class SessionManager:
             if self.held_by[session.quota] <= 0:
                 del self.held_by[session.quota]
             self.budgets.release(session.quota, "subscriptions", len(session.subscriptions))
-            forget = getattr(self.driver, "forget", None)  # the transport's per-session budgets
-            if forget is not None:
-                forget(session)
+            if self.driver is not None:
+                self.driver.forget(session)  # the transport's per-session budgets
             self._saved.pop(session.id, None)
             self._touched.pop(session.id, None)
         for task in list(session.inflight.values()):
@@ -402,11 +465,6 @@ class SessionManager:
         await self.backend.sessions.delete(session.id)
         if self.shared and self.cluster is not None:
             await self.cluster.publish(f"s:{session.id}", {"t": "end"})  # other holders let go
-
-    async def discard(self, session: Session) -> None:
-        """Forget a session minted by a request that was refused: no hook ever saw it."""
-        self.release(session)
-        await self.backend.events.drop(session.id)
 
     # -- background work --------------------------------------------------------------------------
 
@@ -476,11 +534,8 @@ class SessionManager:
         """Shared backend: end the sessions whose idle time ran out in the store, wherever they were
         last used. The store hands each one to exactly one process (its expiry index), so the
         terminate hook fires once across the cluster."""
-        expired = getattr(self.backend.sessions, "expired", None)
-        if expired is None:
-            return
         try:
-            for session_id, data in await expired():
+            for session_id, data in await self.backend.sessions.expired():
                 session = self.sessions.get(session_id)
                 if session is None and data is not None:
                     session = Session.from_state(data)
@@ -512,7 +567,7 @@ class SessionManager:
                     streams.extend((session.id, stream, ids) for stream, ids in self.driver.leased(session))
             failed = True
             try:
-                await self.backend.events.lease(streams, self.lease)
+                await cast(LeasedEventLog, self.backend.events).lease(streams, self.lease)
                 failed = False
             except BackendUnavailable as exc:
                 log.warning("could not renew %d request leases: %s", len(streams), exc)

@@ -23,10 +23,9 @@ era a message belongs to), the SessionManager owns the sessions.
 from __future__ import annotations
 
 import asyncio
-import itertools
 import logging
 import time
-from collections.abc import Awaitable, Iterable, Mapping
+from collections.abc import Awaitable
 from typing import Any
 
 from mcphost.budgets import OverBudget
@@ -58,15 +57,7 @@ from mcphost.transports.asgi import (
     respond_unread,
     without_credentials,
 )
-from mcphost.transports.sse import (
-    STANDALONE,
-    HttpSessionState,
-    Outlet,
-    SseStreams,
-    frame,
-    parse_event_id,
-    state_of,
-)
+from mcphost.transports.sse import STANDALONE, SessionStreams, frame, parse_event_id, state_of
 
 log = logging.getLogger("mcphost.http")
 
@@ -124,8 +115,9 @@ class _Exchange:
         return self.transport._post_legacy(self.headers, self.connection, message, self.receive, self.respond_to)
 
 
-class HttpTransport(SseStreams):
-    """The ASGI application for the MCP endpoint of one host."""
+class HttpTransport:
+    """The ASGI application for the MCP endpoint of one host: it parses requests, rules on them
+    and answers them; sessions and their streams are the manager's and :class:`SessionStreams`'."""
 
     def __init__(self, host: Host) -> None:
         self.host = host
@@ -135,68 +127,29 @@ class HttpTransport(SseStreams):
         self.body_timeout = settings.body_timeout
         self.keepalive = settings.sse_keepalive
         self.retry_ms = settings.sse_retry_ms
-        self.write_timeout = settings.sse_write_timeout
         self.guard = RequestGuard(settings)
         self.client_address = ClientAddress(settings.forwarded_allow_ips)
-        self.closing = asyncio.Event()
-        self._background: set[asyncio.Task[Any]] = set()
-        self._retained_by = {}
-        #: Request stream numbers on a shared backend: per process, never reused by a session.
-        self._stream_numbers = itertools.count(1)
-        #: The one owner of sessions; this transport keeps only its streams (see ``sse``).
+        #: The one owner of sessions; the transport talks to it only.
         self.manager = host.manager
+        #: The session-era streams of the sessions held here (the manager's driver).
+        self.streams = SessionStreams(host.manager, settings)
         #: ``[endpoints.NAME]`` by path: the same machinery serves each, on its view of the catalog.
         self.endpoint_paths = {settings.path: name for name, settings in host.config.endpoints.items()}
 
     @property
-    def events(self) -> Any:
-        return self.host.backend.events
-
-    @property
-    def lease(self) -> float:  # type: ignore[override]  # SseStreams only reads it; here it is the manager's
-        return self.manager.lease
+    def closing(self) -> asyncio.Event:
+        return self.streams.closing
 
     # -- lifecycle ----------------------------------------------------------------------------
 
     async def start(self) -> None:
-        self.manager.drive(self)
+        self.manager.drive(self.streams)
         await self.manager.start()
 
     async def stop(self) -> None:
         """Let SSE clients go (with a retry hint) and give requests time to finish; the host then
         ends the sessions (``Host.stop``)."""
-        self.closing.set()
-        await self.manager.drain(self.settings.graceful_timeout)
-        if self._background:
-            await asyncio.wait(list(self._background), timeout=5)
-
-    # -- what the SessionManager asks of this transport (its Driver) ---------------------------
-
-    async def attach(self, session: Session, stored: Mapping[str, Any] | None) -> None:
-        state = HttpSessionState(session.quota)
-        if stored is not None:
-            state.standalone_sent = int((stored.get("http") or {}).get("standalone_sent", 0))
-        session.outlet = Outlet(self.events, session, state)
-        await self.events.open(session.id, STANDALONE)
-
-    async def keep(self, session: Session) -> None:
-        await self.events.open(session.id, STANDALONE)  # keeps the log's keys alive with the session
-
-    def durable(self, session: Session) -> dict[str, Any]:
-        state = state_of(session)
-        return {"http": {"standalone_sent": state.standalone_sent if state is not None else 0}}
-
-    def busy(self, session: Session) -> bool:
-        state = state_of(session)
-        return state is not None and (state.standalone_live or bool(state.closers))
-
-    def leased(self, session: Session) -> Iterable[tuple[str, list[Any]]]:
-        state = state_of(session)
-        streams: dict[str, list[Any]] = {}
-        if state is not None:
-            for request_id, stream in list(state.request_streams.items()):
-                streams.setdefault(stream, []).append(request_id)
-        return streams.items()
+        await self.streams.stop()
 
     # -- ASGI entry ---------------------------------------------------------------------------
 
@@ -432,7 +385,7 @@ class HttpTransport(SseStreams):
                     self.host.kernel.authorize(message, connection.principal, endpoint=connection.endpoint)
                 except Refused as exc:
                     raise _RefusedRequest(exc, None if batch else message["id"]) from None
-        await self._connect(session, connection, discard=is_initialize)
+        await self._connect(session, connection, opening=is_initialize)
         pumping = False
         try:
             state = state_of(session)
@@ -447,7 +400,7 @@ class HttpTransport(SseStreams):
             if not requests:
                 replies = [r for r in (self.host.kernel.receive(session, m, connection, principal) for m in messages)
                            if r is not None]
-                if self.shared:
+                if self.manager.shared:
                     await self.manager.persist(session)  # notifications/initialized, say
                 if replies:  # invalid messages get their error replies
                     done = [await r for r in replies]
@@ -458,58 +411,33 @@ class HttpTransport(SseStreams):
             if self.settings.json_response:
                 await self._reply_json(session, connection, messages, batch, send, extra, principal)
                 return
-            stream = str(state.next_stream)
-            state.next_stream += 1
-            if self.shared and self.host.cluster is not None:
-                # Unique among the processes, and numbered per process, not per session: a session
-                # released here and loaded again later must not reuse a stream id it had.
-                stream = f"{next(self._stream_numbers)}-{self.host.cluster.worker}"
-            # Reserve the ids before the first await, so a concurrent POST reusing one gets 409.
-            for message in requests:
-                state.request_streams[message["id"]] = stream
-            try:
-                # Open the stream, take its lease (before anything runs: a process that dies from
-                # here on is noticed) and store the priming event first: one round trip.
-                await self.events.begin(session.id, stream, [m["id"] for m in requests], self.lease)
-            except BaseException:
-                for message in requests:
-                    if state.request_streams.get(message["id"]) == stream:
-                        del state.request_streams[message["id"]]
-                raise
-            replies = [self.host.kernel.receive(session, m, connection, principal) for m in messages]
-            finisher = asyncio.get_running_loop().create_task(
-                self._finish_stream(session, state, stream, [r for r in replies if r is not None],
-                                    [m["id"] for m in requests]))
-            self._background.add(finisher)
-            finisher.add_done_callback(self._background.discard)
+            streams = self.streams
+            stream = await streams.open_request_stream(session, state, [m["id"] for m in requests])
+            replies = [r for r in (self.host.kernel.receive(session, m, connection, principal) for m in messages)
+                       if r is not None]
+            finisher = streams.store_replies(session, state, stream, replies, [m["id"] for m in requests])
             pumping = True
-            if self.shared:
+            if self.manager.shared:
                 # The priming event (seq 1) is stored; write it as is, so the client holds a
                 # resumable id even if the shared log cannot be read a moment later.
-                await self._pump(session, stream, 1, receive, send, extra,
-                                 priming=frame(stream, 1, None, self.retry_ms))
+                await streams.pump(session, stream, 1, receive, send, extra,
+                                   priming=frame(stream, 1, None, self.retry_ms))
             else:  # read from the log with the reply, when it is ready, in one write
                 if not finisher.done():
                     # A handler that waits on nothing has its reply stored after one turn of the loop.
                     await asyncio.sleep(0)
-                if not (finisher.done() and await self._write_stored(session, state, stream, send, extra)):
-                    await self._pump(session, stream, 0, receive, send, extra)
+                if not (finisher.done() and await streams.write_stored(session, state, stream, send, extra)):
+                    await streams.pump(session, stream, 0, receive, send, extra)
         finally:
             if not pumping:  # the pump reports its own disconnect
-                await self.manager.disconnect(session, "complete")
+                await self.manager.close(session, "complete")
 
-    async def _connect(self, session: Session, connection: Connection, *, discard: bool = False) -> None:
-        """Run the connect hooks; a refusal is reported to the disconnect hooks too (and a session
-        minted by this very request is forgotten without a trace)."""
-        try:
-            await self.manager.connect(session, connection)
-        except Refused:
-            if discard:
-                await self.manager.discard(session)
-            await self.manager.disconnect(session, "refused")
-            raise
+    async def _connect(self, session: Session, connection: Connection, *, opening: bool = False) -> None:
+        """Run the connect hooks through the manager (which applies the one refusal rule)."""
+        # A refusal fires disconnect("refused"), and for the session this request minted terminate("refused").
+        await self.manager.open(session, connection, opening=opening)
         if session.closed:  # ended (DELETE, expiry) while an async connect hook ran
-            await self.manager.disconnect(session, "complete")
+            await self.manager.close(session, "complete")
             raise HttpError(404, "Session not found")
         session.last_active = time.time()  # any request counts as activity, a GET too
 
@@ -549,21 +477,21 @@ class HttpTransport(SseStreams):
         state = state_of(session)
         assert state is not None
         if state.gets >= self.settings.max_streams_per_session:
-            await self.manager.disconnect(session, "complete")
+            await self.manager.close(session, "complete")
             raise HttpError(409, f"Conflict: this session already has {state.gets} open GET streams "
                                  "(server.max_streams_per_session)")
         # A GET stream is a request in flight of its principal, whichever session it opens it on.
         refused = self.manager.budgets.try_acquire(session.quota, "requests")
         if refused is not None:
             self.manager.refused(session.quota)
-            await self.manager.disconnect(session, "complete")
+            await self.manager.close(session, "complete")
             raise over_budget(refused)
         state.gets += 1
         try:
             last_event = headers.get("last-event-id")
             if last_event is not None:
                 stream, after = parse_event_id(last_event)
-                if stream is None or not await self.events.exists(session.id, stream):
+                if stream is None or not await self.streams.events.exists(session.id, stream):
                     raise HttpError(400, "Unknown or expired Last-Event-ID")
             else:
                 stream, after = STANDALONE, -1
@@ -572,27 +500,34 @@ class HttpTransport(SseStreams):
             if after < 0:
                 # No Last-Event-ID: what earlier GETs did not get is delivered now, as far as it is
                 # still retained (the client did not ask for a replay, so a trimmed start is no error).
-                after = await self._standalone_start(session, state)
+                after = await self.streams.standalone_start(session, state)
             try:
                 # Check the position before sending headers, so an expired id is a clear 400.
-                await self.events.read(session.id, stream, after, 0)
+                position = await self.streams.events.read(session.id, stream, after, 0)
             except UnknownEvent:
                 raise HttpError(400, "Unknown or expired Last-Event-ID") from None
-            if stream == STANDALONE and self.lease and self.host.cluster is not None:
-                # The same rule across processes: the stream is held in the backend (released when it ends).
-                if not await self._hold_standalone(session):
-                    raise HttpError(409, "Conflict: only one standalone SSE stream is allowed per session")
+            if stream != STANDALONE and position.done and not position.events and \
+                    await self.streams.ended_unanswered(session, stream):
+                # A request stream the client already has in full, which ended without a reply (a
+                # cancelled call: the spec says not to answer it). An empty SSE stream would make a
+                # client that waits for the reply resume it again and again; 204 says there is
+                # nothing more, ever.
+                await respond(send, 204, b"", {})
+                return
+            # The same rule across processes: the stream is held in the backend (released when it ends).
+            if stream == STANDALONE and not await self.streams.hold_standalone(session):
+                raise HttpError(409, "Conflict: only one standalone SSE stream is allowed per session")
             # Priming: an id pointing at the current position, so even an idle stream can be resumed.
             pumping = True
             # The stream ends when the credentials that opened it expire (or max_stream_seconds pass).
-            await self._pump(session, stream, after, receive, send, {},
+            await self.streams.pump(session, stream, after, receive, send, {},
                              priming=frame(stream, after, None, self.retry_ms),
                              until=stream_seconds(connection.principal, self.settings.max_stream_seconds))
         finally:
             state.gets -= 1
             self.manager.budgets.release(session.quota, "requests")
             if not pumping:
-                await self.manager.disconnect(session, "complete")
+                await self.manager.close(session, "complete")
 
 
     # -- DELETE -------------------------------------------------------------------------------
@@ -600,7 +535,7 @@ class HttpTransport(SseStreams):
     async def _delete(self, headers: dict[str, str], connection: Connection, receive: Receive, send: Send) -> None:
         session = await self._session(headers, connection)
         await self._connect(session, connection)
-        await self.manager.disconnect(session, "complete")
+        await self.manager.close(session, "complete")
         await self.manager.end(session, "deleted")
         body = "transfer-encoding" in headers or headers.get("content-length", "0") not in ("", "0")
         await respond_unread(receive, send, 204, b"", closing({}, body), body)  # a body is never read

@@ -1,10 +1,11 @@
 """The in-memory transport: one local session of a host in this process, messages as Python objects.
 
 What ``mcphost call`` runs a tool through. Like stdio, the client is whoever runs the process
-(trusted: records that need scopes are not withheld), and every message goes to the kernel's
-one entry (``Kernel.serve``). Requests the server sends the client (elicitation, sampling,
-roots) go to the ``handlers`` given for their method (``mcphost call`` asks on the terminal, see
-:mod:`mcphost.questions`); without one they are answered with an error: there is nobody to ask.
+(trusted: records that need scopes are not withheld), and the kernel's session driver opens,
+runs and closes its one session-era session (see ``mcphost.kernel.driver``). Requests the
+server sends the client (elicitation, sampling, roots) go to the ``handlers`` given for their
+method (``mcphost call`` asks on the terminal, see :mod:`mcphost.questions`); without one they
+are answered with an error: there is nobody to ask.
 """
 
 from __future__ import annotations
@@ -15,8 +16,8 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from mcphost.host import Host
+from mcphost.kernel.driver import SessionDriver
 from mcphost.protocol import jsonrpc
-from mcphost.protocol.era import Era
 from mcphost.protocol.errors import METHOD_NOT_FOUND, McpError
 from mcphost.protocol.versions import LATEST_LEGACY
 from mcphost.sessions.session import Connection, Session
@@ -24,10 +25,6 @@ from mcphost.sessions.session import Connection, Session
 
 class MemoryTransport:
     """A session of ``host`` driven from this process; use ``async with``."""
-
-    headers = None
-    trusted = True
-    era: Era = "legacy"  # initialize first: a session-era client
 
     def __init__(self, host: Host, *, client_info: dict[str, Any] | None = None,
                  capabilities: dict[str, Any] | None = None,
@@ -40,24 +37,25 @@ class MemoryTransport:
         self._answering: set[asyncio.Task[None]] = set()
         self.connection = Connection(transport="memory")
         self.client_info = client_info or {"name": "mcphost", "version": "0"}
-        self.session: Session | None = None
+        self.driver: SessionDriver | None = None
         #: Notifications the server sent (progress, logs, list changes), in order.
         self.notifications: list[dict[str, Any]] = []
         self._ids = itertools.count(1)
         self._started = False
-        self._replies: asyncio.Queue[Any] = asyncio.Queue()
 
-    session_id = None
+    @property
+    def session(self) -> Session | None:
+        return self.driver.session if self.driver is not None else None
 
     async def __aenter__(self) -> MemoryTransport:
         if not self.host.started:
             await self.host.start()
             self._started = True
+        assert self.host.kernel is not None
         try:
-            session = self.session = self.host.manager.new()
-            session.trusted = True
-            session.outlet = self._outlet
-            await self.host.manager.connect(session, self.connection)
+            self.driver = SessionDriver(self.host.kernel, self.connection, self._outlet, trusted=True)
+            # A refusal fires disconnect and terminate ("refused") at once, and ends the session.
+            await self.driver.open()
             result = await self.request("initialize", {"protocolVersion": LATEST_LEGACY,
                                                        "capabilities": self.capabilities,
                                                        "clientInfo": self.client_info})
@@ -70,10 +68,8 @@ class MemoryTransport:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        session = self.session
-        if session is not None and not session.closed:
-            await self.host.manager.disconnect(session, "eof")
-            await self.host.manager.terminate(session, "eof")
+        if self.driver is not None:
+            await self.driver.close("eof", end="eof")
         if self._started:
             await self.host.stop()
 
@@ -84,7 +80,8 @@ class MemoryTransport:
         message: dict[str, Any] = {"jsonrpc": "2.0", "id": next(self._ids), "method": method}
         if params is not None:
             message["params"] = params
-        reply = self._serve(message)
+        assert self.driver is not None
+        reply = self.driver.receive(message)
         assert reply is not None
         answer = await reply
         return answer if answer is not None else {"jsonrpc": "2.0", "id": message["id"], "result": {}}
@@ -93,7 +90,8 @@ class MemoryTransport:
         message: dict[str, Any] = {"jsonrpc": "2.0", "method": method}
         if params is not None:
             message["params"] = params
-        self._serve(message)
+        assert self.driver is not None
+        self.driver.receive(message)
 
     async def call_tool(self, name: str, arguments: dict[str, Any] | None = None) -> dict[str, Any]:
         """``tools/call``: the result, or :class:`McpError` for a protocol error."""
@@ -102,24 +100,7 @@ class MemoryTransport:
             raise McpError(reply["error"]["code"], reply["error"]["message"], reply["error"].get("data"))
         return reply["result"]  # type: ignore[no-any-return]  # a result is an object (the kernel built it)
 
-    # -- the kernel's exchange (see mcphost.kernel.services.Exchange) ------------------------------
-
-    def _serve(self, message: dict[str, Any]) -> asyncio.Future[Any] | None:
-        kernel = self.host.kernel
-        assert kernel is not None and self.session is not None
-        self._last: asyncio.Future[Any] | None = None
-        kernel.serve(message, self)  # session era: legacy() below runs now and keeps the reply
-        return self._last
-
-    def legacy(self, message: Any) -> None:
-        assert self.host.kernel is not None and self.session is not None
-        self._last = self.host.kernel.receive(self.session, message, self.connection)
-
-    async def send(self, message: dict[str, Any], related: Any) -> None:  # pragma: no cover - session era only
-        await self._outlet(message, related)
-
-    async def reply(self, reply: Any) -> str:  # pragma: no cover - session era only
-        return "complete"
+    # -- the server's side ------------------------------------------------------------------------
 
     async def _answer(self, handler: Callable[[dict[str, Any]], Awaitable[dict[str, Any]]],
                       message: dict[str, Any]) -> None:
@@ -127,8 +108,8 @@ class MemoryTransport:
             reply = jsonrpc.result(message["id"], await handler(message.get("params") or {}))
         except McpError as exc:
             reply = jsonrpc.error(message["id"], exc)
-        if self.session is not None and not self.session.closed:
-            self._serve(reply)
+        if self.driver is not None and not self.driver.session.closed:
+            self.driver.receive(reply)
 
     async def _outlet(self, message: dict[str, Any], related: Any) -> None:
         handler = self.handlers.get(message.get("method", "")) if "id" in message else None
@@ -137,7 +118,8 @@ class MemoryTransport:
             self._answering.add(task)
             task.add_done_callback(self._answering.discard)
         elif "method" in message and "id" in message:  # a question for a client that is not there
-            self._serve(jsonrpc.error(message["id"], McpError(
+            assert self.driver is not None
+            self.driver.receive(jsonrpc.error(message["id"], McpError(
                 METHOD_NOT_FOUND, f"{message['method']} is not available to this in-memory client")))
         elif "method" in message:
             self.notifications.append(message)

@@ -10,21 +10,23 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import logging
 import re
 import time
 from collections import deque
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, cast
 
 from mcphost.deadline import deadline
 from mcphost.protocol import jsonrpc
 from mcphost.protocol.errors import REQUEST_CANCELLED, McpError
-from mcphost.sessions.backend import BackendUnavailable, UnknownEvent
+from mcphost.sessions.backend import BackendUnavailable, EventLog, LeasedEventLog, UnknownEvent
 from mcphost.sessions.session import Session
 from mcphost.transports.asgi import Receive, Send, wait_disconnect
 
 if TYPE_CHECKING:
+    from mcphost.config import ServerSettings
     from mcphost.sessions.manager import SessionManager
 
 log = logging.getLogger("mcphost.http")
@@ -71,7 +73,7 @@ class Outlet:
 
     __slots__ = ("_events", "_session_id", "state")
 
-    def __init__(self, events: Any, session: Session, state: HttpSessionState) -> None:
+    def __init__(self, events: EventLog, session: Session, state: HttpSessionState) -> None:
         self._events = events
         self._session_id = session.id
         self.state = state
@@ -97,25 +99,122 @@ class Outlet:
 
 
 
-class SseStreams:
-    """The SSE side of :class:`~mcphost.transports.http.HttpTransport` (a mixin: it uses the
-    transport's settings, event log and session manager)."""
+class SessionStreams:
+    """The HTTP transport's session-era streams: the SessionManager's driver for HTTP sessions.
 
-    events: Any
-    manager: SessionManager
-    host: Any
+    It gives each session created or loaded here its outlet and per-session stream state, opens
+    request streams in the event log, stores replies as their requests finish, and writes streams
+    as SSE (following the log, so a client resumes anywhere). The ASGI app
+    (:class:`~mcphost.transports.http.HttpTransport`) only parses requests and answers them; it
+    reaches sessions, the event log and what other processes hold through the manager only.
+    """
+
+    def __init__(self, manager: SessionManager, settings: ServerSettings) -> None:
+        self.manager = manager
+        self.settings = settings
+        self.keepalive = settings.sse_keepalive
+        self.retry_ms = settings.sse_retry_ms
+        self.write_timeout = settings.sse_write_timeout
+        #: Set when the server shuts down: SSE clients are let go with a retry hint.
+        self.closing = asyncio.Event()
+        #: Tasks storing replies (owned by sessions, not by HTTP exchanges).
+        self.background: set[asyncio.Task[Any]] = set()
+        #: Request stream numbers on a shared backend: per process, never reused by a session.
+        self._stream_numbers = itertools.count(1)
+        #: Per quota key: the unread finished streams of that principal's sessions here, oldest first
+        #: ((session id, stream) -> (session, bytes)), counted in the ledger's "retained bytes".
+        self._retained_by: dict[str, dict[tuple[str, str], tuple[Session, int]]] = {}
+
+    @property
+    def events(self) -> EventLog:
+        return self.manager.events
+
+    @property
+    def lease(self) -> float:
+        return self.manager.lease
 
     @property
     def shared(self) -> bool:
         """Sessions live in a store shared with other processes."""
         return self.manager.shared
 
-    settings: Any
-    closing: asyncio.Event
-    keepalive: float
-    lease: float
-    retry_ms: int
-    write_timeout: float
+    async def stop(self) -> None:
+        """Let SSE clients go (with a retry hint) and give requests time to finish."""
+        self.closing.set()
+        await self.manager.drain(self.settings.graceful_timeout)
+        if self.background:
+            await asyncio.wait(list(self.background), timeout=5)
+
+    # -- what the SessionManager asks of its driver ------------------------------------------------
+
+    async def attach(self, session: Session, stored: Mapping[str, Any] | None) -> None:
+        state = HttpSessionState(session.quota)
+        if stored is not None:
+            state.standalone_sent = int((stored.get("http") or {}).get("standalone_sent", 0))
+        session.outlet = Outlet(self.events, session, state)
+        await self.events.open(session.id, STANDALONE)
+
+    async def keep(self, session: Session) -> None:
+        await self.events.open(session.id, STANDALONE)  # keeps the log's keys alive with the session
+
+    def durable(self, session: Session) -> dict[str, Any]:
+        state = state_of(session)
+        return {"http": {"standalone_sent": state.standalone_sent if state is not None else 0}}
+
+    def busy(self, session: Session) -> bool:
+        state = state_of(session)
+        return state is not None and (state.standalone_live or bool(state.closers))
+
+    def leased(self, session: Session) -> Iterable[tuple[str, list[Any]]]:
+        state = state_of(session)
+        streams: dict[str, list[Any]] = {}
+        if state is not None:
+            for request_id, stream in list(state.request_streams.items()):
+                streams.setdefault(stream, []).append(request_id)
+        return streams.items()
+
+    # -- request streams ---------------------------------------------------------------------------
+
+    async def open_request_stream(self, session: Session, state: HttpSessionState, request_ids: list[Any]) -> str:
+        """A new request stream for ``request_ids``: opened, leased and primed in the log (one step)."""
+        stream = str(state.next_stream)
+        state.next_stream += 1
+        worker = self.manager.worker
+        if self.shared and worker is not None:
+            # Unique among the processes, and numbered per process, not per session: a session
+            # released here and loaded again later must not reuse a stream id it had.
+            stream = f"{next(self._stream_numbers)}-{worker}"
+        # Reserve the ids before the first await, so a concurrent POST reusing one gets 409.
+        for request_id in request_ids:
+            state.request_streams[request_id] = stream
+        try:
+            # Take the lease before anything runs (a process that dies from here on is noticed)
+            # and store the priming event first: one round trip.
+            await self.events.begin(session.id, stream, request_ids, self.lease)
+        except BaseException:
+            for request_id in request_ids:
+                if state.request_streams.get(request_id) == stream:
+                    del state.request_streams[request_id]
+            raise
+        return stream
+
+    async def ended_unanswered(self, session: Session, stream: str) -> bool:
+        """Whether a finished request stream holds no reply at all (its calls were cancelled)."""
+        try:
+            result = await self.events.read(session.id, stream, 0, 0)
+        except UnknownEvent:
+            return False
+        return result.done and not any(
+            event.message is not None and "method" not in event.message for event in result.events)
+
+    def store_replies(self, session: Session, state: HttpSessionState, stream: str,
+                      replies: list[asyncio.Future[Any]], request_ids: list[Any]) -> asyncio.Task[None]:
+        """Store each reply in the stream as it completes, in a task the session owns."""
+        finisher = asyncio.get_running_loop().create_task(
+            self._finish_stream(session, state, stream, replies, request_ids))
+        self.background.add(finisher)
+        finisher.add_done_callback(self.background.discard)
+        return finisher
 
     async def _settle(self, session: Session, stream: str) -> bool:
         """End a request stream whose process died with an error reply for each of its requests.
@@ -130,12 +229,13 @@ class SseStreams:
         state = state_of(session)
         if state is not None and stream in state.request_streams.values():  # until its replies are stored
             return False
-        request_ids = await self.events.orphaned(session.id, stream)
+        events = cast(LeasedEventLog, self.events)  # only a backend with leases settles streams
+        request_ids = await events.orphaned(session.id, stream)
         if not request_ids:
             return False
         error = McpError(REQUEST_CANCELLED, "Request ended without a response: the server process handling it "
                                             "stopped; send it again")
-        settled = await self.events.settle(session.id, stream, [jsonrpc.error(i, error) for i in request_ids])
+        settled = await events.settle(session.id, stream, [jsonrpc.error(i, error) for i in request_ids])
         if settled:
             log.warning("request stream %s of session %s… lost its process; ended it with an error",
                         stream, session.id[:8])
@@ -144,16 +244,15 @@ class SseStreams:
     async def renew(self, session: Session) -> None:
         """The SessionManager's Driver: renew the cluster-wide hold of an open standalone GET stream."""
         state = state_of(session)
-        if state is not None and state.standalone_live and self.lease and self.host.cluster is not None:
-            await self._hold_standalone(session)
+        if state is not None and state.standalone_live:
+            await self.hold_standalone(session)
 
-    async def _hold_standalone(self, session: Session) -> bool:
+    async def hold_standalone(self, session: Session) -> bool:
         """Take (or renew) the session's one standalone GET stream cluster-wide; False when a
         stream on another process has it. Lapses within a lease if that process dies."""
-        assert self.host.cluster is not None
-        return bool(await self.host.backend.hold(f"get:{session.id}", self.host.cluster.worker, self.lease))
+        return await self.manager.hold(f"get:{session.id}")
 
-    async def _standalone_start(self, session: Session, state: HttpSessionState) -> int:
+    async def standalone_start(self, session: Session, state: HttpSessionState) -> int:
         oldest_kept = state.standalone_last - self.settings.stream_max_events
         for after in (state.standalone_sent, max(state.standalone_sent, oldest_kept), state.standalone_last):
             try:
@@ -163,9 +262,9 @@ class SseStreams:
             return after
         return state.standalone_sent
 
-    # -- DELETE -------------------------------------------------------------------------------
+    # -- writing streams as SSE --------------------------------------------------------------------
 
-    async def _pump(self, session: Session, stream: str, after: int, receive: Receive, send: Send,
+    async def pump(self, session: Session, stream: str, after: int, receive: Receive, send: Send,
                     extra: dict[str, str], priming: bytes = b"", until: float | None = None) -> None:
         """Follow ``stream`` from ``after`` and write it as SSE until it ends or the client leaves
         (or, ``until`` seconds given, until they have passed: then it ends with a retry hint)."""
@@ -259,17 +358,16 @@ class SseStreams:
                 if self.manager.shared:  # where the next GET, on any process, picks up
                     with contextlib.suppress(BackendUnavailable):
                         await self.manager.persist(session)
-                    if self.lease and self.host.cluster is not None:  # the cluster-wide GET hold
-                        with contextlib.suppress(BackendUnavailable):
-                            await self.host.backend.unhold(f"get:{session.id}", self.host.cluster.worker)
+                    with contextlib.suppress(BackendUnavailable):  # the cluster-wide GET hold
+                        await self.manager.unhold(f"get:{session.id}")
             try:
                 with deadline(1 if reason == "dropped" else self.write_timeout):
                     await send({"type": "http.response.body", "body": b"", "more_body": False})
             except Exception:  # the client is gone (or stalled); nothing more to say
                 pass
-            await self.manager.disconnect(session, reason)
+            await self.manager.close(session, reason)
 
-    async def _write_stored(self, session: Session, state: HttpSessionState, stream: str, send: Send,
+    async def write_stored(self, session: Session, state: HttpSessionState, stream: str, send: Send,
                             extra: dict[str, str]) -> bool:
         """Write a request stream that is already complete in the log as one response.
 
@@ -302,7 +400,7 @@ class SseStreams:
             raise
         finally:
             session.last_active = time.time()
-            await self.manager.disconnect(session, reason)
+            await self.manager.close(session, reason)
         return True
 
     def _log_stalled(self, session: Session, stream: str) -> None:
@@ -370,10 +468,6 @@ class SseStreams:
             for request_id in request_ids:
                 if state.request_streams.get(request_id) == stream:
                     del state.request_streams[request_id]
-
-    #: Per quota key: the unread finished streams of that principal's sessions here, oldest first
-    #: ((session id, stream) -> (session, bytes)), counted in the ledger's "retained bytes".
-    _retained_by: dict[str, dict[tuple[str, str], tuple[Session, int]]]
 
     async def _retain(self, session: Session, state: HttpSessionState, stream: str, size: int) -> None:
         """A request stream finished with ``size`` bytes of replies: keep it for resumption within

@@ -17,16 +17,18 @@ block on the full pipe), and 2026-07-28 requests beyond that many at once get -3
 from __future__ import annotations
 
 import asyncio
-import inspect
+import contextlib
 import logging
 import os
 import signal
 import stat
 import sys
+from collections import deque
 from typing import Any, BinaryIO
 
 from mcphost.errors import Refused
 from mcphost.host import Host
+from mcphost.kernel.driver import SessionDriver
 from mcphost.protocol import jsonrpc
 from mcphost.protocol.era import Era
 from mcphost.protocol.errors import INVALID_REQUEST, SERVER_BUSY, McpError
@@ -41,6 +43,89 @@ REFUSED = -32001
 EOF_GRACE = 2.0
 
 
+class OrderedWriter:
+    """The one writer of a stdio connection: every message to the client, replies and
+    notifications alike, is queued the moment it is produced and written by one task in that
+    order, so a notification never overtakes the reply it follows (nor the other way round).
+
+    ``pending`` counts the messages queued but not yet written (a client that stops reading
+    makes it grow; the server then stops reading input, see ``max_waiting``).
+    """
+
+    __slots__ = ("_closed", "_queue", "_room", "_task", "_wake", "_writer", "pending")
+
+    def __init__(self, writer: asyncio.StreamWriter | Any, room: asyncio.Event) -> None:
+        self._writer = writer
+        self._queue: deque[tuple[bytes, asyncio.Future[None] | None]] = deque()
+        self._wake = asyncio.Event()
+        self._room = room
+        self._task: asyncio.Task[None] | None = None
+        self._closed = False
+        self.pending = 0
+
+    def put(self, message: Any, *, wait: bool = False) -> asyncio.Future[None] | None:
+        """Queue ``message`` now; with ``wait``, a future done once it is written."""
+        done: asyncio.Future[None] | None = asyncio.get_running_loop().create_future() if wait else None
+        if self._closed:
+            if done is not None:
+                done.set_exception(BrokenPipeError("stdout is closed"))
+            return done
+        self._queue.append((jsonrpc.encode(message) + b"\n", done))
+        self.pending += 1
+        self._wake.set()
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._run())
+        return done
+
+    async def send(self, message: Any) -> None:
+        """Queue ``message`` and return once it is written (what a handler's notification awaits)."""
+        done = self.put(message, wait=True)
+        assert done is not None
+        await done
+
+    async def _run(self) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            while self._queue:
+                batch = [self._queue.popleft() for _ in range(len(self._queue))]
+                try:
+                    self._writer.write(b"".join(data for data, _ in batch))
+                    await self._writer.drain()
+                except (OSError, RuntimeError) as exc:  # the client closed stdout (or the transport is closing)
+                    self._fail(batch, exc)
+                    return
+                self.pending -= len(batch)
+                self._room.set()
+                for _, done in batch:
+                    if done is not None and not done.done():
+                        done.set_result(None)
+
+    def _fail(self, batch: list[tuple[bytes, asyncio.Future[None] | None]], exc: BaseException) -> None:
+        self._closed = True
+        for _, done in [*batch, *self._queue]:
+            if done is not None and not done.done():
+                done.set_exception(BrokenPipeError(str(exc)))
+        self._queue.clear()
+        self.pending = 0
+        self._room.set()
+
+    async def close(self, timeout: float = 5.0) -> None:
+        """Write what is queued (within ``timeout`` seconds), then stop."""
+        task = self._task
+        if task is not None and not task.done() and self.pending:
+            flushed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self._queue.append((b"", flushed))  # done once everything before it is written
+            self._wake.set()
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(asyncio.shield(flushed), timeout)
+        self._closed = True
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+
+
 class StdioServer:
     """Serve one session over a pair of byte streams."""
 
@@ -51,13 +136,13 @@ class StdioServer:
         self.reader = reader
         self.writer = writer
         self.max_line = host.config.server.max_body_bytes
-        self._write_lock = asyncio.Lock()
         self._replies: set[asyncio.Future[Any]] = set()
-        #: Finished replies waiting for stdout; at ``max_waiting`` no more input is read.
-        self._waiting = 0
+        #: Messages queued for stdout; at ``max_waiting`` no more input is read.
         self.max_waiting = host.config.server.max_inflight
         self._room = asyncio.Event()
         self._room.set()
+        #: Every message to the client goes through this one writer, in order.
+        self.out = OrderedWriter(writer, self._room)
         #: Set by SIGTERM/SIGINT (see serve_stdio): stop reading, end the session, run the hooks.
         self.stopping = asyncio.Event()
         #: 2026-07-28 requests whose lifecycle is running (at most ``max_waiting`` at once).
@@ -66,27 +151,32 @@ class StdioServer:
         #: Running 2026-07-28 requests by id: their reply futures (stdio cancels with notifications/cancelled).
         self._modern: dict[Any, asyncio.Future[Any]] = {}
         self.session: Session | None = None
+        self.driver: SessionDriver
         #: stdio connects once: one Connection for the lifecycle hooks and every request's middleware.
         self.connection = Connection(transport="stdio", remote="stdio")
 
     async def write(self, message: Any) -> None:
-        data = jsonrpc.encode(message) + b"\n"
-        async with self._write_lock:
-            self.writer.write(data)
-            await self.writer.drain()
+        """Queue ``message`` on the connection's one writer; return once it is written."""
+        try:
+            await self.out.send(message)
+        except BrokenPipeError:
+            raise ConnectionError("stdout is closed") from None
 
     async def serve(self) -> None:
         host = self.host
         await host.start(freeze_gc=self.freeze_gc)
-        session = self.session = host.new_session()
-        session.trusted = True  # whoever started this process is its user: no network credentials here
+        assert host.kernel is not None
 
         async def outlet(message: jsonrpc.Message, related: Any) -> None:
             await self.write(message)
 
-        session.outlet = outlet
+        # One connection, one session, driven by the kernel; replies and notifications go
+        # through the one ordered writer.
+        driver = self.driver = SessionDriver(host.kernel, self.connection, outlet, trusted=True,
+                                             deliver=self.out.put)
+        session = self.session = driver.session
         try:
-            await host.connect(session, self.connection)
+            await driver.open()  # a refusal fires disconnect and terminate ("refused") now
         except Refused as refusal:
             log.warning("client refused by a connect hook: %s", refusal.message)
             self._refusal = refusal
@@ -111,8 +201,8 @@ class StdioServer:
                 task.cancel()
             if self._replies:
                 await asyncio.wait(list(self._replies), timeout=5)
-            await host.disconnect(session, "refused" if self._refusal else reason)
-            await host.terminate(session, "shutdown" if reason == "shutdown" else "eof")
+            await self.out.close()
+            await driver.close(reason, end="shutdown" if reason == "shutdown" else "eof")
             await host.stop()
 
     async def _read_all(self, session: Session) -> str:
@@ -120,7 +210,7 @@ class StdioServer:
         try:
             async for line in self._lines():
                 await self._handle_line(session, line)
-                if self._waiting >= self.max_waiting:
+                while self.out.pending >= self.max_waiting:
                     # The client is not reading what it asked for: stop reading what it asks next.
                     self._room.clear()
                     await self._room.wait()
@@ -179,30 +269,30 @@ class StdioServer:
             return
         if isinstance(message, dict) and session.protocol_version is None and self._cancel_modern(message):
             return
-        assert self.host.kernel is not None
-        work = self.host.kernel.serve(message, _Line(self, message))
-        if work is None:
-            return
-        # A 2026-07-28 request: its lifecycle runs as the task that writes its reply.
-        if len(self._modern_running) >= self.max_waiting:
-            if inspect.iscoroutine(work):
-                work.close()  # never started: nothing ran
+        exchange = _Line(self, message)
+        if len(self._modern_running) >= self.max_waiting and self.driver.rule_era(message, exchange) == "modern":
+            # 2026-07-28 requests beyond max_waiting at once are refused before anything runs.
             if isinstance(message, dict) and "id" in message:
                 await self.write(jsonrpc.error(message["id"], McpError(
                     SERVER_BUSY, "Too many requests in flight; retry later")))
             return
+        work = self.driver.serve(message, exchange)
+        if work is None:
+            return
+        # A 2026-07-28 request: its lifecycle runs as the task that writes its reply.
         task = asyncio.ensure_future(self._modern_request(work, message))
         self._replies.add(task)
         self._modern_running.add(task)
         task.add_done_callback(self._replies.discard)
         task.add_done_callback(self._modern_running.discard)
 
-    def legacy(self, session: Session, message: Any) -> None:
+    def legacy(self, message: Any) -> None:
         """A session-era message: the kernel answers it for this process's session."""
-        assert self.host.kernel is not None
-        reply = self.host.kernel.receive(session, message, self.connection)
+        # The request's task hands its reply to the writer as it ends (before anything else runs).
+        reply = self.driver.receive(message)
         if reply is not None:
-            self._track(reply, self._send_reply)
+            self._replies.add(reply)
+            reply.add_done_callback(self._replies.discard)
 
     async def _modern_request(self, work: Any, message: dict[str, Any]) -> None:
         """Run one 2026-07-28 request's lifecycle (``Kernel.serve``); word what refuses it."""
@@ -230,7 +320,8 @@ class StdioServer:
         finally:
             if self._modern.get(request_id) is reply:
                 del self._modern[request_id]
-        await self._send_reply(out)
+        if out is not None:
+            await self.write(out)
         return "complete"
 
     def _cancel_modern(self, message: dict[str, Any]) -> bool:
@@ -251,9 +342,7 @@ class StdioServer:
             await self.write(jsonrpc.error(None, McpError(
                 INVALID_REQUEST, "Batches are not accepted (only on 2025-03-26 sessions, never with initialize)")))
             return
-        assert self.host.kernel is not None
-        replies = [r for r in (self.host.kernel.receive(session, m, self.connection) for m in batch)
-                   if r is not None]
+        replies = self.driver.batch(batch)
         if replies:
             self._track(asyncio.gather(*replies), self._send_batch)
 
@@ -262,29 +351,14 @@ class StdioServer:
         reply.add_done_callback(lambda f: self._finish(f, then))
 
     def _finish(self, reply: asyncio.Future[Any], then: Any) -> None:
-        if reply.cancelled():
-            self._replies.discard(reply)
-            return
-        writing = asyncio.ensure_future(then(reply.result()))
-        self._replies.add(writing)
-        self._waiting += 1
-        writing.add_done_callback(self._written)
         self._replies.discard(reply)
+        if not reply.cancelled():
+            then(reply.result())
 
-    def _written(self, writing: asyncio.Future[Any]) -> None:
-        self._replies.discard(writing)
-        self._waiting -= 1
-        if self._waiting < self.max_waiting:
-            self._room.set()
-
-    async def _send_reply(self, message: Any) -> None:
-        if message is not None:
-            await self.write(message)
-
-    async def _send_batch(self, messages: list[Any]) -> None:
+    def _send_batch(self, messages: list[Any]) -> None:
         messages = [m for m in messages if m is not None]
         if messages:
-            await self.write(messages)
+            self.out.put(messages)
 
 
 class _Line:
@@ -307,9 +381,7 @@ class _Line:
 
     @property
     def era(self) -> Era | None:
-        """An initialized session settles the era of this connection: the session era."""
-        session = self.server.session
-        return "legacy" if session is not None and session.protocol_version is not None else None
+        return self.server.driver.era
 
     async def send(self, message: Any, related: Any) -> None:
         await self.server.write(message)
@@ -318,8 +390,7 @@ class _Line:
         return await self.server.reply(self.id, reply)
 
     def legacy(self, message: Any) -> None:
-        assert self.server.session is not None
-        self.server.legacy(self.server.session, message)
+        self.server.legacy(message)
 
 
 def _watchable(fd: int) -> bool:

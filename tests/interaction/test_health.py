@@ -19,6 +19,7 @@ import mcphost
 import mcphost.host
 from mcphost.app import create_app
 from mcphost.builtin.memory import MemoryBackend
+from mcphost.sessions.backend import Backend
 from mcphost.testing import make_host, serve_http
 from tests.support.http_support import HttpServer
 
@@ -104,9 +105,8 @@ async def test_readiness_is_503_while_starting_and_stopping() -> None:
 
 
 async def test_a_backend_without_health_is_ready() -> None:
-    class Bare:
+    class Bare(Backend):  # keeps the base class's health(): always healthy
         name = "bare"
-        shared = False
 
         def __init__(self) -> None:
             memory = MemoryBackend()

@@ -87,13 +87,13 @@ def test_connect_refusal_on_initialize_answers_the_status_and_mints_no_session(
     assert body["jsonrpc"] == "2.0" and body["id"] is None
     assert body["error"]["code"] == -32600
     assert ("probe wants a token" if status == "401" else "probe says no") in body["error"]["message"]
-    # The refused session was never handed out: its connect is paired with a "refused" disconnect,
-    # and it never terminates (it never started).
+    # The refused session was never handed out: its connect is paired with a "refused" disconnect
+    # and a "refused" terminate, at once (the one refusal rule of every transport).
     minted = [line.split(" ")[1] for line in trace.lines(kind="connect")
               if line.split(" ")[1] not in before]
     assert len(minted) == 1
-    trace.wait(lambda t: t.details(minted[0], "disconnect") == ["refused"])
-    assert trace.details(minted[0], "terminate") == []
+    trace.wait(lambda t: t.details(minted[0], "terminate") == ["refused"])
+    assert trace.details(minted[0], "disconnect") == ["refused"]
     # The server keeps serving, and the refused id is unknown.
     assert client.post(server.url, headers=server.headers(minted[0]), json=rpc(2, "ping")).status_code == 404
     session_id = server.initialize(client)

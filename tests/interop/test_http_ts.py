@@ -158,3 +158,23 @@ def test_ts_sdk_client_follows_a_server_closed_call_stream(ts_client, http_serve
     resumed = [e for e in doc["http"] if e["method"] == "GET" and "lastEventId" in e]
     assert len(resumed) == 1 and resumed[0]["status"] == 200, doc["http"]
     assert [p["progress"] for p in _progress(doc, 1)] == [0, 1]
+
+
+def test_ts_sdk_client_cancels_a_session_era_call_without_reconnection_errors(ts_client, http_server):
+    """The SDK aborts a slow call (notifications/cancelled): the call's stream ends with no reply, as
+    the spec asks; the SDK resumes it once (Last-Event-ID) and is told, with 204, that nothing more
+    will come on it. No transport error, no retry loop, and the session keeps serving."""
+    server = http_server(plugins="demo")
+    script = [
+        {"op": "callTool", "id": "slow", "name": "progress", "arguments": {"steps": 50, "delay_ms": 100},
+         "progress": True, "cancel_after_ms": 300},
+        {"op": "sleep", "ms": 2500},  # past the server's retry interval: the SDK's resume has run
+        {"op": "callTool", "id": "after", "name": "echo", "arguments": {"text": "still here"}},
+    ]
+    doc = _run(server, script)
+    steps = {step["id"]: step for step in doc["steps"] if "id" in step}
+    assert steps["slow"].get("cancelled") or "error" in steps["slow"], steps["slow"]
+    assert _text(steps["after"]) == "still here"
+    resumed = [e for e in doc["http"] if e["method"] == "GET" and "lastEventId" in e]
+    assert [e["status"] for e in resumed] == [204], doc["http"]
+    assert doc["http"][-1]["method"] == "DELETE" and doc["http"][-1]["status"] == 204

@@ -31,6 +31,7 @@ from mcphost.kernel import RequestInfo
 from mcphost.plugins import make_plugin_manager
 from mcphost.protocol.errors import INTERNAL_ERROR, INVALID_PARAMS, RESOURCE_NOT_FOUND, McpError
 from mcphost.records import Provenance
+from mcphost.sessions.backend import Backend
 from mcphost.sessions.session import Connection, Principal, Session
 from mcphost.testing import MemoryClient, make_host
 
@@ -367,8 +368,8 @@ async def test_mcphost_disconnect_and_terminate_get_their_reasons() -> None:
 
     recorder.calls.clear()
     await host.start()
-    session = host.new_session()
-    await host.disconnect(session, "dropped")
+    session = host.manager.new()
+    await host.manager.close(session, "dropped")
     assert recorder.calls == [("disconnect", session.id, "dropped")]
     assert session.id in host.sessions  # a disconnect is not the end of the session
     await host.stop()
@@ -380,9 +381,9 @@ async def test_mcphost_terminate_fires_once_per_session() -> None:
     recorder = Recorder()
     host = make_host(recorder)
     await host.start()
-    session = host.new_session()
-    await host.terminate(session, "deleted")
-    await host.terminate(session, "expired")
+    session = host.manager.new()
+    await host.manager.terminate(session, "deleted")
+    await host.manager.terminate(session, "expired")
     await host.stop()  # the session is already gone: no "shutdown" terminate for it
     assert recorder.calls == [("terminate", session.id, "deleted")]
 
@@ -800,8 +801,54 @@ async def test_mcphost_middleware_hook_mistakes_fail_only_that_plugin(caplog: py
 # -- backend ------------------------------------------------------------------------------------------
 
 
+def test_a_backend_that_is_not_a_backend_subclass_is_refused_at_startup() -> None:
+    class Duck:
+        name = "duck"
+        shared = False
+
+    class DuckPlugin:
+        @mcphost.hookimpl
+        def mcphost_backend(self, host: Any) -> Any:
+            return Duck()
+
+    with pytest.raises(mcphost.PluginError, match=r"not a subclass of mcphost\.sessions\.backend\.Backend"):
+        make_host(DuckPlugin()).prepare()
+
+
+def test_the_backend_base_class_defaults_are_those_of_one_process() -> None:
+    backend = Backend()
+    assert (backend.shared, backend.lease, backend.subscriptions_apart) == (False, 0.0, False)
+    assert asyncio.run(backend.health()) is True
+    assert asyncio.run(backend.start()) is None and asyncio.run(backend.close()) is None
+
+
+async def test_ctx_host_is_a_narrow_facade_of_the_host() -> None:
+    seen: dict[str, Any] = {}
+
+    @mcphost.tool
+    async def inspect_host(*, ctx: mcphost.Context) -> str:
+        """Look at what a tool can reach."""
+        seen["config"] = dict(ctx.host.plugin_config("facade"))
+        seen["public"] = sorted(name for name in dir(ctx.host) if not name.startswith("_"))
+        await ctx.host.notify_list_changed("tools")
+        return "ok"
+
+    class Facade:
+        @mcphost.hookimpl
+        def mcphost_tools(self, host: Any) -> list[Any]:
+            return [inspect_host]
+
+    host = make_host(("facade", Facade()), config={"plugins": {"facade": {"motd": "hi"}}})
+    async with MemoryClient(host) as client:
+        result = await client.call_tool("inspect_host")
+    assert result["content"][0]["text"] == "ok"
+    assert seen["config"] == {"motd": "hi"}
+    assert seen["public"] == ["notify_list_changed", "notify_resource_updated", "plugin_config", "reload", "respond"]
+    assert [n["method"] for n in client.notifications] == ["notifications/tools/list_changed"]
+
+
 def test_mcphost_backend_first_result_wins_over_the_builtin() -> None:
-    class RedisLike:
+    class RedisLike(Backend):
         name = "redis-like"
 
     backend = RedisLike()
@@ -1008,7 +1055,7 @@ async def test_mcphost_startup_and_shutdown_sync_and_async_run_once() -> None:
     await host.start()
     await host.start()  # idempotent
     assert events == ["sync startup, tools=['shout']", "async startup"]  # registration order
-    host.new_session()
+    host.manager.new()
     await host.stop()
     await host.stop()  # idempotent
     assert events[2:] == ["terminate shutdown", "sync shutdown, sessions=0", "async shutdown"]

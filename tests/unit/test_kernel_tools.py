@@ -763,7 +763,7 @@ async def test_terminating_the_session_cancels_its_requests() -> None:
         pending = asyncio.ensure_future(client.raw_request("tools/call", call("slow")))
         await wait_for(lambda: slow.started == 1)
         assert client.session is not None
-        await h.terminate(client.session, "deleted")
+        await h.manager.terminate(client.session, "deleted")
         assert await pending is None
     assert slow.outcomes == ["cancelled "]
 

@@ -430,3 +430,43 @@ def test_installed_demo_plugin_via_console_script(tmp_path: Path) -> None:
     assert demo["provides"]["prompts"] == ["review_code"]
     assert "mcphost_tools" in demo["hooks"] and "mcphost_config_schema" in demo["hooks"]
     assert all(not p["builtin"] for p in plugins)  # built-ins only with --all
+
+
+MISSPELT_HOOK = '''
+import mcphost
+
+@mcphost.tool
+def typo_echo(text: str) -> str:
+    """Echo."""
+    return text
+
+@mcphost.hookimpl
+def mcphost_tool(host):
+    return [typo_echo]
+'''
+
+
+def test_a_misspelt_hook_marks_its_plugin_failed_naming_the_hook_it_meant(site: Path) -> None:
+    install_good(site)
+    install(site, "typo-dist", "0.1", {"typo": "typo_plugin"}, {"typo_plugin": MISSPELT_HOOK})
+    listed = CliRunner().invoke(cli, ["plugins", "--json"])
+    assert listed.exit_code == 0, listed.output
+    by_name = {info["name"]: info for info in json.loads(listed.output)}
+    assert by_name["typo"]["status"] == "failed"
+    assert by_name["typo"]["error"] == ("plugin 'typo': hook 'mcphost_tool' is not a known hook; "
+                                        "did you mean 'mcphost_tools'?")
+    assert by_name["good"]["status"] == "active"
+    # The table cuts a long status (the whole error is in --json): it says failed, and why.
+    table = CliRunner().invoke(cli, ["plugins"])
+    typo = next(line for line in table.output.splitlines() if line.startswith("typo "))
+    assert "failed: plugin 'typo': hook 'mcphost_tool'" in typo
+    # The host serves the others; the failed plugin contributes nothing.
+    tools = CliRunner().invoke(cli, ["tools", "--json"])
+    names = [tool["name"] for tool in json.loads(tools.output)]
+    assert "good_echo" in names and "typo_echo" not in names
+
+
+def test_a_misspelt_hook_is_an_error_in_strict_mode(site: Path) -> None:
+    install(site, "typo-dist", "0.1", {"typo": "typo_plugin"}, {"typo_plugin": MISSPELT_HOOK})
+    with pytest.raises(PluginError, match="did you mean 'mcphost_tools'"):
+        Host(Config(), selection=PluginSelection(strict=True))

@@ -46,6 +46,7 @@ from redis.exceptions import NoScriptError, RedisError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from mcphost.sessions.backend import (
+    Backend,
     BackendUnavailable,
     Event,
     KeyRingUnreadable,
@@ -104,11 +105,12 @@ class RedisSettings:
         return self.op_timeout + 0.5
 
 
-class RedisBackend:
+class RedisBackend(Backend):
     """The shared backend: any worker on any machine pointed at the same Redis sees the same state."""
 
     name = "redis"
     shared = True
+    subscriptions_apart = True
 
     def __init__(self, settings: RedisSettings) -> None:
         self.settings = settings

@@ -1,0 +1,38 @@
+"""``refuser``: a plugin whose connect hook turns every client away, tracing each lifecycle hook.
+
+The trace file is named by ``MCPHOST_REFUSE_TRACE``; each hook appends one line:
+``connect <session id> <transport>``, ``disconnect <session id> <reason>``,
+``terminate <session id> <reason>``. Used by ``tests/interaction/test_refusal.py`` in this
+process (memory cells) and in ``mcphost serve`` subprocesses (stdio and HTTP cells).
+"""
+
+from __future__ import annotations
+
+import os
+
+import mcphost
+
+TRACE_ENV = "MCPHOST_REFUSE_TRACE"
+
+
+def _trace(line: str) -> None:
+    path = os.environ.get(TRACE_ENV)
+    if path:
+        with open(path, "a", encoding="utf-8") as fh:
+            fh.write(line + "\n")
+
+
+@mcphost.hookimpl
+def mcphost_connect(session, request):
+    _trace(f"connect {session.id} {request.transport}")
+    raise mcphost.Forbidden("refuser says no")
+
+
+@mcphost.hookimpl
+def mcphost_disconnect(session, reason):
+    _trace(f"disconnect {session.id} {reason}")
+
+
+@mcphost.hookimpl
+def mcphost_terminate(session, reason):
+    _trace(f"terminate {session.id} {reason}")
