@@ -37,15 +37,7 @@ _SITE_DIRS = ("site-packages", "dist-packages")
 def plugin_source_paths() -> list[Path]:
     """Folders (or, for a module installed straight into site-packages, files) holding plugin code."""
     paths: set[Path] = set()
-    for ep in md.entry_points(group=ENTRY_POINT_GROUP):
-        top = ep.value.split(":", 1)[0].strip().split(".", 1)[0]
-        try:
-            spec = importlib.util.find_spec(top)
-        except (ImportError, ValueError):
-            spec = None
-        if spec is None:
-            log.warning("plugin %s: cannot find module %s to watch", ep.name, top)
-            continue
+    for spec in _plugin_specs(warn=True):
         if spec.submodule_search_locations:
             paths.update(Path(location) for location in spec.submodule_search_locations)
         elif spec.origin and spec.origin not in ("built-in", "frozen"):
@@ -71,7 +63,9 @@ def plugin_module_roots() -> list[Path]:
     return roots
 
 
-def _plugin_specs() -> list[importlib.machinery.ModuleSpec]:
+def _plugin_specs(*, warn: bool = False) -> list[importlib.machinery.ModuleSpec]:
+    """The module spec of each installed plugin's top-level module (those that cannot be found are
+    skipped, with a warning where ``warn``)."""
     specs = []
     for ep in md.entry_points(group=ENTRY_POINT_GROUP):
         top = ep.value.split(":", 1)[0].strip().split(".", 1)[0]
@@ -81,6 +75,8 @@ def _plugin_specs() -> list[importlib.machinery.ModuleSpec]:
             spec = None
         if spec is not None:
             specs.append(spec)
+        elif warn:
+            log.warning("plugin %s: cannot find module %s to watch", ep.name, top)
     return specs
 
 

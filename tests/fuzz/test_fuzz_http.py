@@ -158,7 +158,8 @@ class Target:
             content = b"" if streamed or method == "HEAD" else response.read()
             try:
                 if method == "HEAD":  # no body on the wire, whatever the status: the status alone
-                    if response.status_code >= 500:
+                    # (a 503 only where the case allows one: an identity provider that cannot be reached)
+                    if response.status_code >= 500 and not (allow_503 and response.status_code == 503):
                         raise BadReply(f"HTTP {response.status_code} to HEAD")
                     messages = []
                 else:
