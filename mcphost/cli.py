@@ -347,6 +347,13 @@ def plugins(options: Options, as_json: bool, show_all: bool) -> None:
     width = _terminal_width()
     rows = [[i.name, i.version or "-", _short(_status(i), 48), _provides(i) or "-"] for i in infos]
     click.echo(_table(rows, ["NAME", "VERSION", "STATUS", "PROVIDES"], width))
+    cut = [i for i in infos if _short(_status(i), 48) != _status(i)]
+    if cut:  # the table cut these statuses: the whole reason, wrapped, below it
+        import textwrap
+        click.echo("")
+        for info in cut:
+            click.echo(textwrap.fill(_status(info), width=width or 100, initial_indent=f"{info.name}: ",
+                                     subsequent_indent="    "))
 
 
 @cli.command()

@@ -460,6 +460,10 @@ def test_a_misspelt_hook_marks_its_plugin_failed_naming_the_hook_it_meant(site: 
     table = CliRunner().invoke(cli, ["plugins"])
     typo = next(line for line in table.output.splitlines() if line.startswith("typo "))
     assert "failed: plugin 'typo': hook 'mcphost_tool'" in typo
+    # ... and prints the whole reason below it, the did-you-mean included.
+    below = " ".join(table.output.split("\n\n", 1)[1].split())
+    assert below == ("typo: failed: plugin 'typo': hook 'mcphost_tool' is not a known hook; "
+                     "did you mean 'mcphost_tools'?")
     # The host serves the others; the failed plugin contributes nothing.
     tools = CliRunner().invoke(cli, ["tools", "--json"])
     names = [tool["name"] for tool in json.loads(tools.output)]
