@@ -24,8 +24,13 @@ import inspect
 import itertools
 import os
 import random
+import signal
 import socket
+import subprocess
+import sys
+import time
 from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
 from typing import Any, cast
 
 import pytest
@@ -269,6 +274,59 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
+class ServeProcess:
+    """``mcphost serve`` as its own process on a free loopback port, for tests that need the real
+    command (its config file, plugin loading, signals): ``url`` is the MCP endpoint, ``base`` the
+    origin, ``log()`` what it printed. ``plugins`` is the allow list (``MCPHOST_PLUGINS``);
+    ``{url}`` in ``config`` is replaced by the endpoint's URL; ``extra_path`` goes first on
+    ``PYTHONPATH`` (a plugin distribution made for the test). Call ``stop()`` when done.
+    """
+
+    def __init__(self, tmp_path: Path, config: str = "", *, plugins: str, path: str = "/mcp",
+                 extra_path: Path | None = None, startup_timeout: float = 60.0) -> None:
+        self.port = free_port()
+        self.base = f"http://127.0.0.1:{self.port}"
+        self.url = self.base + path
+        config_file = tmp_path / f"mcphost-{self.port}.toml"
+        config_file.write_text(config.replace("{url}", self.url), encoding="utf-8")
+        self.log_path = tmp_path / f"mcphost-{self.port}.log"
+        env = {k: v for k, v in os.environ.items() if not k.startswith("MCPHOST_")}
+        env.update({"MCPHOST_CONFIG": str(config_file), "MCPHOST_PLUGINS": plugins})
+        if extra_path is not None:
+            env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(extra_path), env.get("PYTHONPATH")]))
+        command = [str(Path(sys.executable).parent / "mcphost"), "serve", "--port", str(self.port), "--path", path]
+        self._log = open(self.log_path, "wb")
+        self.process = subprocess.Popen(command, env=env, stdout=self._log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + startup_timeout  # generous: parallel test workers start it slowly
+        while True:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"mcphost serve exited with {self.process.returncode}:\n{self.log()}")
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
+                    break
+            except OSError:
+                if time.monotonic() > deadline:
+                    self.stop()
+                    raise RuntimeError(f"mcphost serve did not start:\n{self.log()}") from None
+                time.sleep(0.05)
+
+    def log(self) -> str:
+        if not self._log.closed:
+            self._log.flush()
+        return self.log_path.read_text(encoding="utf-8", errors="replace")
+
+    def stop(self) -> None:
+        """SIGTERM, as an operator stops it; killed if it has not exited within 15 s."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(15)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(5)
+        self._log.close()
+
+
 class LiveServer:
     """A running in-process HTTP server: ``url`` is the MCP endpoint, ``base`` the origin."""
 
@@ -341,4 +399,5 @@ def mcphost_client() -> Callable[..., MemoryClient]:
     return MemoryClient
 
 
-__all__ = ["LiveServer", "MemoryClient", "free_port", "make_host", "mcphost_client", "mcphost_host", "serve_http"]
+__all__ = ["LiveServer", "MemoryClient", "ServeProcess", "free_port", "make_host", "mcphost_client", "mcphost_host",
+           "serve_http"]

@@ -6,18 +6,14 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import signal
-import socket
-import subprocess
 import sys
-import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from mcphost.testing import free_port
+from mcphost.testing import ServeProcess
 from tests.support.fixtures.distributions import make_distribution
 
 MCPHOST = Path(sys.executable).parent / "mcphost"
@@ -82,47 +78,9 @@ def broken_distribution(root: Path) -> Path:
     return root
 
 
-class Served:
+class Served(ServeProcess):
     """``mcphost serve`` on a free loopback port (``plugins``: the allow list)."""
 
     def __init__(self, tmp_path: Path, *, plugins: str, config: str = "", extra_path: Path | None = None) -> None:
         self.tmp_path = tmp_path
-        self.port = free_port()
-        self.base = f"http://127.0.0.1:{self.port}"
-        self.url = self.base + "/mcp"
-        config_file = tmp_path / f"mcphost-{self.port}.toml"
-        config_file.write_text(config, encoding="utf-8")
-        self.log_path = tmp_path / f"mcphost-{self.port}.log"
-        env = {k: v for k, v in os.environ.items() if not k.startswith("MCPHOST_")}
-        env.update({"MCPHOST_CONFIG": str(config_file), "MCPHOST_PLUGINS": plugins})
-        if extra_path is not None:
-            env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(extra_path), env.get("PYTHONPATH")]))
-        self._log = open(self.log_path, "wb")  # closed in stop()
-        self.process = subprocess.Popen([str(MCPHOST), "serve", "--port", str(self.port)], env=env,
-                                        stdout=self._log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 30
-        while True:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"mcphost serve exited with {self.process.returncode}:\n{self.log()}")
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
-                    break
-            except OSError:
-                if time.monotonic() > deadline:
-                    self.stop()
-                    raise RuntimeError(f"mcphost serve did not start:\n{self.log()}") from None
-                time.sleep(0.05)
-
-    def log(self) -> str:
-        self._log.flush()
-        return self.log_path.read_text(encoding="utf-8", errors="replace")
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(15)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(5)
-        self._log.close()
+        super().__init__(tmp_path, config, plugins=plugins, extra_path=extra_path)

@@ -4,11 +4,7 @@ real HTTP on loopback, and a real ``mcphost serve`` subprocess (see conftest.py 
 from __future__ import annotations
 
 import json
-import os
-import signal
-import socket
 import ssl
-import subprocess
 import sys
 import threading
 import time
@@ -23,7 +19,7 @@ import httpx
 import jwt
 from jwt.algorithms import ECAlgorithm, OKPAlgorithm, RSAAlgorithm
 
-from mcphost.testing import free_port
+from mcphost.testing import ServeProcess, free_port  # noqa: F401  (free_port: the tests import it from here)
 
 AUDIENCE = "https://mcp.example.test/mcp"
 MCPHOST = Path(sys.executable).parent / "mcphost"
@@ -174,48 +170,11 @@ def start_idp(ssl_context: ssl.SSLContext | None = None, host: str = "127.0.0.1"
 
 # -- a real mcphost serve -----------------------------------------------------------------------------
 
-class McphostServer:
+class McphostServer(ServeProcess):
     """``mcphost serve`` on a free loopback port with the given plugins and config file text."""
 
     def __init__(self, tmp_path: Path, config: str, *, plugins: str = "demo,jwt", path: str = "/mcp") -> None:
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}{path}"
-        config_file = tmp_path / f"mcphost-{self.port}.toml"
-        config_file.write_text(config.replace("{url}", self.url), encoding="utf-8")
-        self.log_path = tmp_path / f"mcphost-{self.port}.log"
-        env = {k: v for k, v in os.environ.items() if not k.startswith("MCPHOST_")}
-        env.update({"MCPHOST_CONFIG": str(config_file), "MCPHOST_PLUGINS": plugins})
-        self._log = open(self.log_path, "wb")  # closed in stop()
-        self.process = subprocess.Popen([str(MCPHOST), "serve", "--port", str(self.port), "--path", path],
-                                        env=env, stdout=self._log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 60  # generous: a busy machine (parallel workers) starts it slowly
-        while True:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"mcphost serve exited with {self.process.returncode}:\n{self.log()}")
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
-                    break
-            except OSError:
-                if time.monotonic() > deadline:
-                    self.stop()
-                    raise RuntimeError(f"mcphost serve did not start:\n{self.log()}") from None
-                time.sleep(0.05)
-
-    def log(self) -> str:
-        if not self._log.closed:
-            self._log.flush()
-        return self.log_path.read_text(encoding="utf-8", errors="replace")
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(15)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(5)
-        self._log.close()
-
+        super().__init__(tmp_path, config, plugins=plugins, path=path)
 
 
 def toml_section(values: dict[str, Any]) -> str:
