@@ -206,36 +206,57 @@ def part_one(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
             proc.wait(10)
 
 
-async def _recollect(kind: str, tools: int, rounds: int) -> dict[str, Any]:
+class _LoopStalls:
+    """How late a 5 ms sleep wakes up on this process's loop, one sample a tick, between start and stop."""
+
+    def __init__(self) -> None:
+        self.samples: list[float] = []
+        self._task: asyncio.Future[None] | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.ensure_future(self._tick())
+
+    async def _tick(self) -> None:
+        while True:
+            before = time.monotonic()
+            await asyncio.sleep(0.005)
+            self.samples.append(time.monotonic() - before - 0.005)
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+
+async def _one_upstream(*args: str) -> tuple[Any, Any]:
+    """A host (started as ``mcphost serve`` starts it) mounting one gateway_upstream.py with ``args``."""
     from mcphost_proxy import ProxyPlugin
 
     from mcphost.testing import make_host
 
     plugin = ProxyPlugin()
     config = {"plugins": {"proxy": {"servers": {"u": {"command": sys.executable,
-                                                      "args": [str(UPSTREAM), kind, str(tools)]}}}}}
+                                                      "args": [str(UPSTREAM), *args]}}}}}
     host = make_host(("proxy", plugin), config=config)
-    await host.start(freeze_gc=True)  # as mcphost serve does
-    stalls: list[float] = []
-    ticking = True
+    await host.start(freeze_gc=True)
+    return plugin, host
 
-    async def ticker() -> None:
-        while ticking:
-            before = time.monotonic()
-            await asyncio.sleep(0.005)
-            stalls.append(time.monotonic() - before - 0.005)
 
+async def _recollect(kind: str, tools: int, rounds: int) -> dict[str, Any]:
+    plugin, host = await _one_upstream(kind, str(tools))
+    stalls = _LoopStalls()
     try:
         if not await plugin.wait_mounted(300):
             raise SystemExit(f"the {tools}-tool upstream did not mount")
         upstream = plugin.upstreams["u"]
-        tick = asyncio.ensure_future(ticker())
+        stalls.start()
         cpu: list[float] = []
         wall: list[float] = []
         worst: list[float] = []
         for _ in range(rounds):
             listed = plugin._listed["u"]
-            stalls.clear()
+            stalls.samples.clear()
             cpu0, wall0 = time.process_time(), time.monotonic()
             await upstream.request(None, lambda session: session.call_tool("bump", {}))
             async with asyncio.timeout(300):
@@ -243,42 +264,27 @@ async def _recollect(kind: str, tools: int, rounds: int) -> dict[str, Any]:
                     await asyncio.sleep(0.01)
             cpu.append(time.process_time() - cpu0)
             wall.append(time.monotonic() - wall0)
-            worst.append(max(stalls, default=0.0))
-        ticking = False
-        await tick
+            worst.append(max(stalls.samples, default=0.0))
+        await stalls.stop()
         assert len(host.catalog.tools) == tools + 1 + rounds, len(host.catalog.tools)
         return {"tools": tools, "cpu_s": round(min(cpu), 3), "cpu_s_all": [round(c, 3) for c in cpu],
                 "wall_s": round(min(wall), 3), "loop_max_stall_ms": round(max(worst) * 1000, 1)}
     finally:
+        await stalls.stop()
         await host.stop()
 
 
 async def _big_line(mib: float) -> dict[str, Any]:
     """One upstream reply line of ``mib`` MiB (over max_message_bytes): the loop's longest stall, the
     error the call gets, and whether the upstream answers the next call."""
-    from mcphost_proxy import ProxyPlugin
-
     import mcphost
-    from mcphost.testing import make_host
 
-    plugin = ProxyPlugin()
-    config = {"plugins": {"proxy": {"servers": {"u": {"command": sys.executable,
-                                                      "args": [str(UPSTREAM), "raw", "10"]}}}}}
-    host = make_host(("proxy", plugin), config=config)
-    await host.start(freeze_gc=True)  # as mcphost serve does
-    stalls: list[float] = []
-    ticking = True
-
-    async def ticker() -> None:
-        while ticking:
-            before = time.monotonic()
-            await asyncio.sleep(0.005)
-            stalls.append(time.monotonic() - before - 0.005)
-
+    plugin, host = await _one_upstream("raw", "10")
+    stalls = _LoopStalls()
     try:
         await plugin.wait_mounted(60)
         upstream = plugin.upstreams["u"]
-        tick = asyncio.ensure_future(ticker())
+        stalls.start()
         started = time.monotonic()
         error = None
         try:
@@ -289,13 +295,13 @@ async def _big_line(mib: float) -> dict[str, Any]:
         next_started = time.monotonic()
         answer = await upstream.request(None, lambda session: session.call_tool("t1", {"x1": 1}))
         next_took = time.monotonic() - next_started
-        big_max, big_p99 = max(stalls) * 1000, percentile([x * 1000 for x in stalls], 99)
+        big_max, big_p99 = max(stalls.samples) * 1000, percentile([x * 1000 for x in stalls.samples], 99)
         records: list[logging.LogRecord] = []
         handler = logging.Handler()
         handler.emit = records.append  # type: ignore[method-assign]
         logging.getLogger("mcphost.proxy").addHandler(handler)
         logging.getLogger("mcphost.proxy").setLevel(logging.INFO)  # the host's default log level
-        stalls.clear()
+        stalls.samples.clear()
         flood_started = time.monotonic()
         await upstream.request(None, lambda session: session.call_tool("flood", {"count": 200_000}))
         flooded = time.monotonic()
@@ -304,14 +310,14 @@ async def _big_line(mib: float) -> dict[str, Any]:
         logging.getLogger("mcphost.proxy").removeHandler(handler)
         flood = {"messages": 200_000, "call_s": round(flooded - flood_started, 2), "next_call_s": round(after_flood, 3),
                  "host_log_bytes": sum(len(r.getMessage()) + 80 for r in records),
-                 "loop_max_stall_ms": round(max(stalls, default=0) * 1000, 1)}
-        ticking = False
-        await tick
+                 "loop_max_stall_ms": round(max(stalls.samples, default=0) * 1000, 1)}
+        await stalls.stop()
         return {"flood": flood, "mib": mib, "error": error, "call_s": round(took, 2),
                 "loop_max_stall_ms": round(big_max, 1), "loop_p99_stall_ms": round(big_p99, 1),
                 "next_call_ok": not answer.is_error, "next_call_s": round(next_took, 3),
                 "restarts": upstream.restarts}
     finally:
+        await stalls.stop()
         await host.stop()
 
 
