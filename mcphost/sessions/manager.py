@@ -277,6 +277,14 @@ class SessionManager:
         budget. Every admitted request is let go with :meth:`done`."""
         return self.budgets.try_acquire(session.quota, "requests") is None
 
+    def take_request(self, session: Session) -> OverBudget | None:
+        """Like :meth:`admit` for a request that is answered with the refusal (a GET stream): None
+        when counted, else why not (counted as a refusal). Let go with :meth:`done`."""
+        refused = self.budgets.try_acquire(session.quota, "requests")
+        if refused is not None:
+            self.refused(session.quota)
+        return refused
+
     def refused(self, key: str) -> None:
         """Count one refusal of caller ``key`` by a per-principal cap."""
         if key in self.refused_by or len(self.refused_by) < REFUSALS_KEPT:

@@ -481,9 +481,8 @@ class HttpTransport:
             raise HttpError(409, f"Conflict: this session already has {state.gets} open GET streams "
                                  "(server.max_streams_per_session)")
         # A GET stream is a request in flight of its principal, whichever session it opens it on.
-        refused = self.manager.budgets.try_acquire(session.quota, "requests")
+        refused = self.manager.take_request(session)
         if refused is not None:
-            self.manager.refused(session.quota)
             await self.manager.close(session, "complete")
             raise over_budget(refused)
         state.gets += 1
@@ -525,7 +524,7 @@ class HttpTransport:
                              until=stream_seconds(connection.principal, self.settings.max_stream_seconds))
         finally:
             state.gets -= 1
-            self.manager.budgets.release(session.quota, "requests")
+            self.manager.done(session)
             if not pumping:
                 await self.manager.close(session, "complete")
 
