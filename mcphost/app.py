@@ -152,7 +152,7 @@ class McpApp:
         backend = self.host.backend.name
         if not await self.host.backend_healthy():
             return False, {"status": "unavailable", "reason": "backend unhealthy", "backend": backend}
-        key_problem = getattr(self.host.cluster, "key_problem", None)
+        key_problem = self.host.cluster.key_problem if self.host.cluster is not None else None
         if key_problem:  # the shared requestState key ring is missing or damaged: an operator must act
             return False, {"status": "unavailable", "reason": "state key ring", "detail": key_problem,
                            "backend": backend}

@@ -208,7 +208,7 @@ class Catalog:
             target.update(source)  # shared entries: a copy of the table, not of what it holds
             for key in removed[kind]:
                 entry = target.pop(key)
-                gone.add(id(getattr(entry, "record", entry)))
+                gone.add(id(record_of(entry)))
         new._served = {owner: {kind: set(keys) for kind, keys in kinds.items()}
                        for owner, kinds in self._served.items() if owner != (plugin, origin)}
         new._built = dict(self._built)
@@ -255,7 +255,7 @@ class Catalog:
             log.warning("%s", clash.describe())
 
     def _put(self, kind: str, entry: Any) -> None:
-        record = getattr(entry, "record", entry)
+        record = record_of(entry)
         if record.scopes:
             self.scoped_kinds.add(kind)
         if _is_mounted(record):
@@ -272,7 +272,7 @@ class Catalog:
 
     def _remove(self, kind: str, key: str) -> Any:
         entry = self._table(kind).pop(key)
-        record = getattr(entry, "record", entry)
+        record = record_of(entry)
         if _is_mounted(record):
             self._served[(record.provenance.plugin, record.provenance.origin)][kind].discard(key)
         return record
@@ -407,7 +407,7 @@ class Catalog:
             name = params.get("name")
             if isinstance(name, str):
                 entry: Any = self.tools.get(name) if method == "tools/call" else self.prompts.get(name)
-                record = getattr(entry, "record", entry)
+                record = record_of(entry)
         elif method in ("resources/read", "resources/subscribe"):
             uri = params.get("uri")
             found = self.find_resource(uri) if isinstance(uri, str) else None
@@ -445,6 +445,12 @@ def _with_checked_scopes(record: Any, kind: str) -> Any:
             raise PluginError(f"{where}: invalid scope {scope!r} (printable ASCII without spaces, quotes or "
                               "backslashes)")
     return dataclasses.replace(record, scopes=frozenset(scopes))
+
+
+def record_of(entry: Any) -> Any:
+    """The record behind a catalog entry: tools and templates are held in an entry (with the
+    compiled validator, the counters), resources and prompts as the record itself."""
+    return getattr(entry, "record", entry)
 
 
 def record_key(record: Any) -> str:

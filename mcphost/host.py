@@ -18,7 +18,7 @@ from typing import Any
 import pluggy
 
 from mcphost.auth import ResourceServer
-from mcphost.catalog import Catalog, ProviderChange
+from mcphost.catalog import Catalog, ProviderChange, record_of
 from mcphost.config import Config, validate_plugin_sections
 from mcphost.errors import PluginAborted, PluginError, PluginFailures, Refused
 from mcphost.kernel import Kernel
@@ -228,7 +228,7 @@ class Host:
                                         ("prompts", old.prompts, self.catalog.prompts),
                                         ("resources", {**old.resources, **old.templates},
                                          {**self.catalog.resources, **self.catalog.templates})):
-                if set(before) != set(after) or any(_record(before[k]) != _record(after[k])
+                if set(before) != set(after) or any(record_of(before[k]) != record_of(after[k])
                                                     for k in after if k in before):
                     await self.kernel.notify_list_changed(kind)
 
@@ -496,16 +496,12 @@ def catalog_digests(catalog: Catalog) -> dict[str, str]:
     """A short digest of each list a client sees (tools, prompts, resources): the names and the
     plugin distribution and version that provide them."""
     def digest(entries: Mapping[str, Any]) -> str:
-        items = sorted((str(name), repr(getattr(_record(entry), "provenance", None)))
+        items = sorted((str(name), repr(getattr(record_of(entry), "provenance", None)))
                        for name, entry in entries.items())
         return hashlib.sha256(repr(items).encode()).hexdigest()[:16]
 
     return {"tools": digest(catalog.tools), "prompts": digest(catalog.prompts),
             "resources": digest({**catalog.resources, **catalog.templates})}
-
-
-def _record(entry: Any) -> Any:
-    return getattr(entry, "record", entry)
 
 
 def _own_version() -> str:
