@@ -29,7 +29,7 @@ def clients(url: str) -> int:
         connection.close()
 
 
-def test_redis_clients_grow_by_at_most_one_whatever_the_number_of_get_streams(
+def test_redis_clients_do_not_grow_with_the_number_of_get_streams(
         tmp_path: Path, redis_server: RedisServer) -> None:
     config = (f'[server]\nmax_requests_per_principal = 200\n'
               f'[plugins.redis]\nurl = "{redis_server.url}"\nprefix = "w{os.getpid()}:"\n')
@@ -46,11 +46,11 @@ def test_redis_clients_grow_by_at_most_one_whatever_the_number_of_get_streams(
                     assert response.status_code == 200
                 time.sleep(1.0)  # every stream is waiting for its next event now
                 during = clients(redis_server.url)
-                # The waker's one connection, and at most one more pooled command connection: the
-                # pool grows with the commands in flight at once (60 streams opening together), never
-                # with the streams waiting. (How many the pool already held depends on what ran
-                # before: a session-era call on this process leaves one.)
-                assert during - before <= 2, (before, during)
+                # The waker's one connection, plus the pooled command connections that the commands
+                # in flight at once needed while the streams opened: a handful on a busy machine (5
+                # seen with four test workers sharing two cores), never one per stream (60 here).
+                # What the pool already held depends on what ran before on this process.
+                assert during - before <= len(sessions) // 10, (before, during)
                 # Calls on sessions whose GET streams are open still answer.
                 answer = client.post(server.url, headers=server.headers(sessions[0]), json={
                     "jsonrpc": "2.0", "id": 5, "method": "tools/call",
