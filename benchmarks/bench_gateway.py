@@ -139,7 +139,11 @@ def part_one(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     log_path = tmp / "host.log"
     log = log_path.open("wb")
     started = time.monotonic()
-    proc = subprocess.Popen([mcphost_executable(), "serve", "--host", "127.0.0.1", "--port", str(port)], env=env,
+    command = [mcphost_executable()]
+    if args.stall_trace:  # the same host, its loop watched: where each stall over 20 ms was (stallwatch.py)
+        command = [sys.executable, str(HERE / "stallwatch.py"), args.stall_trace,
+                   *(["--switch-interval-ms", os.environ["SWITCH_MS"]] if os.environ.get("SWITCH_MS") else []), "--"]
+    proc = subprocess.Popen([*command, "serve", "--host", "127.0.0.1", "--port", str(port)], env=env,
                             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
     log.close()
     prober = Prober(f"http://127.0.0.1:{port}/healthz")
@@ -342,6 +346,8 @@ def main() -> None:
     parser.add_argument("--big-mib", type=float, default=300, help="part 3: one upstream reply line this long")
     parser.add_argument("--skip", choices=["one", "two", "three"], action="append", default=[],
                         help="skip a part (repeatable)")
+    parser.add_argument("--stall-trace", help="part 1: write where the host's loop stalled over 20 ms to this file "
+                                              "(benchmarks/stallwatch.py)")
     parser.add_argument("--json", help="write the report here")
     args = parser.parse_args()
     report: dict[str, Any] = {"facts": machine_facts(), "args": vars(args)}

@@ -33,11 +33,6 @@ _CATALOG_KINDS = {"tools": "tools", "prompts": "prompts", "resources": "resource
 _HOOK_KINDS = {catalog: hook for hook, catalog in _CATALOG_KINDS.items()}
 
 
-#: An upstream listing this many tools or more has its new records frozen out of the garbage
-#: collector's view when the host froze its start-up objects (see _changed).
-FREEZE_AT = 2000
-
-
 def _same(before: Any, after: Any) -> bool:
     """Whether two listings are equal, compared item by item (a worker thread then lets the event
     loop in between items: one ``==`` over 20 000 tools would hold the interpreter throughout)."""
@@ -72,6 +67,8 @@ class ProxyPlugin:
         #: The listing each upstream's records were last derived from, and those records (by hook kind).
         self._listed: dict[str, Any] = {}
         self._mounted: dict[str, dict[str, list[Any]]] = {}
+        #: Their names (URIs for resources), by hook kind, for ``mcphost plugins``.
+        self._names: dict[str, dict[str, list[str]]] = {}
         #: One derivation at a time per upstream (a burst of list_changed makes them in order).
         self._mounting: dict[str, asyncio.Lock] = {}
         self._watchdog: asyncio.Task[None] | None = None
@@ -120,8 +117,9 @@ class ProxyPlugin:
         lost = {(_HOOK_KINDS.get(c.kind, c.kind), c.key) for c in clashes}
         for kind, catalog_kind in (("tools", "tools"), ("prompts", "prompts"), ("resources", "resources"),
                                    ("templates", "resourceTemplates")):
-            names = [_key(record) for mounted in self._mounted.values() for record in mounted[kind]]
-            names = [name for name in names if (kind, name) not in lost]
+            names = [name for keys in self._names.values() for name in keys[kind]]  # built off the loop
+            if lost:
+                names = [name for name in names if (kind, name) not in lost]
             if names:
                 info.provides[catalog_kind] = names
             else:
@@ -221,34 +219,37 @@ class ProxyPlugin:
                 return
             resolve = self._resolver(upstream.settings)
 
-            def derive() -> dict[str, list[Any]] | None:
+            def derive() -> tuple[dict[str, list[Any]], list[tuple[str, Any]], dict[str, list[str]]] | None:
+                """The records, as the catalog takes them, and their names (each of its size)."""
                 if previous is not None and _same(previous, listing):
                     return None  # reconnected with the same lists: nothing to re-derive
-                return records(upstream, resolve, listing)
+                derived = records(upstream, resolve, listing)
+                pairs = [(_CATALOG_KINDS[kind], record) for kind, items in derived.items() for record in items]
+                return derived, pairs, {kind: [_key(record) for record in items] for kind, items in derived.items()}
 
             started = time.monotonic()
-            # Thousands of new records: the collector would scan them all while they are built and at
-            # the next full collections (a 20 000-tool upstream: over a second of the loop each time).
-            # When the host froze its start-up objects out of the collector's view (mcphost serve),
-            # automatic collection pauses while they are built and swapped in, and they join the
-            # frozen objects: they live until the upstream's next change.
-            big = len(listing.tools) >= FREEZE_AT and self._frozen()
-            if big:
+            # The new records would be scanned by every full collection from now on: with 10 000
+            # upstream tools remounted a few at a time, each full collection held the loop for 70-110
+            # ms, and one of 20 000 tools held it over a second. When the host froze its start-up
+            # objects out of the collector's view (mcphost serve), automatic collection pauses while
+            # the records are built and swapped in, and they join the frozen objects (freezing costs
+            # nothing per object). They live until the upstream's next change: the records hold no
+            # reference cycles, so the old ones are freed by their reference counts when replaced.
+            pause = self._frozen()
+            if pause:
                 self._paused += 1
                 gc.disable()
             try:
-                derived = await offload(derive)
+                result = await offload(derive)
                 self._listed[name] = listing
-                if derived is None:
+                if result is None:
                     return
-                self._mounted[name] = derived
-                change = await host.replace_provider(Provenance(plugin="proxy", origin=name),
-                                                     [(_CATALOG_KINDS[kind], record) for kind, items in derived.items()
-                                                      for record in items])
-                if big:
+                self._mounted[name], pairs, self._names[name] = result
+                change = await host.replace_provider(Provenance(plugin="proxy", origin=name), pairs)
+                if pause:
                     gc.freeze()
             finally:
-                if big:
+                if pause:
                     self._paused -= 1
                     if not self._paused:
                         gc.enable()
