@@ -4,8 +4,10 @@
 
 A heartbeat callback on the event loop stamps the time every 2 ms; a watchdog thread samples the
 loop thread's Python stack every 2 ms while the heartbeat is late. Each stall longer than the
-threshold is written to OUT.txt with its length and its most frequent stacks (innermost frames
-last), and garbage-collector passes longer than 5 ms are written with their generation. The
+threshold is written to OUT.txt with its length, how long the loop thread ran and waited for a
+CPU meanwhile (Linux schedstat: a stall the thread spent waiting for a CPU is the machine's load,
+not the host's code; neither running nor waiting is mostly waiting for the interpreter lock), its
+most frequent stacks (innermost frames last); collections longer than 5 ms are written too. The
 samples need the interpreter lock, so a stall inside one long C call (a collection, one big
 ``orjson.loads``) shows as the frame that made the call.
 """
@@ -31,11 +33,13 @@ class StallWatch(threading.Thread):
         self.threshold = threshold
         self.beat = time.monotonic()
         self.loop_thread: int | None = None
+        self.loop_native: int | None = None
         self._gc_started = 0.0
 
     # -- on the loop ----------------------------------------------------------------------------
     def attach(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop_thread = threading.get_ident()
+        self.loop_native = threading.get_native_id()
 
         def heartbeat() -> None:
             self.beat = time.monotonic()
@@ -57,9 +61,19 @@ class StallWatch(threading.Thread):
                 self.out.flush()
 
     # -- in the watchdog thread -------------------------------------------------------------------
+    def schedstat(self) -> tuple[float, float]:
+        """The loop thread's CPU time and time spent waiting for a CPU (s), from Linux's schedstat."""
+        try:
+            with open(f"/proc/self/task/{self.loop_native}/schedstat") as f:
+                ran, waited, _ = f.read().split()
+            return int(ran) / 1e9, int(waited) / 1e9
+        except (OSError, ValueError):
+            return float("nan"), float("nan")
+
     def run(self) -> None:
         stacks: collections.Counter[tuple[str, ...]] = collections.Counter()
         stalled_since: float | None = None
+        sched = (0.0, 0.0)
         while True:
             time.sleep(_HEARTBEAT)
             now = time.monotonic()
@@ -67,6 +81,7 @@ class StallWatch(threading.Thread):
             if late and self.loop_thread is not None:
                 if stalled_since is None:
                     stalled_since = self.beat
+                    sched = self.schedstat()
                 frame = sys._current_frames().get(self.loop_thread)
                 if frame is not None:
                     stack = tuple(f"{s.filename.rsplit('/', 2)[-2:][-1]}:{s.lineno} {s.name}"
@@ -75,7 +90,10 @@ class StallWatch(threading.Thread):
             elif stalled_since is not None:
                 took = self.beat - stalled_since
                 if took >= self.threshold:
-                    self.out.write(f"{stalled_since:.3f} stall {took * 1000:.0f} ms, {sum(stacks.values())} samples\n")
+                    ran, waited = (b - a for a, b in zip(sched, self.schedstat(), strict=True))
+                    self.out.write(f"{stalled_since:.3f} stall {took * 1000:.0f} ms, {sum(stacks.values())} samples; "
+                                   f"the loop thread ran {ran * 1000:.0f} ms and waited for a CPU {waited * 1000:.0f} "
+                                   "ms\n")
                     for stack, count in stacks.most_common(4):
                         self.out.write(f"  [{count}]\n" + "".join(f"      {line}\n" for line in stack))
                     self.out.flush()
@@ -94,7 +112,7 @@ def main() -> None:
         args = args[2:]
     if args[:1] == ["--"]:
         args = args[1:]
-    watch = StallWatch(open(out_path, "a", buffering=1), threshold)  # noqa: SIM115 - lives as long as the process
+    watch = StallWatch(open(out_path, "a", buffering=1), threshold)  # lives as long as the process
     original = asyncio.BaseEventLoop.run_forever
 
     def run_forever(self: asyncio.BaseEventLoop) -> None:

@@ -190,6 +190,7 @@ class Catalog:
         result can be built in a worker thread while this one serves, then swapped in). Names
         another provider serves are clashes (:attr:`clashes`); records of other providers that
         were shadowed by this provider's old records are mounted now if their name became free.
+        A tool served before and after shares its counters (:class:`ToolStats`) with this catalog's.
         """
         if provenance.origin is None:
             raise ValueError("with_provider replaces a mounted provider's records: give its origin")
@@ -223,6 +224,8 @@ class Catalog:
         for kind, record, _clash in self._shadowed:
             if not theirs(record) and new._mount(kind, record, quiet=True):  # served now if its name became free
                 added[kind].add(record_key(record))
+        for name in removed["tools"] & added["tools"]:  # a tool that stays keeps its counters (shared, not copied)
+            new.tools[name].stats = self.tools[name].stats
         lists = frozenset({"resourceTemplates": "resources"}.get(kind, kind)
                           for kind in CATALOG_KINDS if removed[kind] or added[kind])
         change = ProviderChange(plugin, origin, {k: frozenset(v) for k, v in removed.items()},

@@ -246,8 +246,6 @@ class Host:
                                         version=info.version, origin=provenance.origin)
             old = self.catalog
             catalog, change = await asyncio.to_thread(old.with_provider, provenance, records)
-            for name in change.removed["tools"] & change.added["tools"]:  # a tool that stays keeps its counters
-                catalog.tools[name].stats.carry(old.tools[name].stats)
             self.catalog = catalog
             assert self.kernel is not None
             self.kernel.catalog_changed()

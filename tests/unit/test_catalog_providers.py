@@ -89,6 +89,17 @@ def test_with_provider_replaces_one_provider_and_leaves_the_old_catalog_as_it_wa
     assert set(emptied.tools) == {"local", "b_1"} and change.added["tools"] == frozenset()
 
 
+def test_a_tool_that_stays_across_a_replacement_keeps_counting_into_the_same_counters():
+    catalog = Catalog()
+    catalog.admit(_upstream("a", "a_1", "a_2"), Provenance(plugin="proxy"))
+    catalog.tools["a_1"].stats.add(1.0, 1.01, False)
+
+    new, _ = catalog.with_provider(Provenance(plugin="proxy", origin="a"), _upstream("a", "a_1", "a_3"))
+    catalog.tools["a_1"].stats.add(1.0, 1.02, True)  # a call still finishing on the old catalog
+    assert new.tools["a_1"].stats.calls == 2 and new.tools["a_1"].stats.errors == 1
+    assert new.tools["a_3"].stats.calls == 0
+
+
 def test_a_shadowed_record_is_served_once_its_name_is_free():
     catalog = Catalog()
     catalog.admit(_upstream("a", "shared"), Provenance(plugin="proxy"))

@@ -17,7 +17,7 @@ from typing import Any
 
 import mcphost
 from mcphost.records import Provenance
-from mcphost_proxy.framing import offload
+from mcphost_proxy.framing import busy, offload
 from mcphost_proxy.mount import records
 from mcphost_proxy.parking import Parking
 from mcphost_proxy.settings import CONFIG_SCHEMA, ProxySettings, ServerSettings, load_settings
@@ -245,7 +245,8 @@ class ProxyPlugin:
                 if result is None:
                     return
                 self._mounted[name], pairs, self._names[name] = result
-                change = await host.replace_provider(Provenance(plugin="proxy", origin=name), pairs)
+                with busy():  # the host builds the new catalog in a thread
+                    change = await host.replace_provider(Provenance(plugin="proxy", origin=name), pairs)
                 if pause:
                     gc.freeze()
             finally:

@@ -16,13 +16,15 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import functools
 import logging
 import os
 import re
 import signal
+import subprocess
 import sys
 import weakref
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any, TextIO, TypeVar
 
 import anyio
@@ -51,9 +53,38 @@ _ID = re.compile(rb'"id"\s*:\s*(-?\d+|"(?:[^"\\]|\\.){0,200}")')
 _WORKER = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="mcphost-proxy")
 
 
+#: The interpreter's switch interval while the proxy's threads work (s): see :func:`busy`.
+BUSY_SWITCH_INTERVAL = 0.0005
+_busy = 0
+_switch_interval = 0.005
+
+
+@contextlib.contextmanager
+def busy() -> Iterator[None]:
+    """While the proxy's threads work, the event loop gets the interpreter lock back sooner.
+
+    The loop releases the lock around every system call (select, each socket write); a busy thread
+    keeps it until the switch interval (5 ms by default) has passed, so every turn of the loop
+    waited up to 5 ms several times over: /healthz answered in 40-60 ms during the mounts although
+    the loop thread ran 2-9 ms of it. A shorter interval while the threads work bounds each wait.
+    """
+    global _busy, _switch_interval
+    if _busy == 0:
+        _switch_interval = sys.getswitchinterval()
+        sys.setswitchinterval(min(_switch_interval, BUSY_SWITCH_INTERVAL))
+    _busy += 1
+    try:
+        yield
+    finally:
+        _busy -= 1
+        if _busy == 0:
+            sys.setswitchinterval(_switch_interval)
+
+
 async def offload(fn: Callable[..., T], *args: Any) -> T:
     """Run ``fn(*args)`` in the proxy's worker thread."""
-    return await asyncio.get_running_loop().run_in_executor(_WORKER, fn, *args)
+    with busy():
+        return await asyncio.get_running_loop().run_in_executor(_WORKER, fn, *args)
 
 
 #: One process start at a time, per event loop.
@@ -122,6 +153,97 @@ class LineReader:
             start = end + 1
 
 
+class _Child:
+    """An upstream process started in a thread, its pipes served by the event loop.
+
+    asyncio starts a subprocess in the loop's thread: the fork, then a wait until the child has
+    exec'd, then a thread per child that waits for its exit, whose start the loop waits for too.
+    With fifty upstreams starting on a busy machine that held the loop 40-150 ms at a time. Here
+    ``subprocess.Popen`` runs in a worker thread, the loop only attaches to the pipes, and the exit
+    is seen through a pidfd (polled where there is none).
+    """
+
+    #: Pipe bytes buffered before reading pauses; reads take the whole buffer (linear in the line).
+    BUFFER = 1 << 20
+
+    def __init__(self, popen: subprocess.Popen[bytes]) -> None:
+        self.popen = popen
+        self.pid = popen.pid
+        self._reader: asyncio.StreamReader | None = None
+        self._writer: asyncio.StreamWriter | None = None
+
+    @classmethod
+    async def start(cls, argv: list[str], *, env: dict[str, str], cwd: str | None, errlog: TextIO) -> _Child:
+        loop = asyncio.get_running_loop()
+        started = loop.run_in_executor(None, functools.partial(
+            subprocess.Popen, argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=errlog, env=env, cwd=cwd,
+            start_new_session=True, bufsize=0))
+        try:
+            popen = await asyncio.shield(started)
+        except asyncio.CancelledError:  # the process may start all the same: it is killed then
+            started.add_done_callback(_kill_started)
+            raise
+        child = cls(popen)
+        try:
+            reader = asyncio.StreamReader(limit=cls.BUFFER)
+            await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), popen.stdout)
+            transport, protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin, popen.stdin)
+            child._reader = reader
+            child._writer = asyncio.StreamWriter(transport, protocol, None, loop)
+        except BaseException:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(popen.pid, signal.SIGKILL)
+            await asyncio.to_thread(popen.wait)
+            raise
+        return child
+
+    async def chunks(self) -> AsyncIterator[bytes]:
+        """What the process writes to stdout, as it arrives, until it closes it."""
+        assert self._reader is not None
+        while chunk := await self._reader.read(4 * self.BUFFER):
+            yield chunk
+
+    async def send(self, data: bytes) -> None:
+        assert self._writer is not None
+        self._writer.write(data)
+        await self._writer.drain()
+
+    async def close_stdin(self) -> None:
+        if self._writer is not None and not self._writer.is_closing():
+            self._writer.close()
+            with contextlib.suppress(Exception):
+                await self._writer.wait_closed()
+
+    async def wait(self) -> int:
+        """Wait for the process to exit (and reap it)."""
+        if self.popen.poll() is not None:
+            return self.popen.returncode
+        try:
+            pidfd = os.pidfd_open(self.pid)
+        except (AttributeError, OSError):  # no pidfd here: look every 50 ms
+            while self.popen.poll() is None:
+                await asyncio.sleep(0.05)
+            return self.popen.returncode
+        loop = asyncio.get_running_loop()
+        exited = loop.create_future()
+        loop.add_reader(pidfd, lambda: exited.done() or exited.set_result(None))
+        try:
+            if self.popen.poll() is None:
+                await exited
+        finally:
+            loop.remove_reader(pidfd)
+            os.close(pidfd)
+        while self.popen.poll() is None:  # readable means exited: reaping it takes a moment at most
+            await asyncio.sleep(0.001)
+        return self.popen.returncode
+
+
+def _kill_started(started: asyncio.Future[subprocess.Popen[bytes]]) -> None:
+    if not started.cancelled() and started.exception() is None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(started.result().pid, signal.SIGKILL)
+
+
 @contextlib.asynccontextmanager
 async def stdio_transport(command: str, args: list[str], *, env: dict[str, str] | None, cwd: str | None,
                           max_message_bytes: int, label: str, errlog: TextIO = sys.stderr,
@@ -129,26 +251,22 @@ async def stdio_transport(command: str, args: list[str], *, env: dict[str, str] 
     """(read stream, write stream) of ``SessionMessage`` to a process speaking MCP over stdio.
 
     ``admit(line)``: False drops a line before it is parsed (the log gate of mcphost_proxy.logs)."""
-    # Starting a process forks the host in the event loop's thread (some milliseconds each); fifty
-    # upstreams started at once did it fifty times in one turn of the loop (0.6 s). One at a time,
-    # each in a turn of its own, the loop serves in between.
+    # One process start at a time: fifty upstreams started at once would fork fifty times together.
     loop = asyncio.get_running_loop()
     spawning = _SPAWNING.get(loop)
     if spawning is None:
         spawning = _SPAWNING[loop] = asyncio.Lock()
     async with spawning:
-        process = await anyio.open_process([command, *args], env={**get_default_environment(), **(env or {})},
-                                           stderr=errlog, cwd=cwd, start_new_session=True)
-        await asyncio.sleep(0)
+        process = await _Child.start([command, *args], env={**get_default_environment(), **(env or {})},
+                                     cwd=cwd, errlog=errlog)
     inbox_writer, inbox = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     outbox, outbox_reader = anyio.create_memory_object_stream[SessionMessage](0)
 
     async def read() -> None:
-        assert process.stdout is not None
         lines = LineReader(max_message_bytes)
         try:
             async with inbox_writer:
-                async for chunk in process.stdout:
+                async for chunk in process.chunks():
                     for line, dropped in lines.feed(chunk):
                         if dropped is None and admit is not None and not admit(line):
                             continue
@@ -165,12 +283,11 @@ async def stdio_transport(command: str, args: list[str], *, env: dict[str, str] 
             pass
 
     async def write() -> None:
-        assert process.stdin is not None
         try:
             async with outbox_reader:
                 async for item in outbox_reader:
                     data = item.message.model_dump_json(by_alias=True, exclude_unset=True).encode() + b"\n"
-                    await process.stdin.send(data)
+                    await process.send(data)
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
             await inbox_writer.aclose()
 
@@ -187,10 +304,10 @@ async def stdio_transport(command: str, args: list[str], *, env: dict[str, str] 
             group.cancel_scope.cancel()
 
 
-async def _stop(process: Any) -> None:
+async def _stop(process: _Child) -> None:
     """Close stdin; then SIGTERM and SIGKILL the process group, each after a grace period."""
     with contextlib.suppress(Exception):
-        await process.stdin.aclose()
+        await process.close_stdin()
     for sig in (None, signal.SIGTERM, signal.SIGKILL):
         if sig is not None:
             with contextlib.suppress(ProcessLookupError, PermissionError):
