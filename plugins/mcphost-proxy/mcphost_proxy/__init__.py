@@ -10,22 +10,32 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import importlib
 import logging
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import mcphost
 from mcphost.records import Provenance
-from mcphost_proxy.framing import busy, offload
-from mcphost_proxy.mount import records
 from mcphost_proxy.parking import Parking
 from mcphost_proxy.settings import CONFIG_SCHEMA, ProxySettings, ServerSettings, load_settings
-from mcphost_proxy.upstream import Upstream, UpstreamUnavailable
+from mcphost_proxy.work import busy, offload
+
+if TYPE_CHECKING:
+    from mcphost_proxy.upstream import Upstream, UpstreamUnavailable
 
 log = logging.getLogger("mcphost.proxy")
 
 __all__ = ["CONFIG_SCHEMA", "ProxyPlugin", "ServerSettings", "Upstream", "UpstreamUnavailable"]
+
+
+def __getattr__(name: str) -> Any:
+    """``Upstream`` and ``UpstreamUnavailable`` on first use: they load the ``mcp`` client (half a
+    second), which every CLI command that loads plugins paid when the plugin was imported."""
+    if name in ("Upstream", "UpstreamUnavailable"):
+        return getattr(importlib.import_module("mcphost_proxy.upstream"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 #: The plugin's record kinds (mount.records) as the catalog names them, and back.
@@ -97,6 +107,8 @@ class ProxyPlugin:
     def _upstream(self, server: ServerSettings, label: str | None = None,
                   on_change: Any = None) -> Upstream:
         assert self.settings is not None
+        from mcphost_proxy.upstream import Upstream  # the mcp client: only once a server is configured
+
         upstream = Upstream(server, backoff=self.settings.restart_backoff,
                             backoff_max=self.settings.restart_backoff_max, on_change=on_change, label=label)
         upstream.host = self.host
@@ -150,6 +162,8 @@ class ProxyPlugin:
     def _new_instance(self, server: ServerSettings, key: tuple[str, str], session: Any) -> Upstream:
         """A per_session instance for ``session``, within max_instances and the principal's share."""
         assert self.settings is not None
+        from mcphost_proxy.upstream import UpstreamUnavailable
+
         owner = getattr(session, "quota", None) or session.id
         mine = [k for k in self.bound if k[0] == server.name]
         if len(mine) >= server.max_instances:
@@ -218,6 +232,7 @@ class ProxyPlugin:
             if previous is listing:
                 return
             resolve = self._resolver(upstream.settings)
+            from mcphost_proxy.mount import records
 
             def derive() -> tuple[dict[str, list[Any]], list[tuple[str, Any]], dict[str, list[str]]] | None:
                 """The records, as the catalog takes them, and their names (each of its size)."""

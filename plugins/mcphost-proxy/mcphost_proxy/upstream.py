@@ -34,10 +34,11 @@ from mcp.shared._context_streams import create_context_streams
 
 import mcphost
 from mcphost_proxy import tasks
-from mcphost_proxy.framing import BoundedTransport, offload, stdio_transport
+from mcphost_proxy.framing import BoundedTransport, stdio_transport
 from mcphost_proxy.logs import LogRelay
 from mcphost_proxy.parking import Parking
 from mcphost_proxy.settings import ServerSettings
+from mcphost_proxy.work import offload
 
 log = logging.getLogger("mcphost.proxy")
 
