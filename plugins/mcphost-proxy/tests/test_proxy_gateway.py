@@ -270,11 +270,13 @@ async def test_a_log_flood_costs_little(side, tmp_path, caplog):
 
 
 @contextlib.asynccontextmanager
-async def sdk_http_upstream():
-    """The official Python SDK server over Streamable HTTP, as its own process on a free port."""
+async def sdk_http_upstream(json_response: bool = False):
+    """The official Python SDK server over Streamable HTTP, as its own process on a free port
+    (``json_response``: its replies are JSON bodies, not SSE streams)."""
     port = free_port()
     process = await asyncio.create_subprocess_exec(sys.executable, str(HERE / "upstreams" / "sdk_server.py"),
-                                                   env={**os.environ, "PROXY_TEST_HTTP_PORT": str(port)})
+                                                   env={**os.environ, "PROXY_TEST_HTTP_PORT": str(port),
+                                                        "PROXY_TEST_JSON_RESPONSE": "1" if json_response else "0"})
     try:
         for _ in range(400):
             try:
@@ -376,6 +378,21 @@ async def test_an_http_reply_over_max_message_bytes_fails_only_its_call(side):
         # Under the bound (the text travels twice: content and structuredContent) it passes whole.
         assert len(_text(await client.call_tool("sdk_big", {"mib": 0.25}))) == 256 * 1024
         assert live.plugin.upstreams["sdk"].restarts == 0
+
+
+async def test_an_http_json_body_over_max_message_bytes_fails_only_its_call(side):
+    """The SDK server over Streamable HTTP with JSON replies answers with a 3 MiB body (max_message_bytes
+    1 MiB): the body is cut off as it arrives, that call gets a clear error, and the upstream serves on
+    over the same session (no restart, no re-initialize)."""
+    async with sdk_http_upstream(json_response=True) as url, \
+            front({"sdk": {"url": url, "max_message_bytes": 1024 * 1024}}) as live, side.client(live.url) as client:
+        upstream = live.plugin.upstreams["sdk"]
+        session = upstream._session
+        with pytest.raises(MCPError, match=r"over this server's max_message_bytes \(1048576\)"):
+            await client.call_tool("sdk_big", {"mib": 3})
+        assert _text(await client.call_tool("sdk_add", {"a": 1, "b": 2})) == "3"
+        assert len(_text(await client.call_tool("sdk_big", {"mib": 0.25}))) == 256 * 1024
+        assert upstream.restarts == 0 and upstream._session is session
 
 
 async def test_resource_subscriptions_reach_the_upstream_counted(tmp_path):

@@ -86,6 +86,8 @@ def motd() -> str:
 if __name__ == "__main__":
     port = os.environ.get("PROXY_TEST_HTTP_PORT")
     if port:  # Streamable HTTP (session era) at http://127.0.0.1:PORT/mcp
-        server.run("streamable-http", host="127.0.0.1", port=int(port))
+        # PROXY_TEST_JSON_RESPONSE=1: every reply a JSON body instead of an SSE stream.
+        server.run("streamable-http", host="127.0.0.1", port=int(port),
+                   json_response=os.environ.get("PROXY_TEST_JSON_RESPONSE") == "1")
     else:
         server.run("stdio")
