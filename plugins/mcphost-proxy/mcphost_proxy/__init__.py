@@ -12,6 +12,7 @@ import asyncio
 import gc
 import importlib
 import logging
+import os
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -85,6 +86,8 @@ class ProxyPlugin:
         self._freezes: bool | None = None
         self.parking = Parking()
         self._paused = 0
+        #: Turns of the shared stdio upstreams starting at once (max_starting).
+        self._starting = asyncio.Semaphore(os.cpu_count() or 2)
 
     # -- configuration --------------------------------------------------------------------------
 
@@ -100,6 +103,7 @@ class ProxyPlugin:
         self.settings = load_settings(host.plugin_config("proxy"), base=base)
         self.host = host
         self.parking = Parking(self.settings.max_parked_calls, self.settings.max_parked_bytes)
+        self._starting = asyncio.Semaphore(self.settings.max_starting or os.cpu_count() or 2)
         for server in self.settings.servers:
             self.upstreams[server.name] = self._upstream(server, on_change=self._changed)
         self._report()
@@ -113,6 +117,8 @@ class ProxyPlugin:
                             backoff_max=self.settings.restart_backoff_max, on_change=on_change, label=label)
         upstream.host = self.host
         upstream.parking = self.parking
+        if label is None:  # a shared connection (per_session ones start at once: a client waits for each)
+            upstream.starting = self._starting
         return upstream
 
     def _report(self) -> None:

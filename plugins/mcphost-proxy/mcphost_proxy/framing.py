@@ -22,7 +22,6 @@ import re
 import signal
 import subprocess
 import sys
-import weakref
 from collections.abc import AsyncIterator, Callable
 from typing import Any, TextIO
 
@@ -47,8 +46,31 @@ MESSAGE_TOO_LARGE = types.INTERNAL_ERROR
 _ID = re.compile(rb'"id"\s*:\s*(-?\d+|"(?:[^"\\]|\\.){0,200}")')
 
 
-#: One process start at a time, per event loop.
-_SPAWNING: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = weakref.WeakKeyDictionary()
+#: The longest an upstream process's start holds its turn (see :func:`_booting`), in seconds.
+BOOT_WAIT = 5.0
+
+
+async def _booting(turns: asyncio.Semaphore) -> Callable[[], None]:
+    """Wait for a turn to start a process; returns the (idempotent) call that ends the turn: when the
+    process first writes to stdout, exits, or after BOOT_WAIT seconds.
+
+    Fifty upstream interpreters starting at once on a two-core machine left the host's loop thread
+    waiting 40-65 ms at a time for a CPU (its own work between the waits was a few ms): /healthz p99
+    344 ms. A few at a time (``max_starting``; default: the CPUs), the run queue stays short.
+    """
+    loop = asyncio.get_running_loop()
+    await turns.acquire()
+    done = False
+
+    def release() -> None:
+        nonlocal done
+        if not done:
+            done = True
+            timer.cancel()
+            turns.release()
+
+    timer = loop.call_later(BOOT_WAIT, release)
+    return release
 
 
 def _parse(line: bytes) -> SessionMessage | Exception:
@@ -207,18 +229,19 @@ def _kill_started(started: asyncio.Future[subprocess.Popen[bytes]]) -> None:
 @contextlib.asynccontextmanager
 async def stdio_transport(command: str, args: list[str], *, env: dict[str, str] | None, cwd: str | None,
                           max_message_bytes: int, label: str, errlog: TextIO = sys.stderr,
-                          admit: Callable[[bytes], bool] | None = None) -> AsyncIterator[tuple[Any, Any]]:
+                          admit: Callable[[bytes], bool] | None = None, starting: asyncio.Semaphore | None = None
+                          ) -> AsyncIterator[tuple[Any, Any]]:
     """(read stream, write stream) of ``SessionMessage`` to a process speaking MCP over stdio.
 
-    ``admit(line)``: False drops a line before it is parsed (the log gate of mcphost_proxy.logs)."""
-    # One process start at a time: fifty upstreams started at once would fork fifty times together.
-    loop = asyncio.get_running_loop()
-    spawning = _SPAWNING.get(loop)
-    if spawning is None:
-        spawning = _SPAWNING[loop] = asyncio.Lock()
-    async with spawning:
+    ``admit(line)``: False drops a line before it is parsed (the log gate of mcphost_proxy.logs).
+    ``starting``: the turns of the processes starting at once (None: start at once)."""
+    booted = await _booting(starting) if starting is not None else (lambda: None)
+    try:
         process = await _Child.start([command, *args], env={**get_default_environment(), **(env or {})},
                                      cwd=cwd, errlog=errlog)
+    except BaseException:
+        booted()
+        raise
     inbox_writer, inbox = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     outbox, outbox_reader = anyio.create_memory_object_stream[SessionMessage](0)
 
@@ -227,6 +250,7 @@ async def stdio_transport(command: str, args: list[str], *, env: dict[str, str] 
         try:
             async with inbox_writer:
                 async for chunk in process.chunks():
+                    booted()  # it answers: the next upstream may start
                     for line, dropped in lines.feed(chunk):
                         if dropped is None and admit is not None and not admit(line):
                             continue
@@ -241,6 +265,8 @@ async def stdio_transport(command: str, args: list[str], *, env: dict[str, str] 
                             await inbox_writer.send(message)
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream, OSError):
             pass
+        finally:
+            booted()
 
     async def write() -> None:
         try:

@@ -91,6 +91,9 @@ CONFIG_SCHEMA: dict[str, Any] = {
                              "description": "calls one principal may have waiting for its answers (2026-07-28)"},
         "max_parked_bytes": {"type": "integer", "minimum": 1024,
                              "description": "bytes (of arguments) those parked calls may hold, per principal"},
+        "max_starting": {"type": "integer", "minimum": 1,
+                         "description": "stdio upstreams starting at once (until each first answers); default: "
+                                        "the machine's CPUs"},
         "startup_wait": {"type": "number", "minimum": 0,
                          "description": "seconds the host's startup waits for the upstreams to list before "
                                         "it serves (default 0: it serves at once)"},
@@ -171,6 +174,8 @@ class ProxySettings:
     startup_wait: float = 0.0
     max_parked_calls: int = 32
     max_parked_bytes: int = 32 * 1024 * 1024
+    #: stdio upstreams starting at once (None: the machine's CPUs).
+    max_starting: int | None = None
 
 
 def load_settings(section: Mapping[str, Any], *, base: Path | None = None) -> ProxySettings:
@@ -189,7 +194,8 @@ def load_settings(section: Mapping[str, Any], *, base: Path | None = None) -> Pr
                          startup_timeout=float(section.get("startup_timeout", 30.0)),
                          startup_wait=float(section.get("startup_wait", 0.0)),
                          max_parked_calls=int(section.get("max_parked_calls", 32)),
-                         max_parked_bytes=int(section.get("max_parked_bytes", 32 * 1024 * 1024)))
+                         max_parked_bytes=int(section.get("max_parked_bytes", 32 * 1024 * 1024)),
+                         max_starting=int(section["max_starting"]) if "max_starting" in section else None)
 
 
 def read_mcp_servers_file(path: Path) -> dict[str, dict[str, Any]]:

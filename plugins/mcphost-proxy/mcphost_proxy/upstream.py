@@ -108,6 +108,8 @@ class Upstream:
         #: The HTTP upstream answered 404 (or a 400 naming the session) to our session id.
         self._session_lost = False
         self._http: httpx2.AsyncClient | None = None
+        #: The turns of the stdio upstreams starting at once (max_starting; None: start at once).
+        self.starting: asyncio.Semaphore | None = None
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -211,7 +213,8 @@ class Upstream:
             if settings.command:
                 read, write = await stack.enter_async_context(stdio_transport(
                     settings.command, list(settings.args), env=settings.resolved_env() or None, cwd=settings.cwd,
-                    max_message_bytes=settings.max_message_bytes, label=self.label, admit=self.logs.admit))
+                    max_message_bytes=settings.max_message_bytes, label=self.label, admit=self.logs.admit,
+                    starting=self.starting))
             else:
                 # Only the configured headers: nothing from the downstream request (its bearer
                 # token in particular) ever reaches the upstream.

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import json
 import logging
 import os
@@ -154,6 +155,25 @@ async def test_a_message_over_max_message_bytes_fails_only_its_call(side, tmp_pa
         assert upstream.restarts == 0 and upstream.state == "running"
         # Under the bound, a long reply passes whole (parsed in the worker thread).
         assert len(_text(await client.call_tool("raw_big", {"mib": 0.5}))) == 512 * 1024
+
+
+@pytest.mark.parametrize("max_starting", [1, 3])
+async def test_stdio_upstreams_start_max_starting_at_a_time(side, tmp_path, max_starting):
+    """Each upstream takes 0.4 s before its first answer: with max_starting = 1 the next one is started
+    only after that (a queue, not a crowd, on a small machine); with 3 they start together."""
+    started = tmp_path / "started"
+    slow = (f"import sys, time; open({str(started)!r}, 'a').write(f'{{time.time()}}\\n'); time.sleep(0.4); "
+            f"sys.argv = [{str(RAW_SERVER)!r}]; exec(open({str(RAW_SERVER)!r}).read())")
+    servers = {f"r{i}": {"command": sys.executable, "args": ["-c", slow]} for i in range(3)}
+    async with front(servers, proxy={"max_starting": max_starting}) as live, side.client(live.url) as client:
+        assert {"r0_echo", "r1_echo", "r2_echo"} <= {tool.name for tool in (await client.list_tools()).tools}
+        times = sorted(float(line) for line in started.read_text().split())
+        gaps = [later - earlier for earlier, later in itertools.pairwise(times)]
+        if max_starting == 1:
+            assert min(gaps) >= 0.35, gaps
+        else:
+            assert max(gaps) < 0.35, gaps
+        assert not any(u.restarts for u in live.plugin.upstreams.values())
 
 
 def test_line_reader_is_linear_and_bounded():
