@@ -7,7 +7,8 @@ and reports the time until every upstream is mounted and the probe latencies dur
 during ``--changes`` ``list_changed`` spread over the upstreams (each a call of an upstream's
 ``bump`` tool through the host, which adds a tool upstream and announces it).
 
-Part 2 runs a host in this process with one (raw) upstream of 200, 2 000 and 20 000 tools and measures
+Part 2 runs a host in this process with one (raw) upstream of 200, 2 000 and 20 000 tools (stdio;
+then 2 000 and 20 000 over Streamable HTTP, JSON bodies) and measures
 the CPU (this process, worker threads included) and the loop's longest stall per re-collection
 after a ``list_changed``: it should grow linearly with the upstream's tools.
 
@@ -233,22 +234,36 @@ class _LoopStalls:
                 await self._task
 
 
-async def _one_upstream(*args: str) -> tuple[Any, Any]:
-    """A host (started as ``mcphost serve`` starts it) mounting one gateway_upstream.py with ``args``."""
+async def _one_upstream(*args: str, url: str | None = None) -> tuple[Any, Any]:
+    """A host (started as ``mcphost serve`` starts it) mounting one gateway_upstream.py with ``args``
+    (or the one listening at ``url``)."""
     from mcphost_proxy import ProxyPlugin
 
     from mcphost.testing import make_host
 
     plugin = ProxyPlugin()
-    config = {"plugins": {"proxy": {"servers": {"u": {"command": sys.executable,
-                                                      "args": [str(UPSTREAM), *args]}}}}}
+    server = {"url": url} if url else {"command": sys.executable, "args": [str(UPSTREAM), *args]}
+    config = {"plugins": {"proxy": {"servers": {"u": server}}}}
     host = make_host(("proxy", plugin), config=config)
     await host.start(freeze_gc=True)
     return plugin, host
 
 
 async def _recollect(kind: str, tools: int, rounds: int) -> dict[str, Any]:
-    plugin, host = await _one_upstream(kind, str(tools))
+    server = None
+    if kind == "raw-http":  # its own process, listing as one JSON body; lists again when told (no notification)
+        port = free_port()
+        server = subprocess.Popen([sys.executable, str(UPSTREAM), kind, str(tools), str(port)],
+                                  stdin=subprocess.DEVNULL, start_new_session=True)
+        for _ in range(200):
+            with contextlib.suppress(OSError):
+                _, writer = await asyncio.open_connection("127.0.0.1", port)
+                writer.close()
+                break
+            await asyncio.sleep(0.05)
+        plugin, host = await _one_upstream(url=f"http://127.0.0.1:{port}/mcp")
+    else:
+        plugin, host = await _one_upstream(kind, str(tools))
     stalls = _LoopStalls()
     try:
         if not await plugin.wait_mounted(300):
@@ -263,6 +278,8 @@ async def _recollect(kind: str, tools: int, rounds: int) -> dict[str, Any]:
             stalls.samples.clear()
             cpu0, wall0 = time.process_time(), time.monotonic()
             await upstream.request(None, lambda session: session.call_tool("bump", {}))
+            if server is not None:
+                upstream._schedule_relist()
             async with asyncio.timeout(300):
                 while plugin._listed["u"] is listed or plugin._mounting["u"].locked():
                     await asyncio.sleep(0.01)
@@ -271,11 +288,15 @@ async def _recollect(kind: str, tools: int, rounds: int) -> dict[str, Any]:
             worst.append(max(stalls.samples, default=0.0))
         await stalls.stop()
         assert len(host.catalog.tools) == tools + 1 + rounds, len(host.catalog.tools)
-        return {"tools": tools, "cpu_s": round(min(cpu), 3), "cpu_s_all": [round(c, 3) for c in cpu],
-                "wall_s": round(min(wall), 3), "loop_max_stall_ms": round(max(worst) * 1000, 1)}
+        return {"tools": tools, "upstream": kind, "cpu_s": round(min(cpu), 3),
+                "cpu_s_all": [round(c, 3) for c in cpu], "wall_s": round(min(wall), 3),
+                "loop_max_stall_ms": round(max(worst) * 1000, 1)}
     finally:
         await stalls.stop()
         await host.stop()
+        if server is not None:
+            server.kill()
+            server.wait(10)
 
 
 async def _big_line(mib: float) -> dict[str, Any]:
@@ -327,7 +348,9 @@ async def _big_line(mib: float) -> dict[str, Any]:
 
 def part_two(args: argparse.Namespace) -> list[dict[str, Any]]:
     sizes = [int(size) for size in args.sizes.split(",")]
-    return [asyncio.run(_recollect(args.recollect_upstream, size, args.rounds)) for size in sizes]
+    rows = [asyncio.run(_recollect(args.recollect_upstream, size, args.rounds)) for size in sizes]
+    http = [int(size) for size in args.http_sizes.split(",") if size]
+    return rows + [asyncio.run(_recollect("raw-http", size, args.rounds)) for size in http]
 
 
 def main() -> None:
@@ -341,6 +364,8 @@ def main() -> None:
     parser.add_argument("--recollect-upstream", choices=["sdk", "raw"], default="raw",
                         help="part 2's upstream: the host's cost does not depend on what wrote the listing, and the "
                              "SDK takes minutes to register 20 000 generated tools on a small machine")
+    parser.add_argument("--http-sizes", default="2000,20000",
+                        help="part 2 again with one Streamable HTTP upstream (JSON bodies) of these sizes")
     parser.add_argument("--rounds", type=int, default=3, help="re-collections per size in part 2")
     parser.add_argument("--deadline", type=float, default=240.0, help="longest wait for any phase (s)")
     parser.add_argument("--big-mib", type=float, default=300, help="part 3: one upstream reply line this long")
@@ -378,7 +403,8 @@ def main() -> None:
             two = report["recollection"] = part_two(args)
             for row in two:
                 per = row["cpu_s"] / row["tools"] * 1e6
-                print(f"  re-collection of one upstream of {row['tools']:>6} tools: CPU {row['cpu_s']:.3f} s "
+                print(f"  re-collection of one {'HTTP' if row['upstream'] == 'raw-http' else 'stdio'} upstream "
+                      f"of {row['tools']:>6} tools: CPU {row['cpu_s']:.3f} s "
                       f"({per:.0f} us/tool), wall {row['wall_s']:.3f} s, loop max stall {row['loop_max_stall_ms']} ms")
         if "three" not in args.skip:
             big = report["big_line"] = asyncio.run(_big_line(args.big_mib))

@@ -3,6 +3,7 @@
 ``python gateway_upstream.py sdk N``: the official Python SDK's ``MCPServer`` with N generated tools.
 ``python gateway_upstream.py raw N``: the same list spoken by a few lines of JSON-RPC (no SDK
 import, so 50 of them start in a moment on a small machine).
+``python gateway_upstream.py raw-http N PORT``: the raw one over Streamable HTTP with JSON bodies.
 Both have a ``bump`` tool that adds one tool and sends ``notifications/tools/list_changed``; the raw
 one also answers a call of ``big`` (argument ``mib``, not listed) with one reply line that long, and
 of ``flood`` (argument ``count``) with that many log notifications before its reply.
@@ -41,11 +42,72 @@ def run_sdk(count: int) -> None:
     server.run("stdio")
 
 
-def run_raw(count: int) -> None:
+def listing(count: int) -> list:
     tools = [{"name": f"t{i}", "description": f"Tool {i} of the generated upstream.", "inputSchema": schema(i)}
              for i in range(count)]
     tools.append({"name": "bump", "description": "Add one tool and announce the change.",
                   "inputSchema": {"type": "object", "properties": {}}})
+    return tools
+
+
+def run_raw_http(count: int, port: int) -> None:
+    """The raw upstream over Streamable HTTP (session era, every reply a JSON body): tools/list is one
+    body of all ``count`` tools; ``bump`` adds a tool (no notification: the caller lists again)."""
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    tools = listing(count)
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args: object) -> None:
+            pass
+
+        def do_GET(self) -> None:  # no standalone stream
+            self.send_response(405)
+            self.send_header("content-length", "0")
+            self.end_headers()
+
+        do_DELETE = do_GET
+
+        def do_POST(self) -> None:
+            message = json.loads(self.rfile.read(int(self.headers.get("content-length", 0))))
+            request_id, method = message.get("id"), message.get("method")
+            if request_id is None:
+                self.send_response(202)
+                self.send_header("content-length", "0")
+                self.end_headers()
+                return
+            params = message.get("params") or {}
+            if method == "initialize":
+                result: dict = {"protocolVersion": params.get("protocolVersion", "2025-06-18"),
+                                "capabilities": {"tools": {"listChanged": True}},
+                                "serverInfo": {"name": "gateway-upstream", "version": "1"}}
+            elif method == "tools/list":
+                result = {"tools": tools}
+            elif method == "tools/call" and params.get("name") == "bump":
+                tools.append({"name": f"added{len(tools)}", "inputSchema": {"type": "object", "properties": {}}})
+                result = {"content": [{"type": "text", "text": "bumped"}]}
+            elif method == "tools/call":
+                result = {"content": [{"type": "text", "text": json.dumps(params.get("arguments"))}]}
+            else:
+                body = json.dumps({"jsonrpc": "2.0", "id": request_id,
+                                   "error": {"code": -32601, "message": "Method not found"}}).encode()
+                self._reply(body)
+                return
+            self._reply(json.dumps({"jsonrpc": "2.0", "id": request_id, "result": result}).encode())
+
+        def _reply(self, body: bytes) -> None:
+            self.send_response(200)
+            self.send_header("content-type", "application/json")
+            self.send_header("mcp-session-id", "s1")
+            self.send_header("content-length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    ThreadingHTTPServer(("127.0.0.1", port), Handler).serve_forever()
+
+
+def run_raw(count: int) -> None:
+    tools = listing(count)
     out = sys.stdout
 
     def send(message: dict) -> None:
@@ -94,4 +156,7 @@ def run_raw(count: int) -> None:
 
 
 if __name__ == "__main__":
-    (run_sdk if sys.argv[1] == "sdk" else run_raw)(int(sys.argv[2]))
+    if sys.argv[1] == "raw-http":
+        run_raw_http(int(sys.argv[2]), int(sys.argv[3]))
+    else:
+        (run_sdk if sys.argv[1] == "sdk" else run_raw)(int(sys.argv[2]))

@@ -28,13 +28,12 @@ import httpx2
 import mcp_types as types
 import pydantic
 from mcp import ClientSession, MCPError
-from mcp.client.streamable_http import streamable_http_client
 from mcp.client.subscriptions import listen
 from mcp.shared._context_streams import create_context_streams
 
 import mcphost
 from mcphost_proxy import tasks
-from mcphost_proxy.framing import BoundedTransport, stdio_transport
+from mcphost_proxy.framing import BoundedTransport, http_transport, stdio_transport
 from mcphost_proxy.logs import LogRelay
 from mcphost_proxy.parking import Parking
 from mcphost_proxy.settings import ServerSettings
@@ -225,7 +224,7 @@ class Upstream:
                 await stack.enter_async_context(client)
                 self._http = client
                 read, write = await stack.enter_async_context(
-                    streamable_http_client(settings.url or "", http_client=client,
+                    http_transport(settings.url or "", http_client=client,
                                            max_sse_event_size=settings.max_message_bytes))
             inbox_send, inbox = create_context_streams[Any](64)
             loop = asyncio.get_running_loop()
@@ -567,7 +566,7 @@ class Upstream:
         assert self._http is not None and shared.discover_result is not None
         async with contextlib.AsyncExitStack() as stack:
             read, write = await stack.enter_async_context(
-                streamable_http_client(settings.url or "", http_client=self._http, terminate_on_close=False,
+                http_transport(settings.url or "", http_client=self._http, terminate_on_close=False,
                                        max_sse_event_size=settings.max_message_bytes))
 
             async def elicit(context: Any, params: Any) -> Any:
