@@ -159,9 +159,7 @@ class _Child:
     @classmethod
     async def start(cls, argv: list[str], *, env: dict[str, str], cwd: str | None, errlog: TextIO) -> _Child:
         loop = asyncio.get_running_loop()
-        started = loop.run_in_executor(None, functools.partial(
-            subprocess.Popen, argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=errlog, env=env, cwd=cwd,
-            start_new_session=True, bufsize=0))
+        started = loop.run_in_executor(None, functools.partial(_popen, argv, env=env, cwd=cwd, errlog=errlog))
         try:
             popen = await asyncio.shield(started)
         except asyncio.CancelledError:  # the process may start all the same: it is killed then
@@ -209,8 +207,13 @@ class _Child:
                 await asyncio.sleep(0.05)
             return self.popen.returncode
         loop = asyncio.get_running_loop()
-        exited = loop.create_future()
-        loop.add_reader(pidfd, lambda: exited.done() or exited.set_result(None))
+        exited: asyncio.Future[None] = loop.create_future()
+
+        def readable() -> None:
+            if not exited.done():
+                exited.set_result(None)
+
+        loop.add_reader(pidfd, readable)
         try:
             if self.popen.poll() is None:
                 await exited
@@ -220,6 +223,11 @@ class _Child:
         while self.popen.poll() is None:  # readable means exited: reaping it takes a moment at most
             await asyncio.sleep(0.001)
         return self.popen.returncode
+
+
+def _popen(argv: list[str], *, env: dict[str, str], cwd: str | None, errlog: TextIO) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=errlog, env=env, cwd=cwd,
+                            start_new_session=True, bufsize=0)
 
 
 def _kill_started(started: asyncio.Future[subprocess.Popen[bytes]]) -> None:
@@ -375,7 +383,7 @@ class _HttpTransport(StreamableHTTPTransport):
             if isinstance(parsed, SessionMessage):
                 message = parsed.message
                 done = isinstance(message, types.JSONRPCResponse | types.JSONRPCError)
-                if original_request_id is not None and done:
+                if original_request_id is not None and isinstance(message, types.JSONRPCResponse | types.JSONRPCError):
                     message.id = original_request_id
                 await read_stream_writer.send(parsed)
                 if sse.id and resumption_callback:
