@@ -17,13 +17,16 @@ import time
 import pytest
 from mcp import Client
 from mcphost_proxy.settings import load_settings
-from proxy_support import HERE, Side, front, sdk_upstream
+from proxy_support import HERE, REPO, Side, front, sdk_upstream
 
 from mcphost import ConfigError
+from tests.support.js.run import ensure_ts_client, node_executable
 
 #: An SDK server that does not echo the caller's trace context in its questions.
 NO_ECHO = {"env": {"OTEL_PROPAGATORS": "none"}}
 ASKING_SERVER = HERE / "upstreams" / "asking_server.py"
+EVERYTHING = REPO / "tests" / "support" / "js" / "node_modules" / "@modelcontextprotocol" / "server-everything" / \
+    "dist" / "index.js"
 
 
 def _text(result) -> str:
@@ -215,3 +218,24 @@ async def test_own_process_does_not_lend_a_cut_short_calls_process_to_another_ca
                 break
             await asyncio.sleep(0.05)
         assert leased.state == "stopped" and pool.instances == []
+
+
+async def test_server_everything_over_stdio_with_own_process():
+    """The npm server-everything (TypeScript SDK) over stdio does not echo the trace context; with
+    ``questions = "own_process"`` a session-era and a 2026-07-28 client asked by it at once each get
+    their own question and their own answer back."""
+    status = await asyncio.to_thread(ensure_ts_client)
+    if not status:
+        pytest.skip(status.reason)
+    ada, bob = Side("Ada"), Side("Bob")
+    table = {"command": node_executable(), "args": [str(EVERYTHING)], "questions": "own_process",
+             "max_instances": 2, "prefix": "every_"}
+    async with front({"every": table}) as live, \
+            ada.client(live.url, "legacy") as old, bob.client(live.url, "auto") as new:
+        for _ in range(2):
+            first, second = await asyncio.gather(
+                old.call_tool("every_trigger-elicitation-request", {}),
+                new.call_tool("every_trigger-elicitation-request", {}))
+            assert "Ada" in _text(first) and "Bob" not in _text(first), _text(first)
+            assert "Bob" in _text(second) and "Ada" not in _text(second), _text(second)
+        assert len(ada.elicitations) == 2 and len(bob.elicitations) == 2
