@@ -121,6 +121,20 @@ async def test_own_process_queues_when_every_instance_is_leased():
         assert len(live.plugin.upstreams["sdk"].pool.instances) == 1
 
 
+async def test_own_process_refuses_a_call_past_max_queued():
+    silent, ada = Silent(), Side("Ada")
+    table = sdk_upstream(questions="own_process", max_instances=1, max_queued=0, **NO_ECHO)
+    async with front({"sdk": table}) as live, silent.client(live.url, "legacy") as holder, \
+            ada.client(live.url, "legacy") as other:
+        held = asyncio.ensure_future(holder.call_tool("sdk_ask_name", {}))
+        await _asked(silent)
+        refused = await asyncio.wait_for(other.call_tool("sdk_ask_name", {}), 10)
+        assert refused.is_error and "max_queued (0)" in _text(refused), _text(refused)
+        assert ada.elicitations == []
+        held.cancel()
+        await asyncio.gather(held, return_exceptions=True)
+
+
 async def _cancel_the_call(live, silent: Silent) -> None:
     """A session-era client cancels its call (the SDK client sends notifications/cancelled)."""
     async with silent.client(live.url, "legacy") as client:
