@@ -10,6 +10,7 @@ context (as servers written with other SDKs do), so the routing that does not re
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import re
 import sys
 import time
@@ -66,6 +67,18 @@ async def test_concurrent_questions_over_one_shared_stdio_process_reach_their_ow
     async with front({"sdk": sdk_upstream()}) as live:
         await _concurrently(live, ada, bob)
         assert live.plugin.bound == {}
+
+
+async def test_many_calls_in_flight_on_one_shared_stdio_process_each_get_their_own_question():
+    """Four clients (two of each era), three calls each, all twelve in flight at once on one process."""
+    sides = [Side(name) for name in ("Ada", "Bob", "Cy", "Di")]
+    async with front({"sdk": sdk_upstream()}) as live, contextlib.AsyncExitStack() as stack:
+        clients = [await stack.enter_async_context(side.client(live.url, "legacy" if i % 2 else "auto"))
+                   for i, side in enumerate(sides)]
+        calls = [client.call_tool("sdk_ask_name", {}) for client in clients for _ in range(3)]
+        results = await asyncio.gather(*calls)
+        assert [_text(result) for result in results] == [f"Hello, {side.name}!" for side in sides for _ in range(3)]
+        assert [len(side.elicitations) for side in sides] == [3, 3, 3, 3]
 
 
 async def test_without_the_trace_context_concurrent_questions_on_a_shared_process_are_refused():
