@@ -39,6 +39,7 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace as otel_trace
 
 import mcphost
+from mcphost.protocol import jsonrpc
 from mcphost_proxy import tasks
 from mcphost_proxy.framing import BoundedTransport, offload, stdio_transport
 from mcphost_proxy.logs import LogRelay
@@ -119,8 +120,13 @@ class Upstream:
         self._relist_again = False
         #: The per-principal caps on parked calls (shared by every upstream; set by the plugin).
         self.parking = Parking()
-        #: Resource URIs subscribed at the upstream for the host's sessions (kept across restarts).
+        #: Resource URIs the host's subscribers follow through this connection (kept across restarts),
+        #: those the upstream holds now, and the lock that brings the second in line with the first.
         self.subscribed: set[str] = set()
+        self._sent: set[str] = set()
+        self._subscribing = asyncio.Lock()
+        #: A per_session instance's session: the only one its resource updates reach (None: every subscriber).
+        self.audience: Any = None
         #: Log messages outside a call: rate-limited, relayed to sessions, summarized in the host log.
         self.logs = LogRelay(self.label)
         #: Requests under way, and when the last one began or ended (per_session instances are reaped idle).
@@ -292,9 +298,12 @@ class Upstream:
             self._session = session
             if session.discover_result is not None:
                 group.start_soon(self._follow_changes, session)
-            for uri in sorted(self.subscribed):  # a restarted upstream keeps the host's subscriptions
-                with contextlib.suppress(Exception):
-                    await session.subscribe_resource(uri)
+            async with self._subscribing:  # a restarted upstream keeps the host's subscriptions
+                self._sent = set()
+                for uri in sorted(self.subscribed):
+                    with contextlib.suppress(Exception):
+                        await session.subscribe_resource(uri)
+                        self._sent.add(uri)
             self.listing = await self._list(session)
             self.state = RUNNING
             self.error = None
@@ -344,8 +353,23 @@ class Upstream:
             self._schedule_relist()
         elif method == "notifications/resources/updated":
             uri = getattr(getattr(root, "params", None), "uri", None)
-            if self.host is not None and uri is not None:
-                await self.host.notify_resource_updated(str(uri))
+            if uri is not None:
+                await self._updated(str(uri))
+
+    async def _updated(self, uri: str) -> None:
+        """Relay a resource update: to the one session a per_session instance serves (if it follows
+        ``uri``), else to every host subscriber of ``uri`` (sessions and listen streams)."""
+        session = self.audience
+        if session is None:
+            if self.host is not None:
+                await self.host.notify_resource_updated(uri)
+            return
+        if uri not in session.subscriptions or session.outlet is None or session.closed:
+            return
+        try:
+            await session.outlet(jsonrpc.notification("notifications/resources/updated", {"uri": uri}), None)
+        except Exception:
+            log.debug("upstream %s: could not relay an update of %s", self.label, uri, exc_info=True)
 
     async def _follow_changes(self, session: ClientSession) -> None:
         """A 2026-07-28 upstream tells of list changes on a subscriptions/listen stream, kept open here."""
@@ -505,18 +529,33 @@ class Upstream:
         return self._session
 
     async def subscription(self, uri: str, on: bool) -> None:
-        """Subscribe to ``uri`` at the upstream (or unsubscribe); its updates reach the host's sessions."""
+        """Subscribe to ``uri`` at the upstream (or unsubscribe); its updates reach the host's subscribers.
+
+        Changes are sent one at a time, each bringing the upstream in line with what is wanted when
+        it is sent, so a subscribe and an unsubscribe that cross never leave the upstream behind.
+        """
         if on:
             self.subscribed.add(uri)
         else:
             self.subscribed.discard(uri)
-        if self._session is None or not (self.listing.capabilities.get("resources") or {}).get("subscribe"):
-            return  # sent when it (re)connects, if it can subscribe at all
-        try:
-            await self.request(None, lambda s: s.subscribe_resource(uri) if on else s.unsubscribe_resource(uri))
-        except Exception as exc:
-            log.warning("upstream %s: %s %s failed: %s", self.label, "subscribing to" if on else "unsubscribing from",
-                        uri, _describe(exc))
+        if on and self.audience is not None and self._session is None:
+            await self.wait_ready(self.settings.timeout)  # a per_session instance just started for it
+        async with self._subscribing:
+            want = uri in self.subscribed
+            if self._session is None or want == (uri in self._sent):
+                return  # sent when it (re)connects
+            if not (self.listing.capabilities.get("resources") or {}).get("subscribe"):
+                return  # it cannot subscribe at all
+            try:
+                await self.request(None, lambda s: s.subscribe_resource(uri) if want else s.unsubscribe_resource(uri))
+            except Exception as exc:
+                log.warning("upstream %s: %s %s failed: %s", self.label, "subscribing to" if want else
+                            "unsubscribing from", uri, _describe(exc))
+                return
+            if want:
+                self._sent.add(uri)
+            else:
+                self._sent.discard(uri)
 
     async def _watch_response(self, response: Any) -> None:
         """Notice an HTTP upstream that no longer knows our session (it restarted, or expired it):

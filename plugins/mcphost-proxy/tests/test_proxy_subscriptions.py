@@ -1,0 +1,112 @@
+"""Resource subscriptions through the proxy: forwarded upstream, counted across every kind of host
+subscriber (session-era ``resources/subscribe`` and 2026-07-28 ``subscriptions/listen`` streams), and
+the upstream's updates relayed to whoever follows the resource.
+
+Real components: the upstream is ``upstreams/raw_server.py`` (a session-era stdio server that records
+each subscribe it gets and sends an update 0.2 s after it), the clients are the official SDK client in
+both eras, the host is served over loopback HTTP.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+from mcp.client.subscriptions import ResourceUpdated
+from proxy_support import Side, front
+from test_proxy_gateway import raw_upstream
+
+URI = "raw://status"
+
+
+def _subscribing(tmp_path, **extra) -> tuple[dict, object]:
+    log_file = tmp_path / "subscribes"
+    server = raw_upstream(tmp_path, **extra)
+    server["env"]["RAW_SUBSCRIBES"] = str(log_file)
+    return server, log_file
+
+
+def _sent(log_file) -> list[str]:
+    return log_file.read_text().splitlines() if log_file.exists() else []
+
+
+def _updates(side: Side) -> int:
+    return sum(1 for m in side.notifications
+               if getattr(getattr(m, "root", m), "method", None) == "notifications/resources/updated")
+
+
+async def _until(predicate, seconds: float = 10.0) -> None:
+    for _ in range(int(seconds / 0.02)):
+        if predicate():
+            return
+        await asyncio.sleep(0.02)
+    raise AssertionError("condition not met in time")
+
+
+async def _first_update(subscription) -> ResourceUpdated:
+    async for event in subscription:
+        if isinstance(event, ResourceUpdated):
+            return event
+    raise AssertionError("the listen stream ended without an update")
+
+
+async def test_a_listen_stream_subscribes_the_upstream_and_gets_its_updates(tmp_path):
+    """A 2026-07-28 client listening to a proxied resource: the upstream is subscribed (once, counted
+    with a session-era subscriber) and its update reaches the stream; unsubscribed when the last goes."""
+    server, log_file = _subscribing(tmp_path)
+    old, new = Side(), Side()
+    async with front({"raw": server}) as live, old.client(live.url, "legacy") as legacy, \
+            new.client(live.url, "auto") as modern:
+        async with modern.listen(resource_subscriptions=[URI]) as subscription:
+            assert list(subscription.honored.resource_subscriptions or []) == [URI]
+            assert _sent(log_file) == [f"resources/subscribe {URI}"]  # before the acknowledgement
+            event = await asyncio.wait_for(_first_update(subscription), 10)
+            assert event.uri == URI
+            await legacy.subscribe_resource(URI)  # a second host subscriber: no second upstream subscribe
+            assert _sent(log_file) == [f"resources/subscribe {URI}"]
+        await asyncio.sleep(0.3)  # the stream is closed: the session-era subscriber still follows it
+        assert _sent(log_file) == [f"resources/subscribe {URI}"]
+        await legacy.unsubscribe_resource(URI)
+        assert _sent(log_file) == [f"resources/subscribe {URI}", f"resources/unsubscribe {URI}"]
+
+
+async def test_a_listen_stream_that_disconnects_releases_its_upstream_subscription(tmp_path):
+    """Two listen streams share one upstream subscribe; a stream whose client just goes away counts
+    as gone, and the last one's departure unsubscribes the upstream."""
+    server, log_file = _subscribing(tmp_path)
+    first, second = Side(), Side()
+    async with front({"raw": server}) as live:
+        async with second.client(live.url, "auto") as staying, staying.listen(resource_subscriptions=[URI]) as kept:
+            async with first.client(live.url, "auto") as leaving:
+                async with leaving.listen(resource_subscriptions=[URI]):
+                    assert _sent(log_file) == [f"resources/subscribe {URI}"]
+                    # The client leaves without closing its stream itself: the connection drops.
+                    await leaving.__aexit__(None, None, None)
+                    # Its stream's end is noticed and it is counted out: one subscriber is left.
+                    await _until(lambda: [len(ids) for ids in live.plugin._subscribers.values()] == [1])
+            await asyncio.sleep(0.3)
+            assert _sent(log_file) == [f"resources/subscribe {URI}"]  # the other stream still follows it
+            assert (await asyncio.wait_for(_first_update(kept), 10)).uri == URI
+        await _until(lambda: len(_sent(log_file)) == 2)
+        assert _sent(log_file) == [f"resources/subscribe {URI}", f"resources/unsubscribe {URI}"]
+        assert live.plugin._subscribers == {}
+
+
+async def test_per_session_subscriptions_reach_the_sessions_own_instance_and_only_its_updates(tmp_path):
+    """per_session = true: each session's subscribe reaches its own upstream process, and the update
+    that process sends reaches that session alone (each session gets exactly its own one)."""
+    server, log_file = _subscribing(tmp_path, per_session=True)
+    ada, bob = Side(), Side()
+    async with front({"raw": server}) as live, ada.client(live.url, "legacy") as one, \
+            bob.client(live.url, "legacy") as two:
+        await one.subscribe_resource(URI)
+        await two.subscribe_resource(URI)
+        assert len(live.plugin.bound) == 2
+        assert _sent(log_file) == [f"resources/subscribe {URI}"] * 2  # one per instance
+        await _until(lambda: _updates(ada) >= 1 and _updates(bob) >= 1)
+        await asyncio.sleep(0.5)  # a misrouted update would have arrived by now
+        assert (_updates(ada), _updates(bob)) == (1, 1)
+        await one.unsubscribe_resource(URI)
+        assert _sent(log_file) == [f"resources/subscribe {URI}"] * 2 + [f"resources/unsubscribe {URI}"]
+        shared = live.plugin.upstreams["raw"]
+        assert not shared.subscribed  # the shared connection was never subscribed for them
