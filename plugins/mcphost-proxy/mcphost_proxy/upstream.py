@@ -33,7 +33,7 @@ import mcp_types as types
 import pydantic
 from mcp import ClientSession, MCPError
 from mcp.client.streamable_http import streamable_http_client
-from mcp.client.subscriptions import listen
+from mcp.client.subscriptions import ResourceUpdated, listen
 from mcp.shared._context_streams import create_context_streams
 from opentelemetry import context as otel_context
 from opentelemetry import trace as otel_trace
@@ -125,6 +125,8 @@ class Upstream:
         self.subscribed: set[str] = set()
         self._sent: set[str] = set()
         self._subscribing = asyncio.Lock()
+        #: A 2026-07-28 upstream has no resources/subscribe: a listen stream per URI followed, by URI.
+        self._follows: dict[str, asyncio.Task[None]] = {}
         #: A per_session instance's session: the only one its resource updates reach (None: every subscriber).
         self.audience: Any = None
         #: Log messages outside a call: rate-limited, relayed to sessions, summarized in the host log.
@@ -167,6 +169,8 @@ class Upstream:
             await self.pool.close()
         self._stopping = True
         self._dead.set()
+        for follow in self._follows.values():
+            follow.cancel()
         task, self._task = self._task, None
         if task is not None:
             task.cancel()
@@ -300,10 +304,12 @@ class Upstream:
                 group.start_soon(self._follow_changes, session)
             async with self._subscribing:  # a restarted upstream keeps the host's subscriptions
                 self._sent = set()
+                for task in self._follows.values():
+                    task.cancel()
+                self._follows.clear()
                 for uri in sorted(self.subscribed):
                     with contextlib.suppress(Exception):
-                        await session.subscribe_resource(uri)
-                        self._sent.add(uri)
+                        await self._subscribe(session, uri, True)
             self.listing = await self._list(session)
             self.state = RUNNING
             self.error = None
@@ -547,15 +553,64 @@ class Upstream:
             if not (self.listing.capabilities.get("resources") or {}).get("subscribe"):
                 return  # it cannot subscribe at all
             try:
-                await self.request(None, lambda s: s.subscribe_resource(uri) if want else s.unsubscribe_resource(uri))
+                await self._subscribe(self._session, uri, want)
             except Exception as exc:
                 log.warning("upstream %s: %s %s failed: %s", self.label, "subscribing to" if want else
                             "unsubscribing from", uri, _describe(exc))
+
+    async def _subscribe(self, session: ClientSession, uri: str, on: bool) -> None:
+        """Subscribe ``session`` to ``uri`` (or unsubscribe), with the caller holding ``_subscribing``.
+
+        A session-era upstream gets resources/subscribe and resources/unsubscribe. A 2026-07-28
+        upstream has neither: a ``subscriptions/listen`` stream of its own follows ``uri``, opened
+        here (this returns once the upstream acknowledged it) and closed to unsubscribe.
+        """
+        if session.discover_result is None:
+            await self.request(None, lambda s: s.subscribe_resource(uri) if on else s.unsubscribe_resource(uri))
+        elif on:
+            acked: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            task = self._follows[uri] = asyncio.get_running_loop().create_task(
+                self._follow(session, uri, acked), name=f"proxy:{self.label}:listen")
+            try:
+                await acked
+            except BaseException:
+                task.cancel()
+                self._follows.pop(uri, None)
+                raise
+        else:
+            task = self._follows.pop(uri, None)
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(BaseException):
+                    await task
+        if on:
+            self._sent.add(uri)
+        else:
+            self._sent.discard(uri)
+
+    async def _follow(self, session: ClientSession, uri: str, acked: asyncio.Future[None]) -> None:
+        """Follow ``uri`` on a listen stream of the 2026-07-28 upstream, relaying its updates; a stream
+        the upstream ends (it timed out, say) is opened again while ``uri`` is wanted on this session."""
+        while True:
+            try:
+                async with listen(session, resource_subscriptions=[uri]) as updates:
+                    if uri not in (updates.honored.resource_subscriptions or ()):
+                        raise MCPError(types.INVALID_PARAMS, f"the upstream does not follow {uri}")
+                    if not acked.done():
+                        acked.set_result(None)
+                    async for event in updates:
+                        if isinstance(event, ResourceUpdated):
+                            await self._updated(event.uri)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                if not acked.done():
+                    acked.set_exception(exc)
+                    return
+                log.info("upstream %s: the listen stream following %s ended: %s", self.label, uri, _describe(exc))
+            if self._session is not session or uri not in self.subscribed:
                 return
-            if want:
-                self._sent.add(uri)
-            else:
-                self._sent.discard(uri)
+            await asyncio.sleep(self.backoff)
 
     async def _watch_response(self, response: Any) -> None:
         """Notice an HTTP upstream that no longer knows our session (it restarted, or expired it):

@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 
 from mcp.client.subscriptions import ResourceUpdated
-from proxy_support import Side, front
+from proxy_support import Side, front, sdk_upstream
 from test_proxy_gateway import raw_upstream
 
 URI = "raw://status"
@@ -110,3 +110,25 @@ async def test_per_session_subscriptions_reach_the_sessions_own_instance_and_onl
         assert _sent(log_file) == [f"resources/subscribe {URI}"] * 2 + [f"resources/unsubscribe {URI}"]
         shared = live.plugin.upstreams["raw"]
         assert not shared.subscribed  # the shared connection was never subscribed for them
+
+
+async def test_a_2026_upstream_is_followed_on_a_listen_stream_of_its_own(side):
+    """The official SDK server spoken to in 2026-07-28 (it has no resources/subscribe): host subscribers
+    of both eras make the proxy open one listen stream upstream, and the update it publishes reaches
+    them; the stream closes when the last subscriber goes."""
+    new = Side()
+    async with front({"sdk": sdk_upstream(era="auto")}) as live, side.client(live.url, "legacy") as legacy, \
+            new.client(live.url, "auto") as modern:
+        upstream = live.plugin.upstreams["sdk"]
+        assert upstream._session.discover_result is not None  # a 2026-07-28 connection
+        await legacy.subscribe_resource("sdk://motd")
+        assert list(upstream._follows) == ["sdk://motd"]
+        async with modern.listen(resource_subscriptions=["sdk://motd"]) as subscription:
+            follow = upstream._follows["sdk://motd"]
+            assert (await modern.call_tool("sdk_touch", {})).content[0].text == "touched"
+            assert (await asyncio.wait_for(_first_update(subscription), 10)).uri == "sdk://motd"
+            await _until(lambda: _updates(side) >= 1)
+            assert upstream._follows["sdk://motd"] is follow  # one upstream stream for both subscribers
+        await legacy.unsubscribe_resource("sdk://motd")
+        await _until(lambda: not upstream._follows)
+        assert follow.done()

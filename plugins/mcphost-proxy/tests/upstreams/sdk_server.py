@@ -71,6 +71,14 @@ def big(mib: float) -> str:
     return "x" * int(mib * 1024 * 1024)
 
 
+@server.tool()
+async def touch(ctx: Context) -> str:
+    """Tell subscribers that sdk://motd changed (2026-07-28 listen streams; session-era subscribers
+    of this server hear nothing: MCPServer has no resources/subscribe)."""
+    await ctx.notify_resource_updated("sdk://motd")
+    return "touched"
+
+
 @server.prompt()
 def greet(name: str) -> str:
     """A greeting prompt."""
