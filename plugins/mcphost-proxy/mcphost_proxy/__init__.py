@@ -379,7 +379,8 @@ class ProxyPlugin:
         session = request.session
         outlet = session.outlet
         followed: list[tuple[str, str]] = []
-        if outlet is None:
+        wanted = (request.params or {}).get("notifications")
+        if outlet is None or not isinstance(wanted, dict) or not wanted.get("resourceSubscriptions"):
             return await call_next(request)
 
         async def watching(message: Any, related: Any) -> None:
