@@ -345,7 +345,7 @@ class ProxyPlugin:
             if request.method in ("resources/subscribe", "resources/unsubscribe"):
                 uri = (request.params or {}).get("uri")
                 server = self._server_of(uri) if isinstance(uri, str) else None
-                if server is not None:
+                if server is not None and isinstance(uri, str):
                     await self._subscription(server, uri, request.session, request.method == "resources/subscribe")
             return result
 

@@ -578,11 +578,11 @@ class Upstream:
                 self._follows.pop(uri, None)
                 raise
         else:
-            task = self._follows.pop(uri, None)
-            if task is not None:
-                task.cancel()
+            follow = self._follows.pop(uri, None)
+            if follow is not None:
+                follow.cancel()
                 with contextlib.suppress(BaseException):
-                    await task
+                    await follow
         if on:
             self._sent.add(uri)
         else:

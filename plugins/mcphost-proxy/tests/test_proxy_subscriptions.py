@@ -10,7 +10,6 @@ both eras, the host is served over loopback HTTP.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 
 from mcp.client.subscriptions import ResourceUpdated
 from proxy_support import Side, front, sdk_upstream
