@@ -2,18 +2,21 @@
 subscriber (session-era ``resources/subscribe`` and 2026-07-28 ``subscriptions/listen`` streams), and
 the upstream's updates relayed to whoever follows the resource.
 
-Real components: the upstream is ``upstreams/raw_server.py`` (a session-era stdio server that records
-each subscribe it gets and sends an update 0.2 s after it), the clients are the official SDK client in
-both eras, the host is served over loopback HTTP.
+Real components: the upstreams are ``upstreams/raw_server.py`` (a session-era stdio server that records
+each subscribe it gets and sends an update 0.2 s after it) and the official Python SDK server spoken to
+in 2026-07-28 over stdio and Streamable HTTP; the clients are the official SDK client in both eras; the
+host is served over loopback HTTP.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 
+import pytest
 from mcp.client.subscriptions import ResourceUpdated
 from proxy_support import Side, front, sdk_upstream
-from test_proxy_gateway import raw_upstream
+from test_proxy_gateway import raw_upstream, sdk_http_upstream
 
 URI = "raw://status"
 
@@ -111,12 +114,24 @@ async def test_per_session_subscriptions_reach_the_sessions_own_instance_and_onl
         assert not shared.subscribed  # the shared connection was never subscribed for them
 
 
-async def test_a_2026_upstream_is_followed_on_a_listen_stream_of_its_own(side):
+@contextlib.asynccontextmanager
+async def _sdk_front(transport: str):
+    """A host mounting the official SDK server in 2026-07-28 (``era = "auto"``) over ``transport``."""
+    if transport == "stdio":
+        async with front({"sdk": sdk_upstream(era="auto")}) as live:
+            yield live
+    else:
+        async with sdk_http_upstream() as url, front({"sdk": {"url": url, "era": "auto"}}) as live:
+            yield live
+
+
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+async def test_a_2026_upstream_is_followed_on_a_listen_stream_of_its_own(side, transport):
     """The official SDK server spoken to in 2026-07-28 (it has no resources/subscribe): host subscribers
     of both eras make the proxy open one listen stream upstream, and the update it publishes reaches
     them; the stream closes when the last subscriber goes."""
     new = Side()
-    async with front({"sdk": sdk_upstream(era="auto")}) as live, side.client(live.url, "legacy") as legacy, \
+    async with _sdk_front(transport) as live, side.client(live.url, "legacy") as legacy, \
             new.client(live.url, "auto") as modern:
         upstream = live.plugin.upstreams["sdk"]
         assert upstream._session.discover_result is not None  # a 2026-07-28 connection
