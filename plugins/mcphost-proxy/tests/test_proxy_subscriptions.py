@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import signal
 
 import pytest
 from mcp.client.subscriptions import ResourceUpdated
@@ -146,3 +148,16 @@ async def test_a_2026_upstream_is_followed_on_a_listen_stream_of_its_own(side, t
         await legacy.unsubscribe_resource("sdk://motd")
         await _until(lambda: not upstream._follows)
         assert follow.done()
+
+
+async def test_a_restarted_2026_upstream_is_followed_again(side):
+    """The SDK upstream process dies while a session-era client follows its resource: the restarted
+    process is followed again, and its next update reaches the client."""
+    async with _sdk_front("stdio") as live, side.client(live.url, "legacy") as legacy:
+        upstream = live.plugin.upstreams["sdk"]
+        await legacy.subscribe_resource("sdk://motd")
+        os.kill(int((await legacy.call_tool("sdk_pid", {})).content[0].text), signal.SIGKILL)
+        await _until(lambda: upstream.restarts >= 1 and upstream.state == "running")
+        await _until(lambda: "sdk://motd" in upstream._sent)
+        assert (await legacy.call_tool("sdk_touch", {})).content[0].text == "touched"
+        await _until(lambda: _updates(side) >= 1)
