@@ -16,6 +16,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from mcp.shared.subscriptions import SUBSCRIPTION_ID_META_KEY
+
 import mcphost
 from mcphost.records import Provenance
 from mcphost_proxy.framing import offload
@@ -69,6 +71,8 @@ class ProxyPlugin:
         #: (upstream connection, resource URI) -> the host subscribers following it through that connection
         #: (session-era sessions and 2026-07-28 listen streams, by session id): it is subscribed once.
         self._subscribers: dict[tuple[Upstream, str], set[str]] = {}
+        #: The open listen streams that follow a mounted resource: session id -> (session, listen request id).
+        self._streams: dict[str, tuple[Any, Any]] = {}
         #: Upstream unsubscribes sent after a listen stream ended (its task may be cancelled meanwhile).
         self._releases: set[asyncio.Task[None]] = set()
         self._reaper: asyncio.Task[None] | None = None
@@ -102,6 +106,8 @@ class ProxyPlugin:
             upstream = self.upstreams[server.name] = self._upstream(server, on_change=self._changed)
             if server.questions == "own_process":
                 upstream.pool = Pool(server, functools.partial(self._instance, server))
+            if server.per_session:  # its sessions follow resources on their own instances
+                upstream.relay = self._to_streams
         self._report()
 
     def _upstream(self, server: ServerSettings, label: str | None = None,
@@ -391,6 +397,8 @@ class ProxyPlugin:
                     server = self._server_of(uri) if isinstance(uri, str) else None
                     if server is not None:
                         followed.append((server, uri))
+                if followed:
+                    self._streams[session.id] = (session, request.id)
                 await asyncio.gather(*(self._subscription(server, uri, session, True) for server, uri in followed))
             await outlet(message, related)
 
@@ -400,6 +408,7 @@ class ProxyPlugin:
         finally:
             if session.outlet is watching:
                 session.outlet = outlet
+            self._streams.pop(session.id, None)
             if followed:  # counted at once; the unsubscribes go on even if this task is cancelled again
                 changes = [change for server, uri in followed
                            if (change := self._count(server, uri, session, False)) is not None]
@@ -407,6 +416,21 @@ class ProxyPlugin:
                     task = asyncio.get_running_loop().create_task(self._send(changes), name="proxy:unsubscribe")
                     self._releases.add(task)
                     task.add_done_callback(self._releases.discard)
+
+    async def _to_streams(self, upstream: Upstream, uri: str) -> None:
+        """An update from the shared connection of a per_session server reaches the listen streams that
+        follow ``uri`` through it, not the sessions that follow it on their own instances."""
+        note = {"jsonrpc": "2.0", "method": "notifications/resources/updated", "params": {"uri": uri}}
+        for session_id in list(self._subscribers.get((upstream, uri), ())):
+            stream = self._streams.get(session_id)
+            if stream is None or stream[0].outlet is None:
+                continue
+            session, request_id = stream
+            params = {"uri": uri, "_meta": {SUBSCRIPTION_ID_META_KEY: request_id}}
+            try:
+                await session.outlet({**note, "params": params}, request_id)
+            except Exception:
+                log.debug("could not relay an update of %s to listen stream %r", uri, request_id, exc_info=True)
 
     def _target(self, server: str, session: Any, on: bool) -> Upstream | None:
         """The connection a subscription of ``session`` goes through: the session's own instance of a

@@ -129,6 +129,9 @@ class Upstream:
         self._follows: dict[str, asyncio.Task[None]] = {}
         #: A per_session instance's session: the only one its resource updates reach (None: every subscriber).
         self.audience: Any = None
+        #: Who else gets its resource updates, when not every host subscriber of the URI (set by the plugin
+        #: on the shared connection of a per_session server: only the listen streams that follow it there).
+        self.relay: Callable[[Upstream, str], Awaitable[None]] | None = None
         #: Log messages outside a call: rate-limited, relayed to sessions, summarized in the host log.
         self.logs = LogRelay(self.label)
         #: Requests under way, and when the last one began or ended (per_session instances are reaped idle).
@@ -364,10 +367,13 @@ class Upstream:
 
     async def _updated(self, uri: str) -> None:
         """Relay a resource update: to the one session a per_session instance serves (if it follows
-        ``uri``), else to every host subscriber of ``uri`` (sessions and listen streams)."""
+        ``uri``), to whom :attr:`relay` picks, else to every host subscriber of ``uri`` (sessions and
+        listen streams)."""
         session = self.audience
         if session is None:
-            if self.host is not None:
+            if self.relay is not None:
+                await self.relay(self, uri)
+            elif self.host is not None:
                 await self.host.notify_resource_updated(uri)
             return
         if uri not in session.subscriptions or session.outlet is None or session.closed:

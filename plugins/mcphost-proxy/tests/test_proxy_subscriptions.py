@@ -161,3 +161,22 @@ async def test_a_restarted_2026_upstream_is_followed_again(side):
         await _until(lambda: "sdk://motd" in upstream._sent)
         assert (await legacy.call_tool("sdk_touch", {})).content[0].text == "touched"
         await _until(lambda: _updates(side) >= 1)
+
+
+async def test_per_session_listen_streams_follow_the_shared_connection_and_get_only_its_updates(tmp_path):
+    """per_session = true, a session-era session and a 2026-07-28 listen stream follow the same URI:
+    the session on its own instance, the stream on the shared connection (as its calls are). Each
+    gets the one update of the process it follows, never the other's."""
+    server, log_file = _subscribing(tmp_path, per_session=True)
+    ada, bob = Side(), Side()
+    async with front({"raw": server}) as live, ada.client(live.url, "legacy") as legacy, \
+            bob.client(live.url, "auto") as modern:
+        await legacy.subscribe_resource(URI)
+        async with modern.listen(resource_subscriptions=[URI]) as subscription:
+            assert _sent(log_file) == [f"resources/subscribe {URI}"] * 2  # its instance, the shared one
+            assert (await asyncio.wait_for(_first_update(subscription), 10)).uri == URI
+            await _until(lambda: _updates(ada) >= 1)
+            await asyncio.sleep(0.5)  # a misrouted update would have arrived by now
+            assert _updates(ada) == 1
+            assert live.plugin.upstreams["raw"].subscribed == {URI}
+        await _until(lambda: not live.plugin.upstreams["raw"].subscribed)
