@@ -217,3 +217,14 @@ def test_include_and_exclude_patterns():
     server = settings.servers[0]
     assert server.mounts("read_file") and server.mounts("list_dir")
     assert not server.mounts("read_secret_key") and not server.mounts("write_file")
+
+
+def test_importing_the_plugin_does_not_load_the_mcp_client():
+    """Every CLI command that loads plugins imports the proxy: the mcp client (half a second) waits
+    until a server is configured."""
+    import subprocess
+
+    code = ("import sys, mcphost_proxy; from mcphost_proxy import ProxyPlugin; ProxyPlugin(); "
+            "print(sorted({m.split('.')[0] for m in sys.modules} & {'mcp', 'mcp_types', 'httpx2', 'jsonschema'}))")
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert loaded.strip() == "[]", loaded
