@@ -41,7 +41,7 @@ from mcphost.budgets import Ledger, OverBudget, ledger_for
 from mcphost.config import ServerSettings
 from mcphost.errors import Refused
 from mcphost.sessions.backend import Backend, BackendUnavailable, EventLog, LeasedEventLog, SubscriptionStore
-from mcphost.sessions.session import Connection, Principal, Session, quota_key
+from mcphost.sessions.session import Connection, Principal, Session, quota_key, this_node
 
 log = logging.getLogger("mcphost.sessions")
 
@@ -197,6 +197,7 @@ class SessionManager:
         """
         session = Session(secrets.token_urlsafe(32), principal=principal)
         session.quota = quota_key(principal, remote)
+        session.node = this_node()
         self._hold(session)
         return session
 
@@ -312,6 +313,18 @@ class SessionManager:
         if session is None or session.closed or _key(session.principal) != _key(principal):
             return None
         return session
+
+    async def find(self, session_id: str) -> Session | None:
+        """The live session ``session_id`` whoever it belongs to: held here or, on a shared backend,
+        loaded from the store (as a request of its client on this process would load it). For
+        operators, who end sessions they do not own: no owner check. None when unknown or ended."""
+        session = self.sessions.get(session_id)
+        if self.shared:  # as lookup does, owner check aside
+            if session is None:
+                session = await self._load(session_id) if _SESSION_ID.fullmatch(session_id) else None
+            elif not session.closed and not await self._still_there(session):
+                session = None
+        return None if session is None or session.closed else session
 
     async def _load(self, session_id: str) -> Session | None:
         """A session another process (or an earlier run of this one) created, from the store."""
