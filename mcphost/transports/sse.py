@@ -381,16 +381,18 @@ class SessionStreams:
             return False
         if not result.done or not result.events:
             return False
-        chunk = bytearray()
-        for event in result.events:
-            chunk += frame(stream, event.seq, event.message, self.retry_ms, event.data)
-        headers = list(SSE_HEADERS)
-        headers.extend((k.encode(), v.encode()) for k, v in extra.items())
+        body = b"".join([frame(stream, event.seq, event.message, self.retry_ms, event.data)
+                         for event in result.events])
+        # The whole stream is known: it goes out with a Content-Length, so the server frames it
+        # as one body (no chunked encoding, one write less); clients read SSE to its end either way.
+        headers = [*SSE_HEADERS, (b"content-length", str(len(body)).encode())]
+        if extra:
+            headers.extend((k.encode(), v.encode()) for k, v in extra.items())
         reason = "complete"
         try:
             with deadline(self.write_timeout):
                 await send({"type": "http.response.start", "status": 200, "headers": headers})
-                await send({"type": "http.response.body", "body": bytes(chunk), "more_body": False})
+                await send({"type": "http.response.body", "body": body, "more_body": False})
             await self._retire(session.id, state, stream)
         except TimeoutError:
             reason = "dropped"  # the events stay in the log: the client can resume elsewhere
