@@ -216,6 +216,11 @@ class SessionStreams:
         finisher.add_done_callback(self.background.discard)
         return finisher
 
+    async def store_ready_replies(self, session: Session, state: HttpSessionState, stream: str,
+                                  replies: list[asyncio.Future[Any]], request_ids: list[Any]) -> None:
+        """:meth:`store_replies` for replies that are all done already, in the caller's task."""
+        await self._finish_stream(session, state, stream, replies, request_ids)
+
     async def _settle(self, session: Session, stream: str) -> bool:
         """End a request stream whose process died with an error reply for each of its requests.
 
