@@ -432,7 +432,13 @@ class HttpTransport:
                 # A handler that waits on nothing has its reply after one turn of the loop: it is
                 # stored here, in this task (nothing this backend does waits, so no client leaving
                 # can come between); otherwise a task the session owns stores it when it comes.
-                await asyncio.sleep(0)
+                try:
+                    await asyncio.sleep(0)
+                except BaseException:
+                    # This request was cancelled (its connection broke): the session still
+                    # stores the replies, for the client to resume.
+                    streams.store_replies(session, state, stream, replies, request_ids)
+                    raise
                 stored = all(reply.done() for reply in replies)
                 if stored:
                     await streams.store_ready_replies(session, state, stream, replies, request_ids)
