@@ -132,7 +132,7 @@ def embedded_resource(uri: str, *, text: str | None = None, blob: bytes | str | 
     return cast("EmbeddedResourceContent", _extras(block, annotations, meta))
 
 
-def message(role: Role, content: str | dict[str, Any]) -> dict[str, Any]:
+def message(role: Role, content: str | ContentBlock | dict[str, Any]) -> dict[str, Any]:
     """A prompt message; a string becomes a text block."""
     return {"role": role, "content": text(content) if isinstance(content, str) else content}
 

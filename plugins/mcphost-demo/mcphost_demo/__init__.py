@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -115,7 +116,7 @@ class Demo:
         # (tests, embedding) must not retarget it through the shared plugin object.
         root = self.root = configured_root(host)
 
-        def complete(value: str, context: dict[str, str]) -> list[str]:
+        def complete(value: str, context: Mapping[str, str]) -> list[str]:
             return self.complete_path(value, context, root)
 
         @mcphost.resource_template("demo://files/{+path}", name="file", title="A file under the demo root",
@@ -149,7 +150,7 @@ class Demo:
             raise FileNotFoundError(path[:200]) from None
         return target
 
-    def complete_path(self, value: str, context: dict[str, str], root: Path | None = None) -> list[str]:
+    def complete_path(self, value: str, context: Mapping[str, str], root: Path | None = None) -> list[str]:
         """Paths under the root starting with ``value``: only files a read would serve.
 
         Walks breadth-first from the directory ``value`` names (``notes/t`` starts in ``notes``),
@@ -214,7 +215,7 @@ def configured_root(host: Any) -> Path:
     return Path(configured).resolve() if configured else SAMPLE_ROOT.resolve()
 
 
-def complete_language(value: str, context: dict[str, str]) -> list[str]:
+def complete_language(value: str, context: Mapping[str, str]) -> list[str]:
     return [language for language in LANGUAGES if language.startswith(value.lower())]
 
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from opentelemetry import context as otel_context
@@ -240,7 +240,7 @@ class OtelPlugin:
             ACTIVE_SESSIONS, unit="{session}", description="Initialized MCP sessions (session era) that have "
             "not ended, in this process.")
 
-    async def middleware(self, request: Any, call_next: Any) -> dict[str, Any]:
+    async def middleware(self, request: Any, call_next: Callable[[Any], Awaitable[dict[str, Any]]]) -> dict[str, Any]:
         """Wrap one MCP request in a SERVER span and time it."""
         tracer, histogram = self.tracer, self.operation_duration
         if tracer is None and histogram is None:
@@ -408,8 +408,9 @@ def _parent_and_links(request: Any) -> tuple[Any, list[Link] | None]:
 
 def _first_text(result: dict[str, Any]) -> str | None:
     for block in result.get("content") or ():
-        if isinstance(block, dict) and block.get("type") == "text" and isinstance(block.get("text"), str):
-            return block["text"][:256]
+        text = block.get("text") if isinstance(block, dict) and block.get("type") == "text" else None
+        if isinstance(text, str):
+            return text[:256]
     return None
 
 

@@ -142,5 +142,5 @@ class Snapshots:
             except FileNotFoundError:  # that worker just stopped
                 continue
         registry = CollectorRegistry(auto_describe=False)
-        registry.register(_Merged(merge(texts)))  # type: ignore[arg-type]  # a duck-typed Collector
+        registry.register(_Merged(merge(texts)))
         return registry

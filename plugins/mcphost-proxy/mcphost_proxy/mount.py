@@ -127,8 +127,9 @@ def _tool_record(upstream: Upstream, resolve: Resolver, item: Mapping[str, Any],
         log.warning("upstream %s: tool %r is not mounted: %s", settings.name, upstream_name,
                     getattr(exc, "message", exc))
         return None
-    execution = item.get("execution") if isinstance(item.get("execution"), dict) else {}
-    task = execution.get("taskSupport") if execution.get("taskSupport") in ("optional", "required") else "forbidden"
+    execution = item.get("execution")
+    support = execution.get("taskSupport") if isinstance(execution, dict) else None
+    task = support if support in ("optional", "required") else "forbidden"
     if task == "forbidden" and TASKS_EXTENSION in (listing.capabilities.get("extensions") or {}):
         task = "optional"  # the upstream runs long calls as tasks; so may the host, in front of it
 

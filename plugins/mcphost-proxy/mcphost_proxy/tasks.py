@@ -70,8 +70,10 @@ def typed_inputs(requests: dict[str, Any]) -> dict[str, Any]:
     typed: dict[str, Any] = {}
     for key, request in requests.items():
         method = request.get("method") if isinstance(request, dict) else None
-        model = {"elicitation/create": types.ElicitRequest, "sampling/createMessage": types.CreateMessageRequest,
-                 "roots/list": types.ListRootsRequest}.get(str(method))
+        models: dict[str, type[BaseModel]] = {
+            "elicitation/create": types.ElicitRequest, "sampling/createMessage": types.CreateMessageRequest,
+            "roots/list": types.ListRootsRequest}
+        model = models.get(str(method))
         if model is None:
             raise mcphost.ToolError(f"The upstream task asked {method!r}, which the proxy cannot forward")
         typed[key] = model.model_validate(request)

@@ -830,7 +830,7 @@ def _forward_capabilities(session: ClientSession) -> None:
                 declared.pop("extensions", None)
             meta[_CAPABILITIES_META] = declared
 
-    session._stamp = stamp  # type: ignore[method-assign]
+    session._stamp = stamp
 
 
 class _Call:
@@ -1002,7 +1002,7 @@ def _absorb_tools(session: ClientSession, pages: list[dict[str, Any]], label: st
     return kept
 
 
-def _first(group: BaseExceptionGroup[Any]) -> BaseException:
+def _first(group: BaseExceptionGroup[BaseException]) -> BaseException:
     """The exception a task group wrapped (the first that is not a cancellation)."""
     for inner in group.exceptions:
         if isinstance(inner, BaseExceptionGroup):
