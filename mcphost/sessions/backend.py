@@ -16,6 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from mcphost.budgets import BudgetShare
+
 
 @dataclass(frozen=True, slots=True)
 class Event:
@@ -198,6 +200,11 @@ class Backend:
     2026-07-28 ``requestState`` is sealed with the ring ``"state"`` unless ``[server]
     state_keys`` is set. Both raise BackendUnavailable when the backend cannot be reached.
 
+    ``budget_share(node)``: a shared backend that holds the per-principal budgets across
+    processes returns a :class:`~mcphost.budgets.BudgetShare` for the process named ``node`` (the
+    ledger leases allowances from it; see :mod:`mcphost.budgets`). The default, None, keeps each
+    process's budgets its own.
+
     ``health()`` is asked by the ``/readyz`` probe: True when the backend can serve requests now
     (for a networked store: it answered a round trip such as PING); False, or an exception, when
     it cannot. It must answer quickly (it runs on every probe) and must not try to repair
@@ -221,6 +228,9 @@ class Backend:
 
     async def health(self) -> bool:
         return True
+
+    def budget_share(self, node: str) -> BudgetShare | None:
+        return None
 
     async def claim(self, key: str, ttl: float) -> bool:
         raise NotImplementedError

@@ -379,3 +379,79 @@ UNHOLD = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
 return 1
 """
+
+# -- budget allowances (mcphost.budgets.BudgetShare) ------------------------------------------------
+#
+# ``P l:<budget>:<principal>``: a hash, one field per process holding an allowance of that
+# principal's budget, valued ``units:deadline:seq`` (deadline in Redis milliseconds, seq the
+# process's write counter: an older write than the one recorded is ignored). A field past its
+# deadline (its process stopped renewing) no longer counts and is removed by the next BUDGET_LEASE. The
+# key itself expires with its latest deadline.
+_ALLOWANCES = """
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+local function parse(value)
+  local units, deadline, seq = string.match(value or '', '^(%d+):(%d+):(%d+)$')
+  return tonumber(units), tonumber(deadline), tonumber(seq)
+end
+local function expire(key, now)
+  local latest = 0
+  local fields = redis.call('HGETALL', key)
+  for i = 2, #fields, 2 do
+    local _, deadline = parse(fields[i])
+    if deadline and deadline > latest then latest = deadline end
+  end
+  if latest > now then redis.call('PEXPIRE', key, latest - now) end
+end
+"""
+
+# KEYS: the allowances hash. ARGV: process, want, need, limit, ttl ms, seq.
+# Sets the process's allowance to min(want, limit - the others' live allowances) when that is at
+# least ``need``; returns it, or -1 (nothing changed but the expired fields removed).
+BUDGET_LEASE = _ALLOWANCES + """
+local now = now_ms()
+local node, want, need = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+local limit, ttl, seq = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
+local others, mine_seq = 0, -1
+local fields = redis.call('HGETALL', KEYS[1])
+for i = 1, #fields, 2 do
+  local units, deadline, s = parse(fields[i + 1])
+  if fields[i] == node then
+    mine_seq = s or -1
+  elseif not units or deadline <= now then
+    redis.call('HDEL', KEYS[1], fields[i])
+  else
+    others = others + units
+  end
+end
+if seq < mine_seq then return -1 end
+local grant = math.min(want, limit - others)
+if grant < need then return -1 end
+redis.call('HSET', KEYS[1], node, grant .. ':' .. (now + ttl) .. ':' .. seq)
+expire(KEYS[1], now)
+return grant
+"""
+
+# KEYS: allowances hashes. ARGV: process, ttl ms, seq, then one unit count per key (0: drop it).
+# Records what the process holds, whatever the limit, and renews it; returns the keys written.
+BUDGET_SETTLE = _ALLOWANCES + """
+local now = now_ms()
+local node, ttl, seq = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+local written = 0
+for i, key in ipairs(KEYS) do
+  local units = tonumber(ARGV[3 + i])
+  local _, _, s = parse(redis.call('HGET', key, node))
+  if not s or s <= seq then
+    if units > 0 then
+      redis.call('HSET', key, node, units .. ':' .. (now + ttl) .. ':' .. seq)
+      expire(key, now)
+    else
+      redis.call('HDEL', key, node)
+    end
+    written = written + 1
+  end
+end
+return written
+"""
