@@ -460,6 +460,11 @@ class FairPool(Executor):
         with self._lock:
             return len(self._queues.get(key, ()))
 
+    def by_principal(self) -> dict[str, int]:
+        """Calls running now per principal (a copy, for operators)."""
+        with self._lock:
+            return dict(self._running)
+
     def _mark_ready(self, key: str) -> None:
         # Under the lock: ``key`` takes a turn when it has calls waiting and its share is not used up.
         share = self.workers if key in UNSHARED else self.share

@@ -189,6 +189,10 @@ class Kernel:
             self._sync_pool = FairPool(self.settings.sync_workers, sync_share(self.settings))
         return self._sync_pool
 
+    def sync_running(self) -> dict[str, int]:
+        """Synchronous calls running now per principal (none before the pool is first used)."""
+        return {} if self._sync_pool is None else self._sync_pool.by_principal()
+
     def close(self) -> None:
         """Let the thread pool go: queued calls are dropped, running ones finish in their threads."""
         if self._sync_pool is not None:

@@ -227,6 +227,7 @@ class SessionManager:
             if (shared_count if shared_count is not None else self.held_by[key]) >= cap and (
                     shared_count is not None or not await self._expire_idle(key) or self.held_by[key] >= cap):
                 self.refused(key)
+                self.budgets.count_refusal(key, "sessions")
                 raise TooManySessions(per_principal=True, cap=cap)
         session = self.new(principal, remote)
         if self.cluster is not None:
