@@ -158,14 +158,12 @@ class RedisBackend(Backend):
             self._trimmer = asyncio.get_running_loop().create_task(self._trim_idle(), name="mcphost-redis-trim")
 
     async def _trim_idle(self) -> None:
-        """Close idle pooled connections beyond a few, every TRIM_PERIOD: a burst's connections do
-        not stay open for good."""
+        """Close the idle pooled connections every TRIM_PERIOD: a burst's connections do not stay
+        open for good (see mcphost_redis.waker.shrink_idle)."""
         while True:
             await asyncio.sleep(TRIM_PERIOD)
             try:
-                closed = await shrink_idle(self.redis.connection_pool)
-                if closed:
-                    log.debug("closed %d idle Redis connections", closed)
+                await shrink_idle(self.redis.connection_pool)
             except Exception:
                 log.exception("trimming idle Redis connections failed")
 
