@@ -293,6 +293,9 @@ class Ledger:
                     allowances[slot] = units
         for slot in self._dropped:
             allowances.setdefault(slot, 0)
+        for slot in [slot for slot in self._used if not self._granted[slot[0]][slot[1]]
+                     and not self._held[slot[0]][slot[1]] and slot not in self._leasing]:
+            del self._used[slot]  # nothing held nor granted (after a fallback): nothing to remember
         if not allowances and not self.degraded:
             return  # nothing to record (a fallback is ended by a sync that reached the share)
         # The local view shrinks before the share hears of it: never more than the share records.
@@ -313,6 +316,25 @@ class Ledger:
         if self.degraded:
             self.degraded = False
             log.warning("budgets: the cluster's share is back; per-principal limits hold across processes again")
+
+    async def give_back(self) -> None:
+        """Return every allowance this process holds (it stops): the others may use them at once
+        rather than after the share's ``ttl``. Best effort: a failure leaves them to expire."""
+        share = self.share
+        if share is None or self.degraded:
+            return
+        allowances = {(budget, key): 0 for budget, granted in self._granted.items() for key in granted}
+        allowances.update((slot, 0) for slot in self._dropped)
+        for granted in self._granted.values():
+            granted.clear()
+        self._dropped.clear()
+        if allowances:
+            self._seq += 1
+            try:
+                await share.settle(allowances, self._seq)
+            except Exception as exc:
+                log.info("budgets: could not give back %d allowances (they expire by themselves): %s",
+                         len(allowances), exc)
 
     def granted(self, key: str, budget: str) -> int:
         """This process's allowance of ``budget`` for ``key`` (shared only; 0 otherwise)."""

@@ -30,7 +30,6 @@ and saves what it returns from ``durable`` with the session.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import itertools
 import logging
 import re
@@ -525,6 +524,7 @@ class SessionManager:
                     await self.end(session, "shutdown")
                 except Exception:
                     log.exception("could not end session %s…", session.id[:8])
+        await self.budgets.give_back()  # the cluster's budget allowances this process held
 
     async def _reap(self) -> None:
         """End sessions that were idle too long or lived too long."""
@@ -596,6 +596,15 @@ class SessionManager:
                 log.warning("could not renew %d request leases: %s", len(streams), exc)
             except Exception:
                 log.exception("renewing request leases failed")
+            # The budget allowances this process holds: renewed (before the sessions below, whose
+            # number may delay the loop), and the spare given back. A failure is logged once by
+            # the ledger, which falls back to per-process limits until a sync goes through.
+            try:
+                await self.budgets.sync()
+            except BackendUnavailable:
+                pass  # logged by the ledger, once per outage
+            except Exception:
+                log.exception("syncing the budget allowances failed")
             # A session with an open GET stream or a running call is not idle, whoever holds it,
             # and what its transport holds cluster-wide stays its own.
             for session in list(self.sessions.values()):
@@ -609,10 +618,6 @@ class SessionManager:
                     log.warning("could not keep session %s… alive: %s", session.id[:8], exc)
                 except Exception:
                     log.exception("keeping session %s… alive failed", session.id[:8])
-            # The budget allowances this process holds: renewed, and the spare given back. A
-            # failure is logged once by the ledger, which falls back to per-process limits.
-            with contextlib.suppress(Exception):
-                await self.budgets.sync()
 
 
 def _key(principal: Any) -> Any:

@@ -111,6 +111,16 @@ async def test_a_stopped_process_gives_its_allowance_back_after_the_ttl(shared: 
     assert time.monotonic() - started <= shared.settings.lease + 0.5
 
 
+async def test_a_process_that_stops_gives_its_allowance_back_at_once(shared: RedisBackend) -> None:
+    a, b = ledger_of(shared, "a"), ledger_of(shared, "b")
+    for _ in range(16):
+        assert await a.take("p:alice", "requests") is None
+    assert await b.take("p:alice", "requests") is not None
+    await a.give_back()  # SessionManager.stop: a graceful stop (SIGTERM, a rolling restart)
+    assert await b.take("p:alice", "requests") is None
+    assert await shared.budget_share("a").allowances("requests", "p:alice") == {"b": 3}
+
+
 async def test_an_unreachable_redis_falls_back_to_per_process_limits_without_waiting(
         caplog: pytest.LogCaptureFixture) -> None:
     backend = RedisBackend(redis_settings(f"redis://127.0.0.1:{free_port()}/0", op_timeout=0.3,
@@ -282,3 +292,34 @@ def test_retained_bytes_of_one_principal_over_two_nodes_stay_within_its_budget(
     finally:
         for server in servers:
             server.stop()
+
+
+def test_with_redis_down_stateless_calls_go_on_under_per_node_limits(tmp_path: Path, own_redis: RedisServer) -> None:
+    """Redis killed: a principal new to the node (its allowance must be leased) still gets its
+    stateless calls answered at once, and the node logs the fallback; then its end once Redis is back."""
+    [node] = cluster(tmp_path, own_redis, "max_requests_per_principal = 2\n", nodes=1)
+    try:
+        with httpx.Client(timeout=30) as client:
+            def echo(user: str, request_id: int) -> httpx.Response:
+                payload, headers = modern("tools/call", {"name": "echo", "arguments": {"text": user}},
+                                          request_id=request_id)
+                return client.post(node.url, headers={**headers, "x-test-user": user}, json=payload)
+
+            assert reply(echo("before", 1))["result"]["content"][0]["text"] == "before"
+            own_redis.kill(signal.SIGKILL)
+            for n, user in enumerate(["carol", "dave", "erin"]):
+                started = time.monotonic()
+                answer = echo(user, n + 2)
+                assert answer.status_code == 200, answer.text
+                assert reply(answer)["result"]["content"][0]["text"] == user
+                assert time.monotonic() - started < 2.0  # at most one Redis timeout, never a hang
+            assert "per-process limits until it is back" in node.log()
+            assert node.process.poll() is None
+            # Redis back: the next heartbeat (every lease/3 s) ends the fallback, and says so.
+            own_redis.restart()
+            deadline = time.monotonic() + 10
+            while "the cluster's share is back" not in node.log() and time.monotonic() < deadline:
+                time.sleep(0.2)
+            assert "the cluster's share is back" in node.log()
+    finally:
+        node.stop()
