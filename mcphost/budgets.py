@@ -281,6 +281,8 @@ class Ledger:
         now = time.monotonic()
         allowances: dict[tuple[str, str], int] = {}
         for budget, granted in self._granted.items():
+            if not self.budgets[budget].per_principal:
+                continue  # no per-principal limit: nothing to share
             held = self._held[budget]
             for key in set(granted) | set(held):
                 slot = (budget, key)
