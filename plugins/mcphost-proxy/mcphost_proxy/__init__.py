@@ -9,6 +9,7 @@ middleware, telemetry and scaling apply to them as to any plugin's. See docs/pro
 from __future__ import annotations
 
 import asyncio
+import functools
 import gc
 import logging
 import time
@@ -20,6 +21,7 @@ from mcphost.records import Provenance
 from mcphost_proxy.framing import offload
 from mcphost_proxy.mount import records
 from mcphost_proxy.parking import Parking
+from mcphost_proxy.pool import Pool
 from mcphost_proxy.settings import CONFIG_SCHEMA, ProxySettings, ServerSettings, load_settings
 from mcphost_proxy.upstream import Upstream, UpstreamUnavailable
 
@@ -94,7 +96,9 @@ class ProxyPlugin:
         self.host = host
         self.parking = Parking(self.settings.max_parked_calls, self.settings.max_parked_bytes)
         for server in self.settings.servers:
-            self.upstreams[server.name] = self._upstream(server, on_change=self._changed)
+            upstream = self.upstreams[server.name] = self._upstream(server, on_change=self._changed)
+            if server.questions == "own_process":
+                upstream.pool = Pool(server, functools.partial(self._instance, server))
         self._report()
 
     def _upstream(self, server: ServerSettings, label: str | None = None,
@@ -105,6 +109,9 @@ class ProxyPlugin:
         upstream.host = self.host
         upstream.parking = self.parking
         return upstream
+
+    def _instance(self, server: ServerSettings, label: str) -> Upstream:
+        return self._upstream(server, label=label)
 
     def _report(self) -> None:
         """Show each upstream's state in ``mcphost plugins`` (PROVIDES: upstreams)."""
@@ -132,7 +139,8 @@ class ProxyPlugin:
         """Each upstream's live state (see :meth:`Upstream.describe`), per-session ones included."""
         if not self.upstreams and not self.bound:
             return None
-        return {"upstreams": [u.describe() for u in [*self.upstreams.values(), *self.bound.values()]]}
+        pooled = [i for u in self.upstreams.values() if u.pool is not None for i in u.pool.instances]
+        return {"upstreams": [u.describe() for u in [*self.upstreams.values(), *pooled, *self.bound.values()]]}
 
     # -- catalog ------------------------------------------------------------------------------------
 

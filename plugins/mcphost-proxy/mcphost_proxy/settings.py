@@ -44,6 +44,12 @@ _SERVER_PROPERTIES: dict[str, Any] = {
               "description": "'startup' (default): start with the host; 'lazy': at the first request"},
     "per_session": {"type": "boolean",
                     "description": "one upstream connection per client session (stateful upstreams)"},
+    "questions": {"enum": ["shared", "own_process"],
+                  "description": "stdio: 'shared' (default): every call runs on the one process (its state is "
+                                 "shared); 'own_process': a call whose client can answer questions leases a "
+                                 "process of its own from a pool of max_instances (stateless upstreams)"},
+    "max_queued": {"type": "integer", "minimum": 0,
+                   "description": "own_process: calls that may wait for a free process (each at most timeout)"},
     "enabled": {"type": "boolean", "description": "false: keep the entry but do not mount it"},
     "max_message_bytes": {"type": "integer", "minimum": 1024,
                           "description": "largest message read from the upstream (a stdio line, an HTTP "
@@ -53,11 +59,12 @@ _SERVER_PROPERTIES: dict[str, Any] = {
     "max_schema_bytes": {"type": "integer", "minimum": 2,
                          "description": "larger input/output schemas: the tool is skipped with a warning"},
     "max_instances": {"type": "integer", "minimum": 1,
-                      "description": "per_session: most upstream processes/connections at once"},
+                      "description": "per_session, own_process: most upstream processes/connections at once"},
     "max_instances_per_principal": {"type": "integer", "minimum": 1,
                                     "description": "per_session: most instances one principal holds"},
     "idle_timeout": {"type": "number", "exclusiveMinimum": 0,
-                     "description": "per_session: seconds an unused instance is kept before it is stopped"},
+                     "description": "per_session, own_process: seconds an unused instance is kept before it "
+                                    "is stopped"},
 }
 
 #: Defaults of the per-server limits (docs/proxy.md, "Limits").
@@ -65,6 +72,7 @@ MAX_MESSAGE_BYTES = 16 * 1024 * 1024
 MAX_DESCRIPTION_CHARS = 16 * 1024
 MAX_SCHEMA_BYTES = 256 * 1024
 MAX_INSTANCES = 16
+MAX_QUEUED = 64
 IDLE_TIMEOUT = 300.0
 
 CONFIG_SCHEMA: dict[str, Any] = {
@@ -118,6 +126,9 @@ class ServerSettings:
     era: str = "session"
     start: str = "startup"
     per_session: bool = False
+    #: stdio: "shared" (one process serves every call) or "own_process" (see docs/proxy.md, Questions).
+    questions: str = "shared"
+    max_queued: int = MAX_QUEUED
     max_message_bytes: int = MAX_MESSAGE_BYTES
     max_description_chars: int = MAX_DESCRIPTION_CHARS
     max_schema_bytes: int = MAX_SCHEMA_BYTES
@@ -253,12 +264,18 @@ def server_settings(name: str, table: Mapping[str, Any]) -> ServerSettings:
     start = table.get("start", "startup")
     if start not in ("startup", "lazy"):
         raise ConfigError(f"{where}.start: 'startup' or 'lazy', not {start!r}")
+    questions = table.get("questions", "shared")
+    if questions not in ("shared", "own_process"):
+        raise ConfigError(f"{where}.questions: 'shared' or 'own_process', not {questions!r}")
+    if questions == "own_process" and (url is not None or table.get("per_session")):
+        raise ConfigError(f"{where}.questions: 'own_process' is for stdio servers without per_session (an HTTP "
+                          "upstream's questions come on their call's own stream)")
     timeout = table.get("timeout", 60.0)
     if not isinstance(timeout, int | float) or isinstance(timeout, bool) or timeout <= 0:
         raise ConfigError(f"{where}.timeout: a positive number of seconds")
     limits: dict[str, Any] = {}
     for key, least in (("max_message_bytes", 1024), ("max_description_chars", 0), ("max_schema_bytes", 2),
-                       ("max_instances", 1), ("max_instances_per_principal", 1)):
+                       ("max_instances", 1), ("max_instances_per_principal", 1), ("max_queued", 0)):
         if key in table:
             value = table[key]
             if not isinstance(value, int) or isinstance(value, bool) or value < least:
@@ -277,4 +294,4 @@ def server_settings(name: str, table: Mapping[str, Any]) -> ServerSettings:
         cwd=table.get("cwd"), url=url, headers=dict(table.get("headers", {})), prefix=prefix,
         include=tuple(table.get("include", [])), exclude=tuple(table.get("exclude", [])),
         timeout=float(timeout), era=era, start=start, per_session=bool(table.get("per_session", False)),
-        **limits)
+        questions=questions, **limits)

@@ -5,23 +5,27 @@ left in that one task, as anyio requires): it connects, lists what the server of
 until the connection dies; then it reconnects after a delay that doubles up to a limit. Meanwhile
 calls answer a clear error. The server's questions to its client (elicitation, sampling, roots)
 are forwarded to the downstream caller whose call caused them: over Streamable HTTP the question
-arrives on that request's stream, whose context carries the call (``_CALL``); over stdio nothing
-says which call it belongs to, so a question is forwarded only when exactly one call is in flight
-on the connection, and refused otherwise (``per_session = true`` gives each client session its own
-connection).
+arrives on that request's stream, whose context carries the call (``_CALL``); over stdio each call
+is sent with a trace id of its own in ``_meta.traceparent``, which servers built on the official
+Python SDK carry back on the questions they ask while handling it (:func:`_trace_scope`); failing
+that, a question belongs to the one call in flight on the connection, and is refused when there
+are several (``questions = "own_process"`` gives each such call a process of its own: pool.py).
+A question still out when its call ends is answered at once (:meth:`Upstream._forward`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import contextvars
 import itertools
 import logging
+import secrets
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import anyio
 import httpx2
@@ -31,6 +35,8 @@ from mcp import ClientSession, MCPError
 from mcp.client.streamable_http import streamable_http_client
 from mcp.client.subscriptions import listen
 from mcp.shared._context_streams import create_context_streams
+from opentelemetry import context as otel_context
+from opentelemetry import trace as otel_trace
 
 import mcphost
 from mcphost_proxy import tasks
@@ -47,6 +53,18 @@ CLIENT_INFO = types.Implementation(name="mcphost-proxy", version="0.1.0")
 #: Input-required rounds one forwarded request may take with a 2026-07-28 upstream.
 MAX_ROUNDS = 16
 MISSING_CLIENT_CAPABILITY = -32021
+#: Trace ids of ended calls remembered per connection (see Upstream._caller).
+ENDED_TRACES = 1024
+
+
+class Lessor(Protocol):
+    """Processes of one server that calls lease one at a time (:class:`mcphost_proxy.pool.Pool`)."""
+
+    instances: list[Upstream]
+
+    def lease(self) -> contextlib.AbstractAsyncContextManager[Upstream]: ...
+
+    async def close(self) -> None: ...
 
 
 class UpstreamUnavailable(mcphost.ToolError):
@@ -91,7 +109,11 @@ class Upstream:
         self._dead = asyncio.Event()
         self._stopping = False
         self._task: asyncio.Task[None] | None = None
-        self._callers: dict[int, mcphost.Context] = {}
+        self._callers: dict[int, _Call] = {}
+        #: The calls in flight by the trace id each was sent with (see _trace_scope), and the trace ids
+        #: of the last calls that ended (a late question of theirs is refused, never associated).
+        self._traces: dict[int, _Call] = {}
+        self._ended_traces: collections.OrderedDict[int, None] = collections.OrderedDict()
         self._ids = itertools.count(1)
         self._refresh: asyncio.Task[None] | None = None
         self._relist_again = False
@@ -107,6 +129,8 @@ class Upstream:
         #: The HTTP upstream answered 404 (or a 400 naming the session) to our session id.
         self._session_lost = False
         self._http: httpx2.AsyncClient | None = None
+        #: questions = "own_process": the processes a call that may ask leases (set by the plugin).
+        self.pool: Lessor | None = None
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -133,6 +157,8 @@ class Upstream:
         return True
 
     async def stop(self) -> None:
+        if self.pool is not None:
+            await self.pool.close()
         self._stopping = True
         self._dead.set()
         task, self._task = self._task, None
@@ -354,31 +380,65 @@ class Upstream:
             if not self._relist_again:
                 return
 
-    def _caller(self) -> _Call | None:
+    def _caller(self, meta: Any = None) -> _Call | None:
         """The downstream call to which the upstream's question (or log message) belongs: the one
-        whose request's stream it came on (HTTP), else the one call in flight on this connection."""
+        whose request's stream it came on (HTTP); else the one whose trace id the question's
+        ``_meta.traceparent`` carries (the upstream echoes the context of the request it handles);
+        else the one call in flight on this connection."""
         call = _CALL.get()
         if call is not None and call.upstream is self:
             return call
+        trace = _trace_id(meta)
+        if trace is not None and trace in self._traces:
+            return self._traces[trace]
+        if trace is not None and trace in self._ended_traces:
+            return None  # the call that asked is over: never hand its question to another
         if len(self._callers) == 1:
             return next(iter(self._callers.values()))
         return None
 
-    def _no_caller(self, what: str) -> types.ErrorData:
-        why = "no call is in flight" if not self._callers else "several calls are in flight"
+    def _no_caller(self, what: str, meta: Any = None) -> types.ErrorData:
+        if _trace_id(meta) in self._ended_traces:
+            why = "the call that asked is over"
+        else:
+            why = "no call is in flight" if not self._callers else "several calls are in flight"
         return types.ErrorData(code=types.INVALID_REQUEST,
                                message=f"mcphost-proxy cannot forward {what}: {why} on this upstream connection")
 
     async def _forward(self, what: str, ask: Callable[[mcphost.Context], Awaitable[Any]],
-                       call: _Call | None = None) -> Any:
+                       call: _Call | None = None, meta: Any = None) -> Any:
         """Ask the downstream client on behalf of the upstream (a session-era server-to-client request).
 
         A failure the downstream caller must see (a capability its client lacks, a 2026-07-28 round
-        that ends the handler) is kept on the call and raised there once the upstream answers.
+        that ends the handler) is kept on the call and raised there once the upstream answers. When
+        the call ends while its question is out (its client cancelled it or went away, its session
+        ended, a 2026-07-28 client did not come back in time, the upstream timed out), the upstream
+        is answered at once (elicitation: ``cancel``; sampling, roots: an error), so its pending
+        request holds nothing until a timeout.
         """
-        call = call or self._caller()
+        call = call or self._caller(meta)
         if call is None or call.ctx is None:
-            return self._no_caller(what)
+            return self._no_caller(what, meta)
+        if call.ended.is_set():
+            return _abandoned(what)
+        asking = asyncio.ensure_future(self._ask(what, call, ask))
+        ended = asyncio.ensure_future(call.ended.wait())
+        try:
+            await asyncio.wait((asking, ended), return_when=asyncio.FIRST_COMPLETED)
+        finally:  # also when the upstream withdrew its question (this handler is cancelled)
+            ended.cancel()
+            if not asking.done():
+                asking.cancel()
+                with contextlib.suppress(BaseException):
+                    await asking
+        if asking.cancelled():
+            log.info("upstream %s: the call whose client was asked (%s) ended; the question is withdrawn",
+                     self.label, what)
+            return _abandoned(what)
+        return asking.result()
+
+    async def _ask(self, what: str, call: _Call, ask: Callable[[mcphost.Context], Awaitable[Any]]) -> Any:
+        assert call.ctx is not None
         try:
             async with self.parking.hold(call.ctx, call.size + 512):
                 return await ask(call.ctx)
@@ -393,13 +453,14 @@ class Upstream:
             return types.ErrorData(code=types.INTERNAL_ERROR, message=f"The client could not be asked ({what})")
 
     async def _on_elicitation(self, context: Any, params: types.ElicitRequestParams) -> Any:
-        return await self._forward("elicitation", lambda ctx: _elicit(ctx, _dump(params)))
+        return await self._forward("elicitation", lambda ctx: _elicit(ctx, _dump(params)),
+                                   meta=_meta_of(context, params))
 
     async def _on_sampling(self, context: Any, params: types.CreateMessageRequestParams) -> Any:
-        return await self._forward("sampling", lambda ctx: _sample(ctx, _dump(params)))
+        return await self._forward("sampling", lambda ctx: _sample(ctx, _dump(params)), meta=_meta_of(context, params))
 
     async def _on_roots(self, context: Any) -> Any:
-        return await self._forward("roots/list", lambda ctx: _roots(ctx))
+        return await self._forward("roots/list", lambda ctx: _roots(ctx), meta=_meta_of(context, None))
 
     async def answer_inputs(self, ctx: mcphost.Context | None, requests: dict[str, Any]) -> dict[str, Any]:
         """Answers to a 2026-07-28 upstream's InputRequiredResult, asked of the downstream client under
@@ -486,7 +547,12 @@ class Upstream:
 
         An HTTP upstream that answers 404 to our session id (it restarted while we were idle) never
         received the request: the session is initialized again and the request sent once more.
+        With a pool (``questions = "own_process"``) a call whose client can answer questions runs on
+        a process of its own (it may wait for one), so any question that process asks is the call's.
         """
+        if self.pool is not None and ctx is not None and _may_be_asked(ctx):
+            async with self.pool.lease() as instance:
+                return await instance.request(ctx, call, wait=self.settings.timeout, size=size)
         self.in_flight += 1
         try:
             session = await self.session(wait)
@@ -510,8 +576,11 @@ class Upstream:
         record = _Call(ctx, self)
         record.size = size
         _CALL.set(record)  # this task's requests (and what their streams carry) belong to this call
+        traced: contextvars.Token[Any] | None = None
         if ctx is not None:
             self._callers[token] = record
+            record.trace, traced = _trace_scope(self._traces)
+            self._traces[record.trace] = record
             _DOWNSTREAM_CAPABILITIES.set(dict(ctx.session.client_capabilities or {}))
         per_call = self._http is not None and session.discover_result is not None and ctx is not None
         try:
@@ -547,6 +616,14 @@ class Upstream:
             raise mcphost.ToolError(f"Upstream server {self.label!r} sent a result that is not valid MCP") from None
         finally:
             self._callers.pop(token, None)
+            if record.trace is not None:
+                self._traces.pop(record.trace, None)
+                self._ended_traces[record.trace] = None
+                if len(self._ended_traces) > ENDED_TRACES:
+                    self._ended_traces.popitem(last=False)
+            record.ended.set()  # a question of this call still out is answered now (_forward)
+            if traced is not None:
+                otel_context.detach(traced)
         if record.failure is not None:
             raise record.failure
         return result
@@ -656,14 +733,71 @@ def _forward_capabilities(session: ClientSession) -> None:
 class _Call:
     """One downstream request being forwarded: whom to ask, and a failure to raise in its handler."""
 
-    __slots__ = ("ctx", "failure", "size", "upstream")
+    __slots__ = ("ctx", "ended", "failure", "size", "trace", "upstream")
 
     def __init__(self, ctx: mcphost.Context | None, upstream: Upstream | None = None) -> None:
         self.ctx = ctx
         self.upstream = upstream
+        #: The trace id its upstream requests carry (``_meta.traceparent``); set while in flight.
+        self.trace: int | None = None
+        #: Set when the call is over (answered, failed or cancelled): its questions are withdrawn.
+        self.ended = asyncio.Event()
         #: What the call carries (its arguments' size), counted while it is parked (parking.py).
         self.size = 0
         self.failure: BaseException | None = None
+
+
+def _trace_scope(taken: dict[int, Any]) -> tuple[int, contextvars.Token[Any] | None]:
+    """The trace id the current call's upstream requests carry, unique among the calls in flight on
+    one connection, and the token to detach when the context was set here (None when not).
+
+    The ``mcp`` client puts the current OpenTelemetry context in each request's ``_meta.traceparent``
+    (SEP-414), and an official Python SDK server runs its handler in the context it received, so the
+    questions it sends carry the same trace id back: over stdio, where nothing else on the wire says
+    which call a question belongs to, that trace id does. The caller's own trace is kept when there is
+    one (the host's telemetry) and no other call in flight here has it; otherwise a fresh, unsampled
+    trace id is set (nothing is recorded for it)."""
+    current = otel_trace.get_current_span().get_span_context()
+    if current.is_valid and current.trace_id not in taken:
+        return current.trace_id, None
+    trace_id = secrets.randbits(128) or 1
+    while trace_id in taken:
+        trace_id = secrets.randbits(128) or 1
+    parent = otel_trace.NonRecordingSpan(otel_trace.SpanContext(
+        trace_id, secrets.randbits(64) or 1, is_remote=True, trace_flags=otel_trace.TraceFlags(0)))
+    return trace_id, otel_context.attach(otel_trace.set_span_in_context(parent))
+
+
+def _may_be_asked(ctx: mcphost.Context) -> bool:
+    """Whether the downstream client declared it can answer a question (elicitation, sampling, roots):
+    a call from any other client cannot have its upstream's questions forwarded anyway."""
+    declared = ctx.session.client_capabilities or {}
+    return any(name in declared for name in _QUESTION_CAPABILITIES)
+
+
+def _meta_of(context: Any, params: Any) -> Any:
+    """The ``_meta`` of an upstream's request, from its params or the callback's request context."""
+    meta = getattr(params, "meta", None) if params is not None else None
+    return meta if meta is not None else getattr(context, "meta", None)
+
+
+def _trace_id(meta: Any) -> int | None:
+    """The trace id of a W3C ``traceparent`` in ``meta`` (``00-<32 hex>-<16 hex>-<2 hex>``), or None."""
+    value = meta.get("traceparent") if isinstance(meta, Mapping) else getattr(meta, "traceparent", None)
+    if not isinstance(value, str) or len(value) < 55 or value[2] != "-":
+        return None
+    try:
+        return int(value[3:35], 16) or None
+    except ValueError:
+        return None
+
+
+def _abandoned(what: str) -> Any:
+    """The answer an upstream gets to a question whose call is over: the user did not answer."""
+    if what == "elicitation":
+        return types.ElicitResult(action="cancel")
+    return types.ErrorData(code=types.INVALID_REQUEST,
+                           message=f"mcphost-proxy: the call that asked ({what}) is over; nobody will answer")
 
 
 #: The call the current task forwards (set in Upstream._request; seen by the question callbacks
