@@ -147,13 +147,14 @@ async def test_an_unreachable_redis_falls_back_to_per_process_limits_without_wai
 # -- real mcphost serve processes on one Redis --------------------------------------------------------
 
 def cluster(tmp_path: Path, redis_server: RedisServer, extra: str, *, lease: int = 6,
-            nodes: int = 2) -> list[HttpServer]:
+            nodes: int = 2, prefix: str | None = None, args: list[str] | None = None) -> list[HttpServer]:
     config = (f"[server]\nallow_anonymous = true\n{extra}\n[plugins.redis]\nurl = \"{redis_server.url}\"\n"
-              f"prefix = \"bc{free_port()}:\"\nlease = {lease}\n")
+              f"prefix = \"{prefix or f'bc{free_port()}:'}\"\nlease = {lease}\n")
     servers: list[HttpServer] = []
     try:
         for _ in range(nodes):
-            servers.append(HttpServer(tmp_path, plugins="httpquota,redis", env=quota_env(tmp_path), config=config))
+            servers.append(HttpServer(tmp_path, plugins="httpquota,redis", env=quota_env(tmp_path), config=config,
+                                      args=args))
     except BaseException:
         for server in servers:
             server.stop()
@@ -207,6 +208,40 @@ def test_get_streams_of_one_principal_over_two_nodes_total_its_limit(
     finally:
         for server in servers:
             server.stop()
+
+
+def test_get_streams_of_one_principal_over_two_workers_total_its_limit(
+        tmp_path: Path, redis_server: RedisServer) -> None:
+    """The same with one node of two worker processes (``--workers 2``): whichever worker accepts
+    each stream, the principal never holds more than 16 of its 40; spare units one worker leased
+    and no longer needs come back at its next heartbeat, so refused streams retried after their
+    ``Retry-After`` fill the 16 and no more."""
+    prefix = f"bw{free_port()}:"
+    [server] = cluster(tmp_path, redis_server, "max_requests_per_principal = 16\n", nodes=1, prefix=prefix,
+                       args=["--workers", "2"])
+    try:
+        with httpx.Client(timeout=30, limits=httpx.Limits(max_connections=100)) as client:
+            sessions = [server.initialize(client) for _ in range(40)]
+            with contextlib.ExitStack() as streams:
+                statuses = [open_stream(streams, client, server, session_id).status_code for session_id in sessions]
+                assert statuses.count(200) <= 16 and statuses.count(200) + statuses.count(429) == 40, statuses
+                first = statuses.count(200)
+                refused = [session_id for session_id, status in zip(sessions, statuses, strict=True) if status != 200]
+                deadline = time.monotonic() + 8
+                while statuses.count(200) < 16 and time.monotonic() < deadline:
+                    time.sleep(1.0)  # Retry-After
+                    for session_id in list(refused):
+                        if open_stream(streams, client, server, session_id).status_code == 200:
+                            refused.remove(session_id)
+                            statuses.append(200)
+                assert statuses.count(200) == 16, statuses
+                for session_id in refused[:4]:
+                    assert open_stream(streams, client, server, session_id).status_code == 429
+                holders = redis_server.command("HKEYS", f"{prefix}l:requests:a:127.0.0.1").count(b"\n") // 2
+                print(f"\n{first} of 16 streams at the first try, 16 after retries; workers holding an allowance: "
+                      f"{holders}")
+    finally:
+        server.stop()
 
 
 def test_a_killed_nodes_allowance_comes_back_within_the_lease(tmp_path: Path, redis_server: RedisServer) -> None:
