@@ -111,10 +111,12 @@ class BudgetShare(Protocol):
     #: Seconds an allowance lasts without a :meth:`settle`.
     ttl: float
 
-    async def lease(self, budget: str, key: str, want: int, need: int, limit: int, seq: int) -> int:
+    async def lease(self, budget: str, key: str, want: int, need: int, limit: int, seq: int, spare: int = 0) -> int:
         """Record this process's allowance of ``budget`` for ``key`` as ``want``, or as much of it as
         keeps every process's together within ``limit``; nothing when that is less than ``need``.
-        Returns the allowance recorded now, or -1 when refused (the recorded one unchanged)."""
+        Up to ``spare`` units more when there is room, never more than half of what stays free
+        (so other processes find room while the principal is far from its limit). Returns the
+        allowance recorded now, or -1 when refused (the recorded one unchanged)."""
 
     async def settle(self, allowances: dict[tuple[str, str], int], seq: int) -> None:
         """Record these allowances of this process as they are ((budget, key) -> units; 0 drops
@@ -244,13 +246,14 @@ class Ledger:
         spec = self.budgets[budget]
         granted = self._granted[budget][key]
         # Spare units spare the next admissions a round trip; a cover (what is already held) takes none.
-        want = min(spec.per_principal, max(need, self._held[budget][key]) + (0 if partial else self._spare(spec)))
+        want = min(spec.per_principal, max(need, self._held[budget][key]))
+        spare = 0 if partial else self._spare(spec)
         done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._leasing[slot] = done
         self._seq += 1
         try:
             recorded = await share.lease(budget, key, want, granted + 1 if partial else need,
-                                         spec.per_principal, self._seq)
+                                         spec.per_principal, self._seq, spare)
         except Exception as exc:
             self._degrade(exc)
             return False

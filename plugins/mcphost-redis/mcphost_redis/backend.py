@@ -250,9 +250,9 @@ class RedisBudgetShare:
     def key(self, budget: str, principal: str) -> str:
         return self._key("l:", budget.replace(" ", "-"), ":", principal)
 
-    async def lease(self, budget: str, key: str, want: int, need: int, limit: int, seq: int) -> int:
+    async def lease(self, budget: str, key: str, want: int, need: int, limit: int, seq: int, spare: int = 0) -> int:
         granted = await self._op(self._lease(keys=[self.key(budget, key)],
-                                             args=[self.node, want, need, limit, _ms(self.ttl), seq]))
+                                             args=[self.node, want, need, limit, _ms(self.ttl), seq, spare]))
         return int(granted)
 
     async def settle(self, allowances: dict[tuple[str, str], int], seq: int) -> None:

@@ -407,13 +407,16 @@ local function expire(key, now)
 end
 """
 
-# KEYS: the allowances hash. ARGV: process, want, need, limit, ttl ms, seq.
+# KEYS: the allowances hash. ARGV: process, want, need, limit, ttl ms, seq, spare.
 # Sets the process's allowance to min(want, limit - the others' live allowances) when that is at
-# least ``need``; returns it, or -1 (nothing changed but the expired fields removed).
+# least ``need``, plus up to ``spare`` units but never more than half of what stays free (so the
+# other processes always find room while the principal is not near its limit); returns it, or -1
+# (nothing changed but the expired fields removed).
 BUDGET_LEASE = _ALLOWANCES + """
 local now = now_ms()
 local node, want, need = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local limit, ttl, seq = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
+local spare = tonumber(ARGV[7] or '0')
 local others, mine_seq = 0, -1
 local fields = redis.call('HGETALL', KEYS[1])
 for i = 1, #fields, 2 do
@@ -427,8 +430,10 @@ for i = 1, #fields, 2 do
   end
 end
 if seq < mine_seq then return -1 end
-local grant = math.min(want, limit - others)
+local free = limit - others
+local grant = math.min(want, free)
 if grant < need then return -1 end
+grant = grant + math.max(0, math.min(spare, math.floor((free - grant) / 2)))
 redis.call('HSET', KEYS[1], node, grant .. ':' .. (now + ttl) .. ':' .. seq)
 expire(KEYS[1], now)
 return grant

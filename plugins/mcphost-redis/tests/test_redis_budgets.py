@@ -71,6 +71,16 @@ async def test_two_processes_hold_one_principals_limit_together(shared: RedisBac
     assert await b.take("p:alice", "requests") is None
 
 
+async def test_spare_units_leave_room_for_many_processes(shared: RedisBackend) -> None:
+    """Eight processes behind a round-robin balancer, one principal with 40 of its 64 in flight:
+    no process's spare takes the room another needs (spare is at most half of what stays free)."""
+    ledgers = [ledger_of(shared, f"n{n}", limit=64) for n in range(8)]
+    outcomes = [await ledgers[n % 8].take("p:alice", "requests") for n in range(40)]
+    assert outcomes == [None] * 40
+    recorded = await shared.budget_share("n0").allowances("requests", "p:alice")
+    assert len(recorded) == 8 and sum(recorded.values()) <= 64
+
+
 async def test_few_round_trips_while_a_principal_stays_within_its_allowance(shared: RedisBackend) -> None:
     a = ledger_of(shared, "a")
     trips = 0
