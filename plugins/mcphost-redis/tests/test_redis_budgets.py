@@ -24,9 +24,10 @@ import pytest
 from mcphost_redis import RedisBackend
 from mcphost_redis.testing import RedisServer, redis_settings
 
+import mcphost
 from mcphost.budgets import Budget, Ledger
 from mcphost.sessions.backend import BackendUnavailable
-from mcphost.testing import free_port
+from mcphost.testing import free_port, make_host
 from tests.interaction.test_http_modern import modern
 from tests.interaction.test_isolation import reply
 from tests.interaction.test_principal_limits import quota_env
@@ -368,3 +369,57 @@ def test_with_redis_down_stateless_calls_go_on_under_per_node_limits(tmp_path: P
             assert "the cluster's share is back" in node.log()
     finally:
         node.stop()
+
+
+class Holding:
+    """A tool that keeps a request in flight until it is let go."""
+
+    def __init__(self) -> None:
+        self.release = asyncio.Event()
+
+    @mcphost.hookimpl
+    def mcphost_tools(self, host: Any) -> list[mcphost.Tool]:
+        plugin = self
+
+        @mcphost.tool
+        async def wait() -> str:
+            """Wait until the test lets go."""
+            await plugin.release.wait()
+            return "done"
+
+        return [wait]
+
+
+async def test_a_request_admitted_without_a_transport_asks_the_cluster_in_its_own_task(
+        redis_server: RedisServer) -> None:
+    """Without HTTP's check before admission (stdio, in-process), a process whose allowance is
+    short asks Redis inside the request's task: the call runs when the cluster has room and gets
+    -32000 naming the budget when the principal holds its limit on another process."""
+    import mcphost_redis
+
+    from tests.support.modern_support import modern_call
+
+    plugin = Holding()
+    config = {"server": {"state_keys": ["k" * 32], "max_requests_per_principal": 2},
+              "plugins": {"redis": {"url": redis_server.url, "prefix": f"ad{free_port()}:"}}}
+    first, second = (make_host(("holding", plugin), ("redis", mcphost_redis), config=config) for _ in range(2))
+    await first.start()
+    await second.start()
+    try:
+        held = [asyncio.ensure_future(modern_call(first, "tools/call", {"name": "wait", "arguments": {}},
+                                                  remote="10.0.0.1:1")) for _ in range(2)]
+        await asyncio.sleep(0.3)
+        assert first.manager.budgets.held("a:10.0.0.1", "requests") == 2
+        refused = await modern_call(second, "tools/call", {"name": "wait", "arguments": {}}, remote="10.0.0.1:2")
+        error = refused["error"]
+        assert error["code"] == -32000 and error["data"]["budget"] == "requests", error
+        assert "max_requests_per_principal = 2" in error["message"]
+        assert second.manager.budgets.held("a:10.0.0.1", "requests") == 0  # nothing taken, nothing to give back
+        plugin.release.set()
+        assert [(await call)["result"]["content"][0]["text"] for call in held] == ["done", "done"]
+        await first.manager.budgets.give_back()  # what a stopping process does; else the heartbeat's trim
+        answer = await modern_call(second, "tools/call", {"name": "wait", "arguments": {}}, remote="10.0.0.1:3")
+        assert answer["result"]["content"][0]["text"] == "done"
+    finally:
+        await second.stop()
+        await first.stop()
