@@ -16,6 +16,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from mcp.shared.subscriptions import SUBSCRIPTION_ID_META_KEY
+
 import mcphost
 from mcphost.records import Provenance
 from mcphost_proxy.framing import offload
@@ -66,8 +68,13 @@ class ProxyPlugin:
         #: per_session servers: (server name, session id) -> that session's own connection, and whose it is.
         self.bound: dict[tuple[str, str], Upstream] = {}
         self._owners: dict[tuple[str, str], Any] = {}
-        #: (server, resource URI) -> the sessions subscribed to it here (the upstream is subscribed once).
-        self._subscribers: dict[tuple[str, str], set[str]] = {}
+        #: (upstream connection, resource URI) -> the host subscribers following it through that connection
+        #: (session-era sessions and 2026-07-28 listen streams, by session id): it is subscribed once.
+        self._subscribers: dict[tuple[Upstream, str], set[str]] = {}
+        #: The open listen streams that follow a mounted resource: session id -> (session, listen request id).
+        self._streams: dict[str, tuple[Any, Any]] = {}
+        #: Upstream unsubscribes sent after a listen stream ended (its task may be cancelled meanwhile).
+        self._releases: set[asyncio.Task[None]] = set()
         self._reaper: asyncio.Task[None] | None = None
         self.host: Any = None
         self._lazy_started = False
@@ -99,6 +106,8 @@ class ProxyPlugin:
             upstream = self.upstreams[server.name] = self._upstream(server, on_change=self._changed)
             if server.questions == "own_process":
                 upstream.pool = Pool(server, functools.partial(self._instance, server))
+            if server.per_session:  # its sessions follow resources on their own instances
+                upstream.relay = self._to_streams
         self._report()
 
     def _upstream(self, server: ServerSettings, label: str | None = None,
@@ -173,6 +182,7 @@ class ProxyPlugin:
                 f"Upstream server {server.name!r}: this principal already holds its share of instances "
                 f"(max_instances_per_principal = {share}); end a session or retry later")
         upstream = self._upstream(server, label=f"{server.name}@{key[1][:8]}")
+        upstream.audience = session  # its resource updates are this session's alone
         self.bound[key] = upstream
         self._owners[key] = owner
         upstream.start()
@@ -187,7 +197,9 @@ class ProxyPlugin:
             await asyncio.sleep(min(max(shortest / 4, 0.05), 30.0))
             now = time.monotonic()
             for key, upstream in list(self.bound.items()):
-                if upstream.in_flight == 0 and now - upstream.last_used > upstream.settings.idle_timeout:
+                # One that follows a resource for its session is not idle: it stops with the session.
+                if (upstream.in_flight == 0 and not upstream.subscribed
+                        and now - upstream.last_used > upstream.settings.idle_timeout):
                     self.bound.pop(key, None)
                     self._owners.pop(key, None)
                     log.info("upstream %s: idle for %.0f s; stopped", upstream.label, now - upstream.last_used)
@@ -330,14 +342,17 @@ class ProxyPlugin:
 
         @mcphost.middleware(name="proxy-subscriptions")
         async def subscriptions(request: Any, call_next: Any) -> Any:
-            """resources/subscribe and unsubscribe of a mounted resource reach its upstream, counted:
-            the first session's subscribe and the last one's unsubscribe are sent."""
+            """Subscriptions to a mounted resource reach its upstream, counted: the first host
+            subscriber's subscribe and the last one's unsubscribe are sent. Subscribers are session-era
+            sessions (resources/subscribe, resources/unsubscribe) and 2026-07-28 listen streams."""
+            if request.method == "subscriptions/listen":
+                return await self._listening(request, call_next)
             result = await call_next(request)
             if request.method in ("resources/subscribe", "resources/unsubscribe"):
                 uri = (request.params or {}).get("uri")
                 server = self._server_of(uri) if isinstance(uri, str) else None
-                if server is not None:
-                    await self._subscription(server, uri, request.session.id, request.method == "resources/subscribe")
+                if server is not None and isinstance(uri, str):
+                    await self._subscription(server, uri, request.session, request.method == "resources/subscribe")
             return result
 
         if not any(u.settings.start == "lazy" for u in self.upstreams.values()):
@@ -362,22 +377,109 @@ class ProxyPlugin:
             return None
         return str(provenance.origin)
 
-    async def _subscription(self, server: str, uri: str, session_id: str, on: bool) -> None:
-        sessions = self._subscribers.setdefault((server, uri), set())
+    async def _listening(self, request: Any, call_next: Any) -> Any:
+        """A 2026-07-28 ``subscriptions/listen`` stream follows, while it is open, the resources its
+        acknowledgement honours (the kernel leaves out what the caller may not see). The upstream
+        subscribe is sent before that acknowledgement reaches the client; when the stream ends (closed,
+        timed out, or its client gone) the upstream is unsubscribed unless another subscriber remains."""
+        session = request.session
+        outlet = session.outlet
+        followed: list[tuple[str, str]] = []
+        wanted = (request.params or {}).get("notifications")
+        if outlet is None or not isinstance(wanted, dict) or not wanted.get("resourceSubscriptions"):
+            return await call_next(request)
+
+        async def watching(message: Any, related: Any) -> None:
+            if related == request.id and message.get("method") == "notifications/subscriptions/acknowledged":
+                session.outlet = outlet  # the acknowledgement is all this stream's watcher needs to see
+                honoured = ((message.get("params") or {}).get("notifications") or {}).get("resourceSubscriptions")
+                for uri in honoured if isinstance(honoured, list) else ():
+                    server = self._server_of(uri) if isinstance(uri, str) else None
+                    if server is not None:
+                        followed.append((server, uri))
+                if followed:
+                    self._streams[session.id] = (session, request.id)
+                await asyncio.gather(*(self._subscription(server, uri, session, True) for server, uri in followed))
+            await outlet(message, related)
+
+        session.outlet = watching
+        try:
+            return await call_next(request)
+        finally:
+            if session.outlet is watching:
+                session.outlet = outlet
+            self._streams.pop(session.id, None)
+            if followed:  # counted at once; the unsubscribes go on even if this task is cancelled again
+                changes = [change for server, uri in followed
+                           if (change := self._count(server, uri, session, False)) is not None]
+                if changes:
+                    task = asyncio.get_running_loop().create_task(self._send(changes), name="proxy:unsubscribe")
+                    self._releases.add(task)
+                    task.add_done_callback(self._releases.discard)
+
+    async def _to_streams(self, upstream: Upstream, uri: str) -> None:
+        """An update from the shared connection of a per_session server reaches the listen streams that
+        follow ``uri`` through it, not the sessions that follow it on their own instances."""
+        note = {"jsonrpc": "2.0", "method": "notifications/resources/updated", "params": {"uri": uri}}
+        for session_id in list(self._subscribers.get((upstream, uri), ())):
+            stream = self._streams.get(session_id)
+            if stream is None or stream[0].outlet is None:
+                continue
+            session, request_id = stream
+            params = {"uri": uri, "_meta": {SUBSCRIPTION_ID_META_KEY: request_id}}
+            try:
+                await session.outlet({**note, "params": params}, request_id)
+            except Exception:
+                log.debug("could not relay an update of %s to listen stream %r", uri, request_id, exc_info=True)
+
+    def _target(self, server: str, session: Any, on: bool) -> Upstream | None:
+        """The connection a subscription of ``session`` goes through: the session's own instance of a
+        per_session server (started for it when it subscribes), else the server's shared one."""
+        settings = self.upstreams[server].settings
+        if not settings.per_session or session.era == "modern":
+            return self.upstreams[server]
+        key = (server, session.id)
+        upstream = self.bound.get(key)
+        if upstream is None and on:
+            upstream = self._new_instance(settings, key, session)
+        return upstream
+
+    def _count(self, server: str, uri: str, session: Any, on: bool) -> tuple[Upstream, str, bool] | None:
+        """Count ``session`` in (or out of) the subscribers of ``uri``; the upstream change to send, if any."""
+        try:
+            upstream = self._target(server, session, on)
+        except UpstreamUnavailable as exc:
+            log.warning("a subscription to %s does not reach upstream %s: %s", uri, server, exc)
+            return None
+        if upstream is None:
+            return None
+        sessions = self._subscribers.setdefault((upstream, uri), set())
         before = bool(sessions)
         if on:
-            sessions.add(session_id)
+            sessions.add(session.id)
         else:
-            sessions.discard(session_id)
+            sessions.discard(session.id)
         if not sessions:
-            del self._subscribers[(server, uri)]
-        if bool(sessions) != before:
-            await self.upstreams[server].subscription(uri, bool(sessions))
+            del self._subscribers[(upstream, uri)]
+        return (upstream, uri, bool(sessions)) if bool(sessions) != before else None
+
+    @staticmethod
+    async def _send(changes: list[tuple[Upstream, str, bool]]) -> None:
+        await asyncio.gather(*(upstream.subscription(uri, on) for upstream, uri, on in changes))
+
+    async def _subscription(self, server: str, uri: str, session: Any, on: bool) -> None:
+        change = self._count(server, uri, session, on)
+        if change is not None:
+            await self._send([change])
 
     @mcphost.hookimpl
     async def mcphost_terminate(self, session: Any, reason: str) -> None:
-        for server, uri in [key for key, ids in self._subscribers.items() if session.id in ids]:
-            await self._subscription(server, uri, session.id, False)
+        for upstream, uri in [key for key, ids in self._subscribers.items() if session.id in ids]:
+            sessions = self._subscribers[(upstream, uri)]
+            sessions.discard(session.id)
+            if not sessions:
+                del self._subscribers[(upstream, uri)]
+                await upstream.subscription(uri, False)
         for key in [k for k in self.bound if k[1] == session.id]:
             upstream = self.bound.pop(key)
             self._owners.pop(key, None)
@@ -385,7 +487,7 @@ class ProxyPlugin:
 
     @mcphost.hookimpl
     async def mcphost_shutdown(self, host: Any) -> None:
-        for task in (self._watchdog, self._reaper):
+        for task in (self._watchdog, self._reaper, *self._releases):
             if task is not None:
                 task.cancel()
         everything = [*self.bound.values(), *self.upstreams.values()]

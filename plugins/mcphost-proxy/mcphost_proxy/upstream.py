@@ -33,12 +33,13 @@ import mcp_types as types
 import pydantic
 from mcp import ClientSession, MCPError
 from mcp.client.streamable_http import streamable_http_client
-from mcp.client.subscriptions import listen
+from mcp.client.subscriptions import ResourceUpdated, listen
 from mcp.shared._context_streams import create_context_streams
 from opentelemetry import context as otel_context
 from opentelemetry import trace as otel_trace
 
 import mcphost
+from mcphost.protocol import jsonrpc
 from mcphost_proxy import tasks
 from mcphost_proxy.framing import BoundedTransport, offload, stdio_transport
 from mcphost_proxy.logs import LogRelay
@@ -119,8 +120,18 @@ class Upstream:
         self._relist_again = False
         #: The per-principal caps on parked calls (shared by every upstream; set by the plugin).
         self.parking = Parking()
-        #: Resource URIs subscribed at the upstream for the host's sessions (kept across restarts).
+        #: Resource URIs the host's subscribers follow through this connection (kept across restarts),
+        #: those the upstream holds now, and the lock that brings the second in line with the first.
         self.subscribed: set[str] = set()
+        self._sent: set[str] = set()
+        self._subscribing = asyncio.Lock()
+        #: A 2026-07-28 upstream has no resources/subscribe: a listen stream per URI followed, by URI.
+        self._follows: dict[str, asyncio.Task[None]] = {}
+        #: A per_session instance's session: the only one its resource updates reach (None: every subscriber).
+        self.audience: Any = None
+        #: Who else gets its resource updates, when not every host subscriber of the URI (set by the plugin
+        #: on the shared connection of a per_session server: only the listen streams that follow it there).
+        self.relay: Callable[[Upstream, str], Awaitable[None]] | None = None
         #: Log messages outside a call: rate-limited, relayed to sessions, summarized in the host log.
         self.logs = LogRelay(self.label)
         #: Requests under way, and when the last one began or ended (per_session instances are reaped idle).
@@ -161,6 +172,8 @@ class Upstream:
             await self.pool.close()
         self._stopping = True
         self._dead.set()
+        for follow in self._follows.values():
+            follow.cancel()
         task, self._task = self._task, None
         if task is not None:
             task.cancel()
@@ -292,9 +305,14 @@ class Upstream:
             self._session = session
             if session.discover_result is not None:
                 group.start_soon(self._follow_changes, session)
-            for uri in sorted(self.subscribed):  # a restarted upstream keeps the host's subscriptions
-                with contextlib.suppress(Exception):
-                    await session.subscribe_resource(uri)
+            async with self._subscribing:  # a restarted upstream keeps the host's subscriptions
+                self._sent = set()
+                for task in self._follows.values():
+                    task.cancel()
+                self._follows.clear()
+                for uri in sorted(self.subscribed):
+                    with contextlib.suppress(Exception):
+                        await self._subscribe(session, uri, True)
             self.listing = await self._list(session)
             self.state = RUNNING
             self.error = None
@@ -344,8 +362,26 @@ class Upstream:
             self._schedule_relist()
         elif method == "notifications/resources/updated":
             uri = getattr(getattr(root, "params", None), "uri", None)
-            if self.host is not None and uri is not None:
-                await self.host.notify_resource_updated(str(uri))
+            if uri is not None:
+                await self._updated(str(uri))
+
+    async def _updated(self, uri: str) -> None:
+        """Relay a resource update: to the one session a per_session instance serves (if it follows
+        ``uri``), to whom :attr:`relay` picks, else to every host subscriber of ``uri`` (sessions and
+        listen streams)."""
+        session = self.audience
+        if session is None:
+            if self.relay is not None:
+                await self.relay(self, uri)
+            elif self.host is not None:
+                await self.host.notify_resource_updated(uri)
+            return
+        if uri not in session.subscriptions or session.outlet is None or session.closed:
+            return
+        try:
+            await session.outlet(jsonrpc.notification("notifications/resources/updated", {"uri": uri}), None)
+        except Exception:
+            log.debug("upstream %s: could not relay an update of %s", self.label, uri, exc_info=True)
 
     async def _follow_changes(self, session: ClientSession) -> None:
         """A 2026-07-28 upstream tells of list changes on a subscriptions/listen stream, kept open here."""
@@ -505,18 +541,82 @@ class Upstream:
         return self._session
 
     async def subscription(self, uri: str, on: bool) -> None:
-        """Subscribe to ``uri`` at the upstream (or unsubscribe); its updates reach the host's sessions."""
+        """Subscribe to ``uri`` at the upstream (or unsubscribe); its updates reach the host's subscribers.
+
+        Changes are sent one at a time, each bringing the upstream in line with what is wanted when
+        it is sent, so a subscribe and an unsubscribe that cross never leave the upstream behind.
+        """
         if on:
             self.subscribed.add(uri)
         else:
             self.subscribed.discard(uri)
-        if self._session is None or not (self.listing.capabilities.get("resources") or {}).get("subscribe"):
-            return  # sent when it (re)connects, if it can subscribe at all
-        try:
+        if on and self.audience is not None and self._session is None:
+            await self.wait_ready(self.settings.timeout)  # a per_session instance just started for it
+        async with self._subscribing:
+            want = uri in self.subscribed
+            if self._session is None or want == (uri in self._sent):
+                return  # sent when it (re)connects
+            if not (self.listing.capabilities.get("resources") or {}).get("subscribe"):
+                return  # it cannot subscribe at all
+            try:
+                await self._subscribe(self._session, uri, want)
+            except Exception as exc:
+                log.warning("upstream %s: %s %s failed: %s", self.label, "subscribing to" if want else
+                            "unsubscribing from", uri, _describe(exc))
+
+    async def _subscribe(self, session: ClientSession, uri: str, on: bool) -> None:
+        """Subscribe ``session`` to ``uri`` (or unsubscribe), with the caller holding ``_subscribing``.
+
+        A session-era upstream gets resources/subscribe and resources/unsubscribe. A 2026-07-28
+        upstream has neither: a ``subscriptions/listen`` stream of its own follows ``uri``, opened
+        here (this returns once the upstream acknowledged it) and closed to unsubscribe.
+        """
+        if session.discover_result is None:
             await self.request(None, lambda s: s.subscribe_resource(uri) if on else s.unsubscribe_resource(uri))
-        except Exception as exc:
-            log.warning("upstream %s: %s %s failed: %s", self.label, "subscribing to" if on else "unsubscribing from",
-                        uri, _describe(exc))
+        elif on:
+            acked: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            task = self._follows[uri] = asyncio.get_running_loop().create_task(
+                self._follow(session, uri, acked), name=f"proxy:{self.label}:listen")
+            try:
+                await acked
+            except BaseException:
+                task.cancel()
+                self._follows.pop(uri, None)
+                raise
+        else:
+            follow = self._follows.pop(uri, None)
+            if follow is not None:
+                follow.cancel()
+                with contextlib.suppress(BaseException):
+                    await follow
+        if on:
+            self._sent.add(uri)
+        else:
+            self._sent.discard(uri)
+
+    async def _follow(self, session: ClientSession, uri: str, acked: asyncio.Future[None]) -> None:
+        """Follow ``uri`` on a listen stream of the 2026-07-28 upstream, relaying its updates; a stream
+        the upstream ends (it timed out, say) is opened again while ``uri`` is wanted on this session."""
+        while True:
+            try:
+                async with listen(session, resource_subscriptions=[uri]) as updates:
+                    if uri not in (updates.honored.resource_subscriptions or ()):
+                        raise MCPError(types.INVALID_PARAMS, f"the upstream does not follow {uri}")
+                    if not acked.done():
+                        acked.set_result(None)
+                    async for event in updates:
+                        if isinstance(event, ResourceUpdated):
+                            await self._updated(event.uri)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                if not acked.done():
+                    acked.set_exception(exc)
+                    return
+                log.info("upstream %s: the listen stream following %s ended: %s", self.label, uri, _describe(exc))
+            if self._session is not session or uri not in self.subscribed:
+                return
+            await asyncio.sleep(self.backoff)
 
     async def _watch_response(self, response: Any) -> None:
         """Notice an HTTP upstream that no longer knows our session (it restarted, or expired it):

@@ -11,6 +11,7 @@ import asyncio
 import os
 
 from mcp.server.mcpserver import Context, MCPServer
+from mcp_types import SamplingMessage, TextContent
 from pydantic import BaseModel
 
 server = MCPServer("sdk-upstream")
@@ -69,6 +70,30 @@ async def slow(seconds: float, ctx: Context) -> str:
 def big(mib: float) -> str:
     """A reply of ``mib`` MiB."""
     return "x" * int(mib * 1024 * 1024)
+
+
+@server.tool()
+async def summarize(text: str, ctx: Context) -> str:
+    """Ask the client's model (sampling) mid-call, as the SDK's own examples do."""
+    result = await ctx.session.create_message(
+        messages=[SamplingMessage(role="user", content=TextContent(type="text", text=text))], max_tokens=50)
+    content = result.content
+    return f"sampled: {content.text if isinstance(content, TextContent) else content}"
+
+
+@server.tool()
+async def roots(ctx: Context) -> str:
+    """The client's roots, asked mid-call (roots/list)."""
+    result = await ctx.session.list_roots()
+    return ",".join(str(root.uri) for root in result.roots)
+
+
+@server.tool()
+async def touch(ctx: Context) -> str:
+    """Tell subscribers that sdk://motd changed (2026-07-28 listen streams; session-era subscribers
+    of this server hear nothing: MCPServer has no resources/subscribe)."""
+    await ctx.notify_resource_updated("sdk://motd")
+    return "touched"
 
 
 @server.prompt()
