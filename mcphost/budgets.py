@@ -17,7 +17,8 @@ limits hold for the whole cluster, without a round trip per admission. Each proc
 what it holds stays within its allowance, asks the share for more (one round trip, the cluster's
 total kept within the limit) only when the allowance runs short, and gives back what it no longer
 needs at its next :meth:`Ledger.sync` (the heartbeat, which also renews the allowances: a process
-that stops syncing loses them after the share's ``ttl``). When the share cannot be reached, the
+that stops syncing loses them after the share's ``ttl``): spare units idle for
+:data:`SPARE_IDLE` seconds when the principal is near its limit, :data:`SPARE_KEEP` otherwise. When the share cannot be reached, the
 ledger falls back to per-process limits until a sync goes through again, logging once each way;
 no admission waits on a share that is down. The global limits (``max_requests`` and the like)
 guard each process's own memory and threads and stay per process.
@@ -111,20 +112,27 @@ class BudgetShare(Protocol):
     #: Seconds an allowance lasts without a :meth:`settle`.
     ttl: float
 
-    async def lease(self, budget: str, key: str, want: int, need: int, limit: int, seq: int, spare: int = 0) -> int:
+    async def lease(self, budget: str, key: str, want: int, need: int, limit: int, seq: int,
+                    spare: int = 0) -> tuple[int, int]:
         """Record this process's allowance of ``budget`` for ``key`` as ``want``, or as much of it as
         keeps every process's together within ``limit``; nothing when that is less than ``need``.
         Up to ``spare`` units more when there is room, never more than half of what stays free
         (so other processes find room while the principal is far from its limit). Returns the
-        allowance recorded now, or -1 when refused (the recorded one unchanged)."""
+        allowance recorded now (-1 when refused: the recorded one unchanged) and what the other
+        processes hold."""
 
-    async def settle(self, allowances: dict[tuple[str, str], int], seq: int) -> None:
+    async def settle(self, allowances: dict[tuple[str, str], int], seq: int) -> dict[tuple[str, str], int]:
         """Record these allowances of this process as they are ((budget, key) -> units; 0 drops
-        one) and renew them for ``ttl`` seconds, whatever the limits (they record what is held)."""
+        one) and renew them for ``ttl`` seconds, whatever the limits (they record what is held).
+        Returns what the other processes hold, per (budget, key)."""
 
 
-#: Seconds an allowance's spare units are kept without use before a sync gives them back.
+#: Seconds an allowance's spare units are kept without use before a sync gives them back, when
+#: the principal is near its limit (the others' allowances and this one's leave less than two spares).
 SPARE_IDLE = 1.0
+#: The same while the principal is far from its limit: a caller of a call every few seconds keeps
+#: its allowance, and its admissions ask Redis no more often than this.
+SPARE_KEEP = 30.0
 
 
 class Ledger:
@@ -140,6 +148,8 @@ class Ledger:
         self._granted: dict[str, Counter[str]] = {name: Counter() for name in self.budgets}
         #: Shared only: when each (budget, principal) last needed its allowance (monotonic seconds).
         self._used: dict[tuple[str, str], float] = {}
+        #: Shared only: what the other processes held of each allowance, as the share last said.
+        self._others: dict[tuple[str, str], int] = {}
         #: Allowances to record at the next sync although they are 0 now (given back).
         self._dropped: set[tuple[str, str]] = set()
         self._leasing: dict[tuple[str, str], asyncio.Future[None]] = {}
@@ -252,8 +262,8 @@ class Ledger:
         self._leasing[slot] = done
         self._seq += 1
         try:
-            recorded = await share.lease(budget, key, want, granted + 1 if partial else need,
-                                         spec.per_principal, self._seq, spare)
+            recorded, self._others[slot] = await share.lease(budget, key, want, granted + 1 if partial else need,
+                                                             spec.per_principal, self._seq, spare)
         except Exception as exc:
             self._degrade(exc)
             return False
@@ -284,7 +294,8 @@ class Ledger:
         now = time.monotonic()
         allowances: dict[tuple[str, str], int] = {}
         for budget, granted in self._granted.items():
-            if not self.budgets[budget].per_principal:
+            spec = self.budgets[budget]
+            if not spec.per_principal:
                 continue  # no per-principal limit: nothing to share
             held = self._held[budget]
             for key in set(granted) | set(held):
@@ -292,7 +303,8 @@ class Ledger:
                 if slot in self._leasing:
                     continue  # its lease records it
                 units = max(granted[key], held[key])
-                if now - self._used.get(slot, 0.0) > SPARE_IDLE:
+                near = self._others.get(slot, 0) + units + 2 * self._spare(spec) > spec.per_principal
+                if now - self._used.get(slot, 0.0) > (SPARE_IDLE if near else SPARE_KEEP):
                     units = held[key]  # idle: the spare goes back
                 if units != granted[key] or units:
                     allowances[slot] = units
@@ -301,6 +313,7 @@ class Ledger:
         for slot in [slot for slot in self._used if not self._granted[slot[0]][slot[1]]
                      and not self._held[slot[0]][slot[1]] and slot not in self._leasing]:
             del self._used[slot]  # nothing held nor granted (after a fallback): nothing to remember
+            self._others.pop(slot, None)
         if not allowances and not self.degraded:
             return  # nothing to record (a fallback is ended by a sync that reached the share)
         # The local view shrinks before the share hears of it: never more than the share records.
@@ -310,14 +323,16 @@ class Ledger:
             else:
                 self._granted[budget].pop(key, None)
                 self._used.pop((budget, key), None)
+                self._others.pop((budget, key), None)
         self._seq += 1
         try:
-            await share.settle(allowances, self._seq)
+            others = await share.settle(allowances, self._seq)
         except Exception as exc:
             self._dropped.update(slot for slot, units in allowances.items() if not units)
             self._degrade(exc)
             raise
         self._dropped.difference_update(slot for slot, units in allowances.items() if not units)
+        self._others.update((slot, units) for slot, units in others.items() if allowances.get(slot))
         if self.degraded:
             self.degraded = False
             log.warning("budgets: the cluster's share is back; per-principal limits hold across processes again")
@@ -333,6 +348,7 @@ class Ledger:
         for granted in self._granted.values():
             granted.clear()
         self._dropped.clear()
+        self._others.clear()
         if allowances:
             self._seq += 1
             try:

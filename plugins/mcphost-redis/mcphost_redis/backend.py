@@ -250,19 +250,23 @@ class RedisBudgetShare:
     def key(self, budget: str, principal: str) -> str:
         return self._key("l:", budget.replace(" ", "-"), ":", principal)
 
-    async def lease(self, budget: str, key: str, want: int, need: int, limit: int, seq: int, spare: int = 0) -> int:
-        granted = await self._op(self._lease(keys=[self.key(budget, key)],
-                                             args=[self.node, want, need, limit, _ms(self.ttl), seq, spare]))
-        return int(granted)
+    async def lease(self, budget: str, key: str, want: int, need: int, limit: int, seq: int,
+                    spare: int = 0) -> tuple[int, int]:
+        granted, others = await self._op(self._lease(keys=[self.key(budget, key)],
+                                                     args=[self.node, want, need, limit, _ms(self.ttl), seq, spare]))
+        return int(granted), int(others)
 
-    async def settle(self, allowances: dict[tuple[str, str], int], seq: int) -> None:
+    async def settle(self, allowances: dict[tuple[str, str], int], seq: int) -> dict[tuple[str, str], int]:
         items = list(allowances.items())
         if not items:
             await self._op(self._redis.ping())  # a fallback ends once Redis answers again
+        others: dict[tuple[str, str], int] = {}
         for start in range(0, len(items), self.BATCH):
             batch = items[start:start + self.BATCH]
-            await self._op(self._settle(keys=[self.key(budget, key) for (budget, key), _ in batch],
-                                        args=[self.node, _ms(self.ttl), seq, *(units for _, units in batch)]))
+            held = await self._op(self._settle(keys=[self.key(budget, key) for (budget, key), _ in batch],
+                                               args=[self.node, _ms(self.ttl), seq, *(units for _, units in batch)]))
+            others.update((slot, int(units)) for (slot, _), units in zip(batch, held, strict=True))
+        return others
 
     async def allowances(self, budget: str, key: str) -> dict[str, int]:
         """Every process's live allowance of ``budget`` for ``key`` (for tests and operators; by

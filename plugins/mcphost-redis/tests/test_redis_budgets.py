@@ -99,6 +99,11 @@ async def test_few_round_trips_while_a_principal_stays_within_its_allowance(shar
         assert await a.take("p:alice", "requests") is None
         a.release("p:alice", "requests")
     assert trips == 1
+    # Far from its limit, a principal calling every few seconds keeps its allowance over heartbeats.
+    await asyncio.sleep(1.1)
+    await a.sync()
+    assert await a.take("p:alice", "requests") is None
+    assert trips == 1 and a.granted("p:alice", "requests") == 3
 
 
 async def test_a_stopped_process_gives_its_allowance_back_after_the_ttl(shared: RedisBackend) -> None:
