@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import itertools
 import logging
 from typing import Any
 
@@ -226,7 +225,7 @@ def _header_bytes(scope: Scope) -> int:
     """The size of the request head as sent: request line and ``name: value\r\n`` lines."""
     line = len(scope["method"]) + len(scope.get("raw_path") or b"") + 12
     headers = scope["headers"]
-    return line + len(b"".join(itertools.chain.from_iterable(headers))) + 4 * len(headers) + 2
+    return line + sum([len(name) + len(value) for name, value in headers]) + 4 * len(headers) + 2
 
 
 async def _headers_too_large(receive: Receive, send: Send, limit: int) -> None:

@@ -18,10 +18,11 @@ what it holds stays within its allowance, asks the share for more (one round tri
 total kept within the limit) only when the allowance runs short, and gives back what it no longer
 needs at its next :meth:`Ledger.sync` (the heartbeat, which also renews the allowances: a process
 that stops syncing loses them after the share's ``ttl``): spare units idle for
-:data:`SPARE_IDLE` seconds when the principal is near its limit, :data:`SPARE_KEEP` otherwise. When the share cannot be reached, the
-ledger falls back to per-process limits until a sync goes through again, logging once each way;
-no admission waits on a share that is down. The global limits (``max_requests`` and the like)
-guard each process's own memory and threads and stay per process.
+:data:`SPARE_IDLE` seconds when the principal is near its limit, :data:`SPARE_KEEP` otherwise.
+When the share cannot be reached, the ledger falls back to per-process limits until a sync goes
+through again, logging once each way; no admission waits on a share that is down. The global
+limits (``max_requests`` and the like) guard each process's own memory and threads and stay per
+process.
 
 Written here rather than taken from a library: a counter per (principal, budget) under the event
 loop needs no locking, and a fair executor keyed by the caller is not something

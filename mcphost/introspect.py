@@ -1,13 +1,14 @@
 """What an operator may read about a running host, as plain JSON-able data (the console shows it).
 
 Read-only views of the host's own records: plugins (status, why one failed, hooks, what each
-provides, its live status report), the catalog with each record's provider, the sessions held in
-this process, per-tool traffic (:mod:`mcphost.stats`), per-principal budgets, and health with the
-configuration in effect, secrets redacted. One action: :func:`end_session`, which ends a session as
-a client's DELETE does. Nothing here runs on the request path; everything is computed when asked.
+provides, its live status report), the catalog with each record's provider, the live sessions
+(on a shared backend those of every process, read from the store), per-tool traffic
+(:mod:`mcphost.stats`), per-principal budgets, and health with the configuration in effect,
+secrets redacted. One action: :func:`end_session`, which ends a session as a client's DELETE does.
+Nothing here runs on the request path; everything is computed when asked.
 
-Figures are this process's: with several workers, or on a shared backend, each process reports
-what it holds.
+Other figures are this process's: with several workers, or on a shared backend, each process
+reports what it serves.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
-import socket
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -25,7 +25,8 @@ from mcphost.budgets import sync_share
 from mcphost.catalog import record_key
 from mcphost.host import Host
 from mcphost.plugins import call_impl, impls
-from mcphost.sessions.session import Session
+from mcphost.sessions.backend import BackendUnavailable
+from mcphost.sessions.session import Session, this_node
 
 #: Config keys whose values are never shown (matched anywhere in the key, case-insensitive).
 SECRET_KEY = re.compile(r"secret|password|passwd|token|credential|private|api[_-]?key|state_keys|authorization", re.I)
@@ -102,20 +103,69 @@ def _refusal(item: Any) -> dict[str, Any]:
 
 # -- sessions -----------------------------------------------------------------------------------------
 
-def sessions(host: Host, now: float | None = None) -> list[dict[str, Any]]:
-    """The sessions held in this process (2026-07-28 requests are not sessions and are not listed)."""
+#: Most sessions one listing shows (the sessions of other processes are read from the store).
+SESSIONS_LISTED = 500
+#: Stored sessions asked for at once while listing them.
+SESSIONS_PAGE = 100
+
+
+async def sessions(host: Host, now: float | None = None, limit: int = SESSIONS_LISTED) -> dict[str, Any]:
+    """The live sessions, up to ``limit``: ``{"sessions": [...], "total": n, "complete": bool}``.
+
+    Those held in this process first, with their live figures; then, on a shared backend, those
+    of every other process from the store (``Backend.live_sessions``, page by page), each with the
+    node that opened it, ``held_here`` False, and the figures only its holder knows (requests in
+    flight, questions waiting on the client) as None. ``total`` counts the live sessions (on a
+    shared backend: in the store); ``complete`` is False when the listing stopped at ``limit``, or
+    when the store could not be read (``error`` then says why, and only this process's are listed).
+    2026-07-28 requests are not sessions and are not listed.
+    """
     now = time.time() if now is None else now
     transport = "http" if host.manager.driver is not None else "in-process"
-    here = node()
-    return [session_view(session, transport, now, here) for session in list(host.manager.sessions.values())]
+    held = list(host.manager.sessions.values())
+    listed = [session_view(session, transport, now) for session in held[:limit]]
+    complete = len(held) <= limit
+    total = len(held)
+    out: dict[str, Any] = {"sessions": listed, "total": total, "complete": complete}
+    backend = host.backend
+    if not (backend.shared and complete):
+        return out
+    seen = {session.id for session in held}
+    try:
+        out["total"] = max(total, await backend.sessions.count())
+        cursor: str | None = None
+        while True:
+            page = await backend.live_sessions(cursor, SESSIONS_PAGE)
+            for state in page.states:
+                if state.get("id") in seen:
+                    continue  # held here (listed above), or a repeat of the walk
+                if len(listed) >= limit:
+                    out["complete"] = False
+                    return out
+                seen.add(state["id"])
+                listed.append(stored_view(state, now))
+            cursor = page.cursor
+            if cursor is None:
+                return out
+    except BackendUnavailable as exc:
+        out.update(complete=False, error=str(exc))
+        return out
 
 
 def node() -> str:
     """This process as an operator tells it from the other processes of a cluster: ``host:pid``."""
-    return f"{socket.gethostname()}:{os.getpid()}"
+    return this_node()
 
 
-def session_view(session: Session, transport: str, now: float, where: str | None = None) -> dict[str, Any]:
+def stored_view(state: Mapping[str, Any], now: float) -> dict[str, Any]:
+    """A session held by another process, as its stored state tells it (see :func:`sessions`)."""
+    view = session_view(Session.from_state(state), "http", now)  # only HTTP sessions are stored
+    view.update(inflight=None, waiting_on_client=None, held_here=False, node=state.get("node"))
+    return view
+
+
+def session_view(session: Session, transport: str, now: float) -> dict[str, Any]:
+    """A session held in this process, with its live figures; ``node``: the process that opened it."""
     principal = session.principal
     info = session.client_info or {}
 
@@ -141,16 +191,19 @@ def session_view(session: Session, transport: str, now: float, where: str | None
         "subscriptions": sorted(session.subscriptions),
         "inflight": len(session.inflight),
         "waiting_on_client": len(session.pending),
-        "node": where or node(),
+        "node": session.node or node(),
+        "held_here": True,
     }
 
 
 async def end_session(host: Host, session_id: str) -> bool:
-    """End the session ``session_id`` held here as a client's DELETE does: its work is cancelled,
-    ``mcphost_terminate`` fires once (reason ``deleted``), its stored state and events are dropped.
-    False when no such session is held here."""
-    session = host.manager.get(session_id)
-    if session is None or session.closed:
+    """End the session ``session_id`` as a client's DELETE does, whichever process holds it (on a
+    shared backend it is loaded from the store, as a DELETE reaching this process loads it): its
+    work is cancelled, ``mcphost_terminate`` fires once (reason ``deleted``, here), its stored state
+    and events are dropped, and the other processes holding it let go. False when no such live
+    session exists."""
+    session = await host.manager.find(session_id)
+    if session is None:
         return False
     await host.manager.end(session, "deleted")
     return True

@@ -65,6 +65,18 @@ class _Config(HypercornConfig):
 
     #: Milliseconds for TCP_USER_TIMEOUT on every listening socket (its connections inherit it).
     user_timeout_ms = 0
+    #: Per protocol: the second the headers below were made for, and those headers.
+    _made: dict[str, tuple[int, list[tuple[bytes, bytes]]]]
+
+    def response_headers(self, protocol: str) -> list[tuple[bytes, bytes]]:
+        """The headers Hypercorn adds to every response (``Date``), made once a second rather
+        than for every response (formatting the date is most of their cost)."""
+        second = int(time.time())
+        made = self.__dict__.setdefault("_made", {}).get(protocol)
+        if made is None or made[0] != second:
+            made = (second, super().response_headers(protocol))
+            self._made[protocol] = made
+        return list(made[1])
 
     def create_sockets(self) -> Any:
         sockets = super().create_sockets()

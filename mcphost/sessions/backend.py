@@ -50,6 +50,17 @@ class SharedKey:
     active_from: float
 
 
+@dataclass(frozen=True, slots=True)
+class SessionPage:
+    """One page of ``Backend.live_sessions``: the stored states of some live sessions (as
+    ``SessionStore.load`` returns them, ``last_active`` as the store last knew it), and the cursor
+    that asks for the next page (None: this was the last one). A session may appear on two pages
+    of one walk (callers drop the repeats); one alive from the first page to the last appears."""
+
+    states: list[dict[str, Any]]
+    cursor: str | None
+
+
 class KeyRingUnreadable(ValueError):
     """A shared key ring exists but cannot be read (not the JSON a backend writes): a one-line
     explanation, never a silent replacement (outstanding sealed states would all break)."""
@@ -205,6 +216,12 @@ class Backend:
     ledger leases allowances from it; see :mod:`mcphost.budgets`). The default, None, keeps each
     process's budgets its own.
 
+    ``live_sessions(cursor, count)`` walks the live sessions in the store, for operators (the
+    console lists a cluster's sessions with it): one :class:`SessionPage` of about ``count``
+    states per call (None as ``cursor`` starts a walk; each call is bounded, so a caller caps
+    the walk by stopping). A shared backend overrides it; the default, for a backend of one
+    process, returns an empty last page: the process's own session manager holds every session.
+
     ``health()`` is asked by the ``/readyz`` probe: True when the backend can serve requests now
     (for a networked store: it answered a round trip such as PING); False, or an exception, when
     it cannot. It must answer quickly (it runs on every probe) and must not try to repair
@@ -231,6 +248,9 @@ class Backend:
 
     def budget_share(self, node: str) -> BudgetShare | None:
         return None
+
+    async def live_sessions(self, cursor: str | None = None, count: int = 100) -> SessionPage:
+        return SessionPage([], None)
 
     async def claim(self, key: str, ttl: float) -> bool:
         raise NotImplementedError

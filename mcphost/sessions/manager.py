@@ -36,14 +36,14 @@ import re
 import secrets
 import time
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol, cast
 
 from mcphost.budgets import Ledger, OverBudget, ledger_for
 from mcphost.config import ServerSettings
 from mcphost.errors import Refused
 from mcphost.sessions.backend import Backend, BackendUnavailable, EventLog, LeasedEventLog, SubscriptionStore
-from mcphost.sessions.session import Connection, Principal, Session, quota_key
+from mcphost.sessions.session import Connection, Principal, Session, quota_key, this_node
 
 log = logging.getLogger("mcphost.sessions")
 
@@ -96,6 +96,25 @@ class Driver(Protocol):
         budgets (the HTTP transport: unread retained streams) no longer counts."""
 
 
+class ClusterLink(Protocol):
+    """What the manager asks of the processes sharing its backend
+    (:class:`mcphost.sessions.cluster.Cluster`, a sibling in the layers, so named by shape here)."""
+
+    #: This process's name among them.
+    worker: str
+    #: Per session-channel message type, what this process does with it for a session held here.
+    session_handlers: dict[str, Callable[[Session, dict[str, Any]], Any]]
+
+    def attach(self, session: Session) -> Any:
+        """Hold ``session`` here: follow its channel."""
+
+    def detach(self, session_id: str) -> None:
+        """Stop following the channel of a session let go here."""
+
+    async def publish(self, channel: str, message: dict[str, Any]) -> None:
+        """Send ``message`` to every process following ``channel``."""
+
+
 class LifecycleHooks(Protocol):
     """The plugins' lifecycle hooks, as one object the host hands the manager.
 
@@ -127,7 +146,7 @@ class SessionManager:
         self.sessions: dict[str, Session] = {}
         self.use(backend)
         #: Cooperation with other processes on a shared backend (set by :meth:`join`).
-        self.cluster: Any = None
+        self.cluster: ClusterLink | None = None
         self.driver: Driver | None = None
         # Shared backend only: per session, the state last saved and when the TTL was last restarted.
         self._saved: dict[str, dict[str, Any]] = {}
@@ -155,7 +174,7 @@ class SessionManager:
         #: subscription then writes only itself, never the state.
         self._subscriptions_apart = backend.shared and backend.subscriptions_apart
 
-    def join(self, cluster: Any) -> None:
+    def join(self, cluster: ClusterLink) -> None:
         """Share sessions with other processes through ``cluster``: an end elsewhere lets go here."""
         self.cluster = cluster
         cluster.session_handlers["end"] = lambda session, _m: self.release(session)
@@ -201,6 +220,7 @@ class SessionManager:
         """
         session = Session(secrets.token_urlsafe(32), principal=principal)
         session.quota = quota_key(principal, remote)
+        session.node = this_node()
         self._hold(session)
         return session
 
@@ -326,6 +346,18 @@ class SessionManager:
         if session is None or session.closed or _key(session.principal) != _key(principal):
             return None
         return session
+
+    async def find(self, session_id: str) -> Session | None:
+        """The live session ``session_id`` whoever it belongs to: held here or, on a shared backend,
+        loaded from the store (as a request of its client on this process would load it). For
+        operators, who end sessions they do not own: no owner check. None when unknown or ended."""
+        session = self.sessions.get(session_id)
+        if self.shared:  # as lookup does, owner check aside
+            if session is None:
+                session = await self._load(session_id) if _SESSION_ID.fullmatch(session_id) else None
+            elif not session.closed and not await self._still_there(session):
+                session = None
+        return None if session is None or session.closed else session
 
     async def _load(self, session_id: str) -> Session | None:
         """A session another process (or an earlier run of this one) created, from the store."""

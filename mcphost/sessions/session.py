@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import os
+import socket
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -23,6 +25,17 @@ Outlet = Callable[[Message, RequestId | None], Awaitable[None]]
 
 LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
 LOG_RANK = {level: rank for rank, level in enumerate(LOG_LEVELS)}
+
+_node: tuple[int, str] | None = None  # (pid, name): worked out again in a forked worker
+
+
+def this_node() -> str:
+    """This process as an operator tells it from the other processes of a cluster: ``host:pid``."""
+    global _node
+    pid = os.getpid()
+    if _node is None or _node[0] != pid:
+        _node = (pid, f"{socket.gethostname()}:{pid}")
+    return _node[1]
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,6 +124,7 @@ class Session:
         "initialized",
         "last_active",
         "log_level",
+        "node",
         "outlet",
         "pending",
         "principal",
@@ -144,6 +158,9 @@ class Session:
         self.trusted = False
         # "modern" sessions live for one 2026-07-28 request; they are never stored.
         self.era = "legacy"
+        #: The process that opened the session (:func:`this_node`; set by the SessionManager, kept
+        #: in the stored state, so every node of a cluster can say where a session began).
+        self.node: str | None = None
         self.created_at = self.last_active = time.time()
         self.inflight: dict[RequestId, asyncio.Task[Any]] = {}
         self.pending: dict[RequestId, asyncio.Future[Any]] = {}
@@ -260,6 +277,7 @@ class Session:
             "initialized": self.initialized,
             "created_at": self.created_at,
             "last_active": self.last_active,
+            "node": self.node,
         }
 
     @classmethod
@@ -280,6 +298,7 @@ class Session:
         session.initialized = bool(data.get("initialized"))
         session.created_at = float(data.get("created_at", session.created_at))
         session.last_active = float(data.get("last_active", session.last_active))
+        session.node = data.get("node")
         return session
 
     def __repr__(self) -> str:

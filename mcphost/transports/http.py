@@ -276,25 +276,30 @@ class HttpTransport:
                 raise HttpError(400, "Invalid Content-Length")
             if int(length) > self.max_body:
                 raise HttpError(413, f"Request body larger than {self.max_body} bytes")
-        body = bytearray()
-
-        async def read() -> None:
-            while True:
-                message = await receive()
-                if message["type"] == "http.disconnect":
-                    raise HttpError(400, "Client disconnected")
-                body.extend(message.get("body", b""))
-                if len(body) > self.max_body:
-                    raise HttpError(413, f"Request body larger than {self.max_body} bytes")
-                if not message.get("more_body"):
-                    return
-
+        body = b""  # the usual body arrives in one message: kept as it came, without a copy
+        buffer: bytearray | None = None  # more than one message: collected here
         try:
             with deadline(self.body_timeout):
-                await read()
+                while True:
+                    message = await receive()
+                    if message["type"] == "http.disconnect":
+                        raise HttpError(400, "Client disconnected")
+                    chunk = message.get("body", b"")
+                    if buffer is None and not body:
+                        body = chunk
+                        size = len(body)
+                    else:
+                        if buffer is None:
+                            buffer = bytearray(body)
+                        buffer.extend(chunk)
+                        size = len(buffer)
+                    if size > self.max_body:
+                        raise HttpError(413, f"Request body larger than {self.max_body} bytes")
+                    if not message.get("more_body"):
+                        break
         except TimeoutError:
             raise HttpError(408, "Timed out reading the request body") from None
-        return bytes(body)
+        return bytes(body if buffer is None else buffer)
 
 
     async def _session(self, headers: dict[str, str], connection: Connection, request_id: Any = None) -> Session:
@@ -415,18 +420,32 @@ class HttpTransport:
             stream = await streams.open_request_stream(session, state, [m["id"] for m in requests])
             replies = [r for r in (self.host.kernel.receive(session, m, connection, principal) for m in messages)
                        if r is not None]
-            finisher = streams.store_replies(session, state, stream, replies, [m["id"] for m in requests])
-            pumping = True
+            request_ids = [m["id"] for m in requests]
             if self.manager.shared:
+                streams.store_replies(session, state, stream, replies, request_ids)
+                pumping = True
                 # The priming event (seq 1) is stored; write it as is, so the client holds a
                 # resumable id even if the shared log cannot be read a moment later.
                 await streams.pump(session, stream, 1, receive, send, extra,
                                    priming=frame(stream, 1, None, self.retry_ms))
             else:  # read from the log with the reply, when it is ready, in one write
-                if not finisher.done():
-                    # A handler that waits on nothing has its reply stored after one turn of the loop.
+                # A handler that waits on nothing has its reply after one turn of the loop: it is
+                # stored here, in this task (nothing this backend does waits, so no client leaving
+                # can come between); otherwise a task the session owns stores it when it comes.
+                try:
                     await asyncio.sleep(0)
-                if not (finisher.done() and await streams.write_stored(session, state, stream, send, extra)):
+                except BaseException:
+                    # This request was cancelled (its connection broke): the session still
+                    # stores the replies, for the client to resume.
+                    streams.store_replies(session, state, stream, replies, request_ids)
+                    raise
+                stored = all(reply.done() for reply in replies)
+                if stored:
+                    await streams.store_ready_replies(session, state, stream, replies, request_ids)
+                else:
+                    streams.store_replies(session, state, stream, replies, request_ids)
+                pumping = True
+                if not (stored and await streams.write_stored(session, state, stream, send, extra)):
                     await streams.pump(session, stream, 0, receive, send, extra)
         finally:
             if not pumping:  # the pump reports its own disconnect

@@ -216,6 +216,11 @@ class SessionStreams:
         finisher.add_done_callback(self.background.discard)
         return finisher
 
+    async def store_ready_replies(self, session: Session, state: HttpSessionState, stream: str,
+                                  replies: list[asyncio.Future[Any]], request_ids: list[Any]) -> None:
+        """:meth:`store_replies` for replies that are all done already, in the caller's task."""
+        await self._finish_stream(session, state, stream, replies, request_ids)
+
     async def _settle(self, session: Session, stream: str) -> bool:
         """End a request stream whose process died with an error reply for each of its requests.
 
@@ -381,16 +386,18 @@ class SessionStreams:
             return False
         if not result.done or not result.events:
             return False
-        chunk = bytearray()
-        for event in result.events:
-            chunk += frame(stream, event.seq, event.message, self.retry_ms, event.data)
-        headers = list(SSE_HEADERS)
-        headers.extend((k.encode(), v.encode()) for k, v in extra.items())
+        body = b"".join([frame(stream, event.seq, event.message, self.retry_ms, event.data)
+                         for event in result.events])
+        # The whole stream is known: it goes out with a Content-Length, so the server frames it
+        # as one body (no chunked encoding, one write less); clients read SSE to its end either way.
+        headers = [*SSE_HEADERS, (b"content-length", str(len(body)).encode())]
+        if extra:
+            headers.extend((k.encode(), v.encode()) for k, v in extra.items())
         reason = "complete"
         try:
             with deadline(self.write_timeout):
                 await send({"type": "http.response.start", "status": 200, "headers": headers})
-                await send({"type": "http.response.body", "body": bytes(chunk), "more_body": False})
+                await send({"type": "http.response.body", "body": body, "more_body": False})
             await self._retire(session.id, state, stream)
         except TimeoutError:
             reason = "dropped"  # the events stay in the log: the client can resume elsewhere

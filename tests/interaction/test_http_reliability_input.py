@@ -738,12 +738,18 @@ def test_e7_sse_responses_carry_the_streaming_headers(server: HttpServer, client
                                                       session: str) -> None:
     with client.stream("GET", server.url, headers={**server.headers(session), **SSE_ACCEPT}) as get:
         get_headers = get.headers
-    post_headers = post(client, server, session, rpc(1, "ping")).headers
+    reply = post(client, server, session, rpc(1, "ping"))
+    post_headers = reply.headers
     for headers in (get_headers, post_headers):
         assert headers["content-type"] == "text/event-stream"
         assert headers["cache-control"] == "no-cache"
         assert headers["x-accel-buffering"] == "no"
-        assert "content-length" not in headers
+    # An open stream is not framed by length; a reply stream complete when written (the ping's)
+    # goes out whole, with its length, as one SSE body that still carries its event id.
+    assert "content-length" not in get_headers
+    assert "transfer-encoding" not in post_headers
+    assert int(post_headers["content-length"]) == len(reply.content)
+    assert reply.text.startswith("id: ") and '"id":1' in reply.text
 
 
 def test_e10_no_response_carries_a_server_header(server: HttpServer, client: httpx.Client, session: str) -> None:

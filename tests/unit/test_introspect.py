@@ -70,8 +70,12 @@ async def test_counters_survive_a_reload_and_sessions_are_listed() -> None:
         async with MemoryClient(host) as client:
             await client.call_tool("ping_tool")
             await client.call_tool("ping_tool")
-            [session] = introspect.sessions(host)
+            listing = await introspect.sessions(host)
+            [session] = listing["sessions"]
             assert session["client"]["name"] and session["era"] == "legacy" and session["inflight"] == 0
+            assert session["node"] == introspect.node() and session["held_here"] is True
+            assert (listing["total"], listing["complete"]) == (1, True)
+            assert (await introspect.sessions(host, limit=0))["complete"] is False
             assert introspect.traffic(host)["ping_tool"]["calls"] == 2
             await host.reload()
             await client.call_tool("ping_tool")

@@ -133,11 +133,13 @@ class ConsolePlugin:
             plugin["provides"] = {kind: names[:PROVIDES_SHOWN] for kind, names in provides.items()}
         upstreams = [u for p in plugins if isinstance(p["report"], dict)
                      for u in p["report"].get("upstreams", ()) if isinstance(u, dict)]
+        listing = await introspect.sessions(host)
         return _json({
             "server": {"name": host.config.server.name, "version": mcphost.__version__},
             "plugins": plugins,
             "upstreams": upstreams,
-            "sessions": introspect.sessions(host),
+            "sessions": listing.pop("sessions"),
+            "sessions_listing": listing,
             "traffic": introspect.traffic(host),
             "budgets": introspect.budgets(host),
             "health": await introspect.health(host),
@@ -157,7 +159,7 @@ class ConsolePlugin:
             return _denied(exc)
         await request.get_data()  # whatever came with it is read and ignored
         if not await introspect.end_session(self.host, session_id):
-            return _json({"error": "No such session in this process"}, 404)
+            return _json({"error": "No such session"}, 404)
         return _json({"ended": session_id}, 200)
 
     def _catalog_digest(self) -> str:

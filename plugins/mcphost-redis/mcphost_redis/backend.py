@@ -52,6 +52,7 @@ from mcphost.sessions.backend import (
     BackendUnavailable,
     Event,
     KeyRingUnreadable,
+    SessionPage,
     SharedKey,
     StreamRead,
     UnknownEvent,
@@ -194,6 +195,10 @@ class RedisBackend(Backend):
     def budget_share(self, node: str) -> RedisBudgetShare:
         """The per-principal budgets across every process on this Redis (see mcphost.budgets)."""
         return RedisBudgetShare(self, node)
+
+    async def live_sessions(self, cursor: str | None = None, count: int = 100) -> SessionPage:
+        """One page of a walk over the live sessions of every process (see :meth:`RedisSessionStore.page`)."""
+        return await self.sessions.page(cursor, count)
 
     async def claim(self, key: str, ttl: float) -> bool:
         """Mark ``key`` used for ``ttl`` seconds; True only for the first claim (``SET NX PX``)."""
@@ -434,6 +439,32 @@ class RedisSessionStore:
         """Ids of every live session (for notifications sent to all sessions)."""
         raw = await self._op(self._redis.zrangebyscore(self._index, _now_ms(), "+inf"))
         return [item.decode() for item in raw]
+
+    async def page(self, cursor: str | None, count: int) -> SessionPage:
+        """About ``count`` live sessions with their states, walking the expiry index with ``ZSCAN``
+        (bounded work per call, never ``KEYS``), then their states and subscriptions in one round
+        trip. ``last_active`` is when the idle time last restarted, as the index says (every
+        process's requests restart it), not the last save's time."""
+        position = int(cursor) if cursor and cursor.isdigit() else 0
+        following, pairs = await self._op(self._redis.zscan(self._index, position, count=max(1, count)))
+        now, ttl = _now_ms(), _ms(self._ttl)
+        alive = [(member.decode(), score) for member, score in pairs if score > now]
+        states: list[dict[str, Any]] = []
+        if alive:
+            pipe = self._redis.pipeline(transaction=False)
+            for session_id, _ in alive:
+                pipe.get(self._key("s:", session_id))
+                pipe.smembers(self._key("u:", session_id))
+            raw = await self._op(pipe.execute())
+            for i, (_, score) in enumerate(alive):
+                if raw[2 * i] is None:
+                    continue  # deleted between the two steps
+                state: dict[str, Any] = orjson.loads(raw[2 * i])
+                state["subscriptions"] = sorted({*(state.get("subscriptions") or ()),
+                                                 *(member.decode() for member in raw[2 * i + 1])})
+                state["last_active"] = (score - ttl) / 1000
+                states.append(state)
+        return SessionPage(states, str(following) if following else None)
 
     async def expired(self, limit: int = 100) -> list[tuple[str, dict[str, Any] | None]]:
         """Take up to ``limit`` sessions whose idle time ran out out of the store, with their last

@@ -10,10 +10,11 @@ from mcphost_redis import ENV_URL, RedisBackend
 from mcphost_redis.backend import SESSION_GRACE
 from mcphost_redis.testing import redis_settings
 
+from mcphost.builtin.memory import MemoryBackend
 from mcphost.config import config_from_dict
 from mcphost.errors import ConfigError
 from mcphost.host import Host
-from mcphost.sessions.backend import UnknownEvent
+from mcphost.sessions.backend import SessionPage, UnknownEvent
 
 
 def _host(plugins: dict, server: dict | None = None) -> Host:
@@ -179,3 +180,33 @@ async def test_a_lapsed_lease_renewed_within_the_grace_is_never_settled(redis_se
         assert not await log.exists("s", "1")
     finally:
         await backend.close()
+
+
+async def test_live_sessions_walks_every_live_session_page_by_page(redis_server):
+    """The walk the console lists a cluster's sessions with: ZSCAN pages of about ``count`` (a set
+    past Redis's small encoding, so it really pages), live sessions only, subscriptions and the
+    idle time the expiry index knows; the memory backend, one process, lists nothing."""
+    backend = RedisBackend(redis_settings(redis_server.url, session_ttl=60))
+    try:
+        for i in range(300):
+            await backend.sessions.save({"id": f"s{i}", "node": "a:1"})
+        assert await backend.sessions.subscribe("s7", "file:///x", 10)
+        await backend.sessions.save({"id": "gone"})
+        await backend.redis.zadd(backend.key("sessions"), {"gone": time.time() * 1000 - 1})  # idle past its time
+        states: dict[str, dict] = {}
+        pages, cursor = 0, None
+        while True:
+            page = await backend.live_sessions(cursor, 50)
+            assert len(page.states) < 150  # bounded per call
+            states.update((state["id"], state) for state in page.states)
+            pages += 1
+            cursor = page.cursor
+            if cursor is None:
+                break
+        assert pages > 2 and set(states) == {f"s{i}" for i in range(300)}
+        assert states["s7"]["subscriptions"] == ["file:///x"] and states["s8"]["subscriptions"] == []
+        assert states["s3"]["node"] == "a:1" and abs(states["s3"]["last_active"] - time.time()) < 5
+    finally:
+        await backend.close()
+    memory = MemoryBackend()
+    assert await memory.live_sessions() == SessionPage([], None)

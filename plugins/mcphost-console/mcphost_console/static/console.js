@@ -123,8 +123,9 @@ function renderUpstreams(upstreams) {
   label(byId("upstreams-table"));
 }
 
-function renderSessions(sessions) {
-  byId("sessions-count").textContent = `${sessions.length}`;
+function renderSessions(sessions, listing) {
+  const shown = listing && !listing.complete ? `${sessions.length} of ${listing.total}` : `${sessions.length}`;
+  byId("sessions-count").textContent = listing && listing.error ? `${shown} (store unreadable: ${listing.error})` : shown;
   byId("sessions-empty").hidden = sessions.length > 0;
   for (const id of [...confirming]) if (!sessions.some(s => s.id === id)) confirming.delete(id);
   fill(byId("sessions-table").tBodies[0], sessions.map(s => {
@@ -136,10 +137,12 @@ function renderSessions(sessions) {
       el("td", {}, el("b", {class: "client-name"}, s.client.name || "?"), " ", el("span", {class: "muted"}, s.client.version || ""),
          el("div", {class: "muted"}, el("code", {}, `${s.id.slice(0, 10)}…`))),
       el("td", {}, principal, el("div", {class: "muted"}, s.quota)),
-      el("td", {}, `${s.era} · ${s.protocol_version || "?"}`, el("div", {class: "muted"}, `${s.transport} · ${s.node}`)),
+      el("td", {}, `${s.era} · ${s.protocol_version || "?"}`,
+         el("div", {class: "muted session-node"}, `${s.transport} · ${s.node || "?"}${s.held_here ? " (here)" : ""}`)),
       el("td", {class: "num"}, duration(s.age)),
       el("td", {class: "num"}, duration(s.idle)),
-      el("td", {class: "num"}, `${s.inflight}${s.waiting_on_client ? ` (+${s.waiting_on_client} asking the client)` : ""}`),
+      el("td", {class: "num"}, s.inflight === null ? el("span", {class: "muted", title: "known only to the process holding it"}, "?")
+         : `${s.inflight}${s.waiting_on_client ? ` (+${s.waiting_on_client} asking the client)` : ""}`),
       el("td", {}, allowed.length ? allowed.map(([k, v]) => el("div", {}, `${k}: ${describe(v, 5)}`)) : "everything"),
       el("td", {}, describe(s.subscriptions, 3)),
       el("td", {}, button));
@@ -277,7 +280,7 @@ async function poll() {
     renderHealth(state);
     renderPlugins(state.plugins);
     renderUpstreams(state.upstreams);
-    renderSessions(state.sessions);
+    renderSessions(state.sessions, state.sessions_listing);
     renderTraffic(state.traffic);
     renderBudgets(state.budgets);
     if (state.catalog_digest !== catalogDigest) {
