@@ -1,4 +1,4 @@
-"""Budgets: what each principal, and everyone together, may hold at once in this process.
+"""Budgets: what each principal, and everyone together, may hold at once.
 
 Every admission asks one :class:`Ledger` (the SessionManager owns it): requests in flight (GET and
 listen streams included), tasks, parked resumable calls, retained reply bytes and subscriptions.
@@ -11,6 +11,19 @@ The sessions budget is counted by the SessionManager itself (a shared store coun
 processes); the synchronous-handler pool is shared by :class:`FairPool`, which gives each
 principal at most its share of the threads and queues its extra calls behind its own.
 
+**Across processes** (a shared backend that offers a :class:`BudgetShare`): the per-principal
+limits hold for the whole cluster, without a round trip per admission. Each process holds an
+*allowance* per (principal, budget), leased from the share in chunks: it admits locally while
+what it holds stays within its allowance, asks the share for more (one round trip, the cluster's
+total kept within the limit) only when the allowance runs short, and gives back what it no longer
+needs at its next :meth:`Ledger.sync` (the heartbeat, which also renews the allowances: a process
+that stops syncing loses them after the share's ``ttl``): spare units idle for
+:data:`SPARE_IDLE` seconds when the principal is near its limit, :data:`SPARE_KEEP` otherwise.
+When the share cannot be reached, the ledger falls back to per-process limits until a sync goes
+through again, logging once each way; no admission waits on a share that is down. The global
+limits (``max_requests`` and the like) guard each process's own memory and threads and stay per
+process.
+
 Written here rather than taken from a library: a counter per (principal, budget) under the event
 loop needs no locking, and a fair executor keyed by the caller is not something
 ``concurrent.futures`` offers.
@@ -18,13 +31,21 @@ loop needs no locking, and a fair executor keyed by the caller is not something
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
+import logging
 import threading
+import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterable
 from concurrent.futures import Executor, Future
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
+
+log = logging.getLogger("mcphost.budgets")
+
+#: Principals whose refusals are counted per budget (beyond them, new principals' are not).
+REFUSALS_KEPT = 1000
 
 #: The quota key of the request running in this context (set by the kernel for each request's
 #: task; tasks and threads it starts inherit it). The sync pool shares its threads by it.
@@ -68,6 +89,53 @@ class OverBudget(Exception):
         return {"budget": self.budget.name, "perPrincipal": self.per_principal, "retryAfter": self.retry_after}
 
 
+class Short(OverBudget):
+    """Within the limits as far as this process knows, but beyond the allowance it holds of the
+    cluster's: :meth:`Ledger.take` asks the share for more. A caller that cannot wait for it treats
+    it as the per-principal refusal it may turn out to be."""
+
+    def __init__(self, budget: Budget) -> None:
+        super().__init__(budget, per_principal=True)
+
+
+class BudgetShare(Protocol):
+    """What a shared backend offers the ledger: each process's allowance per (budget, principal),
+    kept so that the allowances of all processes together stay within the per-principal limit.
+
+    An allowance is recorded under this process's name with an expiry (``ttl`` seconds) that each
+    :meth:`settle` renews, so a process that stopped gives its allowances back by itself. Writes
+    carry a sequence number (``seq``, increasing per process): the share ignores a write older than
+    the one it recorded, so replies and heartbeats that cross never leave a stale allowance.
+    Both raise (any exception) when the share cannot be reached; they must not wait longer than the
+    backend's operation timeout.
+    """
+
+    #: Seconds an allowance lasts without a :meth:`settle`.
+    ttl: float
+
+    async def lease(self, budget: str, key: str, want: int, need: int, limit: int, seq: int,
+                    spare: int = 0) -> tuple[int, int]:
+        """Record this process's allowance of ``budget`` for ``key`` as ``want``, or as much of it as
+        keeps every process's together within ``limit``; nothing when that is less than ``need``.
+        Up to ``spare`` units more when there is room, never more than half of what stays free
+        (so other processes find room while the principal is far from its limit). Returns the
+        allowance recorded now (-1 when refused: the recorded one unchanged) and what the other
+        processes hold."""
+
+    async def settle(self, allowances: dict[tuple[str, str], int], seq: int) -> dict[tuple[str, str], int]:
+        """Record these allowances of this process as they are ((budget, key) -> units; 0 drops
+        one) and renew them for ``ttl`` seconds, whatever the limits (they record what is held).
+        Returns what the other processes hold, per (budget, key)."""
+
+
+#: Seconds an allowance's spare units are kept without use before a sync gives them back, when
+#: the principal is near its limit (the others' allowances and this one's leave less than two spares).
+SPARE_IDLE = 1.0
+#: The same while the principal is far from its limit: a caller of a call every few seconds keeps
+#: its allowance, and its admissions ask Redis no more often than this.
+SPARE_KEEP = 30.0
+
+
 class Ledger:
     """Counters per (principal, budget) and per budget; see the module docstring."""
 
@@ -75,23 +143,224 @@ class Ledger:
         self.budgets = {budget.name: budget for budget in budgets}
         self._held: dict[str, Counter[str]] = {name: Counter() for name in self.budgets}
         self._totals: Counter[str] = Counter()
+        #: The cluster's share (None: one process, the limits are this process's own).
+        self.share: BudgetShare | None = None
+        #: Shared only: this process's allowance per budget and principal, as the share recorded it.
+        self._granted: dict[str, Counter[str]] = {name: Counter() for name in self.budgets}
+        #: Shared only: when each (budget, principal) last needed its allowance (monotonic seconds).
+        self._used: dict[tuple[str, str], float] = {}
+        #: Shared only: what the other processes held of each allowance, as the share last said.
+        self._others: dict[tuple[str, str], int] = {}
+        #: Allowances to record at the next sync although they are 0 now (given back).
+        self._dropped: set[tuple[str, str]] = set()
+        self._leasing: dict[tuple[str, str], asyncio.Future[None]] = {}
+        self._seq = 0
+        #: Shared only: the share could not be reached; per-process limits until a sync goes through.
+        self.degraded = False
+        #: Refusals per principal and budget (for operators); at most REFUSALS_KEPT principals.
+        self.refusals: dict[str, Counter[str]] = {}
+
+    def use_share(self, share: BudgetShare | None) -> None:
+        """Hold the per-principal limits across the processes of ``share`` (None: this process only)."""
+        self.share = share
+        self.degraded = False
+
+    def _shared(self, spec: Budget) -> bool:
+        return self.share is not None and not self.degraded and bool(spec.per_principal)
 
     def refusal(self, key: str, budget: str, n: int = 1) -> OverBudget | None:
-        """Why ``key`` may not take ``n`` more of ``budget`` now, or None when it may."""
+        """Why ``key`` may not take ``n`` more of ``budget`` now, or None when it may (a
+        :class:`Short` when only this process's allowance of the cluster's is short)."""
         spec = self.budgets[budget]
-        if spec.per_principal and self._held[budget][key] + n > spec.per_principal:
+        held = self._held[budget][key]
+        if spec.per_principal and held + n > spec.per_principal:
             return OverBudget(spec, per_principal=True)
         if spec.total and self._totals[budget] + n > spec.total:
             return OverBudget(spec, per_principal=False)
+        if self._shared(spec) and held + n > self._granted[budget][key]:
+            return Short(spec)
         return None
 
     def try_acquire(self, key: str, budget: str, n: int = 1) -> OverBudget | None:
-        """Take ``n`` of ``budget`` for ``key``; the refusal (nothing taken) when over a limit."""
+        """Take ``n`` of ``budget`` for ``key``; the refusal (nothing taken) when over a limit, or
+        a :class:`Short` beyond this process's allowance (:meth:`take` then asks the share)."""
         refused = self.refusal(key, budget, n)
         if refused is None:
             self._held[budget][key] += n
             self._totals[budget] += n
+            if self.share is not None:
+                self._used[(budget, key)] = time.monotonic()
+        elif not isinstance(refused, Short):
+            self.count_refusal(key, budget)
         return refused
+
+    async def take(self, key: str, budget: str, n: int = 1) -> OverBudget | None:
+        """Like :meth:`try_acquire`, asking the cluster's share for a larger allowance first when
+        this process's is short (one round trip; concurrent ones for the same principal share it).
+        A refusal then is the cluster's: the principal holds its limit over all processes."""
+        refused = self.try_acquire(key, budget, n)
+        while isinstance(refused, Short):
+            if not await self._lease(key, budget, self._held[budget][key] + n) and not self.degraded:
+                break  # the cluster refused (when the share failed, this process's limits decide)
+            refused = self.try_acquire(key, budget, n)
+        if isinstance(refused, Short):
+            self.count_refusal(key, budget)
+            refused = OverBudget(refused.budget, per_principal=True)
+        return refused
+
+    async def check(self, key: str, budget: str, n: int = 1) -> OverBudget | None:
+        """Like :meth:`refusal`, asking the share for a larger allowance when this process's is short
+        (nothing is taken: a caller that answers before admitting, as HTTP does with 429)."""
+        refused = self.refusal(key, budget, n)
+        if isinstance(refused, Short):
+            await self._lease(key, budget, self._held[budget][key] + n)
+            refused = self.refusal(key, budget, n)
+            if isinstance(refused, Short):
+                refused = OverBudget(refused.budget, per_principal=True)
+        if refused is not None:
+            self.count_refusal(key, budget)
+        return refused
+
+    async def cover(self, key: str, budget: str) -> None:
+        """After :meth:`force`: ask the share for an allowance covering what ``key`` holds, as much
+        of it as the cluster has room for (:meth:`over` then says whether it holds more)."""
+        spec = self.budgets[budget]
+        if self._shared(spec) and self._held[budget][key] > self._granted[budget][key]:
+            await self._lease(key, budget, self._held[budget][key], partial=True)
+
+    def count_refusal(self, key: str, budget: str) -> None:
+        """Count one refusal of ``key`` by ``budget`` (for operators)."""
+        counts = self.refusals.get(key)
+        if counts is None:
+            if len(self.refusals) >= REFUSALS_KEPT:
+                return
+            counts = self.refusals[key] = Counter()
+        counts[budget] += 1
+
+    def _spare(self, spec: Budget) -> int:
+        # Units leased beyond the need, so the next admissions do not ask again: an eighth of the limit.
+        return max(1, spec.per_principal // 8)
+
+    async def _lease(self, key: str, budget: str, need: int, *, partial: bool = False) -> bool:
+        """Ask the share for an allowance of at least ``need`` (``partial``: as much as it has room
+        for, up to ``need``); True when this process's allowance grew. One lease per principal and
+        budget at a time: a concurrent caller waits for it and looks again."""
+        share = self.share
+        if share is None or self.degraded:
+            return False
+        slot = (budget, key)
+        running = self._leasing.get(slot)
+        if running is not None:
+            before = self._granted[budget][key]
+            await asyncio.shield(running)
+            return self._granted[budget][key] > before or need <= self._granted[budget][key]
+        spec = self.budgets[budget]
+        granted = self._granted[budget][key]
+        # Spare units spare the next admissions a round trip; a cover (what is already held) takes none.
+        want = min(spec.per_principal, max(need, self._held[budget][key]))
+        spare = 0 if partial else self._spare(spec)
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._leasing[slot] = done
+        self._seq += 1
+        try:
+            recorded, self._others[slot] = await share.lease(budget, key, want, granted + 1 if partial else need,
+                                                             spec.per_principal, self._seq, spare)
+        except Exception as exc:
+            self._degrade(exc)
+            return False
+        finally:
+            del self._leasing[slot]
+            done.set_result(None)
+        self._used[slot] = time.monotonic()
+        if recorded < 0:
+            return False
+        self._granted[budget][key] = recorded
+        self._dropped.discard(slot)
+        return recorded > granted
+
+    def _degrade(self, exc: BaseException) -> None:
+        if not self.degraded:
+            log.warning("budgets: the cluster's share is unreachable (%s); per-process limits until it is back",
+                        exc or type(exc).__name__)
+        self.degraded = True
+
+    async def sync(self) -> None:
+        """Record this process's allowances in the share (the heartbeat): each renewed for the
+        share's ``ttl``, spare units not needed since :data:`SPARE_IDLE` seconds given back, and what
+        is held counted whatever it is (after an outage). Ends a fallback to per-process limits when
+        it goes through. Raises what the share raises."""
+        share = self.share
+        if share is None:
+            return
+        now = time.monotonic()
+        allowances: dict[tuple[str, str], int] = {}
+        for budget, granted in self._granted.items():
+            spec = self.budgets[budget]
+            if not spec.per_principal:
+                continue  # no per-principal limit: nothing to share
+            held = self._held[budget]
+            for key in set(granted) | set(held):
+                slot = (budget, key)
+                if slot in self._leasing:
+                    continue  # its lease records it
+                units = max(granted[key], held[key])
+                near = self._others.get(slot, 0) + units + 2 * self._spare(spec) > spec.per_principal
+                if now - self._used.get(slot, 0.0) > (SPARE_IDLE if near else SPARE_KEEP):
+                    units = held[key]  # idle: the spare goes back
+                if units != granted[key] or units:
+                    allowances[slot] = units
+        for slot in self._dropped:
+            allowances.setdefault(slot, 0)
+        for slot in [slot for slot in self._used if not self._granted[slot[0]][slot[1]]
+                     and not self._held[slot[0]][slot[1]] and slot not in self._leasing]:
+            del self._used[slot]  # nothing held nor granted (after a fallback): nothing to remember
+            self._others.pop(slot, None)
+        if not allowances and not self.degraded:
+            return  # nothing to record (a fallback is ended by a sync that reached the share)
+        # The local view shrinks before the share hears of it: never more than the share records.
+        for (budget, key), units in allowances.items():
+            if units:
+                self._granted[budget][key] = units
+            else:
+                self._granted[budget].pop(key, None)
+                self._used.pop((budget, key), None)
+                self._others.pop((budget, key), None)
+        self._seq += 1
+        try:
+            others = await share.settle(allowances, self._seq)
+        except Exception as exc:
+            self._dropped.update(slot for slot, units in allowances.items() if not units)
+            self._degrade(exc)
+            raise
+        self._dropped.difference_update(slot for slot, units in allowances.items() if not units)
+        self._others.update((slot, units) for slot, units in others.items() if allowances.get(slot))
+        if self.degraded:
+            self.degraded = False
+            log.warning("budgets: the cluster's share is back; per-principal limits hold across processes again")
+
+    async def give_back(self) -> None:
+        """Return every allowance this process holds (it stops): the others may use them at once
+        rather than after the share's ``ttl``. Best effort: a failure leaves them to expire."""
+        share = self.share
+        if share is None or self.degraded:
+            return
+        allowances = {(budget, key): 0 for budget, granted in self._granted.items() for key in granted}
+        allowances.update((slot, 0) for slot in self._dropped)
+        for granted in self._granted.values():
+            granted.clear()
+        self._dropped.clear()
+        self._others.clear()
+        if allowances:
+            self._seq += 1
+            try:
+                await share.settle(allowances, self._seq)
+            except Exception as exc:
+                log.info("budgets: could not give back %d allowances (they expire by themselves): %s",
+                         len(allowances), exc)
+
+    def granted(self, key: str, budget: str) -> int:
+        """This process's allowance of ``budget`` for ``key`` (shared only; 0 otherwise)."""
+        return self._granted[budget][key]
 
     def acquire(self, key: str, budget: str, n: int = 1) -> None:
         """Like :meth:`try_acquire`, raising the :class:`OverBudget`."""
@@ -127,10 +396,13 @@ class Ledger:
         return self._totals[budget]
 
     def over(self, key: str, budget: str) -> bool:
-        """Whether ``key`` holds more of ``budget`` than its per-principal limit, or everyone more than the total."""
+        """Whether ``key`` holds more of ``budget`` than its per-principal limit (across the cluster:
+        than this process's allowance), or everyone more than the total."""
         spec = self.budgets[budget]
-        return bool((spec.per_principal and self._held[budget][key] > spec.per_principal)
-                    or (spec.total and self._totals[budget] > spec.total))
+        held = self._held[budget][key]
+        return bool((spec.per_principal and held > spec.per_principal)
+                    or (spec.total and self._totals[budget] > spec.total)
+                    or (self._shared(spec) and held > self._granted[budget][key]))
 
     def snapshot(self) -> dict[str, dict[str, Any]]:
         """Per budget: its limits, the total held and what each principal holds (for a console)."""
@@ -231,6 +503,11 @@ class FairPool(Executor):
         """Calls of ``key`` waiting for a thread."""
         with self._lock:
             return len(self._queues.get(key, ()))
+
+    def by_principal(self) -> dict[str, int]:
+        """Calls running now per principal (a copy, for operators)."""
+        with self._lock:
+            return dict(self._running)
 
     def _mark_ready(self, key: str) -> None:
         # Under the lock: ``key`` takes a turn when it has calls waiting and its share is not used up.

@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+from mcphost.budgets import sync_share
 from mcphost.catalog import record_key
 from mcphost.host import Host
 from mcphost.plugins import call_impl, impls
@@ -217,27 +218,46 @@ def traffic(host: Host) -> dict[str, Any]:
 
 
 def budgets(host: Host) -> dict[str, Any]:
-    """Per caller (principal, or address for anonymous clients): sessions held, requests in flight,
-    tasks running, parked calls and refusals (429s) against the caps in force."""
+    """Per caller (principal, or address for anonymous clients): what it holds of every budget in
+    this process against the per-principal limit, and how often each budget refused it (429s).
+
+    ``budgets`` lists every budget with its limits (``perPrincipal``, ``total``) and what everyone
+    here holds; ``shared`` says whether the per-principal limits hold across the cluster (a shared
+    backend's budget share, not fallen back to per-process limits). Each caller row has ``held``
+    and ``refusals`` by budget name, and the older flat figures (``sessions``, ``requests``,
+    ``tasks``, ``parked``, ``refused``: every refusal together)."""
     manager = host.manager
     settings = host.config.server
-    parked: dict[str, int] = {}
-    tasks: dict[str, int] = {}
-    if host.kernel is not None:
-        for run in list(host.kernel.continuations.runs.values()):
-            key = run.principal  # the caller's quota key (anonymous: its address)
-            parked[key] = parked.get(key, 0) + 1
-        for task in list(host.kernel.tasks.running.values()):  # counted as max_tasks_per_principal counts
-            tasks[task.session.quota] = tasks.get(task.session.quota, 0) + 1
-    callers = set(manager.held_by) | set(manager.busy_by) | set(manager.refused_by) | set(parked) | set(tasks)
-    rows = [{"caller": key, "sessions": manager.held_by.get(key, 0), "requests": manager.busy_by.get(key, 0),
-             "tasks": tasks.get(key, 0), "parked": parked.get(key, 0), "refused": manager.refused_by.get(key, 0)}
-            for key in sorted(callers)]
+    ledger = manager.budgets
+    snapshot = ledger.snapshot()
+    sync_running = host.kernel.sync_running() if host.kernel is not None else {}
+    rows: dict[str, dict[str, int]] = {"sessions": dict(manager.held_by), "sync pool": sync_running}
+    rows.update((name, budget["byPrincipal"]) for name, budget in snapshot.items())
+    listed = [{"name": "sessions", "setting": "max_sessions_per_principal",
+               "perPrincipal": settings.max_sessions_per_principal, "total": settings.max_sessions,
+               "held": len(manager.sessions)}]
+    listed += [{"name": name, "setting": ledger.budgets[name].setting, "perPrincipal": budget["perPrincipal"],
+                "total": budget["total"], "held": budget["held"]} for name, budget in snapshot.items()]
+    listed.append({"name": "sync pool", "setting": "sync_workers_per_principal",
+                   "perPrincipal": sync_share(settings), "total": settings.sync_workers,
+                   "held": sum(sync_running.values())})
+    callers = set(manager.refused_by) | set(ledger.refusals)
+    for held in rows.values():
+        callers |= set(held)
+    table = []
+    for key in sorted(callers):
+        held = {name: by_key.get(key, 0) for name, by_key in rows.items()}
+        table.append({"caller": key, "sessions": held["sessions"], "requests": held["requests"],
+                      "tasks": held["tasks"], "parked": held["parked calls"],
+                      "refused": manager.refused_by.get(key, 0), "held": held,
+                      "refusals": dict(ledger.refusals.get(key, {}))})
     return {"limits": {"sessions": settings.max_sessions_per_principal,
                        "requests": settings.max_requests_per_principal,
                        "tasks": settings.max_tasks_per_principal,
                        "sessions_total": settings.max_sessions},
-            "callers": rows}
+            "budgets": listed,
+            "shared": ledger.share is not None and not ledger.degraded,
+            "callers": table}
 
 
 # -- health and configuration -------------------------------------------------------------------------

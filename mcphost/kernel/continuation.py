@@ -132,7 +132,7 @@ class Continuations:
             return await self._resume(request, progress_token, str(parked))
         session = request.session
         budgets = self.kernel.sessions.budgets
-        refused = budgets.try_acquire(session.quota, "parked calls")
+        refused = await budgets.take(session.quota, "parked calls")  # across the cluster on a shared backend
         if refused is not None:
             self.kernel.sessions.refused(session.quota)
             raise McpError(SERVER_BUSY, refused.message, refused.data)

@@ -14,12 +14,12 @@ import functools
 import logging
 import secrets
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from mcphost.budgets import FairPool, current_quota, sync_share
+from mcphost.budgets import FairPool, Short, current_quota, sync_share
 from mcphost.context import Deferred
 from mcphost.errors import InsufficientScope, PluginFailures, Refused
 from mcphost.kernel import handlers
@@ -189,6 +189,10 @@ class Kernel:
             self._sync_pool = FairPool(self.settings.sync_workers, sync_share(self.settings))
         return self._sync_pool
 
+    def sync_running(self) -> dict[str, int]:
+        """Synchronous calls running now per principal (none before the pool is first used)."""
+        return {} if self._sync_pool is None else self._sync_pool.by_principal()
+
     def close(self) -> None:
         """Let the thread pool go: queued calls are dropped, running ones finish in their threads."""
         if self._sync_pool is not None:
@@ -231,12 +235,42 @@ class Kernel:
         if len(session.inflight) >= self.settings.max_inflight:
             return _done(jsonrpc.error(request_id, McpError(
                 SERVER_BUSY, "Too many requests in flight on this session; retry later")), deliver)
-        if not self.sessions.admit(session):
+        refused = self.sessions.admit(session)
+        if refused is not None and not isinstance(refused, Short):
             return _done(jsonrpc.error(request_id, _crowded(self.sessions, session)), deliver)
-        task = asyncio.get_running_loop().create_task(self._run(session, message, connection, principal, deliver))
-        session.inflight[request_id] = task
-        task.add_done_callback(functools.partial(_finished, self.sessions, session, request_id))
+        return self._launch(session, message, refused is None, connection, principal, deliver)
+
+    def _launch(self, session: Session, message: Message, admitted: bool, connection: Connection | None,
+                principal: Principal | None = None, deliver: Deliver | None = None) -> asyncio.Task[Message | None]:
+        """Run a request in a task of its own; not yet ``admitted`` (this process's allowance of the
+        cluster's requests budget was short), the task asks the cluster first."""
+        hold = _Slot(admitted)
+        run = self._run(session, message, connection, principal, deliver)
+        task = asyncio.get_running_loop().create_task(
+            run if admitted else self._admit_then(hold, session, message["id"], run, deliver))
+        session.inflight[message["id"]] = task
+        task.add_done_callback(functools.partial(_finished, self.sessions, session, message["id"], hold))
         return task
+
+    async def _admit_then(self, hold: _Slot, session: Session, request_id: RequestId,
+                          run: Coroutine[Any, Any, Message | None], deliver: Deliver | None) -> Message | None:
+        """Take the request's slot from the cluster's budget (one round trip), then ``run`` it; the
+        refusal as its reply when the principal holds its limit over all processes."""
+        try:
+            refused = await self.sessions.take_request(session)
+        except BaseException:
+            run.close()
+            raise
+        if refused is None:
+            hold.held = True
+            return await run
+        run.close()
+        reply = jsonrpc.error(request_id, McpError(SERVER_BUSY, refused.message, refused.data))
+        if session.inflight.get(request_id) is asyncio.current_task():
+            del session.inflight[request_id]
+        if deliver is not None:
+            deliver(reply)
+        return reply
 
     def authorize(self, message: Any, principal: Principal | None, trusted: bool = False,
                   endpoint: str | None = None) -> None:
@@ -277,12 +311,10 @@ class Kernel:
             return _done(jsonrpc.error(None, McpError(INVALID_REQUEST, "A client may not send responses here")))
         if message["method"] not in handlers.MODERN_METHODS:
             return _done(jsonrpc.error(message["id"], method_not_found(message["method"])))
-        if not self.sessions.admit(session):
+        refused = self.sessions.admit(session)
+        if refused is not None and not isinstance(refused, Short):
             return _done(jsonrpc.error(message["id"], _crowded(self.sessions, session)))
-        task = asyncio.get_running_loop().create_task(self._run(session, message, connection))
-        session.inflight[message["id"]] = task
-        task.add_done_callback(functools.partial(_finished, self.sessions, session, message["id"]))
-        return task
+        return self._launch(session, message, refused is None, connection)
 
     async def _answer_modern(self, session: Session, request_id: RequestId, method: str,
                              params: dict[str, Any], connection: Connection | None) -> dict[str, Any]:
@@ -658,11 +690,22 @@ def _crowded(sessions: Any, session: Session) -> McpError:
     return McpError(SERVER_BUSY, refused.message, refused.data)
 
 
-def _finished(sessions: Any, session: Session, request_id: RequestId, task: asyncio.Task[Any]) -> None:
+class _Slot:
+    """Whether a request holds its slot of its principal's requests budget (given back when it ends)."""
+
+    __slots__ = ("held",)
+
+    def __init__(self, held: bool) -> None:
+        self.held = held
+
+
+def _finished(sessions: Any, session: Session, request_id: RequestId, hold: _Slot, task: asyncio.Task[Any]) -> None:
     """A request's task is done: its id is free again, and its principal's slot too."""
     if session.inflight.get(request_id) is task:
         del session.inflight[request_id]
-    sessions.done(session)
+    if hold.held:
+        hold.held = False
+        sessions.done(session)
 
 
 def _deferred_reply(request_id: RequestId, value: Any, error: BaseException | None) -> dict[str, Any]:

@@ -142,7 +142,7 @@ class TaskRun:
         held = False
         try:
             # The tasks budget: max_tasks_per_principal for the caller, max_tasks for everyone.
-            refused = budgets.try_acquire(self.session.quota, "tasks")
+            refused = await budgets.take(self.session.quota, "tasks")
             if refused is not None:
                 manager.kernel.sessions.refused(self.session.quota)
                 raise McpError(SERVER_BUSY, refused.message, refused.data)

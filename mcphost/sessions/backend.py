@@ -16,6 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from mcphost.budgets import BudgetShare
+
 
 @dataclass(frozen=True, slots=True)
 class Event:
@@ -209,6 +211,11 @@ class Backend:
     2026-07-28 ``requestState`` is sealed with the ring ``"state"`` unless ``[server]
     state_keys`` is set. Both raise BackendUnavailable when the backend cannot be reached.
 
+    ``budget_share(node)``: a shared backend that holds the per-principal budgets across
+    processes returns a :class:`~mcphost.budgets.BudgetShare` for the process named ``node`` (the
+    ledger leases allowances from it; see :mod:`mcphost.budgets`). The default, None, keeps each
+    process's budgets its own.
+
     ``live_sessions(cursor, count)`` walks the live sessions in the store, for operators (the
     console lists a cluster's sessions with it): one :class:`SessionPage` of about ``count``
     states per call (None as ``cursor`` starts a walk; each call is bounded, so a caller caps
@@ -238,6 +245,9 @@ class Backend:
 
     async def health(self) -> bool:
         return True
+
+    def budget_share(self, node: str) -> BudgetShare | None:
+        return None
 
     async def live_sessions(self, cursor: str | None = None, count: int = 100) -> SessionPage:
         return SessionPage([], None)

@@ -7,7 +7,9 @@ It answers every question about a session's life, whatever transport carries it:
   by a shared store that offers ``count_of``);
 - the budget ledger (:mod:`mcphost.budgets`) every admission consults: requests in flight (GET
   and listen streams included, ``max_requests_per_principal``), tasks, parked calls, retained
-  bytes and subscriptions; a greedy principal is refused while every other one goes on;
+  bytes and subscriptions; a greedy principal is refused while every other one goes on. On a
+  backend that offers a budget share the per-principal limits hold across every process (the
+  ledger leases allowances; the heartbeat syncs them);
 - lookup with the owner check (a foreign principal gets exactly the unknown-session answer);
 - on a shared backend: loading a session another process created, restarting its TTL, saving
   its durable state when it changed, and renewing the leases of the request streams this
@@ -176,6 +178,8 @@ class SessionManager:
         """Share sessions with other processes through ``cluster``: an end elsewhere lets go here."""
         self.cluster = cluster
         cluster.session_handlers["end"] = lambda session, _m: self.release(session)
+        # The per-principal budgets hold across the processes sharing the backend, when it offers it.
+        self.budgets.use_share(self.backend.budget_share(cluster.worker))
 
     def drive(self, driver: Driver) -> None:
         """Register the transport that keeps per-session state (one per manager)."""
@@ -242,6 +246,7 @@ class SessionManager:
             if (shared_count if shared_count is not None else self.held_by[key]) >= cap and (
                     shared_count is not None or not await self._expire_idle(key) or self.held_by[key] >= cap):
                 self.refused(key)
+                self.budgets.count_refusal(key, "sessions")
                 raise TooManySessions(per_principal=True, cap=cap)
         session = self.new(principal, remote)
         if self.cluster is not None:
@@ -292,15 +297,24 @@ class SessionManager:
         """Requests in flight per quota key (the ledger's requests budget; for operators)."""
         return self.budgets.by_principal("requests")
 
-    def admit(self, session: Session) -> bool:
-        """Count one more request of ``session``'s caller in flight; False (not counted) over its
-        budget. Every admitted request is let go with :meth:`done`."""
-        return self.budgets.try_acquire(session.quota, "requests") is None
+    async def crowding(self, key: str) -> OverBudget | None:
+        """Like :meth:`crowded`, asking the cluster for a larger allowance of requests first when
+        this process's is short (nothing is taken: the request is admitted afterwards)."""
+        refused = await self.budgets.check(key, "requests")
+        if refused is not None:
+            self.refused(key)
+        return refused
 
-    def take_request(self, session: Session) -> OverBudget | None:
-        """Like :meth:`admit` for a request that is answered with the refusal (a GET stream): None
-        when counted, else why not (counted as a refusal). Let go with :meth:`done`."""
-        refused = self.budgets.try_acquire(session.quota, "requests")
+    def admit(self, session: Session) -> OverBudget | None:
+        """Count one more request of ``session``'s caller in flight: None when counted, else why
+        not, without waiting (a :class:`~mcphost.budgets.Short` when only this process's allowance
+        of the cluster's is short: :meth:`take_request` then asks). Let go with :meth:`done`."""
+        return self.budgets.try_acquire(session.quota, "requests")
+
+    async def take_request(self, session: Session) -> OverBudget | None:
+        """Like :meth:`admit`, asking the cluster for more when this process's allowance is short:
+        None when counted, else why not (counted as a refusal). Let go with :meth:`done`."""
+        refused = await self.budgets.take(session.quota, "requests")
         if refused is not None:
             self.refused(session.quota)
         return refused
@@ -392,7 +406,7 @@ class SessionManager:
         limit = self.settings.max_subscriptions
         if len(session.subscriptions) >= limit:
             return False
-        if self.budgets.try_acquire(session.quota, "subscriptions") is not None:
+        if await self.budgets.take(session.quota, "subscriptions") is not None:
             return False
         if self._subscriptions_apart and not await cast(SubscriptionStore, self.backend.sessions).subscribe(
                 session.id, uri, limit):
@@ -542,6 +556,7 @@ class SessionManager:
                     await self.end(session, "shutdown")
                 except Exception:
                     log.exception("could not end session %s…", session.id[:8])
+        await self.budgets.give_back()  # the cluster's budget allowances this process held
 
     async def _reap(self) -> None:
         """End sessions that were idle too long or lived too long."""
@@ -613,6 +628,15 @@ class SessionManager:
                 log.warning("could not renew %d request leases: %s", len(streams), exc)
             except Exception:
                 log.exception("renewing request leases failed")
+            # The budget allowances this process holds: renewed (before the sessions below, whose
+            # number may delay the loop), and the spare given back. A failure is logged once by
+            # the ledger, which falls back to per-process limits until a sync goes through.
+            try:
+                await self.budgets.sync()
+            except BackendUnavailable:
+                pass  # logged by the ledger, once per outage
+            except Exception:
+                log.exception("syncing the budget allowances failed")
             # A session with an open GET stream or a running call is not idle, whoever holds it,
             # and what its transport holds cluster-wide stays its own.
             for session in list(self.sessions.values()):

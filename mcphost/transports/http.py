@@ -332,7 +332,7 @@ class HttpTransport:
         assert self.host.kernel is not None
         if isinstance(payload, dict) and "id" in payload and "method" in payload:
             # Only requests: answers and notifications (which may finish requests in flight) go on.
-            refused = self.manager.crowded(quota_key(connection.principal, connection.remote))
+            refused = await self.manager.crowding(quota_key(connection.principal, connection.remote))
             if refused is not None:
                 raise over_budget(refused, jsonrpc.readable_id(payload))
         exchange = _Exchange(self, headers, connection, receive, send)
@@ -500,7 +500,7 @@ class HttpTransport:
             raise HttpError(409, f"Conflict: this session already has {state.gets} open GET streams "
                                  "(server.max_streams_per_session)")
         # A GET stream is a request in flight of its principal, whichever session it opens it on.
-        refused = self.manager.take_request(session)
+        refused = await self.manager.take_request(session)
         if refused is not None:
             await self.manager.close(session, "complete")
             raise over_budget(refused)

@@ -486,6 +486,7 @@ class SessionStreams:
         mine = self._retained_by.setdefault(state.quota, {})
         mine[(session.id, stream)] = (session, size)
         budgets.force(state.quota, "retained bytes", size)
+        await budgets.cover(state.quota, "retained bytes")  # across the cluster on a shared backend
         budget = self.settings.max_retained_bytes
         while len(state.retained) > MAX_RETAINED_STREAMS or sum(state.retained.values()) > budget:
             victim = next((name for name in state.retained if name not in state.closers), None)

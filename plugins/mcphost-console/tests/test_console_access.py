@@ -211,5 +211,15 @@ async def test_budgets_show_what_each_caller_holds_and_its_429s() -> None:
         assert refused.status_code == 429
         budgets = (await client.get(live.base + "/console/api/state")).json()["budgets"]
         assert budgets["limits"]["sessions"] == 1
-        assert budgets["callers"] == [{"caller": "a:127.0.0.1", "sessions": 1, "requests": 0, "tasks": 0,
-                                       "parked": 0, "refused": 1}]
+        # Every budget of the ledger, with its per-principal limit and the setting that moves it.
+        listed = {b["name"]: b for b in budgets["budgets"]}
+        assert list(listed) == ["sessions", "requests", "tasks", "parked calls", "retained bytes",
+                                "subscriptions", "sync pool"]
+        assert listed["sessions"]["perPrincipal"] == 1 and listed["sessions"]["held"] == 1
+        assert listed["requests"]["setting"] == "max_requests_per_principal"
+        assert budgets["shared"] is False  # the memory backend: this process's own limits
+        [row] = budgets["callers"]
+        assert {k: row[k] for k in ("caller", "sessions", "requests", "tasks", "parked", "refused")} == {
+            "caller": "a:127.0.0.1", "sessions": 1, "requests": 0, "tasks": 0, "parked": 0, "refused": 1}
+        assert row["held"] == {name: int(name == "sessions") for name in listed}
+        assert row["refusals"] == {"sessions": 1}  # the 429 above, by the budget that answered it

@@ -79,6 +79,12 @@ async def test_page_shows_plugins_sessions_and_traffic_and_ends_a_session(served
                 calls = page.locator('.tool-traffic[data-tool="echo"] .tool-calls')
                 await expect(calls).to_have_text("3", timeout=3000)
                 assert await page.locator('.tool-traffic[data-tool="echo"] svg.chart rect').count() >= 1
+                # The budgets panel draws every budget of the ledger for the caller: held / limit.
+                budgets = page.locator("#budgets-table")
+                for name in ("sessions", "requests", "tasks", "parked calls", "retained bytes", "subscriptions",
+                             "sync pool"):
+                    await expect(budgets.locator("thead")).to_contain_text(name)
+                await expect(budgets.locator('tbody td[data-budget="sessions"]').first).to_contain_text(" / ")
 
                 shot = screenshot_path(served.tmp_path, "console.png")
                 await page.screenshot(path=str(shot), full_page=True)

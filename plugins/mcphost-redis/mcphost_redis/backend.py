@@ -21,6 +21,8 @@ Keys (``P`` is the configured prefix):
 - ``P c:<key>``: a claim (``SET NX PX``).
 - ``P health``: written by each readiness probe (expires after 10 s).
 - ``P k:<name>``: a key ring shared by every process (JSON, newest first; no expiry).
+- ``P l:<budget>:<principal>``: the budget allowances each process holds of a principal's
+  per-principal budget (a hash by process; see :class:`RedisBudgetShare` and :mod:`.scripts`).
 - Channel ``P b:<channel>``: the broker.
 """
 
@@ -157,14 +159,12 @@ class RedisBackend(Backend):
             self._trimmer = asyncio.get_running_loop().create_task(self._trim_idle(), name="mcphost-redis-trim")
 
     async def _trim_idle(self) -> None:
-        """Close idle pooled connections beyond a few, every TRIM_PERIOD: a burst's connections do
-        not stay open for good."""
+        """Close the idle pooled connections every TRIM_PERIOD: a burst's connections do not stay
+        open for good (see mcphost_redis.waker.shrink_idle)."""
         while True:
             await asyncio.sleep(TRIM_PERIOD)
             try:
-                closed = await shrink_idle(self.redis.connection_pool)
-                if closed:
-                    log.debug("closed %d idle Redis connections", closed)
+                await shrink_idle(self.redis.connection_pool)
             except Exception:
                 log.exception("trimming idle Redis connections failed")
 
@@ -191,6 +191,10 @@ class RedisBackend(Backend):
             return bool(await self.op(self.redis.set(self.key("health"), b"1", px=10_000)))
         except BackendUnavailable:
             return False
+
+    def budget_share(self, node: str) -> RedisBudgetShare:
+        """The per-principal budgets across every process on this Redis (see mcphost.budgets)."""
+        return RedisBudgetShare(self, node)
 
     async def live_sessions(self, cursor: str | None = None, count: int = 100) -> SessionPage:
         """One page of a walk over the live sessions of every process (see :meth:`RedisSessionStore.page`)."""
@@ -225,6 +229,61 @@ class RedisBackend(Backend):
         raw = await self.op(self._rotate(keys=[self.key("k:", name)],
                                          args=[secrets.token_hex(32), _now_ms(), _ms(activate_in), _ms(keep)]))
         return _ring(raw, self.key("k:", name))
+
+
+class RedisBudgetShare:
+    """The allowances of one process (``node``) in the cluster's per-principal budgets.
+
+    One hash per (budget, principal), one field per process: ``BUDGET_LEASE`` grows this process's
+    allowance when the others' live ones leave room under the limit, ``BUDGET_SETTLE`` (the heartbeat,
+    every third of ``lease`` seconds) records and renews all of them at once. A process that stops
+    renewing loses its allowances ``lease`` seconds (6 by default) after its last heartbeat.
+    """
+
+    #: Keys written by one SETTLE at most (a larger sync is sent in several).
+    BATCH = 500
+
+    def __init__(self, backend: RedisBackend, node: str) -> None:
+        self.node = node
+        self.ttl = backend.settings.lease
+        self._key = backend.key
+        self._op = backend.op
+        self._lease = backend.redis.register_script(scripts.BUDGET_LEASE)
+        self._settle = backend.redis.register_script(scripts.BUDGET_SETTLE)
+        self._redis = backend.redis
+
+    def key(self, budget: str, principal: str) -> str:
+        return self._key("l:", budget.replace(" ", "-"), ":", principal)
+
+    async def lease(self, budget: str, key: str, want: int, need: int, limit: int, seq: int,
+                    spare: int = 0) -> tuple[int, int]:
+        granted, others = await self._op(self._lease(keys=[self.key(budget, key)],
+                                                     args=[self.node, want, need, limit, _ms(self.ttl), seq, spare]))
+        return int(granted), int(others)
+
+    async def settle(self, allowances: dict[tuple[str, str], int], seq: int) -> dict[tuple[str, str], int]:
+        items = list(allowances.items())
+        if not items:
+            await self._op(self._redis.ping())  # a fallback ends once Redis answers again
+        others: dict[tuple[str, str], int] = {}
+        for start in range(0, len(items), self.BATCH):
+            batch = items[start:start + self.BATCH]
+            held = await self._op(self._settle(keys=[self.key(budget, key) for (budget, key), _ in batch],
+                                               args=[self.node, _ms(self.ttl), seq, *(units for _, units in batch)]))
+            others.update((slot, int(units)) for (slot, _), units in zip(batch, held, strict=True))
+        return others
+
+    async def allowances(self, budget: str, key: str) -> dict[str, int]:
+        """Every process's live allowance of ``budget`` for ``key`` (for tests and operators; by
+        this machine's clock)."""
+        raw = await self._op(self._redis.hgetall(self.key(budget, key)))
+        now = _now_ms()
+        found: dict[str, int] = {}
+        for node, value in raw.items():
+            units, deadline, _ = (int(part) for part in value.decode().split(":"))
+            if deadline > now:
+                found[node.decode()] = units
+        return found
 
 
 def _ring(raw: bytes, where: str = "the key ring") -> list[SharedKey]:

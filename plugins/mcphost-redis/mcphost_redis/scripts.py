@@ -379,3 +379,86 @@ UNHOLD = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('DEL', KEYS[1]) end
 return 1
 """
+
+# -- budget allowances (mcphost.budgets.BudgetShare) ------------------------------------------------
+#
+# ``P l:<budget>:<principal>``: a hash, one field per process holding an allowance of that
+# principal's budget, valued ``units:deadline:seq`` (deadline in Redis milliseconds, seq the
+# process's write counter: an older write than the one recorded is ignored). A field past its
+# deadline (its process stopped renewing) no longer counts and is removed by the next script that
+# reads the hash. The key itself expires with its latest deadline. Both scripts answer, per key,
+# what the other processes hold, so a process knows how much room its principal has.
+_ALLOWANCES = """
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+local function parse(value)
+  local units, deadline, seq = string.match(value or '', '^(%d+):(%d+):(%d+)$')
+  return tonumber(units), tonumber(deadline), tonumber(seq)
+end
+-- What the live fields other than ``node``'s hold together, and the seq of ``node``'s own field
+-- (-1: none); removes the fields that expired, and makes the key expire with the latest deadline.
+local function tally(key, node, now)
+  local others, mine_seq, latest = 0, -1, 0
+  local fields = redis.call('HGETALL', key)
+  for i = 1, #fields, 2 do
+    local units, deadline, s = parse(fields[i + 1])
+    if fields[i] == node then
+      mine_seq = s or -1
+      if deadline and deadline > latest then latest = deadline end
+    elseif not units or deadline <= now then
+      redis.call('HDEL', key, fields[i])
+    else
+      others = others + units
+      if deadline > latest then latest = deadline end
+    end
+  end
+  if latest > now then redis.call('PEXPIRE', key, latest - now) end
+  return others, mine_seq
+end
+"""
+
+# KEYS: the allowances hash. ARGV: process, want, need, limit, ttl ms, seq, spare.
+# Sets the process's allowance to min(want, limit - the others' live allowances) when that is at
+# least ``need``, plus up to ``spare`` units but never more than half of what stays free (so the
+# other processes always find room while the principal is not near its limit). Returns {the
+# allowance, or -1 when refused (nothing changed), what the others hold}.
+BUDGET_LEASE = _ALLOWANCES + """
+local now = now_ms()
+local node, want, need = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+local limit, ttl, seq = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
+local spare = tonumber(ARGV[7] or '0')
+local others, mine_seq = tally(KEYS[1], node, now)
+if seq < mine_seq then return {-1, others} end
+local free = limit - others
+local grant = math.min(want, free)
+if grant < need then return {-1, others} end
+grant = grant + math.max(0, math.min(spare, math.floor((free - grant) / 2)))
+redis.call('HSET', KEYS[1], node, grant .. ':' .. (now + ttl) .. ':' .. seq)
+if redis.call('PTTL', KEYS[1]) < ttl then redis.call('PEXPIRE', KEYS[1], ttl) end
+return {grant, others}
+"""
+
+# KEYS: allowances hashes. ARGV: process, ttl ms, seq, then one unit count per key (0: drop it).
+# Records what the process holds, whatever the limit, and renews it (a write older than the one
+# recorded is skipped); returns what the others hold, per key.
+BUDGET_SETTLE = _ALLOWANCES + """
+local now = now_ms()
+local node, ttl, seq = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+local answer = {}
+for i, key in ipairs(KEYS) do
+  local units = tonumber(ARGV[3 + i])
+  local others, mine_seq = tally(key, node, now)
+  if mine_seq <= seq then
+    if units > 0 then
+      redis.call('HSET', key, node, units .. ':' .. (now + ttl) .. ':' .. seq)
+      if redis.call('PTTL', key) < ttl then redis.call('PEXPIRE', key, ttl) end
+    else
+      redis.call('HDEL', key, node)
+    end
+  end
+  answer[i] = others
+end
+return answer
+"""

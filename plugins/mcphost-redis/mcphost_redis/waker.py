@@ -12,7 +12,7 @@ No entry is missed between a reader's last read and the ``XREAD`` that includes 
 with an explicit id answers at once with what is already past it.
 
 :func:`shrink_idle`: redis-py's pool keeps every connection it ever opened; after a burst the
-extra ones stay open for good. The backend trims the idle ones down to a few, periodically.
+extra ones stay open for good. The backend closes the idle ones periodically.
 
 Written here rather than with redis-py's ``PubSub``: a blocking ``XREAD`` over many keys that
 can be re-issued on demand is not something the driver offers.
@@ -29,8 +29,6 @@ log = logging.getLogger("mcphost.redis")
 
 #: Milliseconds one shared ``XREAD`` blocks before it is issued again (re-issued earlier on demand).
 BLOCK_MS = 30_000
-#: Idle connections the ordinary pool keeps; more are closed by :func:`shrink_idle`.
-KEEP_IDLE = 8
 
 
 class StreamWaker:
@@ -177,21 +175,16 @@ def _entry_id(entry_id: Any) -> tuple[int, int]:
         return 1 << 62, 0  # not one of ours: wake everyone waiting on the stream
 
 
-async def shrink_idle(pool: Any, keep: int = KEEP_IDLE) -> int:
-    """Close the idle connections of redis-py's asyncio ``pool`` beyond ``keep``; how many were closed.
+async def shrink_idle(pool: Any) -> None:
+    """Close the sockets of every idle connection in redis-py's asyncio ``pool``.
 
-    Reaches into the pool's list of available connections (redis-py 5-8 keep them in
-    ``_available_connections``, newest last); a pool without it is left alone.
+    Through the pool's public ``disconnect(inuse_connections=False)``: the connections stay in the
+    pool as objects without a socket and connect again when next used. redis-py (8.1 checked) has
+    no public way to close only some idle connections (``get_connection_count`` counts the idle
+    connection objects, connected or not, and nothing removes one from the pool), so the few that
+    stay warm between trims are closed too: each costs one reconnect at its next use, at most once
+    a trim period, against a burst's connections staying open for good. Connections in use are
+    left alone; one taken from the pool while the trim closes it is reconnected by the pool's
+    retry on ``ConnectionError``.
     """
-    available = getattr(pool, "_available_connections", None)
-    if not isinstance(available, list) or len(available) <= keep:
-        return 0
-    lock = getattr(pool, "_lock", None)
-    extra: list[Any] = []
-    async with lock if lock is not None else contextlib.nullcontext():
-        while len(available) > keep:
-            extra.append(available.pop(0))  # the oldest idle ones go
-    for connection in extra:
-        with contextlib.suppress(Exception):
-            await connection.disconnect()
-    return len(extra)
+    await pool.disconnect(inuse_connections=False)

@@ -7,6 +7,7 @@ per-principal limit tests (RELIABILITY H4-H7). Never use anything like it for re
 - ``hold(seconds)`` sleeps (a request held in flight); ``echo(text)``; ``big(size, delay)`` answers
   with a large reply; ``long_job(seconds)`` may become a task (2026-07-28); ``touch(uri)``
   announces that a resource changed.
+- ``ask()`` is resumable (2026-07-28): it parks while the client answers its one question.
 - ``quota://public`` needs nothing, ``quota://secret`` and the template ``quota://vault/{name}``
   need the ``secret:read`` scope.
 """
@@ -60,6 +61,13 @@ async def long_job(seconds: float) -> str:
     return "done"
 
 
+@mcphost.tool(resumable=True)
+async def ask(*, ctx: Context) -> str:
+    """Ask for a name; the call stays parked until the retry brings the answer."""
+    answer = await ctx.elicit("Name?", {"type": "object", "properties": {"name": {"type": "string"}}}, key="name")
+    return str(answer.content["name"])
+
+
 @mcphost.tool
 async def touch(uri: str, *, ctx: Context) -> str:
     """Announce that ``uri`` changed (subscribers get notifications/resources/updated)."""
@@ -91,7 +99,7 @@ def vault(name: str) -> str:
 
 @mcphost.hookimpl
 def mcphost_tools(host):
-    return [hold, echo, big, long_job, touch]
+    return [hold, echo, big, long_job, ask, touch]
 
 
 @mcphost.hookimpl

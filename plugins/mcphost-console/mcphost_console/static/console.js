@@ -204,18 +204,32 @@ function renderTraffic(traffic) {
     el("div", {class: "legend"}, `last ${t.recent.seconds / 60} min: ${t.recent.calls} calls, ${t.recent.errors} errors`))));
 }
 
+// Every budget of the ledger, one column each: what the caller holds here / its limit, and
+// under it the 429s that budget answered it.
+function amount(name, value) {
+  if (name !== "retained bytes") return String(value);
+  return value >= 1048576 ? `${(value / 1048576).toFixed(1)} MB` : value >= 1024 ? `${Math.round(value / 1024)} kB` : `${value} B`;
+}
+
 function renderBudgets(budgets) {
-  const limits = budgets.limits;
-  byId("budgets-limits").textContent =
-    `Limits per caller: ${limits.sessions || "no"} sessions, ${limits.requests || "no"} requests in flight, ${limits.tasks || "no"} tasks; ${limits.sessions_total} sessions in all.`;
-  fill(byId("budgets-table").tBodies[0], budgets.callers.map(c => el("tr", {},
+  const list = budgets.budgets;
+  const table = byId("budgets-table");
+  byId("budgets-limits").textContent = budgets.shared
+    ? "Per-principal limits hold across the cluster; figures are this process's."
+    : "Per-principal limits hold in this process.";
+  fill(table.tHead.rows[0], el("th", {}, "caller"), list.map(b => el("th", {title: `server.${b.setting}`}, b.name)),
+       el("th", {}, "refused (429)"));
+  fill(table.tBodies[0], budgets.callers.map(c => el("tr", {},
     el("td", {}, el("code", {}, c.caller)),
-    el("td", {class: "num"}, `${c.sessions}${limits.sessions ? ` / ${limits.sessions}` : ""}`),
-    el("td", {class: "num"}, `${c.requests}${limits.requests ? ` / ${limits.requests}` : ""}`),
-    el("td", {class: "num"}, `${c.tasks}${limits.tasks ? ` / ${limits.tasks}` : ""}`),
-    el("td", {class: "num"}, c.parked),
+    list.map(b => {
+      const held = c.held[b.name] || 0;
+      const refused = c.refusals[b.name] || 0;
+      return el("td", {class: "num", "data-budget": b.name},
+        `${amount(b.name, held)}${b.perPrincipal ? ` / ${amount(b.name, b.perPrincipal)}` : ""}`,
+        refused ? el("div", {class: "muted refusals"}, `${refused} × 429`) : null);
+    }),
     el("td", {class: "num"}, c.refused))));
-  label(byId("budgets-table"));
+  label(table);
 }
 
 function renderCatalog() {
