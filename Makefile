@@ -21,7 +21,7 @@ serve: setup
 	$(VENV)/bin/mcphost $(SERVE_FLAGS) serve
 
 # lint-imports checks the layering contracts in pyproject.toml (docs/architecture.md) first, then
-# mypy the types (strict on mcphost/, configured in pyproject.toml's [tool.mypy]).
+# mypy the types (strict on mcphost/ and the plugin packages, configured in pyproject.toml's [tool.mypy]).
 # The suite runs on TEST_WORKERS pytest-xdist workers (0: in this process, one test at a time).
 # Most tests wait on the servers and clients they start, so more workers than cores pay off; each
 # worker starts its own servers on ports of its own block (mcphost.testing.free_port) and shares

@@ -51,7 +51,7 @@ async def check_read(host: Any, request: Any, settings: Mapping[str, Any]) -> Pr
                             path=request.path, scheme=request.scheme)
     challenge = f'Bearer scope="{scope}"'
     try:
-        principal = await host.authenticate(connection)
+        principal: Principal | None = await host.authenticate(connection)
     except Refused as exc:
         if exc.status == 401:
             raise Denied(401, exc.message, {"www-authenticate": f'{challenge}, error="invalid_token"'}) from None

@@ -140,9 +140,9 @@ class RedisBackend(Backend):
         self.op = Operations(settings)
         #: Seconds a request stream's lease lasts without a heartbeat (see RedisEventLog.lease).
         self.lease = settings.lease
-        self.sessions = RedisSessionStore(self)
-        self.events = RedisEventLog(self)
-        self.broker = RedisBroker(self)
+        self.sessions: RedisSessionStore = RedisSessionStore(self)
+        self.events: RedisEventLog = RedisEventLog(self)
+        self.broker: RedisBroker = RedisBroker(self)
         self.tasks = RedisTaskStore(self)
         self._keyring = self.redis.register_script(scripts.KEYRING)
         self._rotate = self.redis.register_script(scripts.ROTATE)
@@ -280,13 +280,18 @@ class RedisBudgetShare:
         now = _now_ms()
         found: dict[str, int] = {}
         for node, value in raw.items():
-            units, deadline, _ = (int(part) for part in value.decode().split(":"))
+            units, deadline, _ = (int(part) for part in _text(value).split(":"))
             if deadline > now:
-                found[node.decode()] = units
+                found[_text(node)] = units
         return found
 
 
-def _ring(raw: bytes, where: str = "the key ring") -> list[SharedKey]:
+def _text(value: Any) -> str:
+    """A Redis reply item as text (this client reads bytes; the stubs allow str too)."""
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _ring(raw: bytes | str, where: str = "the key ring") -> list[SharedKey]:
     try:
         ring = [SharedKey(bytes.fromhex(entry["k"]), float(entry["f"]) / 1000) for entry in orjson.loads(raw)]
         if not ring or any(len(key.secret) < 16 for key in ring):
@@ -438,7 +443,7 @@ class RedisSessionStore:
     async def ids(self) -> list[str]:
         """Ids of every live session (for notifications sent to all sessions)."""
         raw = await self._op(self._redis.zrangebyscore(self._index, _now_ms(), "+inf"))
-        return [item.decode() for item in raw]
+        return [_text(item) for item in raw]
 
     async def page(self, cursor: str | None, count: int) -> SessionPage:
         """About ``count`` live sessions with their states, walking the expiry index with ``ZSCAN``
@@ -448,7 +453,7 @@ class RedisSessionStore:
         position = int(cursor) if cursor and cursor.isdigit() else 0
         following, pairs = await self._op(self._redis.zscan(self._index, position, count=max(1, count)))
         now, ttl = _now_ms(), _ms(self._ttl)
-        alive = [(member.decode(), score) for member, score in pairs if score > now]
+        alive = [(_text(member), float(score)) for member, score in pairs if float(score) > now]
         states: list[dict[str, Any]] = []
         if alive:
             pipe = self._redis.pipeline(transaction=False)
@@ -949,7 +954,7 @@ class RedisBroker:
         backoff = 0.05
         while not self._closed:
             try:
-                connection = self._pool.make_connection()
+                connection = self._pool.make_connection()  # type: ignore[no-untyped-call]  # unannotated in redis-py
                 async with asyncio.timeout(self._deadline):
                     await connection.connect()
                 self._connection = connection
