@@ -226,6 +226,13 @@ class Kernel:
             self._on_response(session, message)
         return None
 
+    def receive_all(self, session: Session, messages: list[Any], connection: Connection | None = None,
+                    principal: Principal | None = None) -> list[Reply]:
+        """:meth:`receive` for each of ``messages`` (one POST's, or a 2025-03-26 batch): the reply
+        futures of its requests, in order, to be answered together."""
+        replies = [self.receive(session, message, connection, principal) for message in messages]
+        return [reply for reply in replies if reply is not None]
+
     def _start(self, session: Session, message: Message, connection: Connection | None,
                principal: Principal | None = None, deliver: Deliver | None = None) -> Reply:
         request_id = message["id"]

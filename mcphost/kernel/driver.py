@@ -11,8 +11,9 @@ hooks see, whether it is trusted) and its ordered writer (``outlet`` for what th
   a session-era message runs on the driver's session);
 - ``close``: disconnect with the connection's reason, then terminate once.
 
-Transports never call a lifecycle hook or ``Kernel.receive`` themselves. HTTP, where each request
-is its own connection to a session that outlives it, goes through the manager per request.
+Transports never call a lifecycle hook themselves. HTTP, where each request is its own connection
+to a session that outlives it, goes through the manager per request and hands each POST's
+session-era messages to ``Kernel.receive_all`` (there is no connection-long driver to hold).
 """
 
 from __future__ import annotations
@@ -83,8 +84,7 @@ class SessionDriver:
     def batch(self, messages: list[Any]) -> list[Reply]:
         """Run a 2025-03-26 batch: the reply futures of its requests, to be answered as one array
         (not handed to ``deliver`` one by one)."""
-        kernel, session, connection = self._kernel, self.session, self.connection
-        return [r for r in (kernel.receive(session, m, connection) for m in messages) if r is not None]
+        return self._kernel.receive_all(self.session, messages, self.connection)
 
     def legacy(self, message: Any) -> None:
         """The exchange's session-era path: replies go to ``deliver``."""

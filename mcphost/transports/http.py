@@ -403,8 +403,7 @@ class HttpTransport:
             extra = {"mcp-session-id": session.id} if is_initialize else {}
             principal = connection.principal
             if not requests:
-                replies = [r for r in (self.host.kernel.receive(session, m, connection, principal) for m in messages)
-                           if r is not None]
+                replies = self.host.kernel.receive_all(session, messages, connection, principal)
                 if self.manager.shared:
                     await self.manager.persist(session)  # notifications/initialized, say
                 if replies:  # invalid messages get their error replies
@@ -418,8 +417,7 @@ class HttpTransport:
                 return
             streams = self.streams
             stream = await streams.open_request_stream(session, state, [m["id"] for m in requests])
-            replies = [r for r in (self.host.kernel.receive(session, m, connection, principal) for m in messages)
-                       if r is not None]
+            replies = self.host.kernel.receive_all(session, messages, connection, principal)
             request_ids = [m["id"] for m in requests]
             if self.manager.shared:
                 streams.store_replies(session, state, stream, replies, request_ids)
@@ -474,8 +472,7 @@ class HttpTransport:
     async def _reply_json(self, session: Session, connection: Connection, messages: list[Any], batch: bool,
                           send: Send, extra: dict[str, str], principal: Principal | None) -> None:
         assert self.host.kernel is not None  # the host starts it before serving
-        replies = [r for r in (self.host.kernel.receive(session, m, connection, principal) for m in messages)
-                   if r is not None]
+        replies = self.host.kernel.receive_all(session, messages, connection, principal)
         results = [m for m in [await r for r in replies] if m is not None]
         if not results:
             await respond(send, 202, b"", extra)
