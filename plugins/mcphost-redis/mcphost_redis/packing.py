@@ -1,9 +1,9 @@
 """Commands packed in C by hiredis.
 
-redis-py's asyncio connections build every command in Python, argument by argument: on a
-session-era call on Redis (two scripts of about a dozen arguments each) that was about a tenth of
-the server's CPU. hiredis (a dependency of this plugin) packs the same bytes in one C call; the
-replies are already read by hiredis's parser whenever it is installed.
+redis-py's asyncio connections build every command in Python, argument by argument; a session-era
+call on Redis sends two scripts of about a dozen arguments each. hiredis (a dependency of this
+plugin) packs the same bytes in one C call, which saved 2-5 % of such a call's CPU in process
+(540 against 550 us); its parser reads the replies whenever it is installed.
 """
 
 from __future__ import annotations
