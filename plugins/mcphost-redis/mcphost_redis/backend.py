@@ -59,7 +59,7 @@ from mcphost.sessions.backend import (
 )
 
 from . import scripts
-from .packing import pack_in_c
+from .packing import lighter
 from .waker import StreamWaker, shrink_idle
 
 log = logging.getLogger("mcphost.redis")
@@ -129,9 +129,9 @@ class RedisBackend(Backend):
             # connection (with RESP3 the driver would route them to a push handler instead).
             "protocol": 2,
         }
-        pool = pack_in_c(ConnectionPool.from_url(settings.url, socket_timeout=settings.op_timeout, **common))
+        pool = lighter(ConnectionPool.from_url(settings.url, socket_timeout=settings.op_timeout, **common))
         # Blocking reads (XREAD BLOCK) wait longer than a command may; their deadline is their own.
-        blocking = pack_in_c(ConnectionPool.from_url(settings.url, socket_timeout=None, **common))
+        blocking = lighter(ConnectionPool.from_url(settings.url, socket_timeout=None, **common))
         self.redis = aioredis.Redis(connection_pool=pool)
         self.blocking = aioredis.Redis(connection_pool=blocking)
         #: Every wait for a stream's next entry shares one connection (see mcphost_redis.waker).

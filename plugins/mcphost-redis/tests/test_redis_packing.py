@@ -1,10 +1,16 @@
-"""Commands packed by hiredis (mcphost_redis.packing) are the bytes redis-py would have sent."""
+"""The backend's connections (mcphost_redis.packing): commands packed by hiredis are the bytes
+redis-py would have sent, and a write that cannot finish is still bounded by the socket timeout."""
 
 from __future__ import annotations
 
+import os
+import signal
+import time
+
 import pytest
+from mcphost.sessions.backend import BackendUnavailable
 from mcphost_redis import RedisBackend
-from mcphost_redis.packing import HiredisPacking
+from mcphost_redis.packing import HiredisPacking, TasklessWrites
 from mcphost_redis.testing import RedisServer, redis_settings
 from redis.asyncio.connection import Connection
 
@@ -28,6 +34,27 @@ async def test_the_backend_talks_to_redis_through_hiredis_packing(redis_server: 
         assert issubclass(backend.redis.connection_pool.connection_class, HiredisPacking)
         await backend.redis.set("pack:k", "héllo \r\n wörld")
         assert (await backend.redis.get("pack:k")).decode() == "héllo \r\n wörld"
+        assert await backend.health()
+    finally:
+        await backend.close()
+
+
+async def test_a_write_a_stopped_redis_cannot_take_times_out_and_the_next_command_reconnects(
+        redis_server: RedisServer) -> None:
+    backend = RedisBackend(redis_settings(redis_server.url, prefix="slow:", op_timeout=0.5))
+    assert issubclass(backend.redis.connection_pool.connection_class, TasklessWrites)
+    assert redis_server.process is not None
+    try:
+        await backend.health()  # connected before Redis stops reading
+        os.kill(redis_server.process.pid, signal.SIGSTOP)
+        started = time.monotonic()
+        try:
+            with pytest.raises(BackendUnavailable, match="Timeout writing"):
+                # Far more than the socket buffers hold: the write itself has to wait on Redis.
+                await backend.op(backend.redis.set("slow:big", b"x" * (64 << 20)))
+        finally:
+            os.kill(redis_server.process.pid, signal.SIGCONT)
+        assert time.monotonic() - started < 2.0
         assert await backend.health()
     finally:
         await backend.close()
