@@ -8,11 +8,12 @@ import signal
 import time
 
 import pytest
-from mcphost.sessions.backend import BackendUnavailable
 from mcphost_redis import RedisBackend
 from mcphost_redis.packing import HiredisPacking, TasklessWrites
 from mcphost_redis.testing import RedisServer, redis_settings
 from redis.asyncio.connection import Connection
+
+from mcphost.sessions.backend import BackendUnavailable
 
 COMMANDS = [
     ("EVALSHA", "0123abcd", 2, "k:{s}", "k:{s}:1", b"\x00\xffpayload", 1.5, -7, "héllo"),
