@@ -50,6 +50,23 @@ def listing(count: int) -> list:
     return tools
 
 
+def answer(tools: list, method: str | None, params: dict) -> dict | None:
+    """What both raw upstreams answer to ``method``: initialize, the listing, ``bump`` (one tool
+    more) and an echo for any other tool; None for a method neither serves."""
+    if method == "initialize":
+        return {"protocolVersion": params.get("protocolVersion", "2025-06-18"),
+                "capabilities": {"tools": {"listChanged": True}},
+                "serverInfo": {"name": "gateway-upstream", "version": "1"}}
+    if method == "tools/list":
+        return {"tools": tools}
+    if method == "tools/call" and params.get("name") == "bump":
+        tools.append({"name": f"added{len(tools)}", "inputSchema": {"type": "object", "properties": {}}})
+        return {"content": [{"type": "text", "text": "bumped"}]}
+    if method == "tools/call":
+        return {"content": [{"type": "text", "text": json.dumps(params.get("arguments"))}]}
+    return None
+
+
 def run_raw_http(count: int, port: int) -> None:
     """The raw upstream over Streamable HTTP (session era, every reply a JSON body): tools/list is one
     body of all ``count`` tools; ``bump`` adds a tool (no notification: the caller lists again)."""
@@ -76,19 +93,8 @@ def run_raw_http(count: int, port: int) -> None:
                 self.send_header("content-length", "0")
                 self.end_headers()
                 return
-            params = message.get("params") or {}
-            if method == "initialize":
-                result: dict = {"protocolVersion": params.get("protocolVersion", "2025-06-18"),
-                                "capabilities": {"tools": {"listChanged": True}},
-                                "serverInfo": {"name": "gateway-upstream", "version": "1"}}
-            elif method == "tools/list":
-                result = {"tools": tools}
-            elif method == "tools/call" and params.get("name") == "bump":
-                tools.append({"name": f"added{len(tools)}", "inputSchema": {"type": "object", "properties": {}}})
-                result = {"content": [{"type": "text", "text": "bumped"}]}
-            elif method == "tools/call":
-                result = {"content": [{"type": "text", "text": json.dumps(params.get("arguments"))}]}
-            else:
+            result = answer(tools, method, message.get("params") or {})
+            if result is None:
                 body = json.dumps({"jsonrpc": "2.0", "id": request_id,
                                    "error": {"code": -32601, "message": "Method not found"}}).encode()
                 self._reply(body)
@@ -120,17 +126,10 @@ def run_raw(count: int) -> None:
         if request_id is None:
             continue
         params = message.get("params") or {}
-        if method == "initialize":
-            result: dict = {"protocolVersion": params.get("protocolVersion", "2025-06-18"),
-                            "capabilities": {"tools": {"listChanged": True}},
-                            "serverInfo": {"name": "gateway-upstream", "version": "1"}}
-        elif method == "tools/list":
-            result = {"tools": tools}
-        elif method == "tools/call" and params.get("name") == "bump":
-            tools.append({"name": f"added{len(tools)}", "inputSchema": {"type": "object", "properties": {}}})
+        name = params.get("name") if method == "tools/call" else None
+        if name == "bump":
             send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
-            result = {"content": [{"type": "text", "text": "bumped"}]}
-        elif method == "tools/call" and params.get("name") == "big":
+        if name == "big":
             # One reply line of ``mib`` MiB, written a MiB at a time.
             size = int(float((params.get("arguments") or {}).get("mib", 1)) * 1024 * 1024)
             out.write(f'{{"jsonrpc": "2.0", "id": {json.dumps(request_id)}, "result": {{"content": '
@@ -142,17 +141,15 @@ def run_raw(count: int) -> None:
             out.write('"}]}}\n')
             out.flush()
             continue
-        elif method == "tools/call" and params.get("name") == "flood":
+        if name == "flood":
             # ``count`` log notifications, then the reply.
             note = json.dumps({"jsonrpc": "2.0", "method": "notifications/message",
                                "params": {"level": "info", "logger": "flood", "data": "x" * 64}}) + "\n"
             out.write(note * int((params.get("arguments") or {}).get("count", 1)))
-            result = {"content": [{"type": "text", "text": "flooded"}]}
-        elif method == "tools/call":
-            result = {"content": [{"type": "text", "text": json.dumps(params.get("arguments"))}]}
+            result: dict | None = {"content": [{"type": "text", "text": "flooded"}]}
         else:
-            result = {}
-        send({"jsonrpc": "2.0", "id": request_id, "result": result})
+            result = answer(tools, method, params)
+        send({"jsonrpc": "2.0", "id": request_id, "result": result if result is not None else {}})
 
 
 if __name__ == "__main__":
