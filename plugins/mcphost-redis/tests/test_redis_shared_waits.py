@@ -29,36 +29,40 @@ def clients(url: str) -> int:
         connection.close()
 
 
-def test_redis_clients_do_not_grow_with_the_number_of_get_streams(
-        tmp_path: Path, redis_server: RedisServer) -> None:
-    config = (f'[server]\nmax_requests_per_principal = 200\n'
-              f'[plugins.redis]\nurl = "{redis_server.url}"\nprefix = "w{os.getpid()}:"\n')
-    server = HttpServer(tmp_path, plugins="demo,redis", config=config)
+def test_redis_clients_do_not_grow_with_the_number_of_get_streams(tmp_path: Path) -> None:
+    # A Redis of its own: on the shared one, other tests' clients come and go while this one counts.
+    redis_server = RedisServer(tmp_path / "redis")
     try:
-        with httpx.Client(timeout=30, limits=httpx.Limits(max_connections=200)) as client:
-            sessions = [server.initialize(client) for _ in range(60)]
-            time.sleep(0.5)
-            before = clients(redis_server.url)
-            with contextlib.ExitStack() as streams:
-                for session_id in sessions:
-                    response = streams.enter_context(client.stream(
-                        "GET", server.url, headers={**server.headers(session_id), "accept": "text/event-stream"}))
-                    assert response.status_code == 200
-                time.sleep(1.0)  # every stream is waiting for its next event now
-                during = clients(redis_server.url)
-                # The waker's one connection, plus the pooled command connections that the commands
-                # in flight at once needed while the streams opened: a handful on a busy machine (5
-                # seen with four test workers sharing two cores), never one per stream (60 here).
-                # What the pool already held depends on what ran before on this process.
-                assert during - before <= len(sessions) // 10, (before, during)
-                # Calls on sessions whose GET streams are open still answer.
-                answer = client.post(server.url, headers=server.headers(sessions[0]), json={
-                    "jsonrpc": "2.0", "id": 5, "method": "tools/call",
-                    "params": {"name": "echo", "arguments": {"text": "still streaming"}}})
-                assert "still streaming" in answer.text
-            print(f"\nRedis clients: {before} before, {during} with {len(sessions)} GET streams open")
+        config = (f'[server]\nmax_requests_per_principal = 200\n'
+                  f'[plugins.redis]\nurl = "{redis_server.url}"\nprefix = "w{os.getpid()}:"\n')
+        server = HttpServer(tmp_path, plugins="demo,redis", config=config)
+        try:
+            with httpx.Client(timeout=30, limits=httpx.Limits(max_connections=200)) as client:
+                sessions = [server.initialize(client) for _ in range(60)]
+                time.sleep(0.5)
+                before = clients(redis_server.url)
+                with contextlib.ExitStack() as streams:
+                    for session_id in sessions:
+                        response = streams.enter_context(client.stream(
+                            "GET", server.url, headers={**server.headers(session_id), "accept": "text/event-stream"}))
+                        assert response.status_code == 200
+                    time.sleep(1.0)  # every stream is waiting for its next event now
+                    during = clients(redis_server.url)
+                    # The waker's one connection, plus the pooled command connections that the commands
+                    # in flight at once needed while the streams opened: a handful on a busy machine (5
+                    # seen with four test workers sharing two cores), never one per stream (60 here).
+                    # What the pool already held depends on what ran before on this process.
+                    assert during - before <= len(sessions) // 10, (before, during)
+                    # Calls on sessions whose GET streams are open still answer.
+                    answer = client.post(server.url, headers=server.headers(sessions[0]), json={
+                        "jsonrpc": "2.0", "id": 5, "method": "tools/call",
+                        "params": {"name": "echo", "arguments": {"text": "still streaming"}}})
+                    assert "still streaming" in answer.text
+                print(f"\nRedis clients: {before} before, {during} with {len(sessions)} GET streams open")
+        finally:
+            server.stop()
     finally:
-        server.stop()
+        redis_server.stop()
 
 
 async def test_one_waker_connection_wakes_many_readers(redis_server: RedisServer) -> None:
@@ -81,7 +85,9 @@ async def test_one_waker_connection_wakes_many_readers(redis_server: RedisServer
         await backend.close()
 
 
-async def test_idle_pooled_connections_are_closed(redis_server: RedisServer) -> None:
+async def test_idle_pooled_connections_are_closed(tmp_path: Path) -> None:
+    # A Redis of its own: on the shared one, other tests' clients come and go while this one counts.
+    redis_server = RedisServer(tmp_path / "redis")
     prefix = f"tr{os.getpid()}:"
     backend = RedisBackend(redis_settings(redis_server.url, prefix=prefix))
     try:
@@ -97,3 +103,4 @@ async def test_idle_pooled_connections_are_closed(redis_server: RedisServer) -> 
         assert clients(redis_server.url) - before <= 1
     finally:
         await backend.close()
+        redis_server.stop()
