@@ -441,6 +441,7 @@ def call(options: Options, tool_name: str, args: tuple[str, ...], json_args: str
     from mcphost.transports.memory import MemoryTransport
 
     async def run() -> dict[str, Any]:
+        _exit_soon_after_ctrl_c()
         async with MemoryTransport(host, capabilities=CAPABILITIES, handlers=terminal.handlers()) as client:
             result = await client.call_tool(tool_name, arguments)
         task = asyncio.current_task()
@@ -455,6 +456,38 @@ def call(options: Options, tool_name: str, args: tuple[str, ...], json_args: str
     click.echo(json.dumps(result, indent=2))
     if result.get("isError"):
         sys.exit(1)
+
+
+#: Seconds a Ctrl-C'd ``mcphost call`` may take to wind down before it exits regardless.
+CTRL_C_GRACE = 5.0
+
+
+def _exit_soon_after_ctrl_c() -> None:
+    """Chain onto asyncio's own SIGINT handler (which cancels the call): a wind-down that does not
+    end within CTRL_C_GRACE (a tool or hook that ignores cancellation) is cut short with exit
+    status 1, as a finished Ctrl-C would give."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return  # signals reach only the main thread's handlers
+    previous = signal.getsignal(signal.SIGINT)
+
+    def on_sigint(signum: int, frame: Any) -> None:
+        def give_up() -> None:
+            sys.stderr.write("\nAborted! (the call did not wind down in time)\n")
+            sys.stderr.flush()
+            os._exit(1)
+
+        timer = threading.Timer(CTRL_C_GRACE, give_up)
+        timer.daemon = True
+        timer.start()
+        if callable(previous):
+            previous(signum, frame)
+        else:
+            raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, on_sigint)
 
 
 @cli.command()
