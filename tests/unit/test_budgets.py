@@ -116,17 +116,19 @@ def test_a_caller_without_an_address_may_use_every_thread() -> None:
 
 
 def test_a_reserve_keeps_threads_for_principals_running_nothing() -> None:
-    """8 threads, a share of 4, a reserve of 2: two greedy principals take 4 and 2 threads; two
-    newcomers still start at once, each on a thread of the reserve."""
+    """8 threads, a share of 4, a reserve of 2: two greedy principals take the 6 threads outside
+    the reserve, neither more than its share (4 and 2, or 3 and 3, as the threads pick up their
+    work); two newcomers still start at once, each on a thread of the reserve."""
     pool = FairPool(workers=8, share=4)
     release = threading.Event()
     try:
         greedy = [_submit(pool, key, release.wait, 10) for key in ("a", "b") for _ in range(10)]
         deadline = time.monotonic() + 5
-        while (pool.running("a"), pool.running("b")) != (4, 2) and time.monotonic() < deadline:
+        while pool.running("a") + pool.running("b") < 6 and time.monotonic() < deadline:
             time.sleep(0.02)
         time.sleep(0.2)  # and no more than that
-        assert (pool.running("a"), pool.running("b")) == (4, 2)
+        running = (pool.running("a"), pool.running("b"))
+        assert sum(running) == 6 and max(running) <= 4, running
         newcomers = [_submit(pool, key, lambda: "answered") for key in ("c", "d")]
         assert [future.result(timeout=2) for future in newcomers] == ["answered", "answered"]
     finally:
