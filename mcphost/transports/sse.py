@@ -208,13 +208,12 @@ class SessionStreams:
             event.message is not None and "method" not in event.message for event in result.events)
 
     def store_replies(self, session: Session, state: HttpSessionState, stream: str,
-                      replies: list[asyncio.Future[Any]], request_ids: list[Any]) -> asyncio.Task[None]:
+                      replies: list[asyncio.Future[Any]], request_ids: list[Any]) -> None:
         """Store each reply in the stream as it completes, in a task the session owns."""
         finisher = asyncio.get_running_loop().create_task(
             self._finish_stream(session, state, stream, replies, request_ids))
         self.background.add(finisher)
         finisher.add_done_callback(self.background.discard)
-        return finisher
 
     async def store_ready_replies(self, session: Session, state: HttpSessionState, stream: str,
                                   replies: list[asyncio.Future[Any]], request_ids: list[Any]) -> None:
