@@ -416,35 +416,11 @@ class HttpTransport:
                 await self._reply_json(session, connection, messages, batch, send, extra, principal)
                 return
             streams = self.streams
-            stream = await streams.open_request_stream(session, state, [m["id"] for m in requests])
-            replies = self.host.kernel.receive_all(session, messages, connection, principal)
             request_ids = [m["id"] for m in requests]
-            if self.manager.shared:
-                streams.store_replies(session, state, stream, replies, request_ids)
-                pumping = True
-                # The priming event (seq 1) is stored; write it as is, so the client holds a
-                # resumable id even if the shared log cannot be read a moment later.
-                await streams.pump(session, stream, 1, receive, send, extra,
-                                   priming=frame(stream, 1, None, self.retry_ms))
-            else:  # read from the log with the reply, when it is ready, in one write
-                # A handler that waits on nothing has its reply after one turn of the loop: it is
-                # stored here, in this task (nothing this backend does waits, so no client leaving
-                # can come between); otherwise a task the session owns stores it when it comes.
-                try:
-                    await asyncio.sleep(0)
-                except BaseException:
-                    # This request was cancelled (its connection broke): the session still
-                    # stores the replies, for the client to resume.
-                    streams.store_replies(session, state, stream, replies, request_ids)
-                    raise
-                stored = all(reply.done() for reply in replies)
-                if stored:
-                    await streams.store_ready_replies(session, state, stream, replies, request_ids)
-                else:
-                    streams.store_replies(session, state, stream, replies, request_ids)
-                pumping = True
-                if not (stored and await streams.write_stored(session, state, stream, send, extra)):
-                    await streams.pump(session, stream, 0, receive, send, extra)
+            stream = await streams.open_request_stream(session, state, request_ids)
+            replies = self.host.kernel.receive_all(session, messages, connection, principal)
+            pumping = True  # the streams report the disconnect from here on
+            await streams.answer(session, state, stream, replies, request_ids, receive, send, extra)
         finally:
             if not pumping:  # the pump reports its own disconnect
                 await self.manager.close(session, "complete")

@@ -207,18 +207,49 @@ class SessionStreams:
         return result.done and not any(
             event.message is not None and "method" not in event.message for event in result.events)
 
-    def store_replies(self, session: Session, state: HttpSessionState, stream: str,
-                      replies: list[asyncio.Future[Any]], request_ids: list[Any]) -> None:
+    async def answer(self, session: Session, state: HttpSessionState, stream: str,
+                     replies: list[asyncio.Future[Any]], request_ids: list[Any], receive: Receive, send: Send,
+                     extra: dict[str, str]) -> None:
+        """Store the replies of a request stream as they come and write the stream as SSE.
+
+        A handler that waits on nothing has its reply after one turn of the loop: its stream is
+        then complete in the log and goes out as one body (:meth:`write_stored`); otherwise it is
+        followed as it grows (:meth:`pump`). Either way the replies are stored first, by the
+        session, so a client that leaves loses nothing and can resume. Ends with the disconnect
+        hooks (``manager.close``) in every case.
+        """
+        # On a shared backend the priming event (seq 1) is written as stored, before the log is
+        # read again, so the client holds a resumable id even if the log cannot be read a moment later.
+        priming, after = (frame(stream, 1, None, self.retry_ms), 1) if self.shared else (b"", 0)
+        storing = False
+        try:
+            await asyncio.sleep(0)
+            ready = all(reply.done() for reply in replies)
+            storing = True
+            if not ready:
+                self._store_replies(session, state, stream, replies, request_ids)
+            elif self.shared:
+                # Storing takes a round trip: the session's task does it, so a client leaving
+                # meanwhile cannot cut it short; this one only waits for it.
+                await asyncio.shield(self._store_replies(session, state, stream, replies, request_ids))
+            else:  # nothing this backend does waits: stored here, in this task
+                await self._finish_stream(session, state, stream, replies, request_ids)
+        except BaseException:
+            if not storing:  # cancelled (the connection broke): the session still stores the replies
+                self._store_replies(session, state, stream, replies, request_ids)
+            await self.manager.close(session, "dropped")
+            raise
+        if not (ready and await self.write_stored(session, state, stream, send, extra, after, priming)):
+            await self.pump(session, stream, after, receive, send, extra, priming=priming)
+
+    def _store_replies(self, session: Session, state: HttpSessionState, stream: str,
+                       replies: list[asyncio.Future[Any]], request_ids: list[Any]) -> asyncio.Task[None]:
         """Store each reply in the stream as it completes, in a task the session owns."""
         finisher = asyncio.get_running_loop().create_task(
             self._finish_stream(session, state, stream, replies, request_ids))
         self.background.add(finisher)
         finisher.add_done_callback(self.background.discard)
-
-    async def store_ready_replies(self, session: Session, state: HttpSessionState, stream: str,
-                                  replies: list[asyncio.Future[Any]], request_ids: list[Any]) -> None:
-        """:meth:`store_replies` for replies that are all done already, in the caller's task."""
-        await self._finish_stream(session, state, stream, replies, request_ids)
+        return finisher
 
     async def _settle(self, session: Session, stream: str) -> bool:
         """End a request stream whose process died with an error reply for each of its requests.
@@ -372,21 +403,22 @@ class SessionStreams:
             await self.manager.close(session, reason)
 
     async def write_stored(self, session: Session, state: HttpSessionState, stream: str, send: Send,
-                            extra: dict[str, str]) -> bool:
+                           extra: dict[str, str], after: int = 0, priming: bytes = b"") -> bool:
         """Write a request stream that is already complete in the log as one response.
 
-        What :meth:`_pump` would write for it, byte for byte, without its watcher tasks: the
-        events were stored first (so the stream stays resumable like any other), and nothing more
-        can come. False, having written nothing, when the stream is not complete after all.
+        What :meth:`pump` would write for it (from ``after``, ``priming`` first), byte for byte,
+        without its watcher tasks: the events were stored first (so the stream stays resumable
+        like any other), and nothing more can come. False, having written nothing, when the
+        stream is not complete after all.
         """
         try:
-            result = await self.events.read(session.id, stream, 0, 0)
-        except UnknownEvent:
+            result = await self.events.read(session.id, stream, after, 0)
+        except (UnknownEvent, BackendUnavailable):  # the pump says what there is to say
             return False
         if not result.done or not result.events:
             return False
-        body = b"".join([frame(stream, event.seq, event.message, self.retry_ms, event.data)
-                         for event in result.events])
+        body = priming + b"".join([frame(stream, event.seq, event.message, self.retry_ms, event.data)
+                                   for event in result.events])
         # The whole stream is known: it goes out with a Content-Length, so the server frames it
         # as one body (no chunked encoding, one write less); clients read SSE to its end either way.
         headers = [*SSE_HEADERS, (b"content-length", str(len(body)).encode())]
