@@ -224,9 +224,13 @@ class Ledger:
     async def cover(self, key: str, budget: str) -> None:
         """After :meth:`force`: ask the share for an allowance covering what ``key`` holds, as much
         of it as the cluster has room for (:meth:`over` then says whether it holds more)."""
-        spec = self.budgets[budget]
-        if self._shared(spec) and self._held[budget][key] > self._granted[budget][key]:
-            await self._lease(key, budget, self._held[budget][key], partial=True)
+        if not self._shared(self.budgets[budget]):
+            return
+        # Again while a lease grows the allowance: one that was running already when this cover
+        # came covered only what was held when it began.
+        while self._held[budget][key] > self._granted[budget][key]:
+            if not await self._lease(key, budget, self._held[budget][key], partial=True):
+                return
 
     def count_refusal(self, key: str, budget: str) -> None:
         """Count one refusal of ``key`` by ``budget`` (for operators)."""

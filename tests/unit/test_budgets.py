@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextvars
 import threading
 import time
@@ -54,6 +55,45 @@ def test_default_per_principal_limits_leave_room_that_ten_principals_cannot_fill
     assert sync_share(settings) * 10 > settings.sync_workers  # the pool is shared by turns instead
     assert sync_share(SimpleNamespace(sync_workers=4, sync_workers_per_principal=0)) == 1
     assert sync_share(SimpleNamespace(sync_workers=4, sync_workers_per_principal=9)) == 4
+
+
+class _SlowShare:
+    """A share that records every allowance asked for, after a turn of the loop (a round trip)."""
+
+    ttl = 6.0
+
+    def __init__(self) -> None:
+        self.leases: list[int] = []
+
+    async def lease(self, budget: str, key: str, want: int, need: int, limit: int, seq: int,
+                    spare: int = 0) -> tuple[int, int]:
+        await asyncio.sleep(0.01)
+        self.leases.append(want)
+        return want, 0
+
+    async def settle(self, allowances: dict[tuple[str, str], int], seq: int) -> dict[tuple[str, str], int]:
+        return {}
+
+
+async def test_covers_that_overlap_a_running_lease_end_covered() -> None:
+    # Two streams stored at once: the second cover comes while the first one's lease is out,
+    # which covers only what was held when it began. Neither may leave the principal "over" (its
+    # retention would then drop unread streams with room to spare).
+    ledger = Ledger([Budget("retained bytes", "max_retained_bytes_per_principal", 10_000, 1_000,
+                            "max_retained_bytes_total")])
+    share = _SlowShare()
+    ledger.use_share(share)
+
+    async def store(size: int) -> None:
+        ledger.force("a", "retained bytes", size)
+        await ledger.cover("a", "retained bytes")
+
+    first = asyncio.ensure_future(store(100))
+    await asyncio.sleep(0)  # its lease is out
+    await asyncio.gather(store(200), first)
+    assert ledger.held("a", "retained bytes") == 300
+    assert not ledger.over("a", "retained bytes")
+    assert share.leases == [100, 300]
 
 
 def _submit(pool: FairPool, key: str, fn, *args):
