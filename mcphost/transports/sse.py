@@ -222,24 +222,34 @@ class SessionStreams:
         # read again, so the client holds a resumable id even if the log cannot be read a moment later.
         priming, after = (frame(stream, 1, None, self.retry_ms), 1) if self.shared else (b"", 0)
         storing = False
+        closer: tuple[asyncio.Event, list[int | None]] | None = None
         try:
-            await asyncio.sleep(0)
-            ready = all(reply.done() for reply in replies)
-            storing = True
-            if not ready:
-                self._store_replies(session, state, stream, replies, request_ids)
-            elif self.shared:
-                # Storing takes a round trip: the session's task does it, so a client leaving
-                # meanwhile cannot cut it short; this one only waits for it.
-                await asyncio.shield(self._store_replies(session, state, stream, replies, request_ids))
-            else:  # nothing this backend does waits: stored here, in this task
-                await self._finish_stream(session, state, stream, replies, request_ids)
-        except BaseException:
-            if not storing:  # cancelled (the connection broke): the session still stores the replies
-                self._store_replies(session, state, stream, replies, request_ids)
-            await self.manager.close(session, "dropped")
-            raise
-        if not (ready and await self.write_stored(session, state, stream, send, extra, after, priming)):
+            try:
+                await asyncio.sleep(0)
+                ready = all(reply.done() for reply in replies)
+                storing = True
+                if not ready:
+                    self._store_replies(session, state, stream, replies, request_ids)
+                else:
+                    # This request writes the stream next: a live writer, so no retention budget
+                    # drops it as unread while it is stored.
+                    closer = state.closers[stream] = (asyncio.Event(), [None])
+                    if self.shared:
+                        # Storing takes a round trip: the session's task does it, so a client
+                        # leaving meanwhile cannot cut it short; this one only waits for it.
+                        await asyncio.shield(self._store_replies(session, state, stream, replies, request_ids))
+                    else:  # nothing this backend does waits: stored here, in this task
+                        await self._finish_stream(session, state, stream, replies, request_ids)
+            except BaseException:
+                if not storing:  # cancelled (the connection broke): the session still stores the replies
+                    self._store_replies(session, state, stream, replies, request_ids)
+                await self.manager.close(session, "dropped")
+                raise
+            written = ready and await self.write_stored(session, state, stream, send, extra, after, priming)
+        finally:
+            if closer is not None and state.closers.get(stream) is closer:
+                del state.closers[stream]
+        if not written:
             await self.pump(session, stream, after, receive, send, extra, priming=priming)
 
     def _store_replies(self, session: Session, state: HttpSessionState, stream: str,

@@ -141,3 +141,28 @@ async def test_a_ready_stateless_reply_is_json_without_the_waiting_path(app: Any
         assert reply["id"] == request_id and reply["result"]["content"][0]["text"] == "hi"
         assert reply["result"]["resultType"] == "complete"
     assert waited == []
+
+
+async def test_a_reply_larger_than_the_retention_budget_is_still_written() -> None:
+    # Retention bounds what waits unread; a reply its own request is about to write is not that,
+    # however large: it goes out, and only afterwards is it let go.
+    config = config_from_dict({"server": {"log_level": "warning", "max_retained_bytes": 16},
+                               "plugins": {"allow": ["demo"]}}, env={})
+    app = create_app(Host(config))
+    await app.host.start()
+    await app.transport.start()
+    try:
+        init = {"jsonrpc": "2.0", "id": 0, "method": "initialize",
+                "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+                           "clientInfo": {"name": "t", "version": "1"}}}
+        status, headers, _ = await request(app, "POST", json.dumps(init).encode(), session_headers())
+        assert status == 200
+        session_id = headers["mcp-session-id"]
+        initialized = json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}).encode()
+        await request(app, "POST", initialized, session_headers(session_id))
+        status, _, body = await request(app, "POST", echo(3, "x" * 200), session_headers(session_id))
+        assert status == 200
+        assert json.loads(sse_events(body)[-1]["data"])["result"]["content"][0]["text"] == "x" * 200
+    finally:
+        await app.transport.stop()
+        await app.host.stop()
