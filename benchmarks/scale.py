@@ -101,14 +101,14 @@ connection.AbstractConnection.send_packed_command = counted
 UNSHARED_WORKERS = """
 import sys
 import mcphost.serve as serve
-check = serve.check_bind
-def lenient(host, **options):
+check = serve.check_workers
+def lenient(host):
     host.backend.shared = True
     try:
-        check(host, **options)
+        check(host)
     finally:
         host.backend.shared = False
-serve.check_bind = lenient
+serve.check_workers = lenient
 from mcphost.cli import main
 sys.argv[0] = "mcphost"
 main()
