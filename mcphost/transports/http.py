@@ -226,8 +226,6 @@ class HttpTransport:
 
     # -- authentication -----------------------------------------------------------------------
 
-    # -- authentication -----------------------------------------------------------------------
-
     async def _authenticate(self, scope: Scope, headers: dict[str, str]) -> Connection:
         """The request's Connection, with its principal; Refused when the caller may not proceed.
 
@@ -300,7 +298,6 @@ class HttpTransport:
         except TimeoutError:
             raise HttpError(408, "Timed out reading the request body") from None
         return bytes(body if buffer is None else buffer)
-
 
     async def _session(self, headers: dict[str, str], connection: Connection, request_id: Any = None) -> Session:
         """The caller's session; 400 without the header, 404 when unknown (``request_id``: the
