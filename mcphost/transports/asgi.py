@@ -19,6 +19,9 @@ Receive = Callable[[], Awaitable[dict[str, Any]]]
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 
 LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1", "[::1]"})
+#: MCP request headers that carry one value: sent twice with different values, a request is refused.
+_SINGLE_VALUED = ((b"mcp-protocol-version", "MCP-Protocol-Version"), (b"mcp-session-id", "Mcp-Session-Id"),
+                  (b"mcp-method", "Mcp-Method"), (b"mcp-name", "Mcp-Name"))
 _JSON = (b"content-type", b"application/json")
 
 
@@ -65,6 +68,11 @@ class RequestGuard:
                 raise HttpError(403, "Forbidden: more than one Origin header")
             if names.count(b"host") > 1:
                 raise HttpError(421, "Misdirected request: more than one Host header")
+            # Two different protocol versions or sessions in one request: no answer could be right
+            # (``headers`` kept only the last of each, which the client may not have meant).
+            for name, shown in _SINGLE_VALUED:
+                if len({value for key, value in raw if key.lower() == name}) > 1:
+                    raise HttpError(400, f"Bad request: conflicting {shown} headers")
         origin = headers.get("origin")
         if origin is not None and not self.origin_allowed(origin, headers.get("host", "")):
             raise HttpError(403, "Forbidden: invalid Origin header")

@@ -656,6 +656,21 @@ def test_e3_requests_without_origin_are_allowed(server: HttpServer, client: http
     assert answer(post(client, server, session_id, rpc(1, "tools/list")), 1, "tools/list")
 
 
+@pytest.mark.parametrize(("name", "values"), [
+    ("mcp-protocol-version", ["2025-11-25", "2026-07-28"]), ("mcp-session-id", ["<session>", "other"])])
+def test_conflicting_mcp_headers_are_a_400_and_repeated_equal_ones_pass(server: HttpServer, client: httpx.Client,
+                                                                       session: str, name: str,
+                                                                       values: list[str]) -> None:
+    # Either value alone would be answered in its own way: with both, none is right.
+    values = [session if value == "<session>" else value for value in values]
+    headers = [(k, v) for k, v in server.headers(session).items() if k != name]
+    body = json.dumps(rpc(1, "ping"))
+    response = client.post(server.url, headers=[*headers, *((name, value) for value in values)], content=body)
+    assert rpc_error(response, 400, -32600)["error"]["message"].startswith("Bad request: conflicting ")
+    same = [*headers, (name, values[0]), (name, values[0])]
+    assert answer(client.post(server.url, headers=same, content=body), 1)["result"] == {}
+
+
 @pytest.mark.parametrize("host", ["evil.example.com", "evil.example.com:8000", "localhost.evil.example.com",
                                   "127.0.0.1.evil.example.com:80", "10.0.0.1", "[::2]:80", "",
                                   "0.0.0.0"])
