@@ -7,7 +7,9 @@ and no event-loop turns between one request and the next: the tightest a client 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -81,9 +83,10 @@ def sse_events(body: bytes) -> list[dict[str, str]]:
     return events
 
 
-@pytest.fixture
-async def app() -> Any:
-    config = config_from_dict({"server": {"log_level": "warning"}, "plugins": {"allow": ["demo"]}}, env={})
+@contextlib.asynccontextmanager
+async def serving(server: dict[str, Any], plugins: dict[str, Any]) -> AsyncIterator[Any]:
+    """The ASGI app of a started host with these ``[server]`` and ``[plugins]`` settings."""
+    config = config_from_dict({"server": {"log_level": "warning", **server}, "plugins": plugins}, env={})
     app = create_app(Host(config))
     await app.host.start()
     await app.transport.start()
@@ -94,15 +97,27 @@ async def app() -> Any:
         await app.host.stop()
 
 
-async def test_an_sse_reply_written_at_once_is_resumable_and_frees_its_id_at_once(app: Any) -> None:
+async def open_session(app: Any) -> str:
+    """A 2025-11-25 session, initialized; its id."""
     init = {"jsonrpc": "2.0", "id": 0, "method": "initialize",
             "params": {"protocolVersion": "2025-11-25", "capabilities": {},
                        "clientInfo": {"name": "t", "version": "1"}}}
     status, headers, _ = await request(app, "POST", json.dumps(init).encode(), session_headers())
-    session_id = headers["mcp-session-id"]
     assert status == 200
+    session_id = headers["mcp-session-id"]
     initialized = json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}).encode()
     assert (await request(app, "POST", initialized, session_headers(session_id)))[0] == 202
+    return session_id
+
+
+@pytest.fixture
+async def app() -> AsyncIterator[Any]:
+    async with serving({}, {"allow": ["demo"]}) as app:
+        yield app
+
+
+async def test_an_sse_reply_written_at_once_is_resumable_and_frees_its_id_at_once(app: Any) -> None:
+    session_id = await open_session(app)
 
     status, headers, body = await request(app, "POST", echo(7, "one"), session_headers(session_id))
     assert status == 200 and headers["content-type"] == "text/event-stream"
@@ -146,23 +161,8 @@ async def test_a_ready_stateless_reply_is_json_without_the_waiting_path(app: Any
 async def test_a_reply_larger_than_the_retention_budget_is_still_written() -> None:
     # Retention bounds what waits unread; a reply its own request is about to write is not that,
     # however large: it goes out, and only afterwards is it let go.
-    config = config_from_dict({"server": {"log_level": "warning", "max_retained_bytes": 16},
-                               "plugins": {"allow": ["demo"]}}, env={})
-    app = create_app(Host(config))
-    await app.host.start()
-    await app.transport.start()
-    try:
-        init = {"jsonrpc": "2.0", "id": 0, "method": "initialize",
-                "params": {"protocolVersion": "2025-11-25", "capabilities": {},
-                           "clientInfo": {"name": "t", "version": "1"}}}
-        status, headers, _ = await request(app, "POST", json.dumps(init).encode(), session_headers())
-        assert status == 200
-        session_id = headers["mcp-session-id"]
-        initialized = json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}).encode()
-        await request(app, "POST", initialized, session_headers(session_id))
+    async with serving({"max_retained_bytes": 16}, {"allow": ["demo"]}) as app:
+        session_id = await open_session(app)
         status, _, body = await request(app, "POST", echo(3, "x" * 200), session_headers(session_id))
         assert status == 200
         assert json.loads(sse_events(body)[-1]["data"])["result"]["content"][0]["text"] == "x" * 200
-    finally:
-        await app.transport.stop()
-        await app.host.stop()

@@ -14,42 +14,21 @@ import pytest
 from mcphost_redis.testing import RedisServer
 from redis.asyncio import connection
 
-from mcphost.app import create_app
-from mcphost.config import config_from_dict
-from mcphost.host import Host
 from mcphost.transports.sse import SessionStreams
-from tests.interaction.test_http_fast_paths import echo, request, session_headers, sse_events
-
-INITIALIZE = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-    "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
+from tests.interaction.test_http_fast_paths import echo, open_session, request, serving, session_headers, sse_events
 
 
 @pytest.fixture
 async def apps(redis_server: RedisServer) -> AsyncIterator[tuple[Any, Any]]:
-    started = []
-    for _ in range(2):
-        config = config_from_dict({"server": {"log_level": "warning"},
-                                   "plugins": {"allow": ["demo", "redis"], "redis": {"url": redis_server.url}}},
-                                  env={})
-        app = create_app(Host(config))
-        await app.host.start()
-        await app.transport.start()
-        started.append(app)
-    yield started[0], started[1]
-    for app in started:
-        await app.transport.stop()
-        await app.host.stop()
+    plugins = {"allow": ["demo", "redis"], "redis": {"url": redis_server.url}}
+    async with serving({}, plugins) as here, serving({}, plugins) as elsewhere:
+        yield here, elsewhere
 
 
 async def test_a_ready_reply_goes_out_in_one_body_after_two_round_trips_and_resumes_elsewhere(
         apps: tuple[Any, Any], monkeypatch: pytest.MonkeyPatch) -> None:
     here, elsewhere = apps
-    init = INITIALIZE
-    status, headers, _ = await request(here, "POST", json.dumps(init).encode(), session_headers())
-    assert status == 200
-    session_id = headers["mcp-session-id"]
-    initialized = json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}).encode()
-    assert (await request(here, "POST", initialized, session_headers(session_id)))[0] == 202
+    session_id = await open_session(here)
     await request(here, "POST", echo(1, "warm"), session_headers(session_id))  # loads every script once
 
     pumped: list[str] = []
@@ -92,11 +71,7 @@ async def test_a_ready_reply_goes_out_in_one_body_after_two_round_trips_and_resu
 
 async def test_a_reply_that_takes_its_time_is_streamed_as_it_comes(apps: tuple[Any, Any]) -> None:
     here, _ = apps
-    init = INITIALIZE
-    status, headers, _ = await request(here, "POST", json.dumps(init).encode(), session_headers())
-    session_id = headers["mcp-session-id"]
-    initialized = json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}).encode()
-    await request(here, "POST", initialized, session_headers(session_id))
+    session_id = await open_session(here)
     call = json.dumps({"jsonrpc": "2.0", "id": 9, "method": "tools/call",
                        "params": {"name": "progress", "arguments": {"steps": 2, "delay_ms": 100}}}).encode()
     status, headers, body = await request(here, "POST", call, session_headers(session_id))
