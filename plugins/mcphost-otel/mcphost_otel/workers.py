@@ -100,6 +100,7 @@ class Snapshots:
         self.path = directory / f"{os.getpid()}{SUFFIX}"
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._writing = threading.Lock()  # the snapshot thread and a scrape both write the one file
 
     def start(self) -> None:
         self.write()
@@ -114,10 +115,15 @@ class Snapshots:
                 log.warning("could not write the metrics snapshot %s", self.path, exc_info=True)
 
     def write(self) -> None:
-        """Replace this worker's snapshot atomically (readers never see half a file)."""
+        """Replace this worker's snapshot atomically (readers never see half a file).
+
+        One writer at a time: the snapshot thread and a scrape share the temporary file, and a
+        second writer's replace would find it already moved (the scrape answered 500).
+        """
         temporary = self.path.with_suffix(".tmp")
-        temporary.write_bytes(generate_latest(self.registry))
-        os.replace(temporary, self.path)
+        with self._writing:
+            temporary.write_bytes(generate_latest(self.registry))
+            os.replace(temporary, self.path)
 
     def stop(self) -> None:
         self._stop.set()

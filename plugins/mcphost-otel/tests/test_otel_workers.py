@@ -9,14 +9,16 @@ from __future__ import annotations
 
 import os
 import socket
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
-from mcphost_otel.workers import merge
+from mcphost_otel.workers import Snapshots, merge
 from mcphost_redis.testing import RedisServer, redis_server_path
+from prometheus_client import CollectorRegistry, Counter
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.support.fixtures.distributions import make_distribution
@@ -112,3 +114,27 @@ def test_merging_adds_counters_and_histograms_and_keeps_target_info_once() -> No
     assert [s.value for s in families["calls"].samples] == [5.0]
     assert {s.name: s.value for s in families["d"].samples if s.name != "d_bucket"} == {"d_count": 5.0,
                                                                                      "d_sum": 5.0}
+
+
+def test_a_scrape_writing_while_the_snapshot_thread_writes_never_fails(tmp_path: Path) -> None:
+    # A scrape writes this worker's snapshot fresh while the snapshot thread may be writing it too;
+    # both share one temporary file, and a replace that found it moved made the scrape a 500.
+    registry = CollectorRegistry()
+    Counter("calls", "Calls", registry=registry).inc()
+    snapshots = Snapshots(registry, tmp_path)
+    errors: list[BaseException] = []
+
+    def write_often() -> None:
+        for _ in range(500):
+            try:
+                snapshots.write()
+            except Exception as error:
+                errors.append(error)
+
+    writers = [threading.Thread(target=write_often) for _ in range(2)]
+    for writer in writers:
+        writer.start()
+    for writer in writers:
+        writer.join()
+    assert errors == []
+    assert [s.value for s in merge([snapshots.path.read_text()])[0].samples if s.name == "calls_total"] == [1.0]
