@@ -413,7 +413,7 @@ class SessionStreams:
             await self.manager.close(session, reason)
 
     async def write_stored(self, session: Session, state: HttpSessionState, stream: str, send: Send,
-                           extra: dict[str, str], after: int = 0, priming: bytes = b"") -> bool:
+                           extra: dict[str, str], after: int, priming: bytes) -> bool:
         """Write a request stream that is already complete in the log as one response.
 
         What :meth:`pump` would write for it (from ``after``, ``priming`` first), byte for byte,
