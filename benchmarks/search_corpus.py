@@ -154,11 +154,17 @@ def _service_tools(prefix: str, key: str, label: str, rng: random.Random, count:
     return tools
 
 
-def distractors(total: int, seed: int = 27, per_service: int = 250) -> Iterator[tuple[str, list[Document]]]:
-    """``total`` generated tools as (provider, tools) pairs, ``per_service`` per service instance."""
+def distractors(total: int, seed: int = 27, per_service: int = 250, first_tenant: int = 0
+                ) -> Iterator[tuple[str, list[Document]]]:
+    """``total`` generated tools as (provider, tools) pairs, ``per_service`` per service instance.
+
+    Tenant 0 mounts each service without a prefix (``github_create_issue``); ``first_tenant=1``
+    starts at the first prefixed tenant (``globex1_github_create_issue``), for an evaluation whose
+    real servers are mounted as ``github_...`` and must not share a name with a distractor.
+    """
     rng = random.Random(seed)
     made = 0
-    for tenant_index in range(10_000):
+    for tenant_index in range(first_tenant, 10_000):
         for key, label in SERVICES:
             if made >= total:
                 return
