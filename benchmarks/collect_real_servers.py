@@ -214,7 +214,7 @@ def install(server: Server, root: Path, timeout: float) -> tuple[str, str]:
                               next((b for b in bins if "mcp" in b), next(iter(bins), "")))
         if not name:
             raise RuntimeError(f"{server.package} has no command")
-        return str(home / "node_modules" / ".bin" / name), meta["version"]
+        return str(home / "node_modules" / ".bin" / name.split("/")[-1]), meta["version"]  # npm links @a/b as b
     python = home / "bin" / "python"
     if not python.exists():
         uv = _uv(root)
