@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -66,7 +67,9 @@ DUMMY_ENV = {
     "PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD": "1", "SENTRY_ACCESS_TOKEN": "dummy", "SUPABASE_ACCESS_TOKEN": "sbp_dummy",
     "STRIPE_SECRET_KEY": "sk_test_dummy", "LAUNCHDARKLY_ACCESS_TOKEN": "api-dummy",
     "NETLIFY_PERSONAL_ACCESS_TOKEN": "dummy", "GOOGLE_OAUTH_CREDENTIALS": "/tmp/mcpsrv/gcp-oauth.keys.json",
-    "BRIGHTDATA_API_TOKEN": "dummy", "REPLICATE_API_TOKEN": "dummy", "ELASTICSEARCH_URL": "http://127.0.0.1:9200",
+    "BRIGHTDATA_API_TOKEN": "dummy", "DISCORD_TOKEN": "dummy", "YOUTUBE_API_KEY": "dummy",
+    "ATLASSIAN_SITE_NAME": "example", "ATLASSIAN_USER_EMAIL": "dummy@example.com", "ATLASSIAN_API_TOKEN": "dummy",
+    "REPLICATE_API_TOKEN": "dummy", "ELASTICSEARCH_URL": "http://127.0.0.1:9200",
 }
 
 
@@ -145,7 +148,7 @@ SERVERS: tuple[Server, ...] = (
     Server("bitbucket", "npm", "bitbucket-mcp", "5.0.6"),
     Server("browserstack", "npm", "@browserstack/mcp-server", "1.4.2"),
     Server("postman", "npm", "@postman/postman-mcp-server", "2.13.0"),
-    Server("linear", "npm", "linear-mcp", "1.2.0"),
+    Server("linear", "npm", "@tacticlaunch/mcp-linear", "1.4.3"),
     Server("excel", "npm", "@negokaz/excel-mcp-server", "0.12.0"),
     Server("circleci", "npm", "@circleci/mcp-server-circleci", "0.20.0"),
     Server("hevy", "npm", "hevy-mcp", "6.1.13"),
@@ -153,6 +156,12 @@ SERVERS: tuple[Server, ...] = (
     Server("shopify-dev", "npm", "@shopify/dev-mcp", "1.16.0"),
     Server("wordpress", "npm", "mcp-wordpress", "3.3.35"),
     Server("youtube-transcript", "npm", "@kimtaeyoon83/mcp-server-youtube-transcript", "0.1.1"),
+    Server("discord", "npm", "mcp-discord", "1.3.4"),
+    Server("youtube", "npm", "youtube-data-mcp-server", "1.0.16"),
+    Server("todoist", "npm", "todoist-mcp", "1.3.4"),
+    Server("twilio", "npm", "@twilio-alpha/mcp", "0.7.0", args=("ACdummy00000000000000000000000000/SKdummy:secret",)),
+    Server("jira", "npm", "@aashari/mcp-server-atlassian-jira", "3.3.0"),
+    Server("grafana", "npm", "@leval/mcp-grafana", "1.1.7"),
     # PyPI
     Server("atlassian", "pypi", "mcp-atlassian", "0.23.1"),
     Server("sqlite", "pypi", "mcp-server-sqlite", "2025.4.25", args=("--db-path", "/tmp/mcpsrv/sqlite/test.db")),
@@ -167,7 +176,6 @@ SERVERS: tuple[Server, ...] = (
     Server("neo4j", "pypi", "mcp-neo4j-cypher", "0.6.0"),
     Server("zotero", "pypi", "zotero-mcp", "0.3.1"),
     Server("yfinance", "pypi", "yfinance-mcp", "0.1.2"),
-    Server("todoist", "pypi", "todoist-mcp", "0.4.0"),
     Server("calculator", "pypi", "mcp-server-calculator", "0.2.1"),
     Server("excel-py", "pypi", "excel-mcp-server", "2.2.2", args=("stdio",)),
     Server("shell", "pypi", "mcp-shell-server", "1.1.14"),
@@ -304,6 +312,7 @@ async def main() -> None:
     parser.add_argument("--root", type=Path, default=Path("/tmp/mcpsrv"))
     parser.add_argument("--force", action="store_true", help="record again servers already recorded")
     args = parser.parse_args()
+    logging.getLogger("mcp").setLevel(logging.CRITICAL)  # a server's log lines on stdout are its own affair
     chosen = [s for s in SERVERS if args.only is None or s.key in args.only]
     args.root.mkdir(parents=True, exist_ok=True)
     gate = asyncio.Semaphore(args.jobs)

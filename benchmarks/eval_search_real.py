@@ -122,27 +122,42 @@ def build(total: int | None, seed: int) -> tuple[SearchIndex, list[dict[str, Any
 def semantic_stage(index: SearchIndex, providers: Sequence[tuple[str, Sequence[Document]]]) -> Ranker | None:
     """The ranking with the semantic plugin's stage, or None when ``mcphost_search_semantic`` is not importable.
 
-    The one place to adapt to the plugin's entry point. Tried in order: a ``rank(index, query, limit)``
-    function that does the whole fused ranking; else a ``SemanticIndex`` with ``replace(provider,
-    documents)`` and ``search(query, limit) -> [(name, score)]``, fused here with the lexical ranking by
-    reciprocal rank fusion.
+    The one place to adapt to the plugin's entry point. The plugin hands over a ranker (an object with
+    ``update(changes)``, told of each provider's documents, and ``rank(query, limit, accept)`` giving
+    its best tool names): found as the plugin's ``mcphost_search_rankers`` hook implementation, else
+    a ``ranker()`` factory. Its ranking is fused with the lexical one by reciprocal rank fusion
+    (k = 60), unless the index fuses rankers itself (a ``SearchIndex(rankers=...)``), in which case the
+    index is built again with it.
     """
     try:
         import mcphost_search_semantic as semantic  # type: ignore[import-not-found]  # optional plugin
     except ImportError:
         return None
-    if callable(getattr(semantic, "rank", None)):
-        return lambda query, limit: [name for name, *_ in semantic.rank(index, query, limit)]
-    dense = semantic.SemanticIndex()
-    for provider, documents in providers:
-        dense.replace(provider, documents)
+    made = None
+    hook = getattr(semantic, "mcphost_search_rankers", None)
+    if callable(hook):
+        made = hook(host=None)
+        made = made[0] if made else None
+    if made is None and callable(getattr(semantic, "ranker", None)):
+        made = semantic.ranker()
+    if made is None:
+        raise SystemExit("mcphost_search_semantic is importable but offers no ranker this harness knows; "
+                         "adapt semantic_stage() in benchmarks/eval_search_real.py")
+    dense = made
+    if "rankers" in inspect.signature(SearchIndex).parameters:
+        fused_index = SearchIndex(rankers=[dense])  # type: ignore[call-arg]
+        fused_index.update(dict(providers))
+        return lambda query, limit: [name for name, *_ in fused_index.search(query, limit)]
+    dense.update(dict(providers))
 
     def fused(query: str, limit: int) -> list[str]:
         scores: dict[str, float] = {}
-        for ranking in ([n for n, _ in index.search(query, 50)], [n for n, _ in dense.search(query, 50)]):
+        rankings = ([name for name, *_ in index.search(query, 50)],
+                    [item if isinstance(item, str) else item[0] for item in dense.rank(query, 50, None)])
+        for ranking in rankings:
             for place, name in enumerate(ranking):
-                scores[name] = scores.get(name, 0.0) + 1 / (60 + place)
-        return sorted(scores, key=lambda name: -scores[name])[:limit]
+                scores[name] = scores.get(name, 0.0) + 1 / (60 + place + 1)
+        return sorted(scores, key=lambda name: (-scores[name], name))[:limit]
 
     return fused
 
