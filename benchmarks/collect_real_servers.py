@@ -134,7 +134,6 @@ SERVERS: tuple[Server, ...] = (
     Server("mermaid", "npm", "mcp-mermaid", "0.4.1"),
     Server("amap", "npm", "@amap/amap-maps-mcp-server", "0.0.8"),
     Server("airbnb", "npm", "@openbnb/mcp-server-airbnb", "0.3.0"),
-    Server("heroku", "npm", "@heroku/mcp-server", "1.2.8"),
     Server("pinecone", "npm", "@pinecone-database/mcp", "0.3.0"),
     Server("airtable", "npm", "airtable-mcp-server", "1.14.0"),
     Server("asana", "npm", "@roychri/mcp-server-asana", "1.8.0"),

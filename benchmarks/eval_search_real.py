@@ -162,9 +162,14 @@ def semantic_stage(index: SearchIndex, providers: Sequence[tuple[str, Sequence[D
     return fused
 
 
-def evaluate(rank: Ranker, queries: list[dict[str, Any]], known: set[str]) -> dict[str, Any]:
-    """recall@1/5/10 and MRR (to depth 10) overall and per tag, with each query's outcome."""
+def evaluate(rank: Ranker, queries: list[dict[str, Any]], known: set[str], real: dict[str, str]
+             ) -> dict[str, Any]:
+    """recall@1/5/10 and MRR (to depth 10) overall and per tag, with each query's outcome; and, for the
+    queries whose first result is wrong, where that result came from (``real`` maps each real tool's name
+    to its server key): the gold server's other tool, another real server's tool, or a distractor."""
     outcomes = []
+    wrong_first = {"same server": 0, "other real server": 0, "distractor": 0, "nothing": 0}
+    rank("warm up", DEPTH)  # the first search pays for lazy set-up; it is not a query's cost
     timings = []
     for item in queries:
         gold = {tool_name(*g.split("/", 1)) for g in item["gold"]}
@@ -175,6 +180,11 @@ def evaluate(rank: Ranker, queries: list[dict[str, Any]], known: set[str]) -> di
         found = rank(item["query"], DEPTH)
         timings.append(time.perf_counter() - started)
         place = next((i + 1 for i, name in enumerate(found) if name in gold), None)
+        if place != 1:
+            servers = {g.split("/", 1)[0] for g in item["gold"]}
+            first = real.get(found[0]) if found else None
+            wrong_first["nothing" if not found else "distractor" if first is None
+                        else "same server" if first in servers else "other real server"] += 1
         outcomes.append({"query": item["query"], "gold": sorted(gold), "tags": item["tags"], "rank": place,
                          "top": found[:5]})
 
@@ -191,6 +201,7 @@ def evaluate(rank: Ranker, queries: list[dict[str, Any]], known: set[str]) -> di
     return {
         "overall": figures(outcomes),
         "tags": {tag: figures([o for o in outcomes if tag in o["tags"]]) for tag in TAGS},
+        "wrong_first": wrong_first,
         "search_ms": {"p50": 1000 * timings[len(timings) // 2],
                       "p99": 1000 * timings[min(len(timings) - 1, int(len(timings) * 0.99))]},
         "outcomes": outcomes,
@@ -211,6 +222,7 @@ def main() -> None:
     index, servers, providers = build(args.tools, args.seed)
     queries = [q for q in load_queries() if args.tag is None or args.tag in q["tags"]]
     known = {document.name for _, documents in providers for document in documents}
+    real = {tool_name(server["key"], tool["name"]): server["key"] for server in servers for tool in server["tools"]}
 
     def lexical(query: str, limit: int) -> list[str]:
         return [name for name, _ in index.search(query, limit)]
@@ -224,7 +236,7 @@ def main() -> None:
                   "search alone", file=sys.stderr)
         else:
             rank, mode = semantic, "lexical + semantic"
-    result = evaluate(rank, queries, known)
+    result = evaluate(rank, queries, known, real)
     real = sum(len(s["tools"]) for s in servers)
     result["set"] = {"servers": len(servers), "real_tools": real, "tools": len(known),
                      "distractors": len(known) - real, "queries": len(queries), "mode": mode, "seed": args.seed}
@@ -240,6 +252,7 @@ def main() -> None:
     for label, f in rows:
         print(f"{label:16}{f['queries']:>8}{f['recall_at_1']:>8.3f}{f['recall_at_5']:>8.3f}"
               f"{f['recall_at_10']:>8.3f}{f['mrr']:>8.3f}")
+    print("first result wrong: " + ", ".join(f"{n} {where}" for where, n in result["wrong_first"].items()))
     print(f"search time per query: p50 {result['search_ms']['p50']:.2f} ms, p99 {result['search_ms']['p99']:.2f} ms")
     if args.show_misses:
         for o in result["outcomes"]:
