@@ -38,6 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from search_corpus import distractors
 
+import mcphost.search as search_module
 from mcphost.search import Document, SearchIndex
 
 HERE = Path(__file__).resolve().parent
@@ -79,26 +80,32 @@ def document_of(key: str, tool: dict[str, Any]) -> Document:
 
 
 def _document_extras(tool: dict[str, Any]) -> dict[str, Any]:
-    """Fields a newer Document may take beyond name/title/description/params (annotations), when it has them."""
+    """The fields a Document may have beyond name/title/description/params, filled where it has them:
+    the tool's ``readOnlyHint`` and ``destructiveHint`` annotations (``read_only``, ``destructive``),
+    or its annotations whole (``annotations``)."""
     fields = {f.name for f in dataclasses.fields(Document)}
+    annotations = tool.get("annotations") or {}
     extra: dict[str, Any] = {}
+    if "read_only" in fields:
+        extra["read_only"] = annotations.get("readOnlyHint")
+    if "destructive" in fields:
+        extra["destructive"] = annotations.get("destructiveHint")
     if "annotations" in fields:
-        extra["annotations"] = tool.get("annotations") or {}
+        extra["annotations"] = annotations
     return extra
 
 
 def index_server(index: SearchIndex, server: dict[str, Any]) -> None:
-    """Index one server as one provider, passing its name, title and instructions where the index takes them."""
+    """Index one server as one provider, passing its name, title and instructions where the index takes them
+    (``replace(provider, documents, about=Provider(name, title, instructions))``)."""
     documents = [document_of(server["key"], tool) for tool in server["tools"]]
     provider = f"proxy/{server['key']}"
     info = server["server"]
-    context = {"name": info.get("name") or server["key"], "title": info.get("title") or "",
-               "instructions": info.get("instructions") or ""}
-    accepted = inspect.signature(index.replace).parameters
-    if "server" in accepted:
-        index.replace(provider, documents, server=context)  # type: ignore[call-arg]
-    elif "context" in accepted:
-        index.replace(provider, documents, context=context)  # type: ignore[call-arg]
+    about = {"name": info.get("name") or server["key"], "title": info.get("title") or "",
+             "instructions": info.get("instructions") or ""}
+    described = getattr(search_module, "Provider", None)
+    if described is not None and "about" in inspect.signature(index.replace).parameters:
+        index.replace(provider, documents, about=described(**about))  # type: ignore[call-arg]
     else:
         index.replace(provider, documents)
 
@@ -119,7 +126,8 @@ def build(total: int | None, seed: int) -> tuple[SearchIndex, list[dict[str, Any
     return index, servers, providers
 
 
-def semantic_stage(index: SearchIndex, providers: Sequence[tuple[str, Sequence[Document]]]) -> Ranker | None:
+def semantic_stage(index: SearchIndex, servers: list[dict[str, Any]],
+                   providers: Sequence[tuple[str, Sequence[Document]]]) -> Ranker | None:
     """The ranking with the semantic plugin's stage, or None when ``mcphost_search_semantic`` is not importable.
 
     The one place to adapt to the plugin's entry point. The plugin hands over a ranker (an object with
@@ -146,7 +154,10 @@ def semantic_stage(index: SearchIndex, providers: Sequence[tuple[str, Sequence[D
     dense = made
     if "rankers" in inspect.signature(SearchIndex).parameters:
         fused_index = SearchIndex(rankers=[dense])  # type: ignore[call-arg]
-        fused_index.update(dict(providers))
+        real = {f"proxy/{server['key']}" for server in servers}
+        for server in servers:
+            index_server(fused_index, server)
+        fused_index.update({provider: documents for provider, documents in providers if provider not in real})
         return lambda query, limit: [name for name, *_ in fused_index.search(query, limit)]
     dense.update(dict(providers))
 
@@ -230,7 +241,7 @@ def main() -> None:
     rank: Ranker = lexical
     mode = "lexical"
     if args.semantic:
-        semantic = semantic_stage(index, providers)
+        semantic = semantic_stage(index, servers, providers)
         if semantic is None:
             print("--semantic: the plugin mcphost_search_semantic is not importable; evaluating the lexical "
                   "search alone", file=sys.stderr)
