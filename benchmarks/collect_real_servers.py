@@ -159,7 +159,7 @@ SERVERS: tuple[Server, ...] = (
     Server("youtube-transcript", "npm", "@kimtaeyoon83/mcp-server-youtube-transcript", "0.1.1"),
     Server("discord", "npm", "mcp-discord", "1.3.4"),
     Server("youtube", "npm", "youtube-data-mcp-server", "1.0.16"),
-    Server("twilio", "npm", "@twilio-alpha/mcp", "0.7.0", args=("ACdummy00000000000000000000000000/SKdummy:secret",)),
+    Server("twilio", "npm", "@twilio-alpha/mcp", "0.7.0", args=("AC" + "0" * 32 + "/SK" + "0" * 32 + ":secret",)),
     Server("grafana", "npm", "@leval/mcp-grafana", "1.1.7"),
     # PyPI
     Server("atlassian", "pypi", "mcp-atlassian", "0.23.1"),
@@ -169,7 +169,6 @@ SERVERS: tuple[Server, ...] = (
     Server("arxiv", "pypi", "arxiv-mcp-server", "0.8.2"),
     Server("markitdown", "pypi", "markitdown-mcp", "0.0.1a8"),
     Server("obsidian", "pypi", "mcp-obsidian", "0.2.3"),
-    Server("docker", "pypi", "mcp-server-docker", "0.3.0", pins=("mcp<2",)),
     Server("clickhouse", "pypi", "mcp-clickhouse", "0.7.0"),
     Server("wikipedia", "pypi", "wikipedia-mcp", "2.0.1"),
     Server("neo4j", "pypi", "mcp-neo4j-cypher", "0.6.0"),

@@ -1,0 +1,105 @@
+"""The real-catalog search evaluation set (benchmarks/eval_search_real.py) holds together.
+
+Its recorded servers, its queries and their gold labels, the distractors beside them and the
+harness's arithmetic: a gold tool that is not in the catalog, an untagged query or a distractor
+named like a real tool would make every figure it reports wrong without failing.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+sys.path.insert(0, str(BENCHMARKS))
+
+import eval_search_real as harness  # noqa: E402  (benchmarks/ is a folder of scripts, not a package)
+from search_corpus import distractors  # noqa: E402
+
+#: The six reference servers of search_corpus.py, which this set must not contain.
+REFERENCE_PACKAGES = {"@modelcontextprotocol/server-filesystem", "mcp-server-git", "mcp-server-time",
+                      "mcp-server-fetch", "@modelcontextprotocol/server-memory",
+                      "@modelcontextprotocol/server-everything"}
+
+
+@pytest.fixture(scope="module")
+def servers() -> list[dict[str, Any]]:
+    return harness.load_servers()
+
+
+@pytest.fixture(scope="module")
+def queries() -> list[dict[str, Any]]:
+    return harness.load_queries()
+
+
+def test_the_servers_are_real_recordings_with_their_source(servers: list[dict[str, Any]]) -> None:
+    assert len(servers) >= 40
+    assert sum(len(s["tools"]) for s in servers) >= 1000
+    keys = [s["key"] for s in servers]
+    assert len(set(keys)) == len(keys)
+    for server in servers:
+        source = server["source"]
+        assert source["ecosystem"] in ("npm", "pypi") and source["package"] and source["version"], server["key"]
+        assert source["package"] not in REFERENCE_PACKAGES
+        assert server["server"]["name"], server["key"]
+        names = [tool["name"] for tool in server["tools"]]
+        assert names and len(set(names)) == len(names), server["key"]
+        assert all(isinstance(tool.get("inputSchema"), dict) for tool in server["tools"]), server["key"]
+
+
+def test_every_query_is_tagged_and_its_gold_tools_exist(servers: list[dict[str, Any]],
+                                                          queries: list[dict[str, Any]]) -> None:
+    tools = {(s["key"], t["name"]) for s in servers for t in s["tools"]}
+    assert len(queries) >= 250
+    assert len({q["query"] for q in queries}) == len(queries), "a query is written twice"
+    for query in queries:
+        assert query["gold"], query["query"]
+        assert all(tuple(g.split("/", 1)) in tools for g in query["gold"]), query
+        assert query["tags"] and set(query["tags"]) <= set(harness.TAGS), query
+        words = len(query["query"].split())
+        assert ("short" in query["tags"]) == (words <= 6), query
+        assert ("long" in query["tags"]) == (words >= 10), query
+        assert ("non-ASCII" in query["tags"]) == (not query["query"].isascii()), query
+    assert len({g.split("/", 1)[0] for q in queries for g in q["gold"]}) >= 40
+    assert all(any(tag in q["tags"] for q in queries) for tag in harness.TAGS)
+
+
+def test_no_distractor_is_named_like_a_real_tool(servers: list[dict[str, Any]]) -> None:
+    real = {harness.tool_name(s["key"], t["name"]) for s in servers for t in s["tools"]}
+    generated = [d.name for _, documents in distractors(10_000, 27, first_tenant=1) for d in documents]
+    assert len(generated) == 10_000
+    assert not real & set(generated)
+
+
+def test_recall_and_mrr_count_the_first_gold_tool_found() -> None:
+    queries = [{"query": "a", "gold": ["s/one"], "tags": ["short"]},
+               {"query": "b", "gold": ["s/two", "s/three"], "tags": ["short", "ambiguous"]},
+               {"query": "c", "gold": ["s/one"], "tags": ["long"]}]
+    rankings = {"a": ["s_one", "s_two"], "b": ["x", "s_three", "s_two"], "c": ["x"] * 10}
+    known = {"s_one", "s_two", "s_three", "x"}
+    result = harness.evaluate(lambda query, limit: rankings.get(query, [])[:limit], queries, known,
+                              {"s_one": "s", "s_two": "s", "s_three": "s"})
+    overall = result["overall"]
+    assert [o["rank"] for o in result["outcomes"]] == [1, 2, None]
+    assert overall["recall_at_1"] == pytest.approx(1 / 3)
+    assert overall["recall_at_5"] == overall["recall_at_10"] == pytest.approx(2 / 3)
+    assert overall["mrr"] == pytest.approx((1 + 1 / 2) / 3)
+    assert result["tags"]["ambiguous"]["recall_at_5"] == 1.0
+    assert result["tags"]["long"]["recall_at_10"] == 0.0
+    assert result["wrong_first"] == {"same server": 0, "other real server": 0, "distractor": 2, "nothing": 0}
+
+
+def test_a_gold_tool_outside_the_catalog_stops_the_evaluation() -> None:
+    with pytest.raises(SystemExit, match="not in the catalog"):
+        harness.evaluate(lambda query, limit: [], [{"query": "a", "gold": ["s/gone"], "tags": ["short"]}],
+                         {"s_one"}, {})
+
+
+def test_the_recorded_data_is_compact_json() -> None:
+    for path in sorted(harness.SERVERS.glob("*.json")):
+        text = path.read_text(encoding="utf-8")
+        assert text.count("\n") == 1 and json.loads(text)["key"] == path.stem
