@@ -12,14 +12,14 @@ recorded, one compact JSON file per server in ``data/real_servers/KEY.json``: th
 installed version (the source), the server's name, title, version and instructions from initialize,
 and each tool's name, title, description, inputSchema, outputSchema and annotations as listed.
 
-A server that fails to install, start or list within ``--timeout`` seconds is reported and skipped
-(left out of the list: ``@stripe/mcp``, which lists a remote server's tools; ``@bytebase/dbhub`` and
-``@apify/actors-mcp-server``, which need Node.js 22; ``mcp-server-qdrant``, which fetches a model at start;
-``@supabase/mcp-server-supabase``, ``@modelcontextprotocol/server-redis`` and ``@heroku/mcp-server``,
-which reach their service or fail before they list; ``@azure-devops/mcp``, whose native add-on does not
-build here);
+A server that fails to install, start or list within ``--timeout`` seconds is reported and skipped;
 a server already recorded is skipped unless ``--force``. None of the six reference servers of
-search_corpus.py (filesystem, git, time, fetch, memory, everything) is in the list.
+search_corpus.py (filesystem, git, time, fetch, memory, everything) is in the list. Left out of it,
+because they do not list here: ``@stripe/mcp`` (lists a remote server's tools), ``@bytebase/dbhub``
+and ``@apify/actors-mcp-server`` (need Node.js 22), ``mcp-server-qdrant`` (fetches a model at start),
+``@supabase/mcp-server-supabase``, ``@modelcontextprotocol/server-redis``, ``@heroku/mcp-server`` and
+``jupyter-mcp-server`` (reach their service, or fail, before they list), ``@azure-devops/mcp`` (its
+native add-on does not build here), ``mcp-server-docker`` (its requirements do not resolve).
 """
 
 from __future__ import annotations
@@ -178,7 +178,6 @@ SERVERS: tuple[Server, ...] = (
     Server("calculator", "pypi", "mcp-server-calculator", "0.2.1"),
     Server("excel-py", "pypi", "excel-mcp-server", "2.2.2", args=("stdio",)),
     Server("shell", "pypi", "mcp-shell-server", "1.1.14"),
-    Server("jupyter", "pypi", "jupyter-mcp-server", "2.2.4"),
     Server("tree-sitter", "pypi", "mcp-server-tree-sitter", "0.7.0", pins=("mcp<2",)),
     Server("motherduck", "pypi", "mcp-server-motherduck", "1.1.0", args=("--db-path", ":memory:", "--read-write")),
     Server("chroma", "pypi", "chroma-mcp", "0.2.6", pins=("pydantic<2.11",)),

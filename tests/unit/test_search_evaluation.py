@@ -103,3 +103,52 @@ def test_the_recorded_data_is_compact_json() -> None:
     for path in sorted(harness.SERVERS.glob("*.json")):
         text = path.read_text(encoding="utf-8")
         assert text.count("\n") == 1 and json.loads(text)["key"] == path.stem
+
+
+def test_the_collection_script_lists_each_recorded_server_at_its_recorded_version(
+        servers: list[dict[str, Any]]) -> None:
+    import collect_real_servers as collect
+
+    listed = {server.key: server for server in collect.SERVERS}
+    assert {s["key"] for s in servers} == set(listed)
+    for server in servers:
+        spec = listed[server["key"]]
+        assert (spec.ecosystem, spec.package, spec.version) == (
+            server["source"]["ecosystem"], server["source"]["package"], server["source"]["version"])
+
+
+class _Dense:
+    """A stand-in for the semantic plugin's ranker: it knows that "utterly unrelated" means a_beta."""
+
+    def __init__(self) -> None:
+        self.names: set[str] = set()
+
+    def update(self, changes: Any) -> None:
+        self.names |= {document.name for documents in changes.values() for document in documents}
+
+    def rank(self, query: str, limit: int, accept: Any) -> list[tuple[str, float]]:
+        return [("a_beta", 1.0)] if query == "utterly unrelated" and "a_beta" in self.names else []
+
+
+def test_the_semantic_stage_is_skipped_without_the_plugin_and_fused_with_it(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from types import ModuleType
+
+    from mcphost.search import Document, SearchIndex
+
+    index = SearchIndex()
+    providers = [("proxy/a", [Document("a_alpha", "", "first tool"), Document("a_beta", "", "second tool")])]
+    for provider, documents in providers:
+        index.replace(provider, documents)
+    monkeypatch.setitem(sys.modules, "mcphost_search_semantic", None)  # an import of it fails
+    assert harness.semantic_stage(index, [], providers) is None
+
+    plugin = ModuleType("mcphost_search_semantic")
+    plugin.ranker = _Dense  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "mcphost_search_semantic", plugin)
+    fused = harness.semantic_stage(index, [], providers)
+    assert fused is not None
+    # No document holds these words, so only the stand-in's ranking can bring a_beta.
+    assert [name for name, _ in index.search("utterly unrelated", 5)] == []
+    assert fused("utterly unrelated", 5) == ["a_beta"]
+    assert fused("first", 5)[0] == "a_alpha"
