@@ -48,15 +48,16 @@ TAGS = ("short", "long", "typo", "ambiguous", "product-named", "non-ASCII")
 DEPTH = 10
 
 #: A ranking: (query, limit) -> tool names, best first.
-Ranker = Callable[[str, int], list[str]]
+Ranking = Callable[[str, int], list[str]]
 
 
 def load_servers() -> list[dict[str, Any]]:
-    """The recorded servers, by key."""
+    """The recorded servers, in the order of their keys."""
     return [json.loads(path.read_text(encoding="utf-8")) for path in sorted(SERVERS.glob("*.json"))]
 
 
 def load_queries() -> list[dict[str, Any]]:
+    """The queries, in file order."""
     lines = QUERIES.read_text(encoding="utf-8").splitlines()
     return [json.loads(line) for line in lines if line.strip() and not line.startswith("//")]
 
@@ -95,9 +96,9 @@ def _document_extras(tool: dict[str, Any]) -> dict[str, Any]:
     return extra
 
 
-def index_server(index: SearchIndex, server: dict[str, Any]) -> None:
+def index_server(index: SearchIndex, server: dict[str, Any]) -> list[Document]:
     """Index one server as one provider, passing its name, title and instructions where the index takes them
-    (``replace(provider, documents, about=Provider(name, title, instructions))``)."""
+    (``replace(provider, documents, about=Provider(name, title, instructions))``); its documents."""
     documents = [document_of(server["key"], tool) for tool in server["tools"]]
     provider = f"proxy/{server['key']}"
     info = server["server"]
@@ -108,6 +109,7 @@ def index_server(index: SearchIndex, server: dict[str, Any]) -> None:
         index.replace(provider, documents, about=described(**about))  # type: ignore[call-arg]
     else:
         index.replace(provider, documents)
+    return documents
 
 
 def build(total: int | None, seed: int) -> tuple[SearchIndex, list[dict[str, Any]], list[tuple[str, list[Document]]]]:
@@ -116,8 +118,7 @@ def build(total: int | None, seed: int) -> tuple[SearchIndex, list[dict[str, Any
     index = SearchIndex()
     providers: list[tuple[str, list[Document]]] = []
     for server in servers:
-        index_server(index, server)
-        providers.append((f"proxy/{server['key']}", [document_of(server["key"], t) for t in server["tools"]]))
+        providers.append((f"proxy/{server['key']}", index_server(index, server)))
     real = sum(len(s["tools"]) for s in servers)
     wanted = 10_000 if total is None else max(0, total - real)
     for provider, documents in distractors(wanted, seed, first_tenant=1):
@@ -127,7 +128,7 @@ def build(total: int | None, seed: int) -> tuple[SearchIndex, list[dict[str, Any
 
 
 def semantic_stage(index: SearchIndex, servers: list[dict[str, Any]],
-                   providers: Sequence[tuple[str, Sequence[Document]]]) -> Ranker | None:
+                   providers: Sequence[tuple[str, Sequence[Document]]]) -> Ranking | None:
     """The ranking with the semantic plugin's stage, or None when ``mcphost_search_semantic`` is not importable.
 
     The one place to adapt to the plugin's entry point. The plugin hands over a ranker (an object with
@@ -173,7 +174,7 @@ def semantic_stage(index: SearchIndex, servers: list[dict[str, Any]],
     return fused
 
 
-def evaluate(rank: Ranker, queries: list[dict[str, Any]], known: set[str], real: dict[str, str]
+def evaluate(rank: Ranking, queries: list[dict[str, Any]], known: set[str], real: dict[str, str]
              ) -> dict[str, Any]:
     """recall@1/5/10 and MRR (to depth 10) overall and per tag, with each query's outcome; and, for the
     queries whose first result is wrong, where that result came from (``real`` maps each real tool's name
@@ -238,7 +239,7 @@ def main() -> None:
     def lexical(query: str, limit: int) -> list[str]:
         return [name for name, _ in index.search(query, limit)]
 
-    rank: Ranker = lexical
+    rank: Ranking = lexical
     mode = "lexical"
     if args.semantic:
         semantic = semantic_stage(index, servers, providers)
