@@ -47,7 +47,8 @@ _DESCRIPTION = """Run a short Python program that calls this server's tools, and
 Use it to chain several tool calls, or to filter and combine their results, in one step. Find the
 tools and their inputSchema with search_tools first. In the program:
 - `await call_tool("name", {"arg": value})` calls a tool and returns its structured result (a dict),
-  or its text when it has none; a tool that fails raises RuntimeError (you may catch it).
+  or its text when it has none; a tool that fails raises RuntimeError (you may catch it), an unknown
+  tool ValueError, a tool you lack the scopes for PermissionError.
 - `print(...)` output comes back too.
 - The value of the program is its last expression, or the variable `result` if it sets one.
 The sandbox is a subset of Python: no files, network, environment or imports beyond json, math, re,
@@ -185,8 +186,10 @@ class Calls:
         self.running.add(task)
         try:
             result = await asyncio.shield(task)  # cancelled with the program below, not by the sandbox
-        except mcphost.McpError as exc:
+        except mcphost.McpError as exc:  # an unknown tool (outside the endpoint or the caller's view)
             raise ValueError(exc.message) from None
+        except mcphost.Refused as exc:  # a tool the caller sees but lacks the scopes for
+            raise PermissionError(str(exc)) from None
         finally:
             self.running.discard(task)
         if result.get("isError"):
@@ -206,10 +209,9 @@ def _text(result: Mapping[str, Any]) -> str:
 
 
 def _principal_key(ctx: Context) -> str:
+    """Whose allowance a run takes: the principal's; anonymous callers share one."""
     principal = ctx.principal
-    if principal is not None:
-        return f"{principal.issuer or ''} {principal.subject}"
-    return f"session {ctx.session.id}"
+    return "" if principal is None else f"{principal.issuer or ''} {principal.subject}"
 
 
 def _error(message: str) -> mcphost.ToolResult:

@@ -32,6 +32,7 @@ class LocalTools:
     def __init__(self) -> None:
         self.waiting = asyncio.Event()
         self.cancelled = asyncio.Event()
+        self.signalled = asyncio.Event()
 
     @mcphost.hookimpl
     def mcphost_tools(self, host: Any) -> list[mcphost.Tool]:
@@ -60,6 +61,12 @@ class LocalTools:
             return f"hello {answer.content['name']}" if answer.accepted else "no name"
 
         @mcphost.tool
+        async def signal() -> str:
+            """Say that the program got this far."""
+            tools.signalled.set()
+            return "ok"
+
+        @mcphost.tool
         async def wait_forever() -> str:
             """Wait until cancelled."""
             tools.waiting.set()
@@ -79,18 +86,18 @@ class LocalTools:
             """Not on the code endpoint."""
             return "hidden"
 
-        return [add, shout, fail, ask_name, wait_forever, admin_only, hidden_tool]
+        return [add, shout, fail, ask_name, signal, wait_forever, admin_only, hidden_tool]
 
 
 class TokenAuth:
-    """``Authorization: Bearer NAME [SCOPE...]`` is the principal NAME with those scopes."""
+    """``Authorization: Bearer NAME[.SCOPE...]`` is the principal NAME with those scopes."""
 
     @mcphost.hookimpl
     def mcphost_authenticate(self, request: mcphost.Connection) -> mcphost.Principal | None:
-        token = mcphost.bearer_token(request)
+        token = mcphost.bearer_token(request.headers.get("authorization"))
         if not token:
             return None
-        name, *scopes = token.split()
+        name, *scopes = token.split(".")
         return mcphost.Principal(subject=name, scopes=frozenset(scopes))
 
 
