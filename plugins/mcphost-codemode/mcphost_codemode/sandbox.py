@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
@@ -24,6 +25,8 @@ import pydantic_monty as monty
 
 #: Frames a program may nest (Monty's own default is 1000; a model's program needs far fewer).
 MAX_RECURSION = 200
+#: The workers' niceness (``nice``): below the host's priority, so the host's event loop wins a contended core.
+WORKER_NICENESS = 10
 _MB = 1024 * 1024
 
 
@@ -133,6 +136,7 @@ class Sandbox:
         lookup = {"call_tool": caller.call_tool}
         try:
             async with pool.checkout(limits=sandbox_limits, print_flush_interval=0.05) as session:
+                _yield_to_host(session.worker_pid)
                 value = await session.feed_run(code, external_lookup=lookup, print_callback=output)
                 if value is None:  # no last expression: the program's `result` variable, if it set one
                     with contextlib.suppress(monty.MontyRuntimeError):
@@ -144,6 +148,18 @@ class Sandbox:
             caller.cancel()
             return Outcome(output=output.text(), calls=caller.calls, error=describe(exc, limits))
         return finish(value, output.text(), caller.calls)
+
+
+def _yield_to_host(pid: int | None) -> None:
+    """Run the worker at a lower CPU priority than the host: a program computing on a busy machine
+    must not take the core the host's event loop needs (its /healthz, its other callers)."""
+    if pid is None or not hasattr(os, "setpriority"):
+        return
+    try:
+        if os.getpriority(os.PRIO_PROCESS, pid) < WORKER_NICENESS:
+            os.setpriority(os.PRIO_PROCESS, pid, WORKER_NICENESS)
+    except OSError:  # the worker ended meanwhile, or the platform says no: it runs at the host's priority
+        pass
 
 
 def finish(value: Any, output: str, calls: int) -> Outcome:
