@@ -93,7 +93,7 @@ class CodeModePlugin:
         """Dormant (no ``execute`` anywhere) until an endpoint serves code mode."""
         if any(settings.discovery == "code" for settings in host.config.endpoints.values()):
             return None
-        return '[endpoints.NAME] discovery = "code"'
+        return 'discovery = "code"'  # in some [endpoints.NAME]
 
     @mcphost.hookimpl
     def mcphost_tools(self, host: Any) -> list[mcphost.Tool]:
