@@ -18,7 +18,10 @@ below), then three call_tool calls. With code: the short listing, the same three
 learn the schemas), then one execute running the whole chain. Each answer is checked.
 
 Health: ``--health`` GETs of /healthz one after another, first idle, then while an ``execute``
-program burns CPU (its own worker process) in the same run: p50, p99 and max in milliseconds.
+program burns CPU (its own worker process) in the same run: p50, p99 and max in milliseconds, and
+the CPU this process (the host and the probing client) spent per probe: equal in both phases means
+the program costs the host's event loop nothing, and any difference in latency is the machine's
+cores being shared.
 """
 
 from __future__ import annotations
@@ -187,24 +190,28 @@ async def health(base: str, url: str, count: int) -> dict[str, Any]:
             assert response.status_code == 200
         return times
 
-    def summary(times: list[float]) -> dict[str, float]:
+    def summary(times: list[float], cpu: float) -> dict[str, float]:
         ordered = sorted(times)
         return {"p50": round(statistics.median(ordered), 2), "p99": round(ordered[int(len(ordered) * 0.99) - 1], 2),
-                "max": round(ordered[-1], 2)}
+                "max": round(ordered[-1], 2), "host_cpu_ms_per_probe": round(cpu * 1000 / len(times), 3)}
 
     async with httpx.AsyncClient() as http:
+        cpu = time.process_time()
         idle = await probe(http)
+        idle_cpu = time.process_time() - cpu
         reader = Reader(http, url)
         await reader.start()
         burn = asyncio.create_task(reader.request("tools/call", {"name": "execute", "arguments": {
             "code": "n = 0\nwhile True:\n    n += 1"}}))
         await asyncio.sleep(1.0)  # the program is computing in its worker by now
+        cpu = time.process_time()
         busy = await probe(http)
+        busy_cpu = time.process_time() - cpu
         assert not burn.done(), "the program should still be computing"
         await reader.post({"jsonrpc": "2.0", "method": "notifications/cancelled",
                            "params": {"requestId": reader.next_id, "reason": "measured"}})
         burn.cancel()
-    return {"idle": summary(idle), "while_a_program_burns_cpu": summary(busy)}
+    return {"idle": summary(idle, idle_cpu), "while_a_program_burns_cpu": summary(busy, busy_cpu)}
 
 
 async def main() -> None:
@@ -246,7 +253,8 @@ async def main() -> None:
               f"{parts.get('search_tools', 0):>12,} {parts['calls']:>7,}  {row['searches_found_the_tool'] or '-'}")
     if "healthz_ms" in report:
         for phase, row in report["healthz_ms"].items():
-            print(f"/healthz {phase}: p50 {row['p50']} ms, p99 {row['p99']} ms, max {row['max']} ms")
+            print(f"/healthz {phase}: p50 {row['p50']} ms, p99 {row['p99']} ms, max {row['max']} ms; "
+                  f"this process's CPU per probe (client and host) {row['host_cpu_ms_per_probe']} ms")
 
 
 if __name__ == "__main__":
