@@ -1,4 +1,5 @@
-"""With mcphost-otel on, each inner call of a program is a span, a child of execute's."""
+"""With mcphost-otel on, each inner call of a program is a span, a child of execute's; the console's
+traffic counts execute runs and each inner call under its tool."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from mcphost import introspect
 from mcphost.testing import MemoryClient, make_host
 
 
@@ -27,6 +29,8 @@ async def test_each_inner_call_is_a_child_span_of_execute():
                                                                 "b = await call_tool('shout', {'text': 'x'})\n"
                                                                 "[a['sum'], b]"})
             assert result["structuredContent"]["result"] == [3, "X"]
+        traffic = introspect.traffic(host)  # what the console's Traffic panel shows
+        assert (traffic["execute"]["calls"], traffic["add"]["calls"], traffic["shout"]["calls"]) == (1, 1, 1)
     finally:
         await host.stop()
     finished = {span.name: span for span in spans.get_finished_spans()}
