@@ -61,6 +61,12 @@ class LocalTools:
             return f"hello {answer.content['name']}" if answer.accepted else "no name"
 
         @mcphost.tool
+        async def summarize(text: str, ctx: Context) -> str:
+            """Ask the client's model to summarize a text."""
+            answer = await ctx.sample(f"Summarize: {text}", max_tokens=50)
+            return str(answer["content"]["text"])
+
+        @mcphost.tool
         async def signal() -> str:
             """Say that the program got this far."""
             tools.signalled.set()
@@ -86,7 +92,7 @@ class LocalTools:
             """Not on the code endpoint."""
             return "hidden"
 
-        return [add, shout, fail, ask_name, signal, wait_forever, admin_only, hidden_tool]
+        return [add, shout, fail, ask_name, summarize, signal, wait_forever, admin_only, hidden_tool]
 
 
 class TokenAuth:
@@ -129,6 +135,11 @@ class Recorder:
         self.asked.append(params)
         return types.ElicitResult(action="accept", content={"name": self.name})
 
+    async def sample(self, context: Any, params: Any) -> types.CreateMessageResult:
+        self.asked.append(params)
+        return types.CreateMessageResult(role="assistant", model="test-model",
+                                         content=types.TextContent(type="text", text=f"{self.name}'s summary"))
+
     async def on_progress(self, progress: float, total: float | None, message: str | None) -> None:
         self.progress.append((progress, total, message))
 
@@ -137,8 +148,8 @@ class Recorder:
         if token is not None:
             server = streamable_http_client(url, http_client=httpx2.AsyncClient(
                 headers={"authorization": f"Bearer {token}"}, timeout=120))
-        return Client(server, mode=mode, elicitation_callback=self.elicit, read_timeout_seconds=120,
-                      cache=None)
+        return Client(server, mode=mode, elicitation_callback=self.elicit, sampling_callback=self.sample,
+                      read_timeout_seconds=120, cache=None)
 
 
 def time_server() -> dict[str, Any]:

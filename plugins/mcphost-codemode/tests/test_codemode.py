@@ -66,15 +66,20 @@ async def test_a_program_chains_three_real_tools_with_progress_per_call(era, tmp
 
 
 @pytest.mark.parametrize("era", ERAS)
-async def test_a_question_of_an_inner_tool_reaches_the_client_through_execute(era):
+async def test_questions_of_inner_tools_reach_the_client_through_execute(era):
     async with serving() as live:
         side = Recorder(name="Grace")
         async with side.client(live.code_url, era) as client:
-            result = await client.call_tool("execute", {"code": 'greeting = await call_tool("ask_name", {})\n'
-                                                                '"asked: " + greeting'})
+            code = textwrap.dedent("""
+                greeting = await call_tool("ask_name", {})
+                summary = await call_tool("summarize", {"text": "a long text"})
+                "asked: " + greeting + "; " + summary
+            """)
+            result = await client.call_tool("execute", {"code": code})
             assert not result.is_error, text_of(result)
-            assert result.structured_content["result"] == "asked: hello Grace"
-            assert len(side.asked) == 1
+            # An elicitation, then a sampling request, each answered by the client, in either era.
+            assert result.structured_content["result"] == "asked: hello Grace; Grace's summary"
+            assert len(side.asked) == 2
 
 
 @pytest.mark.parametrize("era", ERAS)
