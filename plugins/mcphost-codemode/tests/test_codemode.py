@@ -91,6 +91,13 @@ async def test_tool_errors_limits_and_mistakes_come_back_as_answers_a_model_can_
                 result = await client.call_tool("execute", {"code": textwrap.dedent(code)})
                 return bool(result.is_error), text_of(result), result.structured_content
 
+            # search_tools finds the tools execute calls, never execute itself.
+            found = await client.call_tool("search_tools", {"query": "run a python program that calls tools"})
+            names = [tool["name"] for tool in found.structured_content["tools"]]
+            assert "execute" not in names and "hidden_tool" not in names and names
+            found = await client.call_tool("search_tools", {"query": "add two integers"})
+            assert found.structured_content["tools"][0]["name"] == "add"
+
             failed, text, _ = await run("x = 1\ny = x + * 2\nprint(y)\n")
             assert failed and text.startswith("SyntaxError at line 2, column 9: "), text
             failed, text, structured = await run("""
