@@ -43,8 +43,10 @@ _SELECTION = {
     },
 }
 
-#: The tool a ``discovery = "code"`` endpoint lists next to ``search_tools`` (a plugin provides it).
+#: The tool a ``discovery = "code"`` endpoint lists next to ``search_tools`` (a plugin provides it,
+#: marked with ``CODE_META: True`` in its ``meta``; a plain tool of that name is an ordinary tool).
 CODE_TOOL = "execute"
+CODE_META = "io.mcphost/code-mode"
 #: The JSON Schema of ``[endpoints.NAME.code]`` (and of the defaults in ``[plugins.codemode]``).
 CODE_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -91,6 +93,14 @@ ENDPOINTS_SCHEMA: dict[str, Any] = {
 }
 
 _KINDS = ("tools", "prompts", "resources")
+
+
+def is_code_tool(record: Any) -> bool:
+    """Whether ``record`` is the code-mode ``execute`` tool, which only code endpoints select."""
+    if getattr(record, "name", None) != CODE_TOOL:
+        return False
+    meta = getattr(record, "meta", None)
+    return isinstance(meta, Mapping) and meta.get(CODE_META) is True
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ import orjson
 from mcphost.content import Completion
 from mcphost.context import Context
 from mcphost.deadline import deadline
-from mcphost.endpoints import CODE_TOOL
+from mcphost.endpoints import CODE_TOOL, is_code_tool
 from mcphost.errors import ClientRequestError, ToolError
 from mcphost.kernel import results, search
 from mcphost.kernel.listen import SUBSCRIPTION_ID, Listener
@@ -316,7 +316,7 @@ def _code_listing(kernel: Kernel, request: RequestInfo) -> list[dict[str, Any]]:
     version = request.session.protocol_version or ""
     listed = search.listing(version)[:1]
     entry = kernel.catalog.tools.get(CODE_TOOL)
-    if entry is not None and _visibility(kernel, request).allows(entry.record):
+    if entry is not None and is_code_tool(entry.record) and _visibility(kernel, request).allows(entry.record):
         listed = [*listed, tool_descriptor(entry.record, version)]
     return listed
 
@@ -327,7 +327,7 @@ class _Finding(Visibility):
     __slots__ = ()
 
     def sees(self, record: Any) -> bool:
-        return getattr(record, "name", None) != CODE_TOOL and super().sees(record)
+        return not is_code_tool(record) and super().sees(record)
 
 
 async def _call_tool(kernel: Kernel, request: RequestInfo, name: str) -> dict[str, Any]:

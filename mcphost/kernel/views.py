@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from mcphost.endpoints import CODE_TOOL, EndpointSettings
+from mcphost.endpoints import EndpointSettings, is_code_tool
 from mcphost.protocol.versions import at_least
 
 if TYPE_CHECKING:
@@ -176,7 +176,7 @@ def _select(settings: EndpointSettings, catalog: Catalog, kind: str) -> Iterable
     glob_kind = "resources" if kind == "resourceTemplates" else kind
     code = settings.discovery == "code"
     for key, record in _records(catalog, kind).items():
-        if kind == "tools" and key == CODE_TOOL:  # every code endpoint's own tool, no other endpoint's
+        if kind == "tools" and is_code_tool(record):  # every code endpoint's own tool, no other endpoint's
             if code:
                 yield key
             continue

@@ -81,17 +81,21 @@ async def test_a_tool_calls_another_as_its_caller_through_validation_and_middlew
 
 
 @pytest.mark.parametrize("discovery", ["list", "search"])
-def test_only_code_endpoints_select_execute(discovery):
-    from mcphost.endpoints import endpoints_from_dict
+def test_only_code_endpoints_select_the_code_mode_execute(discovery):
+    from mcphost.endpoints import CODE_META, endpoints_from_dict
     from mcphost.kernel.views import _select
 
     class Entry:
-        def __init__(self) -> None:
-            self.record = type("Record", (), {"provenance": None})()
+        def __init__(self, name: str, meta: dict[str, Any] | None = None) -> None:
+            self.record = type("Record", (), {"provenance": None, "name": name, "meta": meta})()
 
     class Catalog:
-        tools = {"execute": Entry(), "other": Entry()}
+        tools = {"execute": Entry("execute", {CODE_META: True}), "other": Entry("other")}
+
+    class Plain:  # a tool that happens to be called execute is an ordinary tool
+        tools = {"execute": Entry("execute"), "other": Entry("other")}
 
     settings = endpoints_from_dict({"a": {"discovery": discovery}, "c": {"discovery": "code"}}, "/mcp", "test")
-    assert "execute" not in set(_select(settings["a"], Catalog, "tools"))  # type: ignore[arg-type]
+    assert set(_select(settings["a"], Catalog, "tools")) == {"other"}  # type: ignore[arg-type]
     assert set(_select(settings["c"], Catalog, "tools")) == {"execute", "other"}  # type: ignore[arg-type]
+    assert set(_select(settings["a"], Plain, "tools")) == {"execute", "other"}  # type: ignore[arg-type]

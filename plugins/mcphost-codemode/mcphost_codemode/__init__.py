@@ -21,7 +21,7 @@ from typing import Any
 
 import mcphost
 from mcphost import Context
-from mcphost.endpoints import CODE_SCHEMA, CODE_TOOL
+from mcphost.endpoints import CODE_META, CODE_SCHEMA, CODE_TOOL
 from mcphost_codemode.sandbox import Limits, Sandbox
 
 __all__ = ["DEFAULTS", "CodeModePlugin", "Limits"]
@@ -119,6 +119,7 @@ class CodeModePlugin:
 
         @mcphost.tool(name=CODE_TOOL, title="Run a program that calls tools", description=_DESCRIPTION,
                       input_schema=_INPUT_SCHEMA, output_schema=_OUTPUT_SCHEMA, resumable=True,
+                      meta={CODE_META: True},
                       annotations={"openWorldHint": True})
         async def execute(code: str, ctx: Context) -> mcphost.ToolResult:
             return await plugin.execute(code, ctx)
