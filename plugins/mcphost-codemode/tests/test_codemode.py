@@ -128,10 +128,11 @@ async def test_tool_errors_limits_and_mistakes_come_back_as_answers_a_model_can_
             assert not failed and structured.get("result") is None and "no result" in text
 
 
-async def test_cancelling_execute_stops_the_program_and_cancels_its_inner_call():
+@pytest.mark.parametrize("era", ERAS)
+async def test_cancelling_execute_stops_the_program_and_cancels_its_inner_call(era):
     async with serving() as live:
         side = Recorder()
-        async with side.client(live.code_url, "legacy") as client:
+        async with side.client(live.code_url, era) as client:
             call = asyncio.create_task(client.call_tool("execute", {"code": 'await call_tool("wait_forever", {})'}))
             await asyncio.wait_for(live.tools.waiting.wait(), 60)
             call.cancel()  # the SDK sends notifications/cancelled
