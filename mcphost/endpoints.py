@@ -56,7 +56,8 @@ CODE_SCHEMA: dict[str, Any] = {
         "memory_limit_mb": {"type": "integer", "minimum": 1, "description": "heap a program may use, in MB"},
         "max_calls": {"type": "integer", "minimum": 0, "description": "tool calls one program may make"},
         "max_output_bytes": {"type": "integer", "minimum": 1,
-                             "description": "bytes of printed output kept (more is cut, with a note)"},
+                             "description": "bytes of printed output kept (more is cut, with a note; "
+                                            "16 times as much, at least 1 MiB, stops the program)"},
     },
 }
 

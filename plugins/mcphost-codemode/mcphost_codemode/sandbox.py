@@ -16,7 +16,7 @@ import asyncio
 import contextlib
 import math
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
@@ -28,6 +28,9 @@ MAX_RECURSION = 200
 #: The workers' niceness (``nice``): below the host's priority, so the host's event loop wins a contended core.
 WORKER_NICENESS = 10
 _MB = 1024 * 1024
+#: A program that prints more than this many times ``max_output_bytes`` (and at least FLOOD_MIN) is stopped.
+FLOOD_FACTOR = 16
+FLOOD_MIN = 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -68,16 +71,28 @@ class Outcome:
 
 
 class Output:
-    """The program's printed output, kept up to ``limit`` bytes (the rest is counted and dropped)."""
+    """The program's printed output, kept up to ``limit`` bytes (the rest is counted and dropped).
+
+    Output crosses from the worker to the host process: a program printing in a loop would keep
+    the host busy reading it. Past ``FLOOD_FACTOR`` times the limit ``on_flood`` stops the program.
+    """
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
         self.parts: list[str] = []
         self.size = 0
         self.dropped = 0
+        self.flooded = False
+        self.on_flood: Callable[[], Any] | None = None
 
     def __call__(self, stream: Literal["stdout", "stderr"], text: str) -> None:
+        if self.flooded:
+            return
         size = len(text.encode())
+        if self.size + self.dropped + size > max(FLOOD_FACTOR * self.limit, FLOOD_MIN):
+            self.flooded = True
+            if self.on_flood is not None:
+                self.on_flood()
         room = self.limit - self.size
         if size <= room:
             self.parts.append(text)
@@ -123,8 +138,31 @@ class Sandbox:
         Cancelling the run kills its worker (the pool replaces it) and cancels the tool call it
         was waiting on.
         """
-        pool = await self._started()
         output = Output(limits.max_output_bytes)
+        pool = await self._started()
+        feed = asyncio.ensure_future(self._feed(pool, code, limits, caller, output))
+        loop = asyncio.get_running_loop()
+        output.on_flood = lambda: loop.call_soon_threadsafe(feed.cancel)  # printing may be reported off the loop
+        try:
+            value = await feed
+        except asyncio.CancelledError:
+            caller.cancel()
+            task = asyncio.current_task()
+            if output.flooded and (task is None or not task.cancelling()):
+                return Outcome(output=output.text(), calls=caller.calls,
+                               error=f"Limit reached: the program printed more than "
+                                     f"{max(FLOOD_FACTOR * limits.max_output_bytes, FLOOD_MIN)} bytes "
+                                     f"(max_output_bytes = {limits.max_output_bytes}: output past it is cut, "
+                                     f"and a program printing {FLOOD_FACTOR} times as much is stopped)")
+            raise
+        except monty.MontyError as exc:
+            caller.cancel()
+            return Outcome(output=output.text(), calls=caller.calls, error=describe(exc, limits))
+        return finish(value, output.text(), caller.calls)
+
+    async def _feed(self, pool: monty.AsyncMonty, code: str, limits: Limits, caller: Caller,
+                    output: Output) -> Any:
+        """Check a worker out, run ``code`` in it, and give the worker back (killed when cancelled)."""
         sandbox_limits: monty.ResourceLimits = {
             "max_feed_duration_secs": limits.time_limit,
             "max_memory": limits.memory_limit_mb * _MB,
@@ -134,20 +172,13 @@ class Sandbox:
             "max_suspensions": 4 * limits.max_calls + 64,
         }
         lookup = {"call_tool": caller.call_tool}
-        try:
-            async with pool.checkout(limits=sandbox_limits, print_flush_interval=0.05) as session:
-                _yield_to_host(session.worker_pid)
-                value = await session.feed_run(code, external_lookup=lookup, print_callback=output)
-                if value is None:  # no last expression: the program's `result` variable, if it set one
-                    with contextlib.suppress(monty.MontyRuntimeError):
-                        value = await session.feed_run("result", print_callback=output)
-        except asyncio.CancelledError:
-            caller.cancel()
-            raise
-        except monty.MontyError as exc:
-            caller.cancel()
-            return Outcome(output=output.text(), calls=caller.calls, error=describe(exc, limits))
-        return finish(value, output.text(), caller.calls)
+        async with pool.checkout(limits=sandbox_limits, print_flush_interval=0.05) as session:
+            _yield_to_host(session.worker_pid)
+            value = await session.feed_run(code, external_lookup=lookup, print_callback=output)
+            if value is None:  # no last expression: the program's `result` variable, if it set one
+                with contextlib.suppress(monty.MontyRuntimeError):
+                    value = await session.feed_run("result", print_callback=output)
+        return value
 
 
 def _yield_to_host(pid: int | None) -> None:

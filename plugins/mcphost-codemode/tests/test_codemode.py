@@ -120,6 +120,9 @@ async def test_tool_errors_limits_and_mistakes_come_back_as_answers_a_model_can_
             failed, text, structured = await run("for i in range(100):\n    print('line', i)\n'done'")
             assert not failed and structured["result"] == "done"
             assert structured["output"].endswith("more bytes of output cut: max_output_bytes = 120]")
+            failed, text, structured = await run("while True:\n    print('x' * 1000)")  # an output flood
+            assert failed and text.startswith("Limit reached: the program printed more than 1048576 bytes "
+                                              "(max_output_bytes = 120")
             failed, text, _ = await run("def f(n):\n    return f(n + 1)\nf(0)")
             assert failed and text.startswith("Limit reached: recursion deeper than")
             failed, text, structured = await run("1/0")
