@@ -78,6 +78,7 @@ class Scope(Protocol):
     def defer(self) -> Deferred: ...
     async def close_stream(self, retry_ms: int | None) -> bool: ...
     async def start_task(self) -> bool: ...
+    async def call_tool(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]: ...
 
 
 class Context:
@@ -125,6 +126,18 @@ class Context:
     async def report_progress(self, progress: float, total: float | None = None, message: str | None = None) -> None:
         """The same as :meth:`progress`, under the name FastMCP and the official SDK's MCPServer use."""
         await self._scope.progress(progress, total, message)
+
+    async def call_tool(self, name: str, arguments: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """Call another tool as this request's caller and return its ``tools/call`` result (``content``,
+        ``structuredContent``, ``isError``).
+
+        It is a real call of the caller on its endpoint: the same middleware, visibility, scopes,
+        argument validation and counters as a call that arrived. The called tool asks its questions
+        (elicitation, sampling) and logs through this request; its own progress is not sent (this
+        request reports its own). Cancelling this request cancels the call. A tool the caller may
+        not see or call raises :class:`~mcphost.errors.McpError` ("Unknown tool", insufficient scope).
+        """
+        return await self._scope.call_tool(name, dict(arguments or {}))
 
     # ``logger_name=`` is the spelling FastMCP and the official SDK's MCPServer use; both are accepted.
 

@@ -5,7 +5,9 @@ What it shows is a *selection* (``include`` / ``exclude``: plugins and upstreams
 prompt and resource names by glob) intersected with everything else that narrows a caller's view
 (scopes, connect-hook allow-lists): it narrows, never widens. ``scopes`` are what a principal must
 hold to use the endpoint at all; ``discovery = "search"`` lists only ``search_tools`` and
-``call_tool`` instead of the whole selection.
+``call_tool`` instead of the whole selection; ``discovery = "code"`` lists ``search_tools`` and the
+catalog's ``execute`` tool (the mcphost-codemode plugin provides it), which runs a program calling
+the selection's tools, limited by the ``[endpoints.NAME.code]`` sub-table.
 
 This module is a leaf (the configuration imports it): the settings, their JSON Schema (one
 section of the configuration's schema) and the pure matching rule. The kernel computes and caches
@@ -41,6 +43,24 @@ _SELECTION = {
     },
 }
 
+#: The tool a ``discovery = "code"`` endpoint lists next to ``search_tools`` (a plugin provides it,
+#: marked with ``CODE_META: True`` in its ``meta``; a plain tool of that name is an ordinary tool).
+CODE_TOOL = "execute"
+CODE_META = "io.mcphost/code-mode"
+#: The JSON Schema of ``[endpoints.NAME.code]`` (and of the defaults in ``[plugins.codemode]``).
+CODE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {
+        "time_limit": {"type": "number", "exclusiveMinimum": 0, "description": "seconds a program may compute"},
+        "memory_limit_mb": {"type": "integer", "minimum": 1, "description": "heap a program may use, in MB"},
+        "max_calls": {"type": "integer", "minimum": 0, "description": "tool calls one program may make"},
+        "max_output_bytes": {"type": "integer", "minimum": 1,
+                             "description": "bytes of printed output kept (more is cut, with a note; "
+                                            "16 times as much, at least 1 MiB, stops the program)"},
+    },
+}
+
 #: The JSON Schema of one ``[endpoints.NAME]`` table (the configuration schema embeds it).
 ENDPOINT_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -54,10 +74,13 @@ ENDPOINT_SCHEMA: dict[str, Any] = {
         "instructions": {"type": "string", "description": "instructions for the client's model"},
         "scopes": {"type": "array", "items": {"type": "string", "pattern": _SCOPE}, "uniqueItems": True,
                    "description": "scopes a principal must hold to use the endpoint at all"},
-        "discovery": {"enum": ["list", "search"],
-                      "description": "list: tools/list shows the selection; search: only search_tools and call_tool"},
+        "discovery": {"enum": ["list", "search", "code"],
+                      "description": "list: tools/list shows the selection; search: only search_tools and "
+                                     "call_tool; code: search_tools and execute (a program calling the tools)"},
         "search_limit": {"type": "integer", "minimum": 1, "maximum": 100,
                          "description": "tools search_tools returns when the caller names no limit"},
+        "code": {**CODE_SCHEMA, "description": "limits of execute's programs on a discovery = \"code\" endpoint "
+                                                "(absent keys: [plugins.codemode]'s)"},
         "include": {**_SELECTION, "description": "what is selected (absent: everything)"},
         "exclude": {**_SELECTION, "description": "what is left out of the selection"},
     },
@@ -71,6 +94,14 @@ ENDPOINTS_SCHEMA: dict[str, Any] = {
 }
 
 _KINDS = ("tools", "prompts", "resources")
+
+
+def is_code_tool(record: Any) -> bool:
+    """Whether ``record`` is the code-mode ``execute`` tool, which only code endpoints select."""
+    if getattr(record, "name", None) != CODE_TOOL:
+        return False
+    meta = getattr(record, "meta", None)
+    return isinstance(meta, Mapping) and meta.get(CODE_META) is True
 
 
 @dataclass(frozen=True)

@@ -29,11 +29,11 @@ class RequestInfo:
     """
 
     __slots__ = ("_catalog", "_owner", "connection", "era", "id", "method", "name", "params", "principal", "round",
-                 "session")
+                 "scope", "session")
 
     def __init__(self, session: Session, request_id: RequestId, method: str, params: dict[str, Any],
                  round: Any = None, principal: Principal | None = None, *,
-                 connection: Connection | None = None, catalog: Any = None) -> None:
+                 connection: Connection | None = None, catalog: Any = None, scope: Any = None) -> None:
         self.session = session
         self.id = request_id
         self.method = method
@@ -42,6 +42,9 @@ class RequestInfo:
         self.round = round
         self.principal = session.principal if principal is None else principal
         self.connection = connection
+        #: For a call a tool makes as its caller (``ctx.call_tool``): the calling tool's request
+        #: scope, through which the called tool reports and asks (None for a request that arrived).
+        self.scope = scope
         self._catalog = catalog
         self._owner: Any = _UNKNOWN
         name = params.get("name", params.get("uri"))

@@ -15,6 +15,7 @@ import orjson
 from mcphost.content import Completion
 from mcphost.context import Context
 from mcphost.deadline import deadline
+from mcphost.endpoints import CODE_TOOL, is_code_tool
 from mcphost.errors import ClientRequestError, ToolError
 from mcphost.kernel import results, search
 from mcphost.kernel.listen import SUBSCRIPTION_ID, Listener
@@ -86,6 +87,8 @@ def _progress_token(request: RequestInfo) -> Any:
 
 
 def _scope(kernel: Kernel, request: RequestInfo) -> RequestScope:
+    if request.scope is not None:  # a tool's call as its caller: it asks through the calling tool
+        return request.scope  # type: ignore[no-any-return]  # RequestInfo is a leaf: it types it loosely
     token = _progress_token(request)
     if request.round is not None:
         return ModernScope(kernel, request.session, request.id, request.method, token, request.principal,
@@ -271,6 +274,8 @@ async def set_level(kernel: Kernel, request: RequestInfo) -> dict[str, Any]:
 @method("tools/list")
 async def list_tools(kernel: Kernel, request: RequestInfo) -> dict[str, Any]:
     view = _endpoint(kernel, request.session)
+    if view is not None and view.code:
+        return {"tools": _code_listing(kernel, request)}
     if view is not None and view.search:
         return {"tools": search.listing(request.session.protocol_version or "")}
     return _listing(kernel, request, "tools", "tools", tool_descriptor)
@@ -285,7 +290,11 @@ async def call_tool(kernel: Kernel, request: RequestInfo) -> dict[str, Any]:
         return await _call_tool(kernel, request, name)
     if view.search and name == "search_tools":
         view.counters.searches += 1
-        return await search.search_tools(kernel, request, _visibility(kernel, request), tool_descriptor)
+        visibility = (_Finding(request.session, request.principal, view, kernel.catalog) if view.code
+                      else _visibility(kernel, request))
+        return await search.search_tools(kernel, request, visibility, tool_descriptor)
+    if view.code and name == CODE_TOOL and request.scope is None:
+        view.counters.executions += 1
     if view.search and name == "call_tool":
         # The named tool's call goes through the middleware again, as a direct call would: a
         # policy or a rate limit keyed on the tool's name sees it. It is counted there.
@@ -300,6 +309,25 @@ async def call_tool(kernel: Kernel, request: RequestInfo) -> dict[str, Any]:
     if result.get("isError"):
         counters.errors += 1
     return result
+
+
+def _code_listing(kernel: Kernel, request: RequestInfo) -> list[dict[str, Any]]:
+    """A code endpoint's tools: ``search_tools`` and the catalog's ``execute`` (when a plugin provides it)."""
+    version = request.session.protocol_version or ""
+    listed = search.listing(version)[:1]
+    entry = kernel.catalog.tools.get(CODE_TOOL)
+    if entry is not None and is_code_tool(entry.record) and _visibility(kernel, request).allows(entry.record):
+        listed = [*listed, tool_descriptor(entry.record, version)]
+    return listed
+
+
+class _Finding(Visibility):
+    """A code endpoint's visibility for ``search_tools``: it finds the tools ``execute`` calls, not ``execute``."""
+
+    __slots__ = ()
+
+    def sees(self, record: Any) -> bool:
+        return not is_code_tool(record) and super().sees(record)
 
 
 async def _call_tool(kernel: Kernel, request: RequestInfo, name: str) -> dict[str, Any]:
@@ -335,7 +363,8 @@ async def _call_tool(kernel: Kernel, request: RequestInfo, name: str) -> dict[st
     except ValueError as exc:  # names the argument and the rule it breaks
         return results.error_result(f"Invalid arguments for tool {name!r}: {exc}")
     run = kernel.tasks.begin(session, name, record.task)
-    if record.resumable and request.round is not None and run is None:  # a 2026-07-28 call that must not re-run
+    if record.resumable and request.round is not None and run is None and request.scope is None:
+        # a 2026-07-28 call that must not re-run (a call made by a tool waits inside that tool's run)
         return await kernel.continuations.call(request, _progress_token(request),
                                                functools.partial(_resume_tool, kernel, request, entry, kwargs))
     if record.signature is not None and record.signature.context_param:

@@ -21,6 +21,7 @@ from mcphost.errors import ClientRequestError
 from mcphost.protocol import jsonrpc
 from mcphost.protocol.errors import INVALID_PARAMS, METHOD_NOT_FOUND, REQUEST_TIMEOUT
 from mcphost.protocol.versions import at_least
+from mcphost.request import RequestInfo
 from mcphost.sessions.session import LOG_RANK, Principal, Session
 
 if TYPE_CHECKING:
@@ -171,6 +172,14 @@ class RequestScope:
     def defer(self) -> Deferred:
         return self._kernel.defer(self.session, self.request_id)
 
+    async def call_tool(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        """A call of ``name`` as this request's caller, through the middleware and dispatch (see
+        :meth:`mcphost.context.Context.call_tool`)."""
+        request = RequestInfo(self.session, self.request_id, "tools/call", {"name": name, "arguments": arguments},
+                              None, self.principal, catalog=self._kernel.services.catalog(),
+                              scope=CalledScope(self))
+        return await self._kernel.redispatch(request)
+
     async def start_task(self) -> bool:
         return False  # only a 2026-07-28 call of a task-capable tool can become a task
 
@@ -179,3 +188,23 @@ class RequestScope:
         if close is None or self.session.closed:
             return False
         return bool(await close(self.request_id, retry_ms))
+
+
+class CalledScope:
+    """The scope of a tool another tool called (``ctx.call_tool``): it asks, logs and is cancelled
+    through the calling request's scope; its progress is not sent, the caller reports its own (a
+    second series on one progress token would not increase)."""
+
+    __slots__ = ("_outer",)
+
+    def __init__(self, outer: RequestScope) -> None:
+        self._outer = outer
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._outer, name)
+
+    async def progress(self, progress: float, total: float | None, message: str | None) -> None:
+        return None
+
+    async def start_task(self) -> bool:
+        return False  # a called tool runs inside its caller's call

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from mcphost.endpoints import EndpointSettings
+from mcphost.endpoints import EndpointSettings, is_code_tool
 from mcphost.protocol.versions import at_least
 
 if TYPE_CHECKING:
@@ -42,15 +42,18 @@ _FILTER_CACHE_SIZE = 64
 @dataclass
 class Counters:
     """What one endpoint served since start, in this process (read by ``Views.stats`` and the console):
-    ``tools/call`` requests (``call_tool`` counted as the call it makes), those that failed (an error
-    or an ``isError`` result), and ``search_tools`` requests."""
+    ``tools/call`` requests (``call_tool`` counted as the call it makes, and each inner call of an
+    ``execute`` program too), those that failed (an error or an ``isError`` result), ``search_tools``
+    requests, and ``execute`` runs (on a code endpoint)."""
 
     calls: int = 0
     errors: int = 0
     searches: int = 0
+    executions: int = 0
 
     def as_dict(self) -> dict[str, int]:
-        return {"calls": self.calls, "errors": self.errors, "searches": self.searches}
+        return {"calls": self.calls, "errors": self.errors, "searches": self.searches,
+                "executions": self.executions}
 
 
 class EndpointView:
@@ -59,7 +62,9 @@ class EndpointView:
     def __init__(self, settings: EndpointSettings) -> None:
         self.settings = settings
         self.name = settings.name
-        self.search = settings.discovery == "search"
+        #: ``search_tools`` is listed (discovery "search", and "code" next to ``execute``).
+        self.search = settings.discovery in ("search", "code")
+        self.code = settings.discovery == "code"
         self.counters = Counters()
         self._catalog_key: tuple[int, ...] | None = None
         self._keys: dict[str, frozenset[str]] = {}
@@ -169,7 +174,12 @@ def _records(catalog: Catalog, kind: str) -> Mapping[str, Any]:
 
 def _select(settings: EndpointSettings, catalog: Catalog, kind: str) -> Iterable[str]:
     glob_kind = "resources" if kind == "resourceTemplates" else kind
+    code = settings.discovery == "code"
     for key, record in _records(catalog, kind).items():
+        if kind == "tools" and is_code_tool(record):  # every code endpoint's own tool, no other endpoint's
+            if code:
+                yield key
+            continue
         provenance = record.provenance
         plugin = provenance.plugin if provenance is not None else None
         origin = provenance.origin if provenance is not None else None

@@ -40,7 +40,7 @@ def test_settings_defaults_and_paths():
 
 
 @pytest.mark.parametrize(("table", "message"), [
-    ({"a": {"discovery": "grep"}}, "[endpoints.a.discovery] 'grep' is not one of ['list', 'search']"),
+    ({"a": {"discovery": "grep"}}, "[endpoints.a.discovery] 'grep' is not one of ['list', 'search', 'code']"),
     ({"a": {"colour": 1}}, "[endpoints.a] unknown key 'colour'"),
     ({"a": {"include": {"tool": ["x"]}}}, "[endpoints.a.include] unknown key 'tool' (did you mean 'tools'?)"),
     ({"a": {"scopes": ["has space"]}}, "[endpoints.a.scopes.0]"),
@@ -131,7 +131,7 @@ async def test_views_list_call_and_describe_only_their_selection():
     stats = host.endpoint_stats()
     # desk_open, then two calls answered "Unknown tool" (one hidden, one that exists nowhere).
     assert stats["desk"] == {"path": "/mcp/desk", "discovery": "list", "tools": 2, "calls": 3, "errors": 2,
-                             "searches": 0, "sessions": 0}
+                             "searches": 0, "executions": 0, "sessions": 0}
     assert stats["ops"]["calls"] == 0
 
 

@@ -88,7 +88,7 @@ def test_a_misspelt_plugin_section_stops_serve_before_it_binds(tmp_path: Path, h
     assert done.returncode == 1
     assert done.stderr.splitlines() == [
         f"Error: {path}: [plugins.redsi] no plugin named 'redsi' is installed (did you mean 'redis'?); "
-        "installed: conformance, console, demo, jwt, otel, proxy, redis"]
+        "installed: codemode, conformance, console, demo, jwt, otel, proxy, redis"]
 
 
 def test_a_string_port_stops_serve_naming_the_key(tmp_path: Path) -> None:
@@ -110,7 +110,7 @@ def test_three_mistakes_give_three_messages_and_config_check_agrees(tmp_path: Pa
             f"{path}: [server] unknown key 'log_levle' (did you mean 'log_level'?)",
             f"{path}: [plugins.demo.root] 5 is not of type 'string'",
             f"{path}: [plugins.redsi] no plugin named 'redsi' is installed (did you mean 'redis'?); "
-            "installed: conformance, console, demo, jwt, otel, proxy, redis"])
+            "installed: codemode, conformance, console, demo, jwt, otel, proxy, redis"])
     good = write(tmp_path, "[server]\nport = 9000\n")
     done = mcphost(tmp_path, "--config", str(good), "config", "check")
     assert (done.returncode, done.stdout) == (0, f"{good}: ok\n")
