@@ -147,7 +147,7 @@ def _tool_record(upstream: Upstream, resolve: Resolver, item: Mapping[str, Any],
                 allow_claimed=modern, **more), session)
 
         result = await target.request(ctx, call, wait=_first_wait(settings), size=len(orjson.dumps(arguments)))
-        wire = _dump(result)
+        wire = result if isinstance(result, dict) else _dump(result)  # the lean path's result: as it arrived
         return mcphost.ToolResult(content=list(wire.get("content") or []), structured=wire.get("structuredContent"),
                                   is_error=bool(wire.get("isError")), meta=wire.get("_meta"))
 

@@ -40,10 +40,12 @@ from opentelemetry import trace as otel_trace
 import mcphost
 from mcphost.protocol import jsonrpc
 from mcphost_proxy import tasks
-from mcphost_proxy.framing import BoundedTransport, http_transport, stdio_transport
+from mcphost_proxy.framing import BoundedTransport, Switch, http_transport, stdio_transport
+from mcphost_proxy.lean import LeanCall
 from mcphost_proxy.logs import LogRelay
 from mcphost_proxy.parking import Parking
 from mcphost_proxy.settings import ServerSettings
+from mcphost_proxy.wire import HttpClient
 from mcphost_proxy.work import offload
 
 log = logging.getLogger("mcphost.proxy")
@@ -140,6 +142,11 @@ class Upstream:
         #: The HTTP upstream answered 404 (or a 400 naming the session) to our session id.
         self._session_lost = False
         self._http: httpx2.AsyncClient | None = None
+        #: The lean per-call path (lean.py): kept connections to an HTTP upstream, the SDK transport whose
+        #: session id they carry, or the stdio process's reply switch.
+        self.wire: HttpClient | None = None
+        self.http_transport: Any = None
+        self.switch: Switch | None = None
         #: The turns of the stdio upstreams starting at once (max_starting; None: start at once).
         self.starting: asyncio.Semaphore | None = None
         #: questions = "own_process": the processes a call that may ask leases (set by the plugin).
@@ -227,6 +234,9 @@ class Upstream:
             finally:
                 self._session = None
                 self._http = None
+                if self.wire is not None:
+                    self.wire.close()
+                self.wire = self.http_transport = None
                 self._ready.clear()
             if self._stopping:
                 break
@@ -249,10 +259,11 @@ class Upstream:
         settings = self.settings
         async with contextlib.AsyncExitStack() as stack:
             if settings.command:
+                self.switch = self.switch or Switch()
                 read, write = await stack.enter_async_context(stdio_transport(
                     settings.command, list(settings.args), env=settings.resolved_env() or None, cwd=settings.cwd,
                     max_message_bytes=settings.max_message_bytes, label=self.label, admit=self.logs.admit,
-                    starting=self.starting))
+                    starting=self.starting, switch=self.switch))
             else:
                 # Only the configured headers: nothing from the downstream request (its bearer
                 # token in particular) ever reaches the upstream.
@@ -264,7 +275,9 @@ class Upstream:
                 self._http = client
                 read, write = await stack.enter_async_context(
                     http_transport(settings.url or "", http_client=client,
-                                           max_sse_event_size=settings.max_message_bytes))
+                                   max_sse_event_size=settings.max_message_bytes, on_transport=self._held))
+                self.wire = HttpClient(settings.url or "", settings.resolved_headers(), pool_size=settings.pool_size,
+                                       limit=settings.max_message_bytes)
             inbox_send, inbox = create_context_streams[Any](64)
             loop = asyncio.get_running_loop()
 
@@ -331,6 +344,9 @@ class Upstream:
                 raise ConnectionError("the connection closed" if settings.command is None
                                       else "the process exited")
 
+    def _held(self, transport: Any) -> None:
+        self.http_transport = transport
+
     async def _changed(self) -> None:
         if self.on_change is not None:
             try:
@@ -367,6 +383,13 @@ class Upstream:
             uri = getattr(getattr(root, "params", None), "uri", None)
             if uri is not None:
                 await self._updated(str(uri))
+
+    async def _on_notification(self, method: str, params: dict[str, Any]) -> None:
+        """A notification the lean path received (as :meth:`_on_message` handles the client's)."""
+        if method.endswith("/list_changed") and method != "notifications/roots/list_changed":
+            self._schedule_relist()
+        elif method == "notifications/resources/updated" and isinstance(params.get("uri"), str):
+            await self._updated(params["uri"])
 
     async def _updated(self, uri: str) -> None:
         """Relay a resource update: to the one session a per_session instance serves (if it follows
@@ -685,9 +708,12 @@ class Upstream:
             record.trace, traced = _trace_scope(self._traces)
             self._traces[record.trace] = record
             _DOWNSTREAM_CAPABILITIES.set(dict(ctx.session.client_capabilities or {}))
-        per_call = self._http is not None and session.discover_result is not None and ctx is not None
+        lean = ctx is not None and self._lean(ctx)
+        per_call = not lean and self._http is not None and session.discover_result is not None and ctx is not None
         try:
-            if per_call:
+            if lean:
+                result = await call(LeanCall(self, session, record))  # type: ignore[arg-type]
+            elif per_call:
                 try:
                     async with self._per_call(session, record) as own:
                         result = await call(own)
@@ -730,6 +756,17 @@ class Upstream:
         if record.failure is not None:
             raise record.failure
         return result
+
+    def _lean(self, ctx: mcphost.Context) -> bool:
+        """Whether a call of ``ctx`` takes the lean path (lean.py): its client cannot be asked questions
+        nor take a task, and the connection has one."""
+        if self.wire is None and self.switch is None:
+            return False
+        declared = ctx.session.client_capabilities or {}
+        if any(name in declared for name in _QUESTION_CAPABILITIES):
+            return False
+        extensions = declared.get("extensions")
+        return not (isinstance(extensions, dict) and tasks.EXTENSION in extensions)
 
     @contextlib.asynccontextmanager
     async def _per_call(self, shared: ClientSession, record: _Call) -> AsyncIterator[ClientSession]:
