@@ -30,8 +30,6 @@ import httpx2
 import mcp_types as types
 import orjson
 from mcp.client.stdio import get_default_environment
-from mcp.client.streamable_http import StreamableHTTPTransport
-from mcp.shared._context_streams import create_context_streams
 from mcp.shared.message import SessionMessage
 
 from mcphost_proxy.work import offload
@@ -443,69 +441,3 @@ class BoundedTransport(httpx2.AsyncBaseTransport):
 
     async def aclose(self) -> None:
         await self._inner.aclose()
-
-
-class _HttpTransport(StreamableHTTPTransport):
-    """The ``mcp`` client's Streamable HTTP transport, with long messages parsed in the worker thread.
-
-    It parses every JSON body and SSE event on the event loop with pydantic, several times slower
-    than orjson: one 2 000-tool listing held the loop 48 ms, one of 20 000 tools 300-630 ms. A message
-    of THREAD_PARSE_BYTES or more is parsed as long stdio lines are (:func:`_parse`, in the worker
-    thread); shorter ones, and every error path, are the client's own. Private methods of mcp 2.3's
-    transport: checked when mcp is upgraded.
-    """
-
-    async def _handle_json_response(self, response: httpx2.Response, read_stream_writer: Any, *,
-                                    request_id: Any) -> None:
-        try:
-            content = await response.aread()
-        except httpx2.StreamError as exc:  # over max_message_bytes (_BoundedBody): as the client words it
-            error = types.ErrorData(code=types.PARSE_ERROR, message=f"Failed to parse JSON response: {exc}")
-            await read_stream_writer.send(SessionMessage(types.JSONRPCError(jsonrpc="2.0", id=request_id,
-                                                                            error=error)))
-            return
-        parsed = await offload(_parse, content) if len(content) >= THREAD_PARSE_BYTES else None
-        if isinstance(parsed, SessionMessage):
-            await read_stream_writer.send(parsed)
-        else:  # short, or not valid: the client parses it (the content is cached on the response)
-            await super()._handle_json_response(response, read_stream_writer, request_id=request_id)
-
-    async def _handle_sse_event(self, sse: Any, read_stream_writer: Any, original_request_id: Any = None,
-                                resumption_callback: Any = None) -> bool:
-        if sse.event == "message" and len(sse.data) >= THREAD_PARSE_BYTES:
-            parsed = await offload(_parse, sse.data)
-            if isinstance(parsed, SessionMessage):
-                message = parsed.message
-                done = isinstance(message, types.JSONRPCResponse | types.JSONRPCError)
-                if original_request_id is not None and isinstance(message, types.JSONRPCResponse | types.JSONRPCError):
-                    message.id = original_request_id
-                await read_stream_writer.send(parsed)
-                if sse.id and resumption_callback:
-                    await resumption_callback(sse.id)
-                return done
-        return await super()._handle_sse_event(sse, read_stream_writer, original_request_id, resumption_callback)
-
-
-@contextlib.asynccontextmanager
-async def http_transport(url: str, *, http_client: httpx2.AsyncClient, max_sse_event_size: int | None,
-                         terminate_on_close: bool = True, on_transport: Callable[[Any], None] | None = None
-                         ) -> AsyncIterator[tuple[Any, Any]]:
-    """(read stream, write stream) to a Streamable HTTP upstream: ``mcp``'s ``streamable_http_client``
-    with :class:`_HttpTransport` (the same plumbing, for a client the caller owns)."""
-    transport = _HttpTransport(url, max_sse_event_size=max_sse_event_size)
-    if on_transport is not None:
-        on_transport(transport)
-    read_writer, read = create_context_streams[SessionMessage | Exception](0)
-    write, write_reader = create_context_streams[SessionMessage](0)
-    async with read_writer, read, write, write_reader, anyio.create_task_group() as group:
-
-        def start_get_stream() -> None:
-            group.start_soon(transport.handle_get_stream, http_client, read_writer)
-
-        group.start_soon(transport.post_writer, http_client, write_reader, read_writer, write, start_get_stream, group)
-        try:
-            yield read, write
-        finally:
-            if transport.session_id and terminate_on_close:
-                await transport.terminate_session(http_client)
-            group.cancel_scope.cancel()

@@ -33,14 +33,13 @@ import mcp_types as types
 import pydantic
 from mcp import ClientSession, MCPError
 from mcp.client.subscriptions import ResourceUpdated, listen
-from mcp.shared._context_streams import create_context_streams
 from opentelemetry import context as otel_context
 from opentelemetry import trace as otel_trace
 
 import mcphost
 from mcphost.protocol import jsonrpc
-from mcphost_proxy import tasks
-from mcphost_proxy.framing import BoundedTransport, Switch, http_transport, stdio_transport
+from mcphost_proxy import sdk, tasks
+from mcphost_proxy.framing import BoundedTransport, Switch, stdio_transport
 from mcphost_proxy.lean import LeanCall
 from mcphost_proxy.logs import LogRelay
 from mcphost_proxy.parking import Parking
@@ -274,11 +273,11 @@ class Upstream:
                 await stack.enter_async_context(client)
                 self._http = client
                 read, write = await stack.enter_async_context(
-                    http_transport(settings.url or "", http_client=client,
+                    sdk.http_transport(settings.url or "", http_client=client,
                                    max_sse_event_size=settings.max_message_bytes, on_transport=self._held))
                 self.wire = HttpClient(settings.url or "", settings.resolved_headers(), pool_size=settings.pool_size,
                                        limit=settings.max_message_bytes)
-            inbox_send, inbox = create_context_streams[Any](64)
+            inbox_send, inbox = sdk.create_context_streams[Any](64)
             loop = asyncio.get_running_loop()
 
             async def pump() -> None:  # follows the transport so that its end is noticed
@@ -288,7 +287,7 @@ class Upstream:
                             # The HTTP transport reads a request's SSE stream in the context of the
                             # task that sent the request; passing that context on lets a question
                             # find the call that caused it (_CALL).
-                            origin = getattr(read, "last_context", None)
+                            origin = sdk.last_context(read)
                             if origin is None or origin.get(_CALL, None) is None:
                                 await inbox_send.send(item)
                             else:
@@ -763,8 +762,6 @@ class Upstream:
         if self.wire is None and self.switch is None:
             return False
         declared = ctx.session.client_capabilities or {}
-        if any(name in declared for name in _QUESTION_CAPABILITIES):
-            return False
         extensions = declared.get("extensions")
         return not (isinstance(extensions, dict) and tasks.EXTENSION in extensions)
 
@@ -780,7 +777,7 @@ class Upstream:
         assert self._http is not None and shared.discover_result is not None
         async with contextlib.AsyncExitStack() as stack:
             read, write = await stack.enter_async_context(
-                http_transport(settings.url or "", http_client=self._http, terminate_on_close=False,
+                sdk.http_transport(settings.url or "", http_client=self._http, terminate_on_close=False,
                                        max_sse_event_size=settings.max_message_bytes))
 
             async def elicit(context: Any, params: Any) -> Any:
@@ -802,9 +799,7 @@ class Upstream:
                 extensions={tasks.EXTENSION: {}}, result_claims=tasks.CLAIMS))
             own.adopt(shared.discover_result)
             _forward_capabilities(own)
-            maps = getattr(shared, "_x_mcp_header_maps", None)  # Mcp-Param-* headers the listing declared
-            if maps is not None and hasattr(own, "_x_mcp_header_maps"):
-                own._x_mcp_header_maps = maps
+            sdk.copy_header_maps(shared, own)  # Mcp-Param-* headers the listing declared
             yield own
 
     async def rounds(self, ctx: mcphost.Context | None, send: Callable[..., Awaitable[Any]],
@@ -838,12 +833,12 @@ def _forward_capabilities(session: ClientSession) -> None:
     A stateless upstream decides per request which questions it may ask from the capabilities in
     ``_meta``; the proxy can forward elicitation, sampling and roots only when the client it serves
     declared them. The ``mcp`` client stamps its own capabilities on every request and has no
-    per-request override, so its stamp is wrapped (a private attribute: checked when mcp is upgraded).
+    per-request override, so its stamp is wrapped (sdk.py).
     """
-    original = getattr(session, "_stamp", None)
-    if original is None:
-        return
+    sdk.wrap_stamp(session, _capabilities_stamp)
 
+
+def _capabilities_stamp(original: Callable[..., None]) -> Callable[..., None]:
     def stamp(data: dict[str, Any], opts: Any) -> None:
         original(data, opts)
         downstream = _DOWNSTREAM_CAPABILITIES.get()
@@ -867,7 +862,7 @@ def _forward_capabilities(session: ClientSession) -> None:
                 declared.pop("extensions", None)
             meta[_CAPABILITIES_META] = declared
 
-    session._stamp = stamp
+    return stamp
 
 
 class _Call:
@@ -989,19 +984,13 @@ async def _raw_pages(session: ClientSession, method: str) -> list[dict[str, Any]
     cursor: str | None = None
     # The client's own send_request validates every result against its method's model on the event
     # loop (20 000 tools: a second); its stamp and dispatcher send the request without that, and
-    # the tools are validated one by one in a worker thread (_absorb_tools). Private in mcp 2.3:
+    # the tools are validated one by one in a worker thread (_absorb_tools). Private parts (sdk.py):
     # without them the public send_request is used.
-    stamp = getattr(session, "_stamp", None)
-    dispatcher = getattr(session, "_dispatcher", None)
-    timeout = getattr(session, "_session_read_timeout_seconds", None)
     for _ in range(1000):
         params = {"cursor": cursor} if cursor else None
-        if stamp is not None and hasattr(dispatcher, "send_raw_request"):
-            data: dict[str, Any] = {"method": method, **({"params": params} if params else {})}
-            opts: dict[str, Any] = {"timeout": timeout} if timeout is not None else {}
-            stamp(data, opts)
-            raw = await dispatcher.send_raw_request(method, data.get("params"), opts)  # type: ignore[union-attr]
-            page = dict(raw) if isinstance(raw, dict) else {}
+        raw = await sdk.raw_request(session, method, params)
+        if raw is not None:
+            page = raw
         else:
             result = await session.send_request(_ListRequest(method=method, params=params), _Plain)
             page = dict(result.__pydantic_extra__ or {})
@@ -1031,9 +1020,7 @@ def _absorb_tools(session: ClientSession, pages: list[dict[str, Any]], label: st
             continue
         kept.append(item)
     result = types.ListToolsResult(tools=models)
-    absorb = getattr(session, "_absorb_tool_listing", None)  # private in mcp 2.3: checked when mcp is upgraded
-    if absorb is not None:
-        absorb(result, complete=True)
+    if sdk.absorb_tool_listing(session, result):
         names = {tool.name for tool in result.tools}
         kept = [item for item in kept if item.get("name") in names]
     return kept
