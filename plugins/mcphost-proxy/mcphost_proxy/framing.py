@@ -280,6 +280,10 @@ class Switch:
             data = orjson.loads(line)
         except orjson.JSONDecodeError as exc:
             return False, exc
+        return self.take_parsed(data)
+
+    def take_parsed(self, data: Any) -> tuple[bool, Any]:
+        """:meth:`take` for a line already parsed."""
         if isinstance(data, dict):
             if "method" not in data:
                 waiter = self._pending.get(data.get("id"))  # type: ignore[arg-type]
@@ -305,6 +309,13 @@ class Switch:
             for reply, _ in self._pending.values():
                 if not reply.done():
                     reply.set_exception(gone)
+
+
+def _loads(line: bytes) -> Any:
+    try:
+        return orjson.loads(line)
+    except orjson.JSONDecodeError as exc:
+        return exc
 
 
 def _parsed(data: Any) -> SessionMessage | Exception:
@@ -348,6 +359,18 @@ async def stdio_transport(command: str, args: list[str], *, env: dict[str, str] 
                         if dropped is not None:
                             message: SessionMessage | Exception | None = too_large(label, line, dropped,
                                                                                    max_message_bytes)
+                            if switch is not None and isinstance(message, SessionMessage) and switch.waiting:
+                                error = message.message.model_dump(by_alias=True, mode="json", exclude_none=True)
+                                if switch.take_parsed(error)[0]:
+                                    continue
+                        elif len(line) >= THREAD_PARSE_BYTES and switch is not None and switch.waiting:
+                            data: Any = await offload(_loads, line)
+                            taken, data = switch.take_parsed(data)
+                            if taken:
+                                if data is not None:
+                                    await data
+                                continue
+                            message = await offload(_parsed, data)
                         elif len(line) >= THREAD_PARSE_BYTES:
                             message = await offload(_parse, line)
                         elif switch is not None and switch.waiting:

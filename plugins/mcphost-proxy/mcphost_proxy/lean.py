@@ -8,7 +8,7 @@ orjson and written on a kept connection (HTTP: :class:`mcphost_proxy.wire.HttpCl
 process's stdin (stdio: :class:`mcphost_proxy.framing.Switch`, whose reader hands the reply back by
 id). The reply is decoded once, and the result handed to the host as the dict it arrived as. What
 arrives meanwhile is handled as the client would: progress to the caller, log messages to the call,
-a question put to the call (:meth:`Upstream._forward`: the client that cannot answer gets its error),
+a question put to the call (:meth:`Questions.forward`: the client that cannot answer gets its error),
 ``list_changed`` and resource updates to the upstream.
 """
 
@@ -29,7 +29,8 @@ from mcphost_proxy.wire import TooLarge, WireError
 if TYPE_CHECKING:
     from mcp import ClientSession
 
-    from mcphost_proxy.upstream import Upstream, _Call
+    from mcphost_proxy.questions import _Call
+    from mcphost_proxy.upstream import Upstream
 
 Progress = Callable[[float, float | None, str | None], Awaitable[None]]
 
@@ -82,6 +83,9 @@ class SseEvents:
                            "it was dropped")
         out: list[bytes] = []
         for event in events:
+            if len(event) > self.limit:
+                raise TooLarge(f"an event of the upstream's reply is over this server's max_message_bytes "
+                               f"({self.limit}); it was dropped")
             kind = b"message"
             data: list[bytes] = []
             for line in event.split(b"\n"):
@@ -157,13 +161,12 @@ class LeanCall:
         if session_id is not None:
             headers = {**headers, "mcp-session-id": session_id}
         async with client.post(body, headers) as reply:
-            if reply.status == 404 and session_id is not None:
-                upstream._session_lost = True
-                raise MCPError(types.CONNECTION_CLOSED, "Session terminated")
+            lost = reply.status == 404 or (reply.status == 400 and b"session" in reply.body[:2000].lower())
+            if lost and session_id is not None:  # the upstream forgot our session (it restarted, say)
+                upstream._session_lost = True  # Upstream.request initializes a new session and sends it again
+                raise MCPError(types.INVALID_REQUEST, "Session terminated")
             if reply.streaming:
                 return await self._events(reply, request_id, progress)
-            if reply.status == 400 and session_id is not None and b"session" in reply.body[:2000].lower():
-                upstream._session_lost = True
             try:
                 message = orjson.loads(reply.body) if reply.body else None
             except orjson.JSONDecodeError:
@@ -203,19 +206,19 @@ class LeanCall:
             if progress is not None and params.get("progressToken") == request_id:
                 await progress(float(params.get("progress", 0)), params.get("total"), params.get("message"))
         elif method == "notifications/message":
-            await upstream._log_to(self.record, types.LoggingMessageNotificationParams.model_validate(params))
+            await upstream.questions.log_to(self.record, types.LoggingMessageNotificationParams.model_validate(params))
         else:
             await upstream._on_notification(method, params)
 
     async def _answer(self, method: str, params: dict[str, Any]) -> Any:
-        from mcphost_proxy.upstream import _elicit, _roots, _sample
+        from mcphost_proxy.questions import _elicit, _roots, _sample
 
         what = _QUESTIONS.get(method)
         if what is None:
             if method == "ping":
                 return {}
             return types.ErrorData(code=types.METHOD_NOT_FOUND, message=f"Method not found: {method}")
-        forward = self.upstream._forward
+        forward = self.upstream.questions.forward
         if what == "elicitation":
             return await forward(what, lambda ctx: _elicit(ctx, dict(params)), self.record)
         if what == "sampling":

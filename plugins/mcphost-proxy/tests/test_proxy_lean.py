@@ -206,13 +206,15 @@ async def test_stdio_calls_of_a_client_that_cannot_be_asked_go_straight_to_the_p
         async def progress(value, total, message):
             seen.append(value)
 
+        # A long reply line is parsed in the worker thread, and still reaches its call.
+        assert len(_text(await client.call_tool("sdk_big", {"mib": 0.3}))) == int(0.3 * 1024 * 1024)
         assert _text(await client.call_tool("sdk_slow", {"seconds": 0}, progress_callback=progress)) == "slept"
         assert seen == [1]
         # Its question cannot be put to this client: the call fails with the client's error, and nothing hangs.
         with contextlib.suppress(MCPError):
             result = await asyncio.wait_for(client.call_tool("sdk_ask_name", {}), 30)
             assert result.is_error or "no name" in _text(result)
-        assert not upstream.switch._pending and not upstream._callers
+        assert not upstream.switch._pending and not upstream.questions.callers
 
 
 async def test_a_lean_stdio_call_cancelled_downstream_is_cancelled_upstream(tmp_path):
