@@ -54,9 +54,10 @@ class Questions:
         self.ended_traces: collections.OrderedDict[int, None] = collections.OrderedDict()
         self._ids = itertools.count(1)
 
-    def begin(self, ctx: mcphost.Context | None, size: int) -> tuple[int, _Call, contextvars.Token[Any] | None]:
+    def begin(self, ctx: mcphost.Context | None, size: int, attach: bool = True
+              ) -> tuple[int, _Call, contextvars.Token[Any] | None]:
         """Register a call about to be forwarded in this task: (its token, its record, the trace context
-        to detach at its end)."""
+        to detach at its end; none when not ``attach``: see :func:`_trace_scope`)."""
         token = next(self._ids)
         record = _Call(ctx, self.upstream)
         record.size = size
@@ -64,7 +65,7 @@ class Questions:
         traced: contextvars.Token[Any] | None = None
         if ctx is not None:
             self.callers[token] = record
-            record.trace, traced = _trace_scope(self.traces)
+            record.trace, traced = _trace_scope(self.traces, attach)
             self.traces[record.trace] = record
         return token, record, traced
 
@@ -207,7 +208,7 @@ class _Call:
         self.failure: BaseException | None = None
 
 
-def _trace_scope(taken: dict[int, Any]) -> tuple[int, contextvars.Token[Any] | None]:
+def _trace_scope(taken: dict[int, Any], attach: bool = True) -> tuple[int, contextvars.Token[Any] | None]:
     """The trace id the current call's upstream requests carry, unique among the calls in flight on
     one connection, and the token to detach when the context was set here (None when not).
 
@@ -216,13 +217,16 @@ def _trace_scope(taken: dict[int, Any]) -> tuple[int, contextvars.Token[Any] | N
     questions it sends carry the same trace id back: over stdio, where nothing else on the wire says
     which call a question belongs to, that trace id does. The caller's own trace is kept when there is
     one (the host's telemetry) and no other call in flight here has it; otherwise a fresh, unsampled
-    trace id is set (nothing is recorded for it)."""
+    trace id is set (nothing is recorded for it). ``attach=False``: the id only (the lean path writes
+    the ``traceparent`` itself)."""
     current = otel_trace.get_current_span().get_span_context()
     if current.is_valid and current.trace_id not in taken:
         return current.trace_id, None
     trace_id = secrets.randbits(128) or 1
     while trace_id in taken:
         trace_id = secrets.randbits(128) or 1
+    if not attach:
+        return trace_id, None
     parent = otel_trace.NonRecordingSpan(otel_trace.SpanContext(
         trace_id, secrets.randbits(64) or 1, is_remote=True, trace_flags=otel_trace.TraceFlags(0)))
     return trace_id, otel_context.attach(otel_trace.set_span_in_context(parent))

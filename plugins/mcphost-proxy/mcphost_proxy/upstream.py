@@ -577,10 +577,10 @@ class Upstream:
 
     async def _request(self, session: ClientSession, ctx: mcphost.Context | None,
                        call: Callable[[ClientSession], Awaitable[Any]], size: int = 0) -> Any:
-        token, record, traced = self.questions.begin(ctx, size)
+        lean = ctx is not None and self._lean(ctx)
+        token, record, traced = self.questions.begin(ctx, size, attach=not lean)
         if ctx is not None:
             _DOWNSTREAM_CAPABILITIES.set(dict(ctx.session.client_capabilities or {}))
-        lean = ctx is not None and self._lean(ctx)
         separate = not lean and self._http is not None and session.discover_result is not None and ctx is not None
         try:
             if lean:
