@@ -165,7 +165,7 @@ class LeanCall:
             if lost and session_id is not None:  # the upstream forgot our session (it restarted, say)
                 upstream._session_lost = True  # Upstream.request initializes a new session and sends it again
                 raise MCPError(types.INVALID_REQUEST, "Session terminated")
-            if reply.streaming:
+            if reply.sse:
                 return await self._events(reply, request_id, progress)
             try:
                 message = orjson.loads(reply.body) if reply.body else None

@@ -33,11 +33,14 @@ class TooLarge(WireError):
 class Reply:
     """One HTTP response: status, header fields (lower-case names), and its body, whole or streamed."""
 
-    __slots__ = ("_done", "_pieces", "_size", "body", "headers", "status", "streaming")
+    __slots__ = ("_done", "_pieces", "_size", "body", "headers", "sse", "status", "streaming")
 
-    def __init__(self, status: int, headers: dict[str, str], streaming: bool) -> None:
+    def __init__(self, status: int, headers: dict[str, str], sse: bool, streaming: bool) -> None:
         self.status = status
         self.headers = headers
+        #: An SSE body; read as it arrives (``streaming``) unless its length was announced: then the
+        #: upstream has written every event already, and the body is read whole.
+        self.sse = sse
         self.streaming = streaming
         self.body = b""
         self._pieces: collections.deque[bytes | BaseException | None] = collections.deque()
@@ -175,17 +178,19 @@ class _Connection(asyncio.Protocol):
             name, _, value = line.partition(":")
             headers[name.strip().lower()] = value.strip()
         self._close_after = headers.get("connection", "").lower() == "close" or parts[0] == "HTTP/1.0"
-        streaming = headers.get("content-type", "").lower().startswith("text/event-stream")
-        reply = self._reply = Reply(status, headers, streaming)
+        sse = headers.get("content-type", "").lower().startswith("text/event-stream")
+        length = headers.get("content-length")
+        streaming = sse and (length is None or not length.isdigit() or int(length) > self.limit)
+        reply = self._reply = Reply(status, headers, sse, streaming)
         self._parts = []
         if "chunked" in headers.get("transfer-encoding", "").lower():
             self._state = "chunked"
-        elif "content-length" in headers:
+        elif length is not None:
             try:
-                self._left = int(headers["content-length"])
+                self._left = int(length)
             except ValueError:
                 raise WireError("the upstream sent an invalid Content-Length") from None
-            if self._left > self.limit:
+            if self._left > self.limit and not streaming:  # a streamed SSE body: each event is bounded
                 raise TooLarge(f"the upstream's reply is over this server's max_message_bytes ({self.limit}); "
                                "it was dropped")
             self._state = "length"

@@ -93,19 +93,23 @@ def _chunked(pieces: list[bytes], content_type: bytes = b"text/event-stream") ->
 
 async def test_replies_are_read_whole_or_streamed_on_one_kept_connection():
     raw = Raw([_json(b'{"n":1}'), _chunked([b"data: a\n\n", b"data: b\n\n"]),
-               _chunked([b'{"n":', b"3}"], b"application/json"), _json(b'{"n":4}')])
+               _chunked([b'{"n":', b"3}"], b"application/json"), _json(b'{"n":4}'),
+               b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ncontent-length: 9\r\n\r\ndata: c\n\n"])
     async with raw.serving() as url:
         client = HttpClient(url, {"authorization": "Bearer x"}, pool_size=4, limit=1000)
         try:
             async with client.post(b"{}", {"mcp-method": "tools/call"}) as reply:
                 assert (reply.status, reply.body, reply.streaming) == (200, b'{"n":1}', False)
             async with client.post(b"{}", {}) as reply:
-                assert reply.streaming
+                assert reply.sse and reply.streaming
                 assert b"".join([chunk async for chunk in reply.chunks()]) == b"data: a\n\ndata: b\n\n"
             async with client.post(b"{}", {}) as reply:
                 assert reply.body == b'{"n":3}'
             async with client.post(b"{}", {}) as reply:
                 assert reply.body == b'{"n":4}'
+            async with client.post(b"{}", {}) as reply:  # SSE of a known length: read whole
+                assert reply.sse and not reply.streaming
+                assert [chunk async for chunk in reply.chunks()] == [b"data: c\n\n"]
         finally:
             client.close()
     assert raw.connections == 1
