@@ -30,8 +30,6 @@ import httpx2
 import mcp_types as types
 import orjson
 from mcp.client.stdio import get_default_environment
-from mcp.client.streamable_http import StreamableHTTPTransport
-from mcp.shared._context_streams import create_context_streams
 from mcp.shared.message import SessionMessage
 
 from mcphost_proxy.work import offload
@@ -190,6 +188,10 @@ class _Child:
         self._writer.write(data)
         await self._writer.drain()
 
+    def send_nowait(self, data: bytes) -> None:
+        if self._writer is not None and not self._writer.is_closing():
+            self._writer.write(data)
+
     async def close_stdin(self) -> None:
         if self._writer is not None and not self._writer.is_closing():
             self._writer.close()
@@ -236,15 +238,105 @@ def _kill_started(started: asyncio.Future[subprocess.Popen[bytes]]) -> None:
             os.killpg(started.result().pid, signal.SIGKILL)
 
 
+class Switch:
+    """The lean path's side of one stdio upstream: requests written straight to its stdin, their replies
+    taken by id from the reader before the ``mcp`` client sees them (:mod:`mcphost_proxy.lean`)."""
+
+    def __init__(self) -> None:
+        self._pending: dict[str, tuple[asyncio.Future[Any], Any]] = {}
+        self._process: _Child | None = None
+        self._gone: BaseException | None = None
+
+    async def exchange(self, request_id: str, body: bytes, progress: Any) -> Any:
+        """Send ``body`` (request ``request_id``) and wait for its reply, as the JSON-RPC dict it is."""
+        process = self._process
+        if process is None or self._gone is not None:
+            raise ConnectionError("the upstream process is not running")
+        reply: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._pending[request_id] = (reply, progress)
+        try:
+            await process.send(body + b"\n")
+            return await reply
+        except asyncio.CancelledError:
+            if reply.cancelled():  # no reply came: the upstream may stop its work (as the mcp client tells it)
+                process.send_nowait(orjson.dumps({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                                                  "params": {"requestId": request_id}}) + b"\n")
+            raise
+        finally:
+            self._pending.pop(request_id, None)
+
+    async def write(self, data: bytes) -> None:
+        if self._process is None:
+            raise ConnectionError("the upstream process is not running")
+        await self._process.send(data)
+
+    @property
+    def waiting(self) -> bool:
+        return bool(self._pending)
+
+    def take(self, line: bytes) -> tuple[bool, Any]:
+        """(True, progress call or None) when ``line`` is the lean path's; else (False, the parsed line)."""
+        try:
+            data = orjson.loads(line)
+        except orjson.JSONDecodeError as exc:
+            return False, exc
+        return self.take_parsed(data)
+
+    def take_parsed(self, data: Any) -> tuple[bool, Any]:
+        """:meth:`take` for a line already parsed."""
+        if isinstance(data, dict):
+            if "method" not in data:
+                waiter = self._pending.get(data.get("id"))  # type: ignore[arg-type]
+                if waiter is not None:
+                    if not waiter[0].done():
+                        waiter[0].set_result(data)
+                    return True, None
+            elif data["method"] == "notifications/progress" and isinstance(data.get("params"), dict):
+                token = data["params"].get("progressToken")
+                waiter = self._pending.get(token) if isinstance(token, str) else None
+                if waiter is not None:
+                    params = data["params"]
+                    progress = waiter[1]
+                    if progress is None:
+                        return True, None
+                    return True, progress(float(params.get("progress", 0)), params.get("total"), params.get("message"))
+        return False, data
+
+    def attach(self, process: _Child | None, gone: BaseException | None = None) -> None:
+        self._process = process
+        self._gone = gone
+        if gone is not None:
+            for reply, _ in self._pending.values():
+                if not reply.done():
+                    reply.set_exception(gone)
+
+
+def _loads(line: bytes) -> Any:
+    try:
+        return orjson.loads(line)
+    except orjson.JSONDecodeError as exc:
+        return exc
+
+
+def _parsed(data: Any) -> SessionMessage | Exception:
+    if isinstance(data, Exception):
+        return data
+    try:
+        return SessionMessage(types.jsonrpc_message_adapter.validate_python(data, by_name=False))
+    except ValueError as exc:
+        return exc
+
+
 @contextlib.asynccontextmanager
 async def stdio_transport(command: str, args: list[str], *, env: dict[str, str] | None, cwd: str | None,
                           max_message_bytes: int, label: str, errlog: TextIO = sys.stderr,
-                          admit: Callable[[bytes], bool] | None = None, starting: asyncio.Semaphore | None = None
-                          ) -> AsyncIterator[tuple[Any, Any]]:
+                          admit: Callable[[bytes], bool] | None = None, starting: asyncio.Semaphore | None = None,
+                          switch: Switch | None = None) -> AsyncIterator[tuple[Any, Any]]:
     """(read stream, write stream) of ``SessionMessage`` to a process speaking MCP over stdio.
 
     ``admit(line)``: False drops a line before it is parsed (the log gate of mcphost_proxy.logs).
-    ``starting``: the turns of the processes starting at once (None: start at once)."""
+    ``starting``: the turns of the processes starting at once (None: start at once).
+    ``switch``: the lean path's requests and replies (:class:`Switch`), beside the client's."""
     booted = await _booting(starting) if starting is not None else (lambda: None)
     try:
         process = await _Child.start([command, *args], env={**get_default_environment(), **(env or {})},
@@ -267,8 +359,27 @@ async def stdio_transport(command: str, args: list[str], *, env: dict[str, str] 
                         if dropped is not None:
                             message: SessionMessage | Exception | None = too_large(label, line, dropped,
                                                                                    max_message_bytes)
+                            if switch is not None and isinstance(message, SessionMessage) and switch.waiting:
+                                error = message.message.model_dump(by_alias=True, mode="json", exclude_none=True)
+                                if switch.take_parsed(error)[0]:
+                                    continue
+                        elif len(line) >= THREAD_PARSE_BYTES and switch is not None and switch.waiting:
+                            data: Any = await offload(_loads, line)
+                            taken, data = switch.take_parsed(data)
+                            if taken:
+                                if data is not None:
+                                    await data
+                                continue
+                            message = await offload(_parsed, data)
                         elif len(line) >= THREAD_PARSE_BYTES:
                             message = await offload(_parse, line)
+                        elif switch is not None and switch.waiting:
+                            taken, data = switch.take(line)
+                            if taken:
+                                if data is not None:
+                                    await data
+                                continue
+                            message = _parsed(data)
                         else:
                             message = _parse(line)
                         if message is not None:
@@ -277,6 +388,8 @@ async def stdio_transport(command: str, args: list[str], *, env: dict[str, str] 
             pass
         finally:
             booted()
+            if switch is not None:
+                switch.attach(None, ConnectionError("the upstream process exited"))
 
     async def write() -> None:
         try:
@@ -287,6 +400,8 @@ async def stdio_transport(command: str, args: list[str], *, env: dict[str, str] 
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError):
             await inbox_writer.aclose()
 
+    if switch is not None:
+        switch.attach(process)
     async with anyio.create_task_group() as group:
         group.start_soon(read)
         group.start_soon(write)
@@ -349,66 +464,3 @@ class BoundedTransport(httpx2.AsyncBaseTransport):
 
     async def aclose(self) -> None:
         await self._inner.aclose()
-
-
-class _HttpTransport(StreamableHTTPTransport):
-    """The ``mcp`` client's Streamable HTTP transport, with long messages parsed in the worker thread.
-
-    It parses every JSON body and SSE event on the event loop with pydantic, several times slower
-    than orjson: one 2 000-tool listing held the loop 48 ms, one of 20 000 tools 300-630 ms. A message
-    of THREAD_PARSE_BYTES or more is parsed as long stdio lines are (:func:`_parse`, in the worker
-    thread); shorter ones, and every error path, are the client's own. Private methods of mcp 2.3's
-    transport: checked when mcp is upgraded.
-    """
-
-    async def _handle_json_response(self, response: httpx2.Response, read_stream_writer: Any, *,
-                                    request_id: Any) -> None:
-        try:
-            content = await response.aread()
-        except httpx2.StreamError as exc:  # over max_message_bytes (_BoundedBody): as the client words it
-            error = types.ErrorData(code=types.PARSE_ERROR, message=f"Failed to parse JSON response: {exc}")
-            await read_stream_writer.send(SessionMessage(types.JSONRPCError(jsonrpc="2.0", id=request_id,
-                                                                            error=error)))
-            return
-        parsed = await offload(_parse, content) if len(content) >= THREAD_PARSE_BYTES else None
-        if isinstance(parsed, SessionMessage):
-            await read_stream_writer.send(parsed)
-        else:  # short, or not valid: the client parses it (the content is cached on the response)
-            await super()._handle_json_response(response, read_stream_writer, request_id=request_id)
-
-    async def _handle_sse_event(self, sse: Any, read_stream_writer: Any, original_request_id: Any = None,
-                                resumption_callback: Any = None) -> bool:
-        if sse.event == "message" and len(sse.data) >= THREAD_PARSE_BYTES:
-            parsed = await offload(_parse, sse.data)
-            if isinstance(parsed, SessionMessage):
-                message = parsed.message
-                done = isinstance(message, types.JSONRPCResponse | types.JSONRPCError)
-                if original_request_id is not None and isinstance(message, types.JSONRPCResponse | types.JSONRPCError):
-                    message.id = original_request_id
-                await read_stream_writer.send(parsed)
-                if sse.id and resumption_callback:
-                    await resumption_callback(sse.id)
-                return done
-        return await super()._handle_sse_event(sse, read_stream_writer, original_request_id, resumption_callback)
-
-
-@contextlib.asynccontextmanager
-async def http_transport(url: str, *, http_client: httpx2.AsyncClient, max_sse_event_size: int | None,
-                         terminate_on_close: bool = True) -> AsyncIterator[tuple[Any, Any]]:
-    """(read stream, write stream) to a Streamable HTTP upstream: ``mcp``'s ``streamable_http_client``
-    with :class:`_HttpTransport` (the same plumbing, for a client the caller owns)."""
-    transport = _HttpTransport(url, max_sse_event_size=max_sse_event_size)
-    read_writer, read = create_context_streams[SessionMessage | Exception](0)
-    write, write_reader = create_context_streams[SessionMessage](0)
-    async with read_writer, read, write, write_reader, anyio.create_task_group() as group:
-
-        def start_get_stream() -> None:
-            group.start_soon(transport.handle_get_stream, http_client, read_writer)
-
-        group.start_soon(transport.post_writer, http_client, write_reader, read_writer, write, start_get_stream, group)
-        try:
-            yield read, write
-        finally:
-            if transport.session_id and terminate_on_close:
-                await transport.terminate_session(http_client)
-            group.cancel_scope.cancel()

@@ -27,6 +27,7 @@ from mcphost import signature as sig
 from mcphost.catalog import compile_validator
 from mcphost.protocol.uritemplate import UriTemplate, UriTemplateError
 from mcphost.records import TOOL_NAME, Provenance
+from mcphost_proxy.rounds import rounds
 from mcphost_proxy.upstream import Listing, Upstream
 
 log = logging.getLogger("mcphost.proxy")
@@ -142,12 +143,12 @@ def _tool_record(upstream: Upstream, resolve: Resolver, item: Mapping[str, Any],
 
         async def call(session: Any) -> Any:
             modern = session.discover_result is not None
-            return await target.rounds(ctx, lambda **more: session.call_tool(
+            return await rounds(target, ctx, lambda **more: session.call_tool(
                 upstream_name, arguments, progress_callback=progress, allow_input_required=modern,
                 allow_claimed=modern, **more), session)
 
         result = await target.request(ctx, call, wait=_first_wait(settings), size=len(orjson.dumps(arguments)))
-        wire = _dump(result)
+        wire = result if isinstance(result, dict) else _dump(result)  # the lean path's result: as it arrived
         return mcphost.ToolResult(content=list(wire.get("content") or []), structured=wire.get("structuredContent"),
                                   is_error=bool(wire.get("isError")), meta=wire.get("_meta"))
 
@@ -206,7 +207,7 @@ def _prompt_record(upstream: Upstream, resolve: Resolver, item: Mapping[str, Any
 
         async def call(session: Any) -> Any:
             modern = session.discover_result is not None
-            return await target.rounds(ctx, lambda **more: session.get_prompt(
+            return await rounds(target, ctx, lambda **more: session.get_prompt(
                 upstream_name, {k: str(v) for k, v in kwargs.items()}, allow_input_required=modern, **more))
 
         wire = _dump(await target.request(ctx, call, wait=_first_wait(upstream.settings)))
@@ -227,7 +228,7 @@ async def _read(upstream: Upstream, resolve: Resolver, ctx: mcphost.Context, uri
 
     async def call(session: Any) -> Any:
         modern = session.discover_result is not None
-        return await target.rounds(ctx, lambda **more: session.read_resource(
+        return await rounds(target, ctx, lambda **more: session.read_resource(
             uri, allow_input_required=modern, **more))
 
     wire = _dump(await target.request(ctx, call, wait=_first_wait(upstream.settings)))

@@ -51,6 +51,8 @@ _SERVER_PROPERTIES: dict[str, Any] = {
     "max_queued": {"type": "integer", "minimum": 0,
                    "description": "own_process: calls that may wait for a free process (each at most timeout)"},
     "enabled": {"type": "boolean", "description": "false: keep the entry but do not mount it"},
+    "pool_size": {"type": "integer", "minimum": 1,
+                  "description": "Streamable HTTP: keep-alive connections a tool call may use at once (default 16)"},
     "max_message_bytes": {"type": "integer", "minimum": 1024,
                           "description": "largest message read from the upstream (a stdio line, an HTTP "
                                          "JSON body or SSE event); a larger one fails only its call"},
@@ -139,6 +141,7 @@ class ServerSettings:
     #: None: no share per principal beyond max_instances.
     max_instances_per_principal: int | None = None
     idle_timeout: float = IDLE_TIMEOUT
+    pool_size: int = 16
 
     @property
     def transport(self) -> str:
@@ -281,7 +284,8 @@ def server_settings(name: str, table: Mapping[str, Any]) -> ServerSettings:
         raise ConfigError(f"{where}.timeout: a positive number of seconds")
     limits: dict[str, Any] = {}
     for key, least in (("max_message_bytes", 1024), ("max_description_chars", 0), ("max_schema_bytes", 2),
-                       ("max_instances", 1), ("max_instances_per_principal", 1), ("max_queued", 0)):
+                       ("max_instances", 1), ("max_instances_per_principal", 1), ("max_queued", 0),
+                       ("pool_size", 1)):
         if key in table:
             value = table[key]
             if not isinstance(value, int) or isinstance(value, bool) or value < least:

@@ -3,27 +3,20 @@
 A supervisor task owns the connection (the ``mcp`` client's context managers are entered and
 left in that one task, as anyio requires): it connects, lists what the server offers, and waits
 until the connection dies; then it reconnects after a delay that doubles up to a limit. Meanwhile
-calls answer a clear error. The server's questions to its client (elicitation, sampling, roots)
-are forwarded to the downstream caller whose call caused them: over Streamable HTTP the question
-arrives on that request's stream, whose context carries the call (``_CALL``); over stdio each call
-is sent with a trace id of its own in ``_meta.traceparent``, which servers built on the official
-Python SDK carry back on the questions they ask while handling it (:func:`_trace_scope`); failing
-that, a question belongs to the one call in flight on the connection, and is refused when there
-are several (``questions = "own_process"`` gives each such call a process of its own: pool.py).
-A question still out when its call ends is answered at once (:meth:`Upstream._forward`).
+calls answer a clear error. A call is forwarded by :meth:`Upstream.request`: a tool call on the lean
+path (lean.py: kept connections, replies by id), anything else through the client. The server's
+questions to its client go to the downstream caller whose call caused them (questions.py); a
+2026-07-28 upstream's rounds and per-call sessions are in rounds.py; private parts of the ``mcp``
+SDK are reached only through sdk.py.
 """
 
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
-import contextvars
-import itertools
 import logging
-import secrets
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -33,29 +26,24 @@ import mcp_types as types
 import pydantic
 from mcp import ClientSession, MCPError
 from mcp.client.subscriptions import ResourceUpdated, listen
-from mcp.shared._context_streams import create_context_streams
-from opentelemetry import context as otel_context
-from opentelemetry import trace as otel_trace
 
 import mcphost
 from mcphost.protocol import jsonrpc
-from mcphost_proxy import tasks
-from mcphost_proxy.framing import BoundedTransport, http_transport, stdio_transport
+from mcphost_proxy import sdk, tasks
+from mcphost_proxy.framing import BoundedTransport, Switch, stdio_transport
+from mcphost_proxy.lean import LeanCall
 from mcphost_proxy.logs import LogRelay
 from mcphost_proxy.parking import Parking
+from mcphost_proxy.questions import _CALL, Questions, _may_be_asked
+from mcphost_proxy.rounds import _DOWNSTREAM_CAPABILITIES, CLIENT_INFO, forward_capabilities, per_call
 from mcphost_proxy.settings import ServerSettings
+from mcphost_proxy.wire import HttpClient
 from mcphost_proxy.work import offload
 
 log = logging.getLogger("mcphost.proxy")
 
 #: Upstream states, as ``mcphost plugins`` shows them.
 STOPPED, STARTING, RUNNING, RESTARTING, FAILED = "stopped", "starting", "running", "restarting", "failed"
-CLIENT_INFO = types.Implementation(name="mcphost-proxy", version="0.1.0")
-#: Input-required rounds one forwarded request may take with a 2026-07-28 upstream.
-MAX_ROUNDS = 16
-MISSING_CLIENT_CAPABILITY = -32021
-#: Trace ids of ended calls remembered per connection (see Upstream._caller).
-ENDED_TRACES = 1024
 
 
 class Lessor(Protocol):
@@ -110,12 +98,8 @@ class Upstream:
         self._dead = asyncio.Event()
         self._stopping = False
         self._task: asyncio.Task[None] | None = None
-        self._callers: dict[int, _Call] = {}
-        #: The calls in flight by the trace id each was sent with (see _trace_scope), and the trace ids
-        #: of the last calls that ended (a late question of theirs is refused, never associated).
-        self._traces: dict[int, _Call] = {}
-        self._ended_traces: collections.OrderedDict[int, None] = collections.OrderedDict()
-        self._ids = itertools.count(1)
+        #: The calls in flight here, to which the upstream's questions and log messages go.
+        self.questions = Questions(self)
         self._refresh: asyncio.Task[None] | None = None
         self._relist_again = False
         #: The per-principal caps on parked calls (shared by every upstream; set by the plugin).
@@ -140,6 +124,11 @@ class Upstream:
         #: The HTTP upstream answered 404 (or a 400 naming the session) to our session id.
         self._session_lost = False
         self._http: httpx2.AsyncClient | None = None
+        #: The lean per-call path (lean.py): kept connections to an HTTP upstream, the SDK transport whose
+        #: session id they carry, or the stdio process's reply switch.
+        self.wire: HttpClient | None = None
+        self.http_transport: Any = None
+        self.switch: Switch | None = None
         #: The turns of the stdio upstreams starting at once (max_starting; None: start at once).
         self.starting: asyncio.Semaphore | None = None
         #: questions = "own_process": the processes a call that may ask leases (set by the plugin).
@@ -227,6 +216,9 @@ class Upstream:
             finally:
                 self._session = None
                 self._http = None
+                if self.wire is not None:
+                    self.wire.close()
+                self.wire = self.http_transport = None
                 self._ready.clear()
             if self._stopping:
                 break
@@ -248,24 +240,8 @@ class Upstream:
         self._dead.clear()
         settings = self.settings
         async with contextlib.AsyncExitStack() as stack:
-            if settings.command:
-                read, write = await stack.enter_async_context(stdio_transport(
-                    settings.command, list(settings.args), env=settings.resolved_env() or None, cwd=settings.cwd,
-                    max_message_bytes=settings.max_message_bytes, label=self.label, admit=self.logs.admit,
-                    starting=self.starting))
-            else:
-                # Only the configured headers: nothing from the downstream request (its bearer
-                # token in particular) ever reaches the upstream.
-                client = httpx2.AsyncClient(headers=settings.resolved_headers(),
-                                            timeout=httpx2.Timeout(settings.timeout, read=None),
-                                            transport=BoundedTransport(settings.max_message_bytes),
-                                            event_hooks={"response": [self._watch_response]})
-                await stack.enter_async_context(client)
-                self._http = client
-                read, write = await stack.enter_async_context(
-                    http_transport(settings.url or "", http_client=client,
-                                           max_sse_event_size=settings.max_message_bytes))
-            inbox_send, inbox = create_context_streams[Any](64)
+            read, write = await self._open(stack)
+            inbox_send, inbox = sdk.create_context_streams[Any](64)
             loop = asyncio.get_running_loop()
 
             async def pump() -> None:  # follows the transport so that its end is noticed
@@ -275,7 +251,7 @@ class Upstream:
                             # The HTTP transport reads a request's SSE stream in the context of the
                             # task that sent the request; passing that context on lets a question
                             # find the call that caused it (_CALL).
-                            origin = getattr(read, "last_context", None)
+                            origin = sdk.last_context(read)
                             if origin is None or origin.get(_CALL, None) is None:
                                 await inbox_send.send(item)
                             else:
@@ -289,8 +265,9 @@ class Upstream:
             group.start_soon(pump)
             session = await stack.enter_async_context(ClientSession(
                 inbox, write, read_timeout_seconds=settings.timeout,
-                sampling_callback=self._on_sampling, elicitation_callback=self._on_elicitation,
-                list_roots_callback=self._on_roots, logging_callback=self._on_log,
+                sampling_callback=self.questions.on_sampling,
+                elicitation_callback=self.questions.on_elicitation, list_roots_callback=self.questions.on_roots,
+                logging_callback=self.questions.on_log,
                 message_handler=self._on_message, client_info=CLIENT_INFO, log_level="debug"))
             if settings.era == "auto":
                 try:
@@ -300,7 +277,7 @@ class Upstream:
             else:
                 await session.initialize()
             if session.discover_result is not None:
-                _forward_capabilities(session)
+                forward_capabilities(session)
             elif session.server_capabilities is not None and session.server_capabilities.logging is not None:
                 # Everything: the host filters by each downstream client's own level.
                 with contextlib.suppress(MCPError):
@@ -330,6 +307,33 @@ class Upstream:
             if not self._stopping:
                 raise ConnectionError("the connection closed" if settings.command is None
                                       else "the process exited")
+
+    async def _open(self, stack: contextlib.AsyncExitStack) -> tuple[Any, Any]:
+        """Open the transport (its end joins ``stack``): the client's read and write streams."""
+        settings = self.settings
+        if settings.command:
+            self.switch = self.switch or Switch()
+            return await stack.enter_async_context(stdio_transport(
+                settings.command, list(settings.args), env=settings.resolved_env() or None, cwd=settings.cwd,
+                max_message_bytes=settings.max_message_bytes, label=self.label, admit=self.logs.admit,
+                starting=self.starting, switch=self.switch))
+        # Only the configured headers: nothing from the downstream request (its bearer token in
+        # particular) ever reaches the upstream.
+        client = httpx2.AsyncClient(headers=settings.resolved_headers(),
+                                    timeout=httpx2.Timeout(settings.timeout, read=None),
+                                    transport=BoundedTransport(settings.max_message_bytes),
+                                    event_hooks={"response": [self._watch_response]})
+        await stack.enter_async_context(client)
+        self._http = client
+        streams = await stack.enter_async_context(
+            sdk.http_transport(settings.url or "", http_client=client, max_sse_event_size=settings.max_message_bytes,
+                               on_transport=self._held))
+        self.wire = HttpClient(settings.url or "", settings.resolved_headers(), pool_size=settings.pool_size,
+                               limit=settings.max_message_bytes)
+        return streams
+
+    def _held(self, transport: Any) -> None:
+        self.http_transport = transport
 
     async def _changed(self) -> None:
         if self.on_change is not None:
@@ -367,6 +371,13 @@ class Upstream:
             uri = getattr(getattr(root, "params", None), "uri", None)
             if uri is not None:
                 await self._updated(str(uri))
+
+    async def _on_notification(self, method: str, params: dict[str, Any]) -> None:
+        """A notification the lean path received (as :meth:`_on_message` handles the client's)."""
+        if method.endswith("/list_changed") and method != "notifications/roots/list_changed":
+            self._schedule_relist()
+        elif method == "notifications/resources/updated" and isinstance(params.get("uri"), str):
+            await self._updated(params["uri"])
 
     async def _updated(self, uri: str) -> None:
         """Relay a resource update: to the one session a per_session instance serves (if it follows
@@ -418,115 +429,6 @@ class Upstream:
             await self._changed()
             if not self._relist_again:
                 return
-
-    def _caller(self, meta: Any = None) -> _Call | None:
-        """The downstream call to which the upstream's question (or log message) belongs: the one
-        whose request's stream it came on (HTTP); else the one whose trace id the question's
-        ``_meta.traceparent`` carries (the upstream echoes the context of the request it handles);
-        else the one call in flight on this connection."""
-        call = _CALL.get()
-        if call is not None and call.upstream is self:
-            return call
-        trace = _trace_id(meta)
-        if trace is not None and trace in self._traces:
-            return self._traces[trace]
-        if trace is not None and trace in self._ended_traces:
-            return None  # the call that asked is over: never hand its question to another
-        if len(self._callers) == 1:
-            return next(iter(self._callers.values()))
-        return None
-
-    def _no_caller(self, what: str, meta: Any = None) -> types.ErrorData:
-        if _trace_id(meta) in self._ended_traces:
-            why = "the call that asked is over"
-        else:
-            why = "no call is in flight" if not self._callers else "several calls are in flight"
-        return types.ErrorData(code=types.INVALID_REQUEST,
-                               message=f"mcphost-proxy cannot forward {what}: {why} on this upstream connection")
-
-    async def _forward(self, what: str, ask: Callable[[mcphost.Context], Awaitable[Any]],
-                       call: _Call | None = None, meta: Any = None) -> Any:
-        """Ask the downstream client on behalf of the upstream (a session-era server-to-client request).
-
-        A failure the downstream caller must see (a capability its client lacks, a 2026-07-28 round
-        that ends the handler) is kept on the call and raised there once the upstream answers. When
-        the call ends while its question is out (its client cancelled it or went away, its session
-        ended, a 2026-07-28 client did not come back in time, the upstream timed out), the upstream
-        is answered at once (elicitation: ``cancel``; sampling, roots: an error), so its pending
-        request holds nothing until a timeout.
-        """
-        call = call or self._caller(meta)
-        if call is None or call.ctx is None:
-            return self._no_caller(what, meta)
-        if call.ended.is_set():
-            return _abandoned(what)
-        asking = asyncio.ensure_future(self._ask(what, call, ask))
-        ended = asyncio.ensure_future(call.ended.wait())
-        try:
-            await asyncio.wait((asking, ended), return_when=asyncio.FIRST_COMPLETED)
-        finally:  # also when the upstream withdrew its question (this handler is cancelled)
-            ended.cancel()
-            if not asking.done():
-                asking.cancel()
-                with contextlib.suppress(BaseException):
-                    await asking
-        if asking.cancelled():
-            log.info("upstream %s: the call whose client was asked (%s) ended; the question is withdrawn",
-                     self.label, what)
-            return _abandoned(what)
-        return asking.result()
-
-    async def _ask(self, what: str, call: _Call, ask: Callable[[mcphost.Context], Awaitable[Any]]) -> Any:
-        assert call.ctx is not None
-        try:
-            async with self.parking.hold(call.ctx, call.size + 512):
-                return await ask(call.ctx)
-        except asyncio.CancelledError:
-            raise
-        except mcphost.ClientRequestError as exc:
-            if exc.code == MISSING_CLIENT_CAPABILITY:
-                call.failure = exc
-            return types.ErrorData(code=exc.code, message=exc.message, data=exc.data)
-        except BaseException as exc:
-            call.failure = exc
-            return types.ErrorData(code=types.INTERNAL_ERROR, message=f"The client could not be asked ({what})")
-
-    async def _on_elicitation(self, context: Any, params: types.ElicitRequestParams) -> Any:
-        return await self._forward("elicitation", lambda ctx: _elicit(ctx, _dump(params)),
-                                   meta=_meta_of(context, params))
-
-    async def _on_sampling(self, context: Any, params: types.CreateMessageRequestParams) -> Any:
-        return await self._forward("sampling", lambda ctx: _sample(ctx, _dump(params)), meta=_meta_of(context, params))
-
-    async def _on_roots(self, context: Any) -> Any:
-        return await self._forward("roots/list", lambda ctx: _roots(ctx), meta=_meta_of(context, None))
-
-    async def answer_inputs(self, ctx: mcphost.Context | None, requests: dict[str, Any]) -> dict[str, Any]:
-        """Answers to a 2026-07-28 upstream's InputRequiredResult, asked of the downstream client under
-        the upstream's own keys (all at once, so they travel in one round)."""
-        if ctx is None:
-            raise mcphost.ToolError("The upstream asked a question, but nobody can answer it here")
-
-        async def one(key: str, request: Any) -> tuple[str, Any]:
-            params = _dump(request.params) if getattr(request, "params", None) is not None else {}
-            if isinstance(request, types.ElicitRequest):
-                return key, await _elicit(ctx, params, key)
-            if isinstance(request, types.CreateMessageRequest):
-                return key, await _sample(ctx, params, key)
-            return key, await _roots(ctx, key)
-
-        size = _CALL.get().size if _CALL.get() is not None else 0  # type: ignore[union-attr]
-        async with self.parking.hold(ctx, size + 512 * len(requests)):
-            return dict(await asyncio.gather(*(one(key, request) for key, request in requests.items())))
-
-    async def _on_log(self, params: types.LoggingMessageNotificationParams) -> None:
-        await self._log_to(self._caller(), params)
-
-    async def _log_to(self, call: _Call | None, params: types.LoggingMessageNotificationParams) -> None:
-        if call is None or call.ctx is None:
-            await self.logs.outside_call(self.host, params.level, params.data, params.logger)
-            return
-        await call.ctx.log(params.level, params.data, logger=params.logger)
 
     # -- requests ---------------------------------------------------------------------------
 
@@ -675,21 +577,17 @@ class Upstream:
 
     async def _request(self, session: ClientSession, ctx: mcphost.Context | None,
                        call: Callable[[ClientSession], Awaitable[Any]], size: int = 0) -> Any:
-        token = next(self._ids)
-        record = _Call(ctx, self)
-        record.size = size
-        _CALL.set(record)  # this task's requests (and what their streams carry) belong to this call
-        traced: contextvars.Token[Any] | None = None
+        lean = ctx is not None and self._lean(ctx)
+        token, record, traced = self.questions.begin(ctx, size, attach=not lean)
         if ctx is not None:
-            self._callers[token] = record
-            record.trace, traced = _trace_scope(self._traces)
-            self._traces[record.trace] = record
             _DOWNSTREAM_CAPABILITIES.set(dict(ctx.session.client_capabilities or {}))
-        per_call = self._http is not None and session.discover_result is not None and ctx is not None
+        separate = not lean and self._http is not None and session.discover_result is not None and ctx is not None
         try:
-            if per_call:
+            if lean:
+                result = await call(LeanCall(self, session, record))  # type: ignore[arg-type]
+            elif separate:
                 try:
-                    async with self._per_call(session, record) as own:
+                    async with per_call(self, session, record) as own:
                         result = await call(own)
                 except BaseExceptionGroup as group:  # the per-call session's task group wraps what the call raised
                     raise _first(group) from None
@@ -704,13 +602,13 @@ class Upstream:
                                        f"max_message_bytes ({self.settings.max_message_bytes}); it was dropped"
                                        ) from None
             if exc.error.code == types.CONNECTION_CLOSED:
-                if not per_call:  # the shared connection died: reconnect (a call's own stream may just end)
+                if not separate:  # the shared connection died: reconnect (a call's own stream may just end)
                     log.warning("upstream %s: the connection closed during a call; reconnecting", self.label)
                     self._dead.set()
                 raise UpstreamUnavailable(f"Upstream server {self.label!r} went away during the call") from None
             raise mcphost.McpError(exc.error.code, exc.error.message, exc.error.data) from None
         except (httpx2.HTTPError, anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
-            if not per_call or isinstance(exc, httpx2.ConnectError | ConnectionError):
+            if not separate or isinstance(exc, httpx2.ConnectError | ConnectionError):
                 log.warning("upstream %s: %s; reconnecting", self.label, _describe(exc))
                 self._dead.set()  # the upstream itself is gone, not only this call's stream
             raise UpstreamUnavailable(f"Upstream server {self.label!r} failed: {_describe(exc)}") from None
@@ -718,220 +616,19 @@ class Upstream:
             log.warning("upstream %s sent an invalid result: %s", self.label, exc)
             raise mcphost.ToolError(f"Upstream server {self.label!r} sent a result that is not valid MCP") from None
         finally:
-            self._callers.pop(token, None)
-            if record.trace is not None:
-                self._traces.pop(record.trace, None)
-                self._ended_traces[record.trace] = None
-                if len(self._ended_traces) > ENDED_TRACES:
-                    self._ended_traces.popitem(last=False)
-            record.ended.set()  # a question of this call still out is answered now (_forward)
-            if traced is not None:
-                otel_context.detach(traced)
+            self.questions.end(token, record, traced)
         if record.failure is not None:
             raise record.failure
         return result
 
-    @contextlib.asynccontextmanager
-    async def _per_call(self, shared: ClientSession, record: _Call) -> AsyncIterator[ClientSession]:
-        """A client session of its own for one call to a 2026-07-28 HTTP upstream.
-
-        Each 2026-07-28 request is independent (no handshake: the shared session's discover result is
-        adopted), so a session per call costs little, and the notifications and questions arriving on
-        the call's stream then belong to that call for certain, however many calls are in flight.
-        """
-        settings = self.settings
-        assert self._http is not None and shared.discover_result is not None
-        async with contextlib.AsyncExitStack() as stack:
-            read, write = await stack.enter_async_context(
-                http_transport(settings.url or "", http_client=self._http, terminate_on_close=False,
-                                       max_sse_event_size=settings.max_message_bytes))
-
-            async def elicit(context: Any, params: Any) -> Any:
-                return await self._forward("elicitation", lambda ctx: _elicit(ctx, _dump(params)), record)
-
-            async def sample(context: Any, params: Any) -> Any:
-                return await self._forward("sampling", lambda ctx: _sample(ctx, _dump(params)), record)
-
-            async def roots(context: Any) -> Any:
-                return await self._forward("roots/list", lambda ctx: _roots(ctx), record)
-
-            async def logged(params: types.LoggingMessageNotificationParams) -> None:
-                await self._log_to(record, params)
-
-            own = await stack.enter_async_context(ClientSession(
-                read, write, read_timeout_seconds=settings.timeout, sampling_callback=sample,
-                elicitation_callback=elicit, list_roots_callback=roots, logging_callback=logged,
-                message_handler=self._on_message, client_info=CLIENT_INFO, log_level="debug",
-                extensions={tasks.EXTENSION: {}}, result_claims=tasks.CLAIMS))
-            own.adopt(shared.discover_result)
-            _forward_capabilities(own)
-            maps = getattr(shared, "_x_mcp_header_maps", None)  # Mcp-Param-* headers the listing declared
-            if maps is not None and hasattr(own, "_x_mcp_header_maps"):
-                own._x_mcp_header_maps = maps
-            yield own
-
-    async def rounds(self, ctx: mcphost.Context | None, send: Callable[..., Awaitable[Any]],
-                     session: ClientSession | None = None) -> Any:
-        """Call ``send(input_responses=, request_state=)`` until the upstream stops asking (2026-07-28
-        upstreams answer questions with an InputRequiredResult; session-era ones never do)."""
-        responses: dict[str, Any] | None = None
-        state: str | None = None
-        for _ in range(MAX_ROUNDS):
-            result = await send(input_responses=responses, request_state=state)
-            if isinstance(result, tasks.TaskCreated) and session is not None:  # tools/call only
-                return await tasks.follow(session, ctx, result, self.answer_inputs)
-            if not isinstance(result, types.InputRequiredResult):
-                return result
-            responses = await self.answer_inputs(ctx, dict(result.input_requests or {}))
-            state = result.request_state
-        raise mcphost.ToolError(f"Upstream server {self.label!r} kept asking questions; gave up after "
-                                f"{MAX_ROUNDS} rounds")
-
-
-#: The downstream client's capabilities, for the 2026-07-28 upstream request being sent in this task.
-_DOWNSTREAM_CAPABILITIES: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar(
-    "mcphost_proxy_downstream_capabilities", default=None)
-_CAPABILITIES_META = "io.modelcontextprotocol/clientCapabilities"
-_QUESTION_CAPABILITIES = ("elicitation", "sampling", "roots")
-
-
-def _forward_capabilities(session: ClientSession) -> None:
-    """Make each 2026-07-28 request declare what the downstream client can answer, not what the proxy can.
-
-    A stateless upstream decides per request which questions it may ask from the capabilities in
-    ``_meta``; the proxy can forward elicitation, sampling and roots only when the client it serves
-    declared them. The ``mcp`` client stamps its own capabilities on every request and has no
-    per-request override, so its stamp is wrapped (a private attribute: checked when mcp is upgraded).
-    """
-    original = getattr(session, "_stamp", None)
-    if original is None:
-        return
-
-    def stamp(data: dict[str, Any], opts: Any) -> None:
-        original(data, opts)
-        downstream = _DOWNSTREAM_CAPABILITIES.get()
-        meta = (data.get("params") or {}).get("_meta")
-        if downstream is not None and isinstance(meta, dict):
-            declared = dict(meta.get(_CAPABILITIES_META) or {})
-            for name in _QUESTION_CAPABILITIES:
-                if name in downstream:
-                    declared[name] = downstream[name]
-                else:
-                    declared.pop(name, None)
-            extensions = dict(declared.get("extensions") or {})
-            theirs = downstream.get("extensions")
-            if isinstance(theirs, dict) and tasks.EXTENSION in theirs:
-                extensions[tasks.EXTENSION] = theirs[tasks.EXTENSION]
-            else:
-                extensions.pop(tasks.EXTENSION, None)
-            if extensions:
-                declared["extensions"] = extensions
-            else:
-                declared.pop("extensions", None)
-            meta[_CAPABILITIES_META] = declared
-
-    session._stamp = stamp
-
-
-class _Call:
-    """One downstream request being forwarded: whom to ask, and a failure to raise in its handler."""
-
-    __slots__ = ("ctx", "ended", "failure", "size", "trace", "upstream")
-
-    def __init__(self, ctx: mcphost.Context | None, upstream: Upstream | None = None) -> None:
-        self.ctx = ctx
-        self.upstream = upstream
-        #: The trace id its upstream requests carry (``_meta.traceparent``); set while in flight.
-        self.trace: int | None = None
-        #: Set when the call is over (answered, failed or cancelled): its questions are withdrawn.
-        self.ended = asyncio.Event()
-        #: What the call carries (its arguments' size), counted while it is parked (parking.py).
-        self.size = 0
-        self.failure: BaseException | None = None
-
-
-def _trace_scope(taken: dict[int, Any]) -> tuple[int, contextvars.Token[Any] | None]:
-    """The trace id the current call's upstream requests carry, unique among the calls in flight on
-    one connection, and the token to detach when the context was set here (None when not).
-
-    The ``mcp`` client puts the current OpenTelemetry context in each request's ``_meta.traceparent``
-    (SEP-414), and an official Python SDK server runs its handler in the context it received, so the
-    questions it sends carry the same trace id back: over stdio, where nothing else on the wire says
-    which call a question belongs to, that trace id does. The caller's own trace is kept when there is
-    one (the host's telemetry) and no other call in flight here has it; otherwise a fresh, unsampled
-    trace id is set (nothing is recorded for it)."""
-    current = otel_trace.get_current_span().get_span_context()
-    if current.is_valid and current.trace_id not in taken:
-        return current.trace_id, None
-    trace_id = secrets.randbits(128) or 1
-    while trace_id in taken:
-        trace_id = secrets.randbits(128) or 1
-    parent = otel_trace.NonRecordingSpan(otel_trace.SpanContext(
-        trace_id, secrets.randbits(64) or 1, is_remote=True, trace_flags=otel_trace.TraceFlags(0)))
-    return trace_id, otel_context.attach(otel_trace.set_span_in_context(parent))
-
-
-def _may_be_asked(ctx: mcphost.Context) -> bool:
-    """Whether the downstream client declared it can answer a question (elicitation, sampling, roots):
-    a call from any other client cannot have its upstream's questions forwarded anyway."""
-    declared = ctx.session.client_capabilities or {}
-    return any(name in declared for name in _QUESTION_CAPABILITIES)
-
-
-def _meta_of(context: Any, params: Any) -> Any:
-    """The ``_meta`` of an upstream's request, from its params or the callback's request context."""
-    meta = getattr(params, "meta", None) if params is not None else None
-    return meta if meta is not None else getattr(context, "meta", None)
-
-
-def _trace_id(meta: Any) -> int | None:
-    """The trace id of a W3C ``traceparent`` in ``meta`` (``00-<32 hex>-<16 hex>-<2 hex>``), or None."""
-    value = meta.get("traceparent") if isinstance(meta, Mapping) else getattr(meta, "traceparent", None)
-    if not isinstance(value, str) or len(value) < 55 or value[2] != "-":
-        return None
-    try:
-        return int(value[3:35], 16) or None
-    except ValueError:
-        return None
-
-
-def _abandoned(what: str) -> Any:
-    """The answer an upstream gets to a question whose call is over: the user did not answer."""
-    if what == "elicitation":
-        return types.ElicitResult(action="cancel")
-    return types.ErrorData(code=types.INVALID_REQUEST,
-                           message=f"mcphost-proxy: the call that asked ({what}) is over; nobody will answer")
-
-
-#: The call the current task forwards (set in Upstream._request; seen by the question callbacks
-#: through the context the HTTP transport carries from a request to its stream).
-_CALL: contextvars.ContextVar[_Call | None] = contextvars.ContextVar("mcphost_proxy_call", default=None)
-
-
-async def _elicit(ctx: mcphost.Context, wire: dict[str, Any], key: str | None = None) -> types.ElicitResult:
-    wire.pop("_meta", None)
-    if wire.get("mode") == "url":
-        answer = await ctx.elicit_url(str(wire.get("message", "")), str(wire.get("url", "")),
-                                      elicitation_id=wire.get("elicitationId"), key=key)
-    else:
-        schema = wire.get("requestedSchema") or {"type": "object", "properties": {}}
-        answer = await ctx.elicit(str(wire.get("message", "")), schema, key=key)
-    return types.ElicitResult(action=answer.action, content=answer.content)
-
-
-async def _sample(ctx: mcphost.Context, wire: dict[str, Any], key: str | None = None) -> Any:
-    wire.pop("_meta", None)
-    messages = wire.pop("messages", [])
-    max_tokens = wire.pop("maxTokens", 1000)
-    answer = await ctx.sample(messages, max_tokens=max_tokens, key=key, **wire)
-    if "toolUse" in str(answer.get("content")) or isinstance(answer.get("content"), list):
-        return types.CreateMessageResultWithTools.model_validate(answer)
-    return types.CreateMessageResult.model_validate(answer)
-
-
-async def _roots(ctx: mcphost.Context, key: str | None = None) -> types.ListRootsResult:
-    return types.ListRootsResult.model_validate({"roots": await ctx.list_roots(key=key)})
-
+    def _lean(self, ctx: mcphost.Context) -> bool:
+        """Whether a call of ``ctx`` takes the lean path (lean.py): its client cannot be asked questions
+        nor take a task, and the connection has one."""
+        if self.wire is None and self.switch is None:
+            return False
+        declared = ctx.session.client_capabilities or {}
+        extensions = declared.get("extensions")
+        return not (isinstance(extensions, dict) and tasks.EXTENSION in extensions)
 
 class _ListRequest(types.Request):  # type: ignore[type-arg]
     """A */list request sent as it is (its result is read as plain JSON)."""
@@ -952,19 +649,13 @@ async def _raw_pages(session: ClientSession, method: str) -> list[dict[str, Any]
     cursor: str | None = None
     # The client's own send_request validates every result against its method's model on the event
     # loop (20 000 tools: a second); its stamp and dispatcher send the request without that, and
-    # the tools are validated one by one in a worker thread (_absorb_tools). Private in mcp 2.3:
+    # the tools are validated one by one in a worker thread (_absorb_tools). Private parts (sdk.py):
     # without them the public send_request is used.
-    stamp = getattr(session, "_stamp", None)
-    dispatcher = getattr(session, "_dispatcher", None)
-    timeout = getattr(session, "_session_read_timeout_seconds", None)
     for _ in range(1000):
         params = {"cursor": cursor} if cursor else None
-        if stamp is not None and hasattr(dispatcher, "send_raw_request"):
-            data: dict[str, Any] = {"method": method, **({"params": params} if params else {})}
-            opts: dict[str, Any] = {"timeout": timeout} if timeout is not None else {}
-            stamp(data, opts)
-            raw = await dispatcher.send_raw_request(method, data.get("params"), opts)  # type: ignore[union-attr]
-            page = dict(raw) if isinstance(raw, dict) else {}
+        raw = await sdk.raw_request(session, method, params)
+        if raw is not None:
+            page = raw
         else:
             result = await session.send_request(_ListRequest(method=method, params=params), _Plain)
             page = dict(result.__pydantic_extra__ or {})
@@ -994,9 +685,7 @@ def _absorb_tools(session: ClientSession, pages: list[dict[str, Any]], label: st
             continue
         kept.append(item)
     result = types.ListToolsResult(tools=models)
-    absorb = getattr(session, "_absorb_tool_listing", None)  # private in mcp 2.3: checked when mcp is upgraded
-    if absorb is not None:
-        absorb(result, complete=True)
+    if sdk.absorb_tool_listing(session, result):
         names = {tool.name for tool in result.tools}
         kept = [item for item in kept if item.get("name") in names]
     return kept

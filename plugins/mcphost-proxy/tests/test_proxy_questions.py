@@ -199,7 +199,7 @@ async def test_a_question_whose_client_is_gone_is_answered_upstream_at_once(tmp_
         took = time.monotonic() - started
         assert answers.read_text() == "cancel null\n"
         assert took < 5, took
-        assert not live.plugin.upstreams["ask"]._callers
+        assert not live.plugin.upstreams["ask"].questions.callers
         async with bob.client(live.url, "legacy") as other:
             result = await asyncio.wait_for(other.call_tool("ask_ask", {}), 10)
         assert _text(result) == 'answered accept {"name": "Bob"}'
