@@ -61,6 +61,13 @@ class ServerSettings:
     page_size: int = 100
     #: Seconds a server-to-client request (elicitation, sampling, roots) waits for its answer.
     client_request_timeout: float = 300.0
+    #: Seconds each plugin's ``mcphost_connect`` may take (at most 30); one that takes longer, or
+    #: raises CancelledError, refuses the client (503 over HTTP, -32001 over stdio) naming the plugin.
+    connect_timeout: float = 10.0
+    #: Seconds every other plugin hook without a deadline of its own may take (``mcphost_disconnect``,
+    #: ``mcphost_terminate``, ``mcphost_exception``); one that takes longer is abandoned, logged with
+    #: its plugin's name.
+    hook_timeout: float = 10.0
     #: Seconds a tools/call may run before it is cancelled (0: no limit). Session era: error -32001;
     #: 2026-07-28: an isError result. Calls that became tasks are limited by task_ttl instead.
     max_tool_seconds: float = 600.0
@@ -445,6 +452,8 @@ def server_problems(server: ServerSettings, source: str) -> list[str]:
     check(all(len(key.encode()) >= 16 for key in server.state_keys),
           "server.state_keys must each be at least 16 bytes (use 32 random bytes)")
     check(server.body_timeout > 0, "server.body_timeout must be positive")
+    check(0 < server.connect_timeout <= 30, "server.connect_timeout must be more than 0 and at most 30 seconds")
+    check(server.hook_timeout > 0, "server.hook_timeout must be positive")
     check(server.state_ttl > 0 and server.cache_ttl_ms >= 0,
           "server.state_ttl must be positive and server.cache_ttl_ms not negative")
     check(server.shutdown_drain is None or 0 <= server.shutdown_drain <= 300,
