@@ -106,6 +106,11 @@ class ServerSettings:
     max_retained_bytes_total: int = 1024 * 1024 * 1024
     #: Seconds without a request before a session expires.
     session_idle_timeout: float = 1800.0
+    #: Seconds a session-era session that sent no request after its initialize lives (an
+    #: initialize-and-leave client): it holds one of its principal's ``max_sessions_per_principal``
+    #: only that long, so a flood of them locks no one out for longer. Any later request (the
+    #: ``notifications/initialized`` that follows at once too) makes it an ordinary session.
+    embryonic_timeout: float = 10.0
     #: Seconds after which a session ends however active it is (0 = no limit).
     session_max_lifetime: float = 0.0
     #: Sessions held at once; beyond this, initialize is refused (503 with Retry-After on HTTP).
@@ -454,6 +459,7 @@ def server_problems(server: ServerSettings, source: str) -> list[str]:
     check(server.body_timeout > 0, "server.body_timeout must be positive")
     check(0 < server.connect_timeout <= 30, "server.connect_timeout must be more than 0 and at most 30 seconds")
     check(server.hook_timeout > 0, "server.hook_timeout must be positive")
+    check(server.embryonic_timeout > 0, "server.embryonic_timeout must be positive")
     check(server.state_ttl > 0 and server.cache_ttl_ms >= 0,
           "server.state_ttl must be positive and server.cache_ttl_ms not negative")
     check(server.shutdown_drain is None or 0 <= server.shutdown_drain <= 300,

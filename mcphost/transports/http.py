@@ -437,10 +437,10 @@ class HttpTransport:
             session.endpoint = connection.endpoint
             return session
         except TooManySessions as exc:
+            retry = {"retry-after": str(exc.retry_after)}  # when the first of them expires
             if exc.per_principal:  # this caller's own cap: others are unaffected
-                raise HttpError(429, f"{exc}; end one or retry later", code=SERVER_BUSY,
-                                headers={"retry-after": "5"}) from None
-            raise HttpError(503, f"{exc}; retry later", code=SERVER_BUSY, headers={"retry-after": "5"}) from None
+                raise HttpError(429, f"{exc}; end one or retry later", code=SERVER_BUSY, headers=retry) from None
+            raise HttpError(503, f"{exc}; retry later", code=SERVER_BUSY, headers=retry) from None
 
     async def _reply_json(self, session: Session, connection: Connection, messages: list[Any], batch: bool,
                           send: Send, extra: dict[str, str], principal: Principal | None) -> None:
