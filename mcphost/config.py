@@ -133,6 +133,10 @@ class ServerSettings:
     #: per client address) and in all in this process; a resumable call beyond them gets -32000.
     max_parked_per_principal: int = 50
     max_parked: int = 1000
+    #: Bytes of arguments (and answers) those parked runs hold, per principal and in all in this
+    #: process: a resumable call beyond them gets -32000 saying "bytes" and naming the setting.
+    max_parked_bytes_per_principal: int = 16 * 1024 * 1024
+    max_parked_bytes: int = 256 * 1024 * 1024
     #: Addresses of proxies trusted to report the client's address (``X-Forwarded-For``,
     #: ``Forwarded``): behind them the forwarded address tells anonymous clients apart (their
     #: quotas are per address). Hypercorn's setting of the same name; ``*`` trusts any. Empty: the
@@ -468,6 +472,7 @@ def server_problems(server: ServerSettings, source: str) -> list[str]:
     for name in ("max_sessions_per_principal", "max_requests_per_principal", "max_tasks_per_principal",
                  "sync_workers_per_principal", "max_requests", "max_subscriptions_per_principal",
                  "max_subscriptions_total", "max_parked_per_principal", "max_parked",
+                 "max_parked_bytes_per_principal", "max_parked_bytes",
                  "max_retained_bytes_per_principal", "max_retained_bytes_total"):
         check(getattr(server, name) >= 0, f"server.{name} must not be negative (0 means no limit)")
     for item in server.forwarded_allow_ips:
