@@ -71,6 +71,9 @@ class ServerSettings:
     #: Seconds a tools/call may run before it is cancelled (0: no limit). Session era: error -32001;
     #: 2026-07-28: an isError result. Calls that became tasks are limited by task_ttl instead.
     max_tool_seconds: float = 600.0
+    #: Seconds a ``resources/read``, ``prompts/get`` or ``completion/complete`` handler may run before
+    #: it is cancelled (0: no limit); then error -32001 naming this setting.
+    max_handler_seconds: float = 120.0
     #: Requests one session may have in flight at once; more are refused with -32000.
     max_inflight: int = 64
     #: Threads that run synchronous (``def``) tools, resources, prompts and completions, so one that
@@ -480,6 +483,7 @@ def server_problems(server: ServerSettings, source: str) -> list[str]:
                                  "(10.0.0.0/8) or '*'")
     check(server.max_stream_seconds >= 0, "server.max_stream_seconds must not be negative (0 means no limit)")
     check(server.max_tool_seconds >= 0, "server.max_tool_seconds must not be negative (0 means no limit)")
+    check(server.max_handler_seconds >= 0, "server.max_handler_seconds must not be negative (0 means no limit)")
     check(server.task_ttl > 0 and server.task_after >= 0 and server.task_lease > 0,
           "server.task_ttl and task_lease must be positive, server.task_after not negative")
     check(server.log_level.lower() in ("debug", "info", "warning", "error", "critical"),

@@ -20,7 +20,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from mcphost.testing import make_host, serve_http
+import mcphost
+from mcphost.protocol.errors import McpError
+from mcphost.testing import MemoryClient, make_host, serve_http
 from tests.interaction.test_refusal import INITIALIZE, MODERN_META, REPO_ROOT, Trace
 from tests.support import hanging
 from tests.support.fixtures.distributions import make_distribution
@@ -152,3 +154,43 @@ def test_connect_timeout_is_positive_and_at_most_30_seconds() -> None:
     for wrong in (0, 31):
         with pytest.raises(ConfigErrors, match=r"server\.connect_timeout"):
             config_from_dict({"server": {"connect_timeout": wrong}}, env={})
+
+
+class Stuck:
+    """A resource, a prompt and a completion whose handlers never finish."""
+
+    @staticmethod
+    async def _forever(value: str = "", context: object = None) -> list[str]:
+        await asyncio.sleep(3600)
+        return []
+
+    @mcphost.hookimpl
+    def mcphost_resources(self, host: object) -> list[object]:
+        @mcphost.resource("stuck://forever", name="forever")
+        async def forever() -> str:
+            await asyncio.sleep(3600)
+            return "never"
+        return [forever]
+
+    @mcphost.hookimpl
+    def mcphost_prompts(self, host: object) -> list[object]:
+        @mcphost.prompt(completions={"topic": Stuck._forever})
+        async def ponder(topic: str) -> str:
+            await asyncio.sleep(3600)
+            return topic
+        return [ponder]
+
+
+async def test_resource_prompt_and_completion_handlers_that_never_finish_get_minus_32001() -> None:
+    """Handlers with no deadline of their own run at most server.max_handler_seconds."""
+    host = make_host(("stuck", Stuck()), config={"server": {"max_handler_seconds": DEADLINE}})
+    async with MemoryClient(host) as client:
+        calls = [client.read_resource("stuck://forever"), client.get_prompt("ponder", {"topic": "x"}),
+                 client.complete({"type": "ref/prompt", "name": "ponder"}, "topic", "x")]
+        for call in calls:
+            started = time.monotonic()
+            with pytest.raises(McpError) as raised:
+                await call
+            assert raised.value.code == -32001 and "server.max_handler_seconds" in raised.value.message
+            assert time.monotonic() - started < DEADLINE + 10
+        assert await client.request("ping") == {}  # the session still serves
