@@ -215,10 +215,12 @@ class StdioServer:
             # request without a trailing newline, say), then cancel the rest.
             if session.inflight:
                 await asyncio.wait(list(session.inflight.values()), timeout=EOF_GRACE)
-            for task in [*session.inflight.values(), *self._modern.values(), *self._modern_running]:
+            for task in [*session.inflight.values(), *self._modern.values()]:
                 task.cancel()
             if self._replies:
                 await asyncio.wait(list(self._replies), timeout=5)
+            for task in self._modern_running:  # still running (a connect hook, say): the watchdog's to end
+                task.cancel()
             await self.out.close()
             await driver.close(reason, end="shutdown" if reason == "shutdown" else "eof")
             await host.stop()
