@@ -38,6 +38,8 @@ STANDALONE = "0"
 KEEP_WRITTEN_STREAMS = 4
 KEEP_WRITTEN_SECONDS = 30.0
 MAX_WRITTEN_STREAMS = 64
+#: Ending GET streams that update the shared backend at once (see SessionStreams._letting_go).
+LETTING_GO = 8
 #: Finished request streams a session may leave unread for resumption (besides the byte budget).
 MAX_RETAINED_STREAMS = 64
 SSE_HEADERS = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache"),
@@ -128,6 +130,9 @@ class SessionStreams:
         #: Per quota key: the unread finished streams of that principal's sessions here, oldest first
         #: ((session id, stream) -> (session, bytes)), counted in the ledger's "retained bytes".
         self._retained_by: dict[str, dict[tuple[str, str], tuple[Session, int]]] = {}
+        #: GET streams ending at once tell the shared backend a few at a time, so they share its
+        #: pooled connections instead of opening one each (200 streams closed together: 200).
+        self._letting_go = asyncio.Semaphore(LETTING_GO)
 
     @property
     def events(self) -> EventLog:
@@ -405,10 +410,11 @@ class SessionStreams:
             if standalone:
                 state.standalone_live = False
                 if self.manager.shared:  # where the next GET, on any process, picks up
-                    with contextlib.suppress(BackendUnavailable):
-                        await self.manager.persist(session)
-                    with contextlib.suppress(BackendUnavailable):  # the cluster-wide GET hold
-                        await self.manager.unhold(f"get:{session.id}")
+                    async with self._letting_go:
+                        with contextlib.suppress(BackendUnavailable):
+                            await self.manager.persist(session)
+                        with contextlib.suppress(BackendUnavailable):  # the cluster-wide GET hold
+                            await self.manager.unhold(f"get:{session.id}")
             try:
                 with deadline(1 if reason == "dropped" else self.write_timeout):
                     await send({"type": "http.response.body", "body": b"", "more_body": False})
