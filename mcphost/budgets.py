@@ -423,6 +423,8 @@ def ledger_for(settings: Any) -> Ledger:
         Budget("tasks", "max_tasks_per_principal", settings.max_tasks, settings.max_tasks_per_principal, "max_tasks"),
         Budget("parked calls", "max_parked_per_principal", settings.max_parked, settings.max_parked_per_principal,
                "max_parked"),
+        Budget("parked bytes", "max_parked_bytes_per_principal", settings.max_parked_bytes,
+               settings.max_parked_bytes_per_principal, "max_parked_bytes"),
         Budget("retained bytes", "max_retained_bytes_per_principal", settings.max_retained_bytes_total,
                settings.max_retained_bytes_per_principal, "max_retained_bytes_total"),
         Budget("subscriptions", "max_subscriptions_per_principal", settings.max_subscriptions_total,

@@ -61,9 +61,19 @@ class ServerSettings:
     page_size: int = 100
     #: Seconds a server-to-client request (elicitation, sampling, roots) waits for its answer.
     client_request_timeout: float = 300.0
+    #: Seconds each plugin's ``mcphost_connect`` may take (at most 30); one that takes longer, or
+    #: raises CancelledError, refuses the client (503 over HTTP, -32001 over stdio) naming the plugin.
+    connect_timeout: float = 10.0
+    #: Seconds every other plugin hook without a deadline of its own may take (``mcphost_disconnect``,
+    #: ``mcphost_terminate``, ``mcphost_exception``); one that takes longer is abandoned, logged with
+    #: its plugin's name.
+    hook_timeout: float = 10.0
     #: Seconds a tools/call may run before it is cancelled (0: no limit). Session era: error -32001;
     #: 2026-07-28: an isError result. Calls that became tasks are limited by task_ttl instead.
     max_tool_seconds: float = 600.0
+    #: Seconds a ``resources/read``, ``prompts/get`` or ``completion/complete`` handler may run before
+    #: it is cancelled (0: no limit); then error -32001 naming this setting.
+    max_handler_seconds: float = 120.0
     #: Requests one session may have in flight at once; more are refused with -32000.
     max_inflight: int = 64
     #: Threads that run synchronous (``def``) tools, resources, prompts and completions, so one that
@@ -99,6 +109,11 @@ class ServerSettings:
     max_retained_bytes_total: int = 1024 * 1024 * 1024
     #: Seconds without a request before a session expires.
     session_idle_timeout: float = 1800.0
+    #: Seconds a session-era session that sent no request after its initialize lives (an
+    #: initialize-and-leave client): it holds one of its principal's ``max_sessions_per_principal``
+    #: only that long, so a flood of them locks no one out for longer. Any later request (the
+    #: ``notifications/initialized`` that follows at once too) makes it an ordinary session.
+    embryonic_timeout: float = 10.0
     #: Seconds after which a session ends however active it is (0 = no limit).
     session_max_lifetime: float = 0.0
     #: Sessions held at once; beyond this, initialize is refused (503 with Retry-After on HTTP).
@@ -121,6 +136,10 @@ class ServerSettings:
     #: per client address) and in all in this process; a resumable call beyond them gets -32000.
     max_parked_per_principal: int = 50
     max_parked: int = 1000
+    #: Bytes of arguments (and answers) those parked runs hold, per principal and in all in this
+    #: process: a resumable call beyond them gets -32000 saying "bytes" and naming the setting.
+    max_parked_bytes_per_principal: int = 16 * 1024 * 1024
+    max_parked_bytes: int = 256 * 1024 * 1024
     #: Addresses of proxies trusted to report the client's address (``X-Forwarded-For``,
     #: ``Forwarded``): behind them the forwarded address tells anonymous clients apart (their
     #: quotas are per address). Hypercorn's setting of the same name; ``*`` trusts any. Empty: the
@@ -445,6 +464,9 @@ def server_problems(server: ServerSettings, source: str) -> list[str]:
     check(all(len(key.encode()) >= 16 for key in server.state_keys),
           "server.state_keys must each be at least 16 bytes (use 32 random bytes)")
     check(server.body_timeout > 0, "server.body_timeout must be positive")
+    check(0 < server.connect_timeout <= 30, "server.connect_timeout must be more than 0 and at most 30 seconds")
+    check(server.hook_timeout > 0, "server.hook_timeout must be positive")
+    check(server.embryonic_timeout > 0, "server.embryonic_timeout must be positive")
     check(server.state_ttl > 0 and server.cache_ttl_ms >= 0,
           "server.state_ttl must be positive and server.cache_ttl_ms not negative")
     check(server.shutdown_drain is None or 0 <= server.shutdown_drain <= 300,
@@ -453,6 +475,7 @@ def server_problems(server: ServerSettings, source: str) -> list[str]:
     for name in ("max_sessions_per_principal", "max_requests_per_principal", "max_tasks_per_principal",
                  "sync_workers_per_principal", "max_requests", "max_subscriptions_per_principal",
                  "max_subscriptions_total", "max_parked_per_principal", "max_parked",
+                 "max_parked_bytes_per_principal", "max_parked_bytes",
                  "max_retained_bytes_per_principal", "max_retained_bytes_total"):
         check(getattr(server, name) >= 0, f"server.{name} must not be negative (0 means no limit)")
     for item in server.forwarded_allow_ips:
@@ -460,6 +483,7 @@ def server_problems(server: ServerSettings, source: str) -> list[str]:
                                  "(10.0.0.0/8) or '*'")
     check(server.max_stream_seconds >= 0, "server.max_stream_seconds must not be negative (0 means no limit)")
     check(server.max_tool_seconds >= 0, "server.max_tool_seconds must not be negative (0 means no limit)")
+    check(server.max_handler_seconds >= 0, "server.max_handler_seconds must not be negative (0 means no limit)")
     check(server.task_ttl > 0 and server.task_after >= 0 and server.task_lease > 0,
           "server.task_ttl and task_lease must be positive, server.task_after not negative")
     check(server.log_level.lower() in ("debug", "info", "warning", "error", "critical"),

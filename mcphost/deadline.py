@@ -13,6 +13,11 @@ unchanged). A deadline fires at most :data:`RESOLUTION` seconds late.
 
     with deadline(30):          # a plain ``with``: entering and leaving never wait
         await read_body()
+
+:func:`bounded` puts a deadline on one call of plugin code (a lifecycle hook): it tells an overrun
+(:class:`HookOverran`) and a CancelledError the plugin raised itself (:class:`HookCancelled`) apart
+from a cancellation of the caller, which propagates, and keeps the calls running in a
+:class:`RunningHooks`, so a process that must stop can name the plugins it abandons.
 """
 
 from __future__ import annotations
@@ -20,7 +25,9 @@ from __future__ import annotations
 import asyncio
 import math
 import weakref
+from collections.abc import Awaitable
 from types import TracebackType
+from typing import TypeVar
 
 #: How late a deadline may fire, in seconds: the sweep timer's period while blocks are open.
 RESOLUTION = 0.05
@@ -135,4 +142,67 @@ def deadline(seconds: float | None) -> Deadline:
     return Deadline(watch, loop.time() + seconds)
 
 
-__all__ = ["RESOLUTION", "Deadline", "deadline"]
+T = TypeVar("T")
+
+
+class HookOverran(Exception):
+    """A plugin's hook ran past its deadline (it was cancelled)."""
+
+
+class HookCancelled(Exception):
+    """A plugin's hook raised CancelledError of its own (nobody cancelled its caller)."""
+
+
+class RunningHooks:
+    """The plugin hook calls running now, as ``"plugin: hook"`` (several of one at once counted)."""
+
+    __slots__ = ("_calls",)
+
+    def __init__(self) -> None:
+        self._calls: dict[str, int] = {}
+
+    def enter(self, name: str) -> None:
+        self._calls[name] = self._calls.get(name, 0) + 1
+
+    def leave(self, name: str) -> None:
+        left = self._calls.get(name, 0) - 1
+        if left > 0:
+            self._calls[name] = left
+        else:
+            self._calls.pop(name, None)
+
+    def names(self) -> list[str]:
+        """The calls running now, sorted."""
+        return sorted(self._calls)
+
+
+async def bounded(call: Awaitable[T], seconds: float | None, plugin: str, hook: str,
+                  running: RunningHooks | None = None) -> T:
+    """Await ``call`` (plugin ``plugin``'s ``hook``) for ``seconds`` at most.
+
+    :class:`HookOverran` when the deadline passed, :class:`HookCancelled` when the plugin raised
+    CancelledError itself; a cancellation of the calling task propagates as it is.
+    """
+    task = asyncio.current_task()
+    before = task.cancelling() if task is not None else 0
+    name = f"{plugin}: {hook}"
+    if running is not None:
+        running.enter(name)
+    block = deadline(seconds)
+    try:
+        with block:
+            return await call
+    except TimeoutError:
+        if not block.expired():
+            raise  # the plugin's own TimeoutError: an ordinary failure
+        raise HookOverran(f"plugin {plugin}: {hook} ran past its deadline ({seconds:g} s)") from None
+    except asyncio.CancelledError:
+        if task is None or task.cancelling() > before:
+            raise  # the caller is being cancelled: not the plugin's doing
+        raise HookCancelled(f"plugin {plugin}: {hook} raised CancelledError") from None
+    finally:
+        if running is not None:
+            running.leave(name)
+
+
+__all__ = ["RESOLUTION", "Deadline", "HookCancelled", "HookOverran", "RunningHooks", "bounded", "deadline"]

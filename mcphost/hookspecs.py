@@ -96,7 +96,9 @@ def mcphost_connect(session: Session, request: Connection) -> None:
     once, on every transport and in both eras; when the refused connection is the one that
     opened the session (an initialize, the start of a stdio or in-memory session, every
     2026-07-28 request), ``mcphost_terminate(session, "refused")`` follows at once too. A
-    refused request to a session already running leaves that session as it was.
+    refused request to a session already running leaves that session as it was. Each
+    implementation has ``server.connect_timeout`` seconds (10 by default): one that takes
+    longer, or raises ``CancelledError``, is a refusal too (503, or 500 for the cancellation).
     ``request.endpoint`` names the ``[endpoints.NAME]`` the client came to (None: the whole
     catalog at ``server.path``); its view narrows further.
     """

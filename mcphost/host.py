@@ -11,6 +11,7 @@ import asyncio
 import gc
 import hashlib
 import logging
+import math
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -20,6 +21,7 @@ import pluggy
 from mcphost.auth import ResourceServer
 from mcphost.catalog import Catalog, ProviderChange, record_of
 from mcphost.config import Config, validate_plugin_sections
+from mcphost.deadline import HookCancelled, HookOverran, RunningHooks, bounded
 from mcphost.errors import PluginAborted, PluginError, PluginFailures, Refused
 from mcphost.kernel import Kernel
 from mcphost.kernel.services import Services
@@ -380,9 +382,16 @@ class Host:
         Called from the request's own task (its context variables, such as the current trace
         span, are in effect); observers that raise are logged once and ignored.
         """
+        seconds = self.config.server.hook_timeout
         for impl in self._exception:
             try:
-                await self._call_hook(impl, request=request, exception=exception)
+                await bounded(self._call_hook(impl, request=request, exception=exception), seconds,
+                              impl.plugin_name, "mcphost_exception", self.lifecycle.running)
+            except HookOverran:
+                log.warning("plugin %s: mcphost_exception did not finish within server.hook_timeout = %g s; "
+                            "abandoned", impl.plugin_name, seconds)
+            except HookCancelled:
+                log.error("plugin %s: mcphost_exception raised CancelledError; ignored", impl.plugin_name)
             except Exception as exc:
                 self.failures.report(impl.plugin_name, "mcphost_exception", exc)
 
@@ -446,15 +455,22 @@ class ToolHost:
 
 class PluginLifecycle:
     """The plugins' ``mcphost_connect`` / ``mcphost_disconnect`` / ``mcphost_terminate``, collected once
-    at startup and called directly (no pluggy per request); the SessionManager is their only caller."""
+    at startup and called directly (no pluggy per request); the SessionManager is their only caller.
 
-    __slots__ = ("_connect", "_disconnect", "_host", "_terminate")
+    Each call has a deadline (:func:`mcphost.deadline.bounded`): ``server.connect_timeout`` for a connect
+    hook, whose overrun (or a CancelledError it raises) refuses the client; ``server.hook_timeout``
+    for the others, whose overrun is logged with the plugin's name and otherwise ignored.
+    """
+
+    __slots__ = ("_connect", "_disconnect", "_host", "_terminate", "running")
 
     def __init__(self, host: Host) -> None:
         self._host = host
         self._connect: list[pluggy.HookImpl] = []
         self._disconnect: list[pluggy.HookImpl] = []
         self._terminate: list[pluggy.HookImpl] = []
+        #: The hook calls running now (what a stopping stdio process names when it abandons them).
+        self.running = RunningHooks()
 
     def collect(self, pm: pluggy.PluginManager) -> None:
         self._connect = impls(pm, "mcphost_connect")
@@ -466,11 +482,23 @@ class PluginLifecycle:
         return bool(self._connect or self._disconnect or self._terminate)
 
     async def connect(self, session: Session, connection: Connection) -> None:
+        seconds = self._host.config.server.connect_timeout
         for impl in self._connect:
             try:
-                await self._host._call_hook(impl, session=session, request=connection)
+                await bounded(self._host._call_hook(impl, session=session, request=connection), seconds,
+                              impl.plugin_name, "mcphost_connect", self.running)
             except Refused:
                 raise
+            except HookOverran:
+                log.warning("plugin %s: mcphost_connect did not finish within server.connect_timeout = %g s; "
+                            "the client is refused", impl.plugin_name, seconds)
+                raise Refused(f"Service unavailable: the connection could not be checked in time "
+                              f"(server.connect_timeout = {seconds:g} s); retry later", status=503,
+                              headers={"retry-after": str(max(1, math.ceil(seconds)))}) from None
+            except HookCancelled:
+                log.error("plugin %s: mcphost_connect raised CancelledError; the client is refused",
+                          impl.plugin_name)
+                raise Refused("Internal error: a connect hook was cancelled", status=500) from None
             except Exception:
                 # Fail closed: a connect hook that breaks must not let the client in unchecked.
                 log.exception("plugin %s: mcphost_connect raised", impl.plugin_name)
@@ -483,9 +511,16 @@ class PluginLifecycle:
         await self._notify(self._terminate, "mcphost_terminate", session, reason)
 
     async def _notify(self, hook: list[pluggy.HookImpl], name: str, session: Session, reason: str) -> None:
+        seconds = self._host.config.server.hook_timeout
         for impl in hook:
             try:
-                await self._host._call_hook(impl, session=session, reason=reason)
+                await bounded(self._host._call_hook(impl, session=session, reason=reason), seconds,
+                              impl.plugin_name, name, self.running)
+            except HookOverran:
+                log.warning("plugin %s: %s did not finish within server.hook_timeout = %g s; abandoned",
+                            impl.plugin_name, name, seconds)
+            except HookCancelled:
+                log.error("plugin %s: %s raised CancelledError; ignored", impl.plugin_name, name)
             except Exception as exc:
                 self._host.failures.report(impl.plugin_name, name, exc)
 

@@ -22,6 +22,8 @@ import secrets
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
+import orjson
+
 from mcphost.kernel.modern import InputRequired, ModernScope, Round
 from mcphost.protocol.errors import INTERNAL_ERROR, INVALID_PARAMS, SERVER_BUSY, McpError
 from mcphost.protocol.sealed import params_digest
@@ -51,8 +53,8 @@ class _Asked:
 class Continuation:
     """One parked handler run."""
 
-    __slots__ = ("digest", "expiry", "held", "id", "outcome", "principal", "round", "scope", "subscription", "task",
-                 "waiters")
+    __slots__ = ("digest", "expiry", "held", "held_bytes", "id", "outcome", "principal", "round", "scope",
+                 "subscription", "task", "waiters")
 
     def __init__(self, principal: str, digest: str) -> None:
         self.id = secrets.token_urlsafe(18)
@@ -61,6 +63,8 @@ class Continuation:
         self.principal = principal
         #: Whether it still holds one of its caller's parked-calls budget.
         self.held = False
+        #: Bytes of its caller's parked-bytes budget it holds (its arguments and answers, as JSON).
+        self.held_bytes = 0
         self.digest = digest
         self.round = Round({})
         self.waiters: dict[str, asyncio.Future[None]] = {}
@@ -132,12 +136,19 @@ class Continuations:
             return await self._resume(request, progress_token, str(parked))
         session = request.session
         budgets = self.kernel.sessions.budgets
-        refused = await budgets.take(session.quota, "parked calls")  # across the cluster on a shared backend
+        # What the run keeps for as long as it lives: its arguments and answers (measured once, as JSON).
+        size = len(orjson.dumps(request.params))
+        refused = await budgets.take(session.quota, "parked bytes", size)  # across the cluster on a shared backend
+        if refused is None:
+            refused = await budgets.take(session.quota, "parked calls")
+            if refused is not None:
+                budgets.release(session.quota, "parked bytes", size)
         if refused is not None:
             self.kernel.sessions.refused(session.quota)
             raise McpError(SERVER_BUSY, refused.message, refused.data)
         run = Continuation(session.quota, params_digest(request.method, request.params))
         run.held = True
+        run.held_bytes = size
         run.round.answers.update(request.round.answers)
         scope = ContinuationScope(self.kernel, session, request.id, request.method, progress_token,
                                   request.principal, round=run.round, continuation=run)
@@ -161,6 +172,7 @@ class Continuations:
         if run.held:
             run.held = False
             self.kernel.sessions.budgets.release(run.principal, "parked calls")
+            self.kernel.sessions.budgets.release(run.principal, "parked bytes", run.held_bytes)
         if run.expiry is not None:
             run.expiry.cancel()
         if run.subscription is not None:

@@ -385,6 +385,21 @@ async def _resume_tool(kernel: Kernel, request: RequestInfo, entry: Any, kwargs:
     return await _invoke_tool(kernel, request, entry, kwargs, kernel.settings.max_tool_seconds)
 
 
+async def _bounded(kernel: Kernel, fn: Callable[..., Any], kwargs: dict[str, Any], what: str) -> Any:
+    """Run a resource, prompt or completion handler for at most ``server.max_handler_seconds``;
+    past them it is cancelled and the request gets -32001 naming the setting."""
+    limit = kernel.settings.max_handler_seconds
+    block = deadline(limit or None)
+    try:
+        with block:
+            return await call_handler(fn, kwargs, pool=kernel.sync_pool)
+    except TimeoutError:
+        if not block.expired():
+            raise  # the handler's own timeout: its failure
+        log.warning("%s ran past its %gs limit (server.max_handler_seconds) and was cancelled", what, limit)
+        raise McpError(REQUEST_TIMEOUT, f"{what} timed out after {limit:g}s (server.max_handler_seconds)") from None
+
+
 async def _invoke_tool(kernel: Kernel, request: RequestInfo, entry: Any, kwargs: dict[str, Any],
                        limit: float) -> dict[str, Any]:
     """Run the tool for at most ``limit`` seconds (0: no limit); its failures become isError results,
@@ -498,7 +513,7 @@ async def read_resource(kernel: Kernel, request: RequestInfo) -> dict[str, Any]:
     if record.context_param:
         kwargs[record.context_param] = Context(_scope(kernel, request))
     try:
-        value = await call_handler(record.fn, kwargs, pool=kernel.sync_pool)
+        value = await _bounded(kernel, record.fn, kwargs, f"Resource {uri[:200]!r}")
     except McpError:
         raise
     except ClientRequestError as exc:
@@ -603,7 +618,7 @@ async def get_prompt(kernel: Kernel, request: RequestInfo) -> dict[str, Any]:
     if prompt.context_param:
         kwargs[prompt.context_param] = Context(_scope(kernel, request))
     try:
-        value = await call_handler(prompt.fn, kwargs, pool=kernel.sync_pool)
+        value = await _bounded(kernel, prompt.fn, kwargs, f"Prompt {prompt.name!r}")
         return results.prompt_result(prompt.description, value)
     except McpError:
         raise
@@ -650,8 +665,8 @@ async def complete(kernel: Kernel, request: RequestInfo) -> dict[str, Any]:
     if completer is None:
         return {"completion": {"values": []}}
     try:
-        found = await call_handler(functools.partial(completer, value, dict(context_args)), {},
-                                   pool=kernel.sync_pool)
+        found = await _bounded(kernel, functools.partial(completer, value, dict(context_args)), {},
+                               f"Completion for {name!r}")
     except McpError:
         raise
     except Exception as exc:

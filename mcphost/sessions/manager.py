@@ -32,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+import math
 import re
 import secrets
 import time
@@ -63,10 +64,13 @@ class TooManySessions(Exception):
     ``per_principal``: the caller's own cap (``max_sessions_per_principal``), not the host's.
     """
 
-    def __init__(self, *, per_principal: bool = False, cap: int = 0) -> None:
-        super().__init__(f"Over this principal's sessions budget (server.max_sessions_per_principal = {cap})"
-                         if per_principal else f"Over the host's sessions budget (server.max_sessions = {cap})")
+    def __init__(self, *, per_principal: bool = False, cap: int = 0, retry_after: int = 5) -> None:
+        super().__init__((f"Over this principal's sessions budget (server.max_sessions_per_principal = {cap})"
+                          if per_principal else f"Over the host's sessions budget (server.max_sessions = {cap})")
+                         + f"; the first of them to expire does so in {retry_after} s")
         self.per_principal = per_principal
+        #: Seconds until a session counted against the cap expires (when none ends earlier).
+        self.retry_after = retry_after
 
 
 class Driver(Protocol):
@@ -238,7 +242,7 @@ class SessionManager:
         """
         held = await self.backend.sessions.count() if self.shared else len(self.sessions)
         if held >= self.settings.max_sessions:
-            raise TooManySessions(cap=self.settings.max_sessions)
+            raise TooManySessions(cap=self.settings.max_sessions, retry_after=self._next_expiry(None))
         cap = self.settings.max_sessions_per_principal
         if cap:
             key = quota_key(principal, remote)
@@ -247,8 +251,9 @@ class SessionManager:
                     shared_count is not None or not await self._expire_idle(key) or self.held_by[key] >= cap):
                 self.refused(key)
                 self.budgets.count_refusal(key, "sessions")
-                raise TooManySessions(per_principal=True, cap=cap)
+                raise TooManySessions(per_principal=True, cap=cap, retry_after=self._next_expiry(key))
         session = self.new(principal, remote)
+        session.embryonic = True  # until its next request (see open)
         if self.cluster is not None:
             self.cluster.attach(session)
         if self.driver is not None:
@@ -259,14 +264,27 @@ class SessionManager:
         """At the caller's session cap: end its sessions held here whose idle time ran out, now
         rather than at the reaper's next round, so their slots come back the moment their window
         ends. True when any was ended."""
-        now, idle = time.time(), self.settings.session_idle_timeout
+        now = time.time()
         ended = False
         for session in [s for s in self.sessions.values() if s.quota == key]:
             busy = bool(session.inflight) or (self.driver is not None and self.driver.busy(session))
-            if not busy and now - session.last_active > idle:
+            if not busy and now - session.last_active > idle_limit(session, self.settings):
                 await self.end(session, "expired")
                 ended = True
         return ended
+
+    def _next_expiry(self, key: str | None) -> int:
+        """Whole seconds until the first session held here for ``key`` (None: for anyone) expires
+        if nothing else happens: a busy one counts its whole idle limit, since its idle time starts
+        once it is done. The Retry-After of a refusal at a sessions cap (never shorter than the wait)."""
+        now, wait = time.time(), self.settings.session_idle_timeout
+        for session in self.sessions.values():
+            if key is not None and session.quota != key:
+                continue
+            limit = idle_limit(session, self.settings)
+            busy = bool(session.inflight) or (self.driver is not None and self.driver.busy(session))
+            wait = min(wait, limit if busy else session.last_active + limit - now)
+        return max(1, math.ceil(wait))
 
     def ephemeral(self, request: Any, principal: Principal | None, outlet: Any, remote: str | None = None
                   ) -> Session:
@@ -460,6 +478,8 @@ class SessionManager:
         session is forgotten. Then :class:`~mcphost.errors.Refused` propagates for the transport to
         word. A refused connection to a session already running leaves the session as it was.
         """
+        if not opening:
+            session.embryonic = False  # a second request: an ordinary session from now on
         try:
             await self.hooks.connect(session, connection)
         except Refused:
@@ -561,7 +581,7 @@ class SessionManager:
     async def _reap(self) -> None:
         """End sessions that were idle too long or lived too long."""
         settings = self.settings
-        limits = [settings.session_idle_timeout]
+        limits = [settings.session_idle_timeout, settings.embryonic_timeout]
         if settings.session_max_lifetime:
             limits.append(settings.session_max_lifetime)
         period = max(0.05, min(30.0, *(limit / 4 for limit in limits)))
@@ -575,7 +595,7 @@ class SessionManager:
                 try:
                     if settings.session_max_lifetime and now - session.created_at > settings.session_max_lifetime:
                         await self.end(session, "lifetime")
-                    elif not busy and now - session.last_active > settings.session_idle_timeout:
+                    elif not busy and now - session.last_active > idle_limit(session, settings):
                         if self.shared:
                             # Idle here, maybe busy elsewhere: the store expires it (its TTL is the
                             # idle timeout, restarted by every request on any process).
@@ -650,6 +670,14 @@ class SessionManager:
                     log.warning("could not keep session %s… alive: %s", session.id[:8], exc)
                 except Exception:
                     log.exception("keeping session %s… alive failed", session.id[:8])
+
+
+def idle_limit(session: Session, settings: ServerSettings) -> float:
+    """Seconds ``session`` may stay idle: ``embryonic_timeout`` until its second request (never more
+    than ``session_idle_timeout``)."""
+    if session.embryonic:
+        return min(settings.embryonic_timeout, settings.session_idle_timeout)
+    return settings.session_idle_timeout
 
 
 def _key(principal: Any) -> Any:

@@ -117,6 +117,7 @@ class Session:
         "client_info",
         "closed",
         "created_at",
+        "embryonic",
         "endpoint",
         "era",
         "id",
@@ -152,6 +153,9 @@ class Session:
         #: The ``[endpoints.NAME]`` this session belongs to (None: the whole catalog); set once, at creation.
         self.endpoint: str | None = None
         self.initialized = False
+        #: A network client's session that has seen no request after the one that opened it: it
+        #: expires after ``server.embryonic_timeout`` rather than the idle timeout (set by the manager).
+        self.embryonic = False
         self.closed = False
         # The transport vouches for an anonymous client (stdio: whoever started the process), so
         # records that need scopes are not withheld from it. Never set for network clients.

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import urlsplit
 
 from mcphost.errors import Refused
+from mcphost.forwarded import TrustedProxies
 from mcphost.protocol import jsonrpc
 from mcphost.protocol.auth import bearer_challenge, bearer_token
 from mcphost.protocol.errors import INVALID_REQUEST, McpError
@@ -139,65 +140,20 @@ def _is_address(host: str) -> bool:
     return True
 
 
-class ClientAddress:
+class ClientAddress(TrustedProxies):
     """Where a request comes from, as ``host:port``: the socket's peer, or behind a proxy that
-    ``server.forwarded_allow_ips`` trusts, the client that proxy reports.
+    ``server.forwarded_allow_ips`` trusts, the client that proxy reports (``Forwarded`` first,
+    then ``X-Forwarded-For``; see :mod:`mcphost.forwarded`).
 
     Anonymous callers' quotas are per address, so behind a reverse proxy without this every
-    anonymous client would share the proxy's. ``X-Forwarded-For`` is read from the right,
-    skipping trusted proxies, so a client cannot name itself by sending the header; a
-    ``Forwarded: for=`` (RFC 7239) is read the same way when there is no ``X-Forwarded-For``.
+    anonymous client would share the proxy's.
     """
-
-    def __init__(self, allowed: Iterable[str]) -> None:
-        self.any = "*" in allowed
-        self.networks = [ipaddress.ip_network(item.strip(), strict=False) for item in allowed
-                         if item.strip() not in ("*", "")]
-
-    def trusts(self, host: str) -> bool:
-        if self.any:
-            return True
-        try:
-            address = ipaddress.ip_address(host.strip("[]"))
-        except ValueError:
-            return False
-        return any(address in network for network in self.networks)
 
     def __call__(self, scope: Scope, headers: dict[str, str]) -> str | None:
         client = scope.get("client")
         if not client:
             return None
-        peer = f"{client[0]}:{client[1]}"
-        if not (self.any or self.networks) or not self.trusts(str(client[0])):
-            return peer
-        hops = _forwarded_hops(headers)
-        for hop in reversed(hops):  # nearest first: the first one not a trusted proxy is the client
-            if not self.trusts(hop):
-                return _with_port(hop)
-        return _with_port(hops[0]) if hops else peer
-
-
-def _forwarded_hops(headers: dict[str, str]) -> list[str]:
-    forwarded_for = headers.get("x-forwarded-for")
-    if forwarded_for is not None:
-        return [hop.strip() for hop in forwarded_for.split(",") if hop.strip()]
-    hops = []
-    for element in headers.get("forwarded", "").split(","):
-        for pair in element.split(";"):
-            name, _, value = pair.strip().partition("=")
-            if name.lower() == "for" and value:
-                hops.append(value.strip('"'))
-    return hops
-
-
-def _with_port(hop: str) -> str:
-    """A forwarded address (``1.2.3.4``, ``1.2.3.4:5``, ``[::1]:5``, ``::1``) as ``host:port``."""
-    if hop.startswith("["):
-        host = hop[1:].partition("]")[0]
-        return f"[{host}]:0"
-    if hop.count(":") == 1:
-        hop = hop.partition(":")[0]
-    return f"[{hop}]:0" if ":" in hop else f"{hop[:255]}:0"
+        return self.client(str(client[0]), client[1], headers)
 
 
 def request_headers(scope: Scope) -> dict[str, str]:

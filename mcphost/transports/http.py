@@ -57,6 +57,7 @@ from mcphost.transports.asgi import (
     respond_unread,
     without_credentials,
 )
+from mcphost.transports.cors import Cors
 from mcphost.transports.sse import STANDALONE, SessionStreams, frame, parse_event_id, state_of
 
 log = logging.getLogger("mcphost.http")
@@ -128,6 +129,8 @@ class HttpTransport:
         self.keepalive = settings.sse_keepalive
         self.retry_ms = settings.sse_retry_ms
         self.guard = RequestGuard(settings)
+        #: CORS for the origins ``allowed_origins`` names (None: no list, no CORS).
+        self.cors = Cors(self.guard.allowed_origins) if self.guard.allowed_origins else None
         self.client_address = ClientAddress(settings.forwarded_allow_ips)
         #: The one owner of sessions; the transport talks to it only.
         self.manager = host.manager
@@ -168,6 +171,12 @@ class HttpTransport:
 
         try:
             self.guard.check(headers, scope["headers"])
+            origin = headers.get("origin")
+            if origin is not None and self.cors is not None and self.cors.opens(origin):  # a page allowed
+                if scope["method"] == "OPTIONS":  # its preflight: before authentication (it has no credentials)
+                    await self.cors.preflight(origin, headers, tracked_receive, send, unread)
+                    return
+                send = self.cors.wrap(send, origin)
             # Who is calling is settled first, for every method, before any session is looked up.
             connection = await self._authenticate(scope, headers)
             method = scope["method"]
@@ -437,10 +446,10 @@ class HttpTransport:
             session.endpoint = connection.endpoint
             return session
         except TooManySessions as exc:
+            retry = {"retry-after": str(exc.retry_after)}  # when the first of them expires
             if exc.per_principal:  # this caller's own cap: others are unaffected
-                raise HttpError(429, f"{exc}; end one or retry later", code=SERVER_BUSY,
-                                headers={"retry-after": "5"}) from None
-            raise HttpError(503, f"{exc}; retry later", code=SERVER_BUSY, headers={"retry-after": "5"}) from None
+                raise HttpError(429, f"{exc}; end one or retry later", code=SERVER_BUSY, headers=retry) from None
+            raise HttpError(503, f"{exc}; retry later", code=SERVER_BUSY, headers=retry) from None
 
     async def _reply_json(self, session: Session, connection: Connection, messages: list[Any], batch: bool,
                           send: Send, extra: dict[str, str], principal: Principal | None) -> None:

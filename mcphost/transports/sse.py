@@ -14,7 +14,6 @@ import itertools
 import logging
 import re
 import time
-from collections import deque
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, cast
 
@@ -32,8 +31,15 @@ if TYPE_CHECKING:
 log = logging.getLogger("mcphost.http")
 
 STANDALONE = "0"
-#: Fully written request streams kept per session for a client whose connection broke at the end.
+#: Fully written request streams kept per session for a client whose connection broke at the end
+#: (at least), and the seconds each stays resumable whatever came after it (a client resumes a
+#: stream after its retry delay: one whose call was cancelled, say, while it made five more), up
+#: to MAX_WRITTEN_STREAMS per session.
 KEEP_WRITTEN_STREAMS = 4
+KEEP_WRITTEN_SECONDS = 30.0
+MAX_WRITTEN_STREAMS = 64
+#: Ending GET streams that update the shared backend at once (see SessionStreams._letting_go).
+LETTING_GO = 8
 #: Finished request streams a session may leave unread for resumption (besides the byte budget).
 MAX_RETAINED_STREAMS = 64
 SSE_HEADERS = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache"),
@@ -61,7 +67,7 @@ class HttpSessionState:
         self.standalone_last = 0  # seq of the last standalone event appended
         # stream id -> event set to make its live writer let go of the connection
         self.closers: dict[str, tuple[asyncio.Event, list[int | None]]] = {}
-        self.written: deque[str] = deque()  # fully written request streams, oldest first
+        self.written: dict[str, float] = {}  # fully written request streams and when, oldest first
         self.gets = 0  # GET streams open (the standalone one and resumptions)
         # Finished request streams not yet written in full (their client left): bytes of their
         # replies, oldest first. Kept for resumption within server.max_retained_bytes.
@@ -124,6 +130,9 @@ class SessionStreams:
         #: Per quota key: the unread finished streams of that principal's sessions here, oldest first
         #: ((session id, stream) -> (session, bytes)), counted in the ledger's "retained bytes".
         self._retained_by: dict[str, dict[tuple[str, str], tuple[Session, int]]] = {}
+        #: GET streams ending at once tell the shared backend a few at a time, so they share its
+        #: pooled connections instead of opening one each (200 streams closed together: 200).
+        self._letting_go = asyncio.Semaphore(LETTING_GO)
 
     @property
     def events(self) -> EventLog:
@@ -401,10 +410,11 @@ class SessionStreams:
             if standalone:
                 state.standalone_live = False
                 if self.manager.shared:  # where the next GET, on any process, picks up
-                    with contextlib.suppress(BackendUnavailable):
-                        await self.manager.persist(session)
-                    with contextlib.suppress(BackendUnavailable):  # the cluster-wide GET hold
-                        await self.manager.unhold(f"get:{session.id}")
+                    async with self._letting_go:
+                        with contextlib.suppress(BackendUnavailable):
+                            await self.manager.persist(session)
+                        with contextlib.suppress(BackendUnavailable):  # the cluster-wide GET hold
+                            await self.manager.unhold(f"get:{session.id}")
             try:
                 with deadline(1 if reason == "dropped" else self.write_timeout):
                     await send({"type": "http.response.body", "body": b"", "more_body": False})
@@ -467,9 +477,13 @@ class SessionStreams:
         """A stream was written in full. Written is not received (the bytes may sit in a socket
         buffer of a connection about to break), so the last few stay resumable; older ones go."""
         self._unretain(session_id, state, stream)
-        state.written.append(stream)
+        state.written[stream] = now = time.monotonic()
         while len(state.written) > KEEP_WRITTEN_STREAMS:
-            await self.events.discard(session_id, state.written.popleft())
+            oldest, written_at = next(iter(state.written.items()))
+            if now - written_at < KEEP_WRITTEN_SECONDS and len(state.written) <= MAX_WRITTEN_STREAMS:
+                break  # still within the time a client may take to resume it
+            del state.written[oldest]
+            await self.events.discard(session_id, oldest)
 
     async def _finish_stream(self, session: Session, state: HttpSessionState, stream: str,
                              replies: list[asyncio.Future[Any]], request_ids: list[Any]) -> None:

@@ -23,6 +23,7 @@ import os
 import signal
 import stat
 import sys
+import threading
 from collections import deque
 from typing import Any, BinaryIO
 
@@ -41,6 +42,12 @@ CHUNK = 64 * 1024
 REFUSED = -32001
 #: Seconds in-flight requests may still finish after stdin reaches EOF.
 EOF_GRACE = 2.0
+#: Seconds a stdio process may take to end after EOF or SIGTERM/SIGINT, whatever its plugins' hooks
+#: do: past them, the hook calls still running are abandoned (logged with their plugins' names) and
+#: the process exits (see :func:`serve_stdio`).
+STOP_LIMIT = 4.5
+#: Bytes of input read ahead while the connect hooks run (to notice EOF meanwhile).
+READ_AHEAD = 4 * CHUNK
 
 
 class OrderedWriter:
@@ -148,6 +155,12 @@ class StdioServer:
         #: 2026-07-28 requests whose lifecycle is running (at most ``max_waiting`` at once).
         self._modern_running: set[asyncio.Future[Any]] = set()
         self._refusal: Refused | None = None
+        #: Input read while the connect hooks ran (to notice EOF), and a read still under way.
+        self._stash: deque[bytes] = deque()
+        self._stashed = 0
+        self._peek: asyncio.Future[bytes] | None = None
+        #: Called once when the process starts to end (EOF or a signal): serve_stdio's watchdog.
+        self.on_ending: Any = None
         #: Running 2026-07-28 requests by id: their reply futures (stdio cancels with notifications/cancelled).
         self._modern: dict[Any, asyncio.Future[Any]] = {}
         self.session: Session | None = None
@@ -175,12 +188,10 @@ class StdioServer:
         driver = self.driver = SessionDriver(host.kernel, self.connection, outlet, trusted=True,
                                              deliver=self.out.put)
         session = self.session = driver.session
-        try:
-            await driver.open()  # a refusal fires disconnect and terminate ("refused") now
-        except Refused as refusal:
-            log.warning("client refused by a connect hook: %s", refusal.message)
-            self._refusal = refusal
-        reading = asyncio.ensure_future(self._read_all(session))
+        # The connect hooks run while stdin is watched for its end, so EOF (and a signal) end the
+        # process however long a hook takes.
+        opening = asyncio.ensure_future(self._open(driver))
+        reading = asyncio.ensure_future(self._read_all(session, opening))
         stopping = asyncio.ensure_future(self.stopping.wait())
         reason = "eof"
         try:
@@ -193,6 +204,13 @@ class StdioServer:
                 reading.cancel()
         finally:
             stopping.cancel()
+            self._ending()
+            if not opening.done():  # a connect hook still runs: the client is gone, stop it
+                opening.cancel()
+                await asyncio.wait({opening}, timeout=0.5)
+                if not opening.done():
+                    log.error("abandoned %s: it ignores cancellation",
+                              ", ".join(host.lifecycle.running.names()) or "a connect hook")
             # The client closed stdin: answer what is already running if it is quick (a final
             # request without a trailing newline, say), then cancel the rest.
             if session.inflight:
@@ -201,13 +219,64 @@ class StdioServer:
                 task.cancel()
             if self._replies:
                 await asyncio.wait(list(self._replies), timeout=5)
+            for task in self._modern_running:  # still running (a connect hook, say): the watchdog's to end
+                task.cancel()
             await self.out.close()
             await driver.close(reason, end="shutdown" if reason == "shutdown" else "eof")
             await host.stop()
 
-    async def _read_all(self, session: Session) -> str:
-        """Handle input lines until EOF; the disconnect reason."""
+    async def _open(self, driver: SessionDriver) -> None:
         try:
+            await driver.open()  # a refusal fires disconnect and terminate ("refused") now
+        except Refused as refusal:
+            log.warning("client refused by a connect hook: %s", refusal.message)
+            self._refusal = refusal
+
+    async def _opened(self, opening: asyncio.Future[None]) -> bool:
+        """Wait for the connect hooks, reading ahead (up to READ_AHEAD bytes) to notice EOF; False
+        when stdin ended and the hooks did not finish within EOF_GRACE after it."""
+        while not opening.done():
+            if self._peek is None and self._stashed < READ_AHEAD:
+                self._peek = asyncio.ensure_future(self.reader.read(CHUNK))
+            waits: set[asyncio.Future[Any]] = {opening} if self._peek is None else {opening, self._peek}
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+            if self._peek is not None and self._peek.done():
+                chunk = self._peek.result()
+                self._peek = None
+                self._stash.append(chunk)
+                self._stashed += len(chunk)
+                if not chunk:
+                    self._ending()
+                    await asyncio.wait({opening}, timeout=EOF_GRACE)
+                    return opening.done()
+        return True
+
+    def _ending(self) -> None:
+        """The process starts to end (EOF seen, or a signal): tell serve_stdio's watchdog, once."""
+        ending, self.on_ending = self.on_ending, None
+        if ending is not None:
+            ending()
+
+    async def _read(self) -> bytes:
+        """The next chunk of input: what was read ahead first."""
+        if self._stash:
+            chunk = self._stash.popleft()
+            self._stashed -= len(chunk)
+            return chunk
+        if self._peek is not None:
+            peek, self._peek = self._peek, None
+            chunk = await peek
+        else:
+            chunk = await self.reader.read(CHUNK)
+        if not chunk:
+            self._ending()
+        return chunk
+
+    async def _read_all(self, session: Session, opening: asyncio.Future[None]) -> str:
+        """Handle input lines until EOF (once the connect hooks ran); the disconnect reason."""
+        try:
+            if not await self._opened(opening):
+                return "eof"
             async for line in self._lines():
                 await self._handle_line(session, line)
                 while self.out.pending >= self.max_waiting:
@@ -223,7 +292,7 @@ class StdioServer:
         buffer = bytearray()
         discarding = False
         while True:
-            chunk = await self.reader.read(CHUNK)
+            chunk = await self._read()
             if not chunk:
                 if buffer.strip() and not discarding:
                     yield bytes(buffer)
@@ -470,15 +539,51 @@ async def open_stdio(stdin: BinaryIO | None = None, stdout: BinaryIO | None = No
     return reader, writer
 
 
+class _Watchdog:
+    """Ends the process :data:`STOP_LIMIT` seconds after it started to end (EOF or a signal),
+    whatever a plugin's hook does meanwhile, naming the hook calls it abandons."""
+
+    def __init__(self, host: Host) -> None:
+        self._host = host
+        self._timer: threading.Timer | None = None
+
+    def start(self) -> None:
+        if self._timer is None:
+            self._timer = threading.Timer(STOP_LIMIT, self._fire)
+            self._timer.daemon = True
+            self._timer.start()
+
+    def _fire(self) -> None:
+        try:
+            running = ", ".join(self._host.lifecycle.running.names())
+        except RuntimeError:  # changed while read from this thread
+            running = ""
+        log.error("stopping took longer than %g s; abandoning %s and exiting", STOP_LIMIT,
+                  running or "the plugin code still running (startup or shutdown hooks, handlers)")
+        for handler in logging.getLogger().handlers:
+            with contextlib.suppress(Exception):
+                handler.flush()
+        os._exit(1)
+
+
 async def serve_stdio(host: Host) -> None:
     """Serve ``host`` on this process's stdin/stdout until EOF."""
     reader, writer = await open_stdio()
     server = StdioServer(host, reader, writer, freeze_gc=True)
     loop = asyncio.get_running_loop()
+    watchdog = _Watchdog(host)
+    server.on_ending = watchdog.start
+
+    def signalled(signum: int, frame: Any) -> None:
+        # A plain signal handler (not loop.add_signal_handler): it runs even while a plugin's
+        # synchronous hook holds the event loop, and the watchdog then ends the process anyway.
+        watchdog.start()
+        loop.call_soon_threadsafe(server.stopping.set)
+
     for sig in (signal.SIGTERM, signal.SIGINT):
         try:
-            loop.add_signal_handler(sig, server.stopping.set)
-        except (NotImplementedError, RuntimeError):
+            signal.signal(sig, signalled)
+        except (ValueError, OSError):  # not the main thread
             pass
     try:
         await server.serve()

@@ -4,9 +4,11 @@ The host has already applied the MCP endpoint's Host and Origin checks to every 
 (DNS rebinding, foreign origins). On top of them:
 
 - **Loopback only** unless ``allow_remote``: the page shows principals, client names and the
-  config, so by default it is not served to the network at all. A request a reverse proxy relayed
-  (``Forwarded``, ``X-Forwarded-For``, ``X-Forwarded-Host``, ``X-Real-IP``) is not local, even
-  from a loopback address.
+  config, so by default it is not served to the network at all. The client is told apart by the
+  host's own rule (:mod:`mcphost.forwarded`): a request a proxy relayed (any of its
+  ``FORWARDING_HEADERS``) is local only when that proxy is one ``server.forwarded_allow_ips``
+  trusts and the client it reports is on a loopback address; from any other peer it is not
+  local, even from a loopback address (a proxy on this machine would make every client look local).
 - **A scope behind an auth plugin**: the request's credentials go through the host's own
   authentication (``mcphost_authenticate``); no principal is 401, a principal without the
   configured scope is 403.
@@ -17,16 +19,15 @@ The host has already applied the MCP endpoint's Host and Origin checks to every 
 
 from __future__ import annotations
 
-import ipaddress
 from collections.abc import Mapping
 from typing import Any
 
 from mcphost import Connection, Principal, Refused
+from mcphost.forwarded import FORWARDING_HEADERS, TrustedProxies, forwarded_hops, is_loopback, relayed
 
 #: The header the page sends with every action.
 ACTION_HEADER = "x-mcphost-console"
-#: Headers a reverse proxy adds: a request carrying one was relayed, whatever address it came from.
-FORWARDING_HEADERS = ("forwarded", "x-forwarded-for", "x-forwarded-host", "x-real-ip")
+__all__ = ["ACTION_HEADER", "FORWARDING_HEADERS", "Denied", "check_action", "check_read"]
 
 
 class Denied(Exception):
@@ -41,7 +42,7 @@ class Denied(Exception):
 
 async def check_read(host: Any, request: Any, settings: Mapping[str, Any]) -> Principal | None:
     """Refuse (raise :class:`Denied`) a request that may not see the console; its principal otherwise."""
-    if not settings["allow_remote"] and not _local(request):
+    if not settings["allow_remote"] and not _local(request, host.config.server.forwarded_allow_ips):
         raise Denied(403, "The console is served to loopback clients only ([plugins.console] allow_remote)")
     if not host.has_auth:
         return None
@@ -77,18 +78,14 @@ async def check_action(host: Any, request: Any, settings: Mapping[str, Any]) -> 
     return await check_read(host, request, settings)
 
 
-def _local(request: Any) -> bool:
-    """Whether the request comes from this machine itself: a loopback address, and not relayed by a
-    reverse proxy on this machine (which would make every client of the network look local)."""
-    if any(name in request.headers for name in FORWARDING_HEADERS):
-        return False
-    return _loopback(request.remote_addr)
-
-
-def _loopback(address: str | None) -> bool:
-    if not address:
-        return False
-    try:
-        return ipaddress.ip_address(address.split("%")[0]).is_loopback
-    except ValueError:
-        return False
+def _local(request: Any, forwarded_allow_ips: Any) -> bool:
+    """Whether the request comes from this machine itself: a loopback peer that no proxy relayed,
+    or a trusted proxy relaying a loopback client (the host's rule, :mod:`mcphost.forwarded`)."""
+    headers = {name.lower(): value for name, value in request.headers.items()}
+    peer = request.remote_addr or ""
+    if not relayed(headers):
+        return is_loopback(peer)
+    proxies = TrustedProxies(forwarded_allow_ips)
+    if not proxies.trusts(peer) or not forwarded_hops(headers):
+        return False  # relayed by a proxy not trusted, or one that does not say for whom
+    return is_loopback(proxies.client(peer, 0, headers))

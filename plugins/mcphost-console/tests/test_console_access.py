@@ -164,6 +164,29 @@ async def test_clients_off_loopback_are_refused_unless_allowed(allow_remote: boo
         await host.stop()
 
 
+async def test_a_trusted_proxy_relaying_a_loopback_client_is_local_and_only_then() -> None:
+    """The console's loopback check is the host's rule (mcphost.forwarded): Forwarded first, then
+    X-Forwarded-For, believed only from forwarded_allow_ips."""
+    host = make_host(("console", ConsolePlugin()), config={"server": {
+        "allowed_hosts": ["console.test"], "forwarded_allow_ips": ["10.0.0.0/8"]}})
+    app = create_app(host)
+    await host.start()
+    try:
+        for address, headers, expected in (
+                ("10.1.2.3", {"forwarded": "for=127.0.0.1"}, 200),  # trusted proxy, loopback client
+                ("10.1.2.3", {"forwarded": "for=203.0.113.9", "x-forwarded-for": "127.0.0.1"}, 403),  # Forwarded first
+                ("10.1.2.3", {"x-forwarded-for": "127.0.0.1"}, 200),
+                ("10.1.2.3", {"x-forwarded-host": "console.test"}, 403),  # relayed, for no one said
+                ("127.0.0.1", {"forwarded": "for=127.0.0.1"}, 403),  # a proxy here that is not trusted
+                ("10.1.2.3", {}, 403)):
+            transport = httpx.ASGITransport(app=app, client=(address, 40000))  # type: ignore[arg-type]
+            async with httpx.AsyncClient(transport=transport, base_url="http://console.test") as client:
+                response = await client.get("/console/api/state", headers=headers)
+                assert response.status_code == expected, (address, headers, response.text)
+    finally:
+        await host.stop()
+
+
 async def test_config_is_shown_with_secrets_redacted() -> None:
     config = {"server": {"state_keys": ["k" * 32]},
               "plugins": {"console": {}, "redis": {"url": "redis://app:hunter2@cache.internal:6379/0"},
@@ -213,7 +236,7 @@ async def test_budgets_show_what_each_caller_holds_and_its_429s() -> None:
         assert budgets["limits"]["sessions"] == 1
         # Every budget of the ledger, with its per-principal limit and the setting that moves it.
         listed = {b["name"]: b for b in budgets["budgets"]}
-        assert list(listed) == ["sessions", "requests", "tasks", "parked calls", "retained bytes",
+        assert list(listed) == ["sessions", "requests", "tasks", "parked calls", "parked bytes", "retained bytes",
                                 "subscriptions", "sync pool"]
         assert listed["sessions"]["perPrincipal"] == 1 and listed["sessions"]["held"] == 1
         assert listed["requests"]["setting"] == "max_requests_per_principal"

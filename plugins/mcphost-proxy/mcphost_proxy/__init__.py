@@ -71,6 +71,8 @@ class ProxyPlugin:
         #: per_session servers: (server name, session id) -> that session's own connection, and whose it is.
         self.bound: dict[tuple[str, str], Upstream] = {}
         self._owners: dict[tuple[str, str], Any] = {}
+        #: Instances stopping because they gave way to another caller (see _give_way).
+        self._yielding: set[asyncio.Task[None]] = set()
         #: (upstream connection, resource URI) -> the host subscribers following it through that connection
         #: (session-era sessions and 2026-07-28 listen streams, by session id): it is subscribed once.
         self._subscribers: dict[tuple[Upstream, str], set[str]] = {}
@@ -188,16 +190,19 @@ class ProxyPlugin:
 
         owner = getattr(session, "quota", None) or session.id
         mine = [k for k in self.bound if k[0] == server.name]
-        if len(mine) >= server.max_instances:
-            raise UpstreamUnavailable(
-                f"Upstream server {server.name!r} already runs its max_instances ({server.max_instances}) "
-                f"instances, one per client session; retry when one is released (idle ones stop after "
-                f"{server.idle_timeout:g} s)")
         share = server.max_instances_per_principal
         if share is not None and sum(1 for k in mine if self._owners.get(k) == owner) >= share:
             raise UpstreamUnavailable(
                 f"Upstream server {server.name!r}: this principal already holds its share of instances "
                 f"(max_instances_per_principal = {share}); end a session or retry later")
+        if len(mine) >= server.max_instances and self._give_way(server, mine, owner):
+            mine = [k for k in self.bound if k[0] == server.name]
+        if len(mine) >= server.max_instances:
+            raise UpstreamUnavailable(
+                f"Upstream server {server.name!r} already runs its max_instances ({server.max_instances}) "
+                f"instances, one per client session, and none may give way to this caller (one holding "
+                f"half of them takes no more while the others are busy); retry when one is released "
+                f"(idle ones stop after {server.idle_timeout:g} s)")
         upstream = self._upstream(server, label=f"{server.name}@{key[1][:8]}")
         upstream.audience = session  # its resource updates are this session's alone
         self.bound[key] = upstream
@@ -206,6 +211,34 @@ class ProxyPlugin:
         if self._reaper is None or self._reaper.done():
             self._reaper = asyncio.get_running_loop().create_task(self._reap(), name="proxy:reaper")
         return upstream
+
+    def _give_way(self, server: ServerSettings, keys: list[tuple[str, str]], newcomer: Any) -> bool:
+        """The pool of ``server`` is full and ``newcomer`` (a quota key) wants an instance: stop one
+        idle instance for it, if fair; True when one was stopped.
+
+        Fair (see :func:`instance_to_yield`): the newcomer holds less than half of ``max_instances``,
+        and the instance is one of a caller holding more than that (its largest holder's least
+        recently used), or one nobody used for :data:`ABANDONED_AFTER` seconds.
+        """
+        held: dict[Any, list[tuple[float, tuple[str, str]]]] = {}
+        for key in keys:
+            upstream = self.bound[key]
+            if upstream.in_flight == 0 and not upstream.subscribed:
+                held.setdefault(self._owners.get(key), []).append((upstream.last_used, key))
+        counts: dict[Any, int] = {}
+        for key in keys:
+            counts[self._owners.get(key)] = counts.get(self._owners.get(key), 0) + 1
+        chosen = instance_to_yield(server.max_instances, counts, held, newcomer, time.monotonic())
+        if chosen is None:
+            return False
+        upstream = self.bound.pop(chosen)
+        owner = self._owners.pop(chosen, None)
+        log.info("upstream %s: stopped (idle %.0f s; its caller held %d of max_instances %d) for another caller",
+                 upstream.label, time.monotonic() - upstream.last_used, counts.get(owner, 0), server.max_instances)
+        task = asyncio.get_running_loop().create_task(upstream.stop(), name=f"proxy:yield:{upstream.label}")
+        self._yielding.add(task)
+        task.add_done_callback(self._yielding.discard)
+        return True
 
     async def _reap(self) -> None:
         """Stop per_session instances idle longer than their server's idle_timeout."""
@@ -516,6 +549,33 @@ class ProxyPlugin:
                 task.cancel()
         everything = [*self.bound.values(), *self.upstreams.values()]
         self.bound.clear()
-        await asyncio.gather(*(u.stop() for u in everything), return_exceptions=True)
+        await asyncio.gather(*(u.stop() for u in everything), *self._yielding, return_exceptions=True)
         self._report()
 
+
+#: Seconds without a call after which a per_session instance counts as abandoned: when its pool is
+#: full, another caller may take its place whoever holds it.
+ABANDONED_AFTER = 30.0
+
+
+def instance_to_yield(max_instances: int, counts: dict[Any, int],
+                      idle: dict[Any, list[tuple[float, tuple[str, str]]]], newcomer: Any,
+                      now: float) -> tuple[str, str] | None:
+    """Which idle per_session instance gives way to ``newcomer`` when the pool is full, if any.
+
+    ``counts``: instances held per caller; ``idle``: per caller, (last used, key) of its idle ones.
+    No caller holds more than half of ``max_instances`` while another waits: a newcomer holding
+    less than half takes the least recently used idle instance of the caller holding the most,
+    when that caller holds more than half; otherwise any instance idle for ABANDONED_AFTER seconds
+    (the least recently used). A newcomer already at half takes nothing.
+    """
+    half = max(1, max_instances // 2)
+    if counts.get(newcomer, 0) >= half:
+        return None
+    greedy = [(counts[owner], owner) for owner in idle if owner != newcomer and counts.get(owner, 0) > half]
+    if greedy:
+        _, owner = max(greedy, key=lambda item: item[0])
+        return min(idle[owner])[1]
+    abandoned = [entry for owner, entries in idle.items() if owner != newcomer for entry in entries
+                 if now - entry[0] > ABANDONED_AFTER]
+    return min(abandoned)[1] if abandoned else None

@@ -104,3 +104,51 @@ async def test_idle_pooled_connections_are_closed(tmp_path: Path) -> None:
     finally:
         await backend.close()
         redis_server.stop()
+
+
+def test_closing_200_get_streams_at_once_reuses_pooled_connections(tmp_path: Path) -> None:
+    """Each GET stream that ends lets go of its cluster-wide hold in Redis; 200 ending at once must
+    not open a Redis connection each (issue 35): the lets-go share a few pooled connections."""
+    import threading
+
+    redis_server = RedisServer(tmp_path / "redis")
+    streams_n = 200
+    try:
+        config = (f'[server]\nmax_requests_per_principal = 400\n'
+                  f'[plugins.redis]\nurl = "{redis_server.url}"\nprefix = "c{os.getpid()}:"\n')
+        server = HttpServer(tmp_path, plugins="demo,redis", config=config)
+        try:
+            with httpx.Client(timeout=60, limits=httpx.Limits(max_connections=streams_n + 10)) as client:
+                sessions = [server.initialize(client) for _ in range(streams_n)]
+                with contextlib.ExitStack() as streams:
+                    for session_id in sessions:
+                        response = streams.enter_context(client.stream(
+                            "GET", server.url, headers={**server.headers(session_id), "accept": "text/event-stream"}))
+                        assert response.status_code == 200
+                    time.sleep(1.0)
+                    before = clients(redis_server.url)
+                    peak = [before]
+                    sampling = threading.Event()
+
+                    def sample() -> None:
+                        while not sampling.is_set():
+                            peak[0] = max(peak[0], clients(redis_server.url))
+                            time.sleep(0.005)
+
+                    sampler = threading.Thread(target=sample, daemon=True)
+                    sampler.start()
+                # Every stream closed at once (the client's connections, one after another, at once).
+                time.sleep(2.0)
+                sampling.set()
+                sampler.join(5)
+                print(f"\nRedis clients: {before} with {streams_n} GET streams open, at most {peak[0]} "
+                      "while they closed")
+                assert peak[0] - before <= 32, (before, peak[0])
+                # The holds were let go: a new GET on the first session is accepted.
+                with client.stream("GET", server.url, headers={**server.headers(sessions[0]),
+                                                               "accept": "text/event-stream"}) as again:
+                    assert again.status_code == 200
+        finally:
+            server.stop()
+    finally:
+        redis_server.stop()

@@ -1,0 +1,67 @@
+"""J3: initialize-and-leave. Sessions that never send a second request expire after
+``server.embryonic_timeout``, so a flood of them from one address locks it out only that long,
+and its 429s carry a ``Retry-After`` no shorter than the real wait: the address opens a real
+session as soon as it has waited what it was told (a real ``mcphost serve`` over loopback HTTP)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from pathlib import Path
+
+import httpx
+
+from tests.interaction.test_refusal import INITIALIZE
+from tests.support.http_support import ACCEPT_BOTH, HttpServer
+
+#: Seconds an embryonic session lives here, and the flood: 500 initialize-and-leave requests.
+EMBRYONIC = 15
+FLOOD = 500
+
+HEADERS = {"content-type": "application/json", "accept": ACCEPT_BOTH}
+INIT = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": INITIALIZE})
+
+
+async def test_an_initialize_flood_locks_its_address_out_only_for_the_embryonic_timeout(tmp_path: Path) -> None:
+    server = HttpServer(tmp_path, plugins="demo", config=f"[server]\nembryonic_timeout = {EMBRYONIC}\n"
+                                                         f"max_sessions_per_principal = {FLOOD}\n")
+    try:
+        async with httpx.AsyncClient(timeout=30, limits=httpx.Limits(max_connections=16)) as client:
+            # One ordinary session first (it sends its second request): the flood's expiry spares it.
+            real = (await client.post(server.url, headers=HEADERS, content=INIT)).headers["mcp-session-id"]
+            initialized = json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"})
+            assert (await client.post(server.url, headers={**HEADERS, "mcp-session-id": real},
+                                      content=initialized)).status_code == 202
+
+            statuses = [r.status_code for r in await asyncio.gather(
+                *(client.post(server.url, headers=HEADERS, content=INIT) for _ in range(FLOOD)))]
+            assert set(statuses) <= {200, 429}, statuses
+            # Until the address is at its cap (the flood's first sessions may have expired already
+            # on a slow machine: then more initialize-and-leave requests follow, as an attacker's would).
+            refused = None
+            for _ in range(FLOOD):
+                answer = await client.post(server.url, headers=HEADERS, content=INIT)
+                if answer.status_code == 429:
+                    refused = answer
+                    break
+                assert answer.status_code == 200, answer.text
+            assert refused is not None, "the address never reached its cap"
+            told_at = time.monotonic()
+            retry_after = int(refused.headers["retry-after"])
+            error = refused.json()["error"]["message"]
+            assert "max_sessions_per_principal" in error and "expire" in error, error
+            # Locked out at most for the embryonic timeout, not for the 30-minute idle timeout.
+            assert 1 <= retry_after <= EMBRYONIC, retry_after
+
+            # Waiting what it was told is enough: the address opens a real session then.
+            await asyncio.sleep(max(0.0, told_at + retry_after - time.monotonic()))
+            again = await client.post(server.url, headers=HEADERS, content=INIT)
+            assert again.status_code == 200, again.text
+            assert time.monotonic() - told_at < EMBRYONIC + 5
+            # The ordinary session lived through it all.
+            listed = await client.post(server.url, headers={**HEADERS, "mcp-session-id": real},
+                                       content=json.dumps({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}))
+            assert listed.status_code == 200 and "result" in listed.text, listed.text
+    finally:
+        assert server.stop() == 0, server.log()

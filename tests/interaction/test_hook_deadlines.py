@@ -1,0 +1,196 @@
+"""J1: a connect hook that never finishes, or raises CancelledError, is a refusal within its deadline.
+
+Over HTTP (both eras, real loopback HTTP in this process) each request is refused within
+``server.connect_timeout`` with a clear error and no session id, ``mcphost_disconnect`` and
+``mcphost_terminate`` fire once with ``"refused"``, and no session is kept. Over stdio (a real
+``mcphost serve --stdio``) the initialize is refused the same way, and the process ends within 5 s
+of EOF or SIGTERM whatever the hook does, even one that ignores cancellation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+import mcphost
+from mcphost.protocol.errors import McpError
+from mcphost.testing import MemoryClient, make_host, serve_http
+from tests.interaction.test_refusal import INITIALIZE, MODERN_META, REPO_ROOT, Trace
+from tests.support import hanging
+from tests.support.fixtures.distributions import make_distribution
+from tests.support.http_support import ACCEPT_BOTH
+from tests.support.matrix import modern_headers
+from tests.support.stdio_support import RawServer, server_env
+
+#: The connect deadline these tests set (seconds): short, so they run quickly; long enough for a busy CI.
+DEADLINE = 1.0
+
+
+def assert_each_refused_once(lines: list[tuple[str, str, str]], sessions: int, transport: str) -> None:
+    """``sessions`` sessions, each with connect, disconnect("refused"), terminate("refused") once."""
+    by_session: dict[str, list[tuple[str, str]]] = {}
+    for hook, session, detail in lines:
+        by_session.setdefault(session, []).append((hook, detail))
+    assert len(by_session) == sessions, lines
+    for events in by_session.values():
+        assert events == [("connect", transport), ("disconnect", "refused"), ("terminate", "refused")], lines
+
+
+@pytest.mark.parametrize("mode", ["sleep", "cancel"])
+@pytest.mark.parametrize("era", ["session", "modern"])
+async def test_a_hanging_or_cancelling_connect_hook_refuses_over_http(
+        mode: str, era: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    trace = Trace(tmp_path / "trace.txt")
+    monkeypatch.setenv(hanging.TRACE_ENV, str(trace.path))
+    monkeypatch.setenv(hanging.MODE_ENV, mode)
+    host = make_host(("hanger", hanging), config={"server": {"connect_timeout": DEADLINE, "log_level": "warning"}})
+    async with serve_http(host) as server, httpx.AsyncClient(timeout=30) as client:
+        async def one(i: int) -> httpx.Response:
+            if era == "modern":
+                params = {"_meta": MODERN_META}
+                return await client.post(server.url, headers=modern_headers("tools/list", params),
+                                         content=json.dumps({"jsonrpc": "2.0", "id": i, "method": "tools/list",
+                                                             "params": params}))
+            return await client.post(server.url, headers={"content-type": "application/json", "accept": ACCEPT_BOTH},
+                                     content=json.dumps({"jsonrpc": "2.0", "id": i, "method": "initialize",
+                                                         "params": INITIALIZE}))
+
+        started = time.monotonic()
+        responses = await asyncio.gather(*(one(i) for i in range(5)))
+        took = time.monotonic() - started
+        for response in responses:
+            assert "mcp-session-id" not in response.headers
+            error = response.json()["error"]
+            if mode == "sleep":
+                assert response.status_code == 503, response.text
+                assert "server.connect_timeout" in error["message"]
+                assert int(response.headers["retry-after"]) >= 1
+            else:
+                assert response.status_code == 500, response.text
+                assert "cancelled" in error["message"]
+        # Refused at the deadline (not at once: the hook really ran), long before any idle timeout.
+        assert took < DEADLINE + 10
+        if mode == "sleep":
+            assert took >= DEADLINE * 0.9
+        assert_each_refused_once(trace.lines(), 5, "http")
+        assert host.manager.sessions == {} and not host.manager.held_by
+        assert host.manager.budgets.total("requests") == 0
+        assert host.lifecycle.running.names() == []
+        # The host still serves: a health check answers.
+        assert (await client.get(server.base + "/healthz")).status_code == 200
+
+
+def stdio_env(tmp_path: Path, mode: str) -> dict[str, str]:
+    site = tmp_path / "hanger-site"
+    make_distribution(site, "mcphost-hanger", "0.0.1", {"hanger": "tests.support.hanging"}, {})
+    paths = [str(site), str(REPO_ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]
+    return server_env(tmp_path, extra={
+        "PYTHONPATH": os.pathsep.join(paths), "MCPHOST_PLUGINS": "demo,hanger",
+        "MCPHOST_CONNECT_TIMEOUT": str(DEADLINE), hanging.TRACE_ENV: str(tmp_path / "trace.txt"),
+        hanging.MODE_ENV: mode})
+
+
+def wait_exit(server: RawServer, since: float, limit: float = 5.0) -> int:
+    try:
+        code = server.proc.wait(timeout=limit + 5)
+    except subprocess.TimeoutExpired:
+        raise AssertionError(f"still running long after the end; stderr:\n{server.stderr[-3000:]}") from None
+    assert time.monotonic() - since < limit, server.stderr[-3000:]
+    return code
+
+
+@pytest.mark.parametrize("mode", ["sleep", "cancel"])
+def test_stdio_refuses_a_hanging_connect_hook_and_ends_on_eof(mode: str, tmp_path: Path) -> None:
+    trace = Trace(tmp_path / "trace.txt")
+    server = RawServer(stdio_env(tmp_path, mode))
+    try:
+        started = time.monotonic()
+        reply = server.request("initialize", INITIALIZE, request_id=1, timeout=DEADLINE + 20)
+        assert time.monotonic() - started < DEADLINE + 15
+        assert "error" in reply, reply
+        assert ("server.connect_timeout" if mode != "cancel" else "cancelled") in reply["error"]["message"]
+        assert_each_refused_once(trace.wait(3), 1, "stdio")
+        assert server.proc.poll() is None  # refused, still here until EOF
+        server.proc.stdin.close()  # type: ignore[union-attr]
+        wait_exit(server, time.monotonic())
+    finally:
+        server.kill()
+    assert_each_refused_once(trace.lines(), 1, "stdio")  # EOF fires nothing more
+
+
+@pytest.mark.parametrize("end", ["eof", "sigterm"])
+def test_stdio_ends_within_5_s_while_a_stubborn_connect_hook_still_runs(end: str, tmp_path: Path) -> None:
+    """The hook ignores cancellation and the client leaves before the deadline: the process ends anyway."""
+    trace = Trace(tmp_path / "trace.txt")
+    env = stdio_env(tmp_path, "stubborn")
+    env["MCPHOST_CONNECT_TIMEOUT"] = "30"
+    server = RawServer(env)
+    try:
+        server.send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": INITIALIZE})
+        assert trace.wait(1, timeout=30)[0][0] == "connect"  # the hook is running
+        since = time.monotonic()
+        if end == "eof":
+            server.proc.stdin.close()  # type: ignore[union-attr]
+        else:
+            server.proc.send_signal(signal.SIGTERM)
+        wait_exit(server, since)
+        assert "hanger: mcphost_connect" in server.stderr  # the abandoned hook is named
+    finally:
+        server.kill()
+
+
+def test_connect_timeout_is_positive_and_at_most_30_seconds() -> None:
+    from mcphost.config import ConfigErrors, config_from_dict
+
+    assert config_from_dict({"server": {"connect_timeout": 30}}, env={}).server.connect_timeout == 30
+    for wrong in (0, 31):
+        with pytest.raises(ConfigErrors, match=r"server\.connect_timeout"):
+            config_from_dict({"server": {"connect_timeout": wrong}}, env={})
+
+
+class Stuck:
+    """A resource, a prompt and a completion whose handlers never finish."""
+
+    @staticmethod
+    async def _forever(value: str = "", context: object = None) -> list[str]:
+        await asyncio.sleep(3600)
+        return []
+
+    @mcphost.hookimpl
+    def mcphost_resources(self, host: object) -> list[object]:
+        @mcphost.resource("stuck://forever", name="forever")
+        async def forever() -> str:
+            await asyncio.sleep(3600)
+            return "never"
+        return [forever]
+
+    @mcphost.hookimpl
+    def mcphost_prompts(self, host: object) -> list[object]:
+        @mcphost.prompt(completions={"topic": Stuck._forever})
+        async def ponder(topic: str) -> str:
+            await asyncio.sleep(3600)
+            return topic
+        return [ponder]
+
+
+async def test_resource_prompt_and_completion_handlers_that_never_finish_get_minus_32001() -> None:
+    """Handlers with no deadline of their own run at most server.max_handler_seconds."""
+    host = make_host(("stuck", Stuck()), config={"server": {"max_handler_seconds": DEADLINE}})
+    async with MemoryClient(host) as client:
+        calls = [client.read_resource("stuck://forever"), client.get_prompt("ponder", {"topic": "x"}),
+                 client.complete({"type": "ref/prompt", "name": "ponder"}, "topic", "x")]
+        for call in calls:
+            started = time.monotonic()
+            with pytest.raises(McpError) as raised:
+                await call
+            assert raised.value.code == -32001 and "server.max_handler_seconds" in raised.value.message
+            assert time.monotonic() - started < DEADLINE + 10
+        assert await client.request("ping") == {}  # the session still serves

@@ -1,0 +1,48 @@
+"""``hanger``: a plugin whose connect hook never lets the client in on its own, tracing each hook.
+
+``MCPHOST_HANG_MODE`` picks how: ``sleep`` (sleeps for ever), ``cancel`` (raises CancelledError),
+``stubborn`` (sleeps for ever and ignores cancellation). The trace file is named by
+``MCPHOST_HANG_TRACE``; each hook appends one line as ``tests/support/refusing.py`` does. Used by
+``tests/interaction/test_hook_deadlines.py`` in ``mcphost serve`` subprocesses (stdio and HTTP).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+
+import mcphost
+
+TRACE_ENV = "MCPHOST_HANG_TRACE"
+MODE_ENV = "MCPHOST_HANG_MODE"
+
+
+def _trace(line: str) -> None:
+    path = os.environ.get(TRACE_ENV)
+    if path:
+        with open(path, "a", encoding="utf-8") as fh:
+            fh.write(line + "\n")
+
+
+@mcphost.hookimpl
+async def mcphost_connect(session, request):
+    _trace(f"connect {session.id} {request.transport}")
+    mode = os.environ.get(MODE_ENV, "sleep")
+    if mode == "cancel":
+        raise asyncio.CancelledError
+    while True:
+        try:
+            await asyncio.sleep(3600)
+        except asyncio.CancelledError:
+            if mode != "stubborn":
+                raise
+
+
+@mcphost.hookimpl
+def mcphost_disconnect(session, reason):
+    _trace(f"disconnect {session.id} {reason}")
+
+
+@mcphost.hookimpl
+def mcphost_terminate(session, reason):
+    _trace(f"terminate {session.id} {reason}")
