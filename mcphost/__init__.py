@@ -4,6 +4,7 @@ Plugin authors need only this module: the decorators that build records, the ``C
 handlers receive, content helpers, the errors to raise, and ``hookimpl`` to implement hooks.
 """
 
+from mcphost.config import EnvStr, PluginSettings
 from mcphost.content import (
     Completion,
     ToolResult,
@@ -27,7 +28,7 @@ from mcphost.errors import (
     ToolError,
     Unauthorized,
 )
-from mcphost.hookspecs import hookimpl
+from mcphost.hookspecs import Host, hookimpl
 from mcphost.protocol.auth import bearer_challenge, bearer_token, scope_satisfied
 from mcphost.records import (
     Middleware,
@@ -54,3 +55,5 @@ __all__ = [
     "image", "message", "middleware", "prompt", "resource", "resource_contents", "resource_link",
     "resource_template", "scope_satisfied", "text", "tool",
 ]
+#: The plugin API of the host: typed settings, and the Host protocol hooks receive.
+__all__ += ["EnvStr", "Host", "PluginSettings"]

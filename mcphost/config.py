@@ -14,14 +14,18 @@ import dataclasses
 import difflib
 import ipaddress
 import os
+import re
 import tomllib
-from collections.abc import Iterable, Mapping
+import types
+import typing
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import jsonschema
 import platformdirs
+import pydantic
 
 from mcphost.endpoints import ENDPOINTS_SCHEMA, EndpointSettings, endpoints_from_dict
 from mcphost.errors import ConfigError
@@ -477,22 +481,31 @@ def _is_network(item: str) -> bool:
     return True
 
 
-def check_plugin_sections(config: Config, schemas: Mapping[str, Mapping[str, Any]],
-                          installed: Iterable[str] | None = None) -> list[str]:
-    """Problems in the ``[plugins.<name>]`` sections: each against its plugin's schema, all at once.
+def bind_plugin_sections(config: Config, declared: Mapping[str, Mapping[str, Any] | SettingsModel],
+                         installed: Iterable[str] | None = None) -> tuple[dict[str, pydantic.BaseModel], list[str]]:
+    """Check every ``[plugins.<name>]`` section at once: each against what its plugin declares (a
+    settings model, or a JSON Schema), and the names against ``installed``.
 
+    Returns each settings model's checked instance by plugin name, and every problem found.
     ``installed``: every plugin name the host knows (loaded, disabled or not configured); a section
     for any other name is reported with a did-you-mean. None: do not check names.
     """
     source = str(config.path) if config.path else "configuration"
     problems: list[str] = []
+    bound: dict[str, pydantic.BaseModel] = {}
     if installed is not None:
         known = sorted(set(installed))
         for name in config.plugins:
             if name not in known:
                 problems.append(f"{source}: [plugins.{name}] no plugin named {name!r} is installed"
                                 f"{did_you_mean(name, known)}; installed: {', '.join(known) or 'none'}")
-    for name, schema in schemas.items():
+    for name, schema in declared.items():
+        if isinstance(schema, type):
+            instance, found = bind_settings(schema, config.plugin(name), name, source)
+            problems += found
+            if instance is not None:
+                bound[name] = instance
+            continue
         validator_cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
         try:
             validator_cls.check_schema(schema)  # type: ignore[arg-type]  # the stubs say dict; jsonschema takes any Mapping
@@ -500,7 +513,13 @@ def check_plugin_sections(config: Config, schemas: Mapping[str, Mapping[str, Any
             problems.append(f"plugin {name!r} declares an invalid config schema: {exc.message}")
             continue
         problems += _schema_problems(source, f"plugins.{name}", schema, dict(config.plugin(name)))
-    return problems
+    return bound, problems
+
+
+def check_plugin_sections(config: Config, declared: Mapping[str, Mapping[str, Any] | SettingsModel],
+                          installed: Iterable[str] | None = None) -> list[str]:
+    """Problems in the ``[plugins.<name>]`` sections, all at once (see :func:`bind_plugin_sections`)."""
+    return bind_plugin_sections(config, declared, installed)[1]
 
 
 def validate_plugin_sections(config: Config, schemas: Mapping[str, Mapping[str, Any]],
@@ -509,3 +528,111 @@ def validate_plugin_sections(config: Config, schemas: Mapping[str, Mapping[str, 
     problems = check_plugin_sections(config, schemas, installed)
     if problems:
         raise ConfigErrors(problems)
+
+
+# -- typed plugin settings ---------------------------------------------------------------------------
+
+class PluginSettings(pydantic.BaseModel):
+    """Base of a plugin's settings model: its ``[plugins.<name>]`` section, declared once.
+
+    Declare fields with their types, defaults and constraints (``Annotated[float, Field(gt=0,
+    description=...)]``); return the class from ``mcphost_settings``. The host derives the JSON Schema
+    from it (``mcphost config schema``, the configuration reference), checks every plugin's section at
+    once before anything starts (an unknown key gets a did-you-mean), and hands the plugin the checked,
+    frozen instance: ``host.settings(MySettings)``. Values keep the TOML types (``port = "80"`` is
+    refused, not cast); an :data:`EnvStr` field has its ``${VAR}`` references replaced.
+    """
+
+    model_config = pydantic.ConfigDict(extra="forbid", frozen=True, strict=True)
+
+
+#: ``${NAME}``: the value of the environment variable NAME.
+ENV_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+def expand_env(value: str, env: Mapping[str, str] | None = None) -> str:
+    """``value`` with each ``${VAR}`` replaced from the environment; ValueError naming an unset variable."""
+    env = os.environ if env is None else env
+
+    def replace(match: re.Match[str]) -> str:
+        if match.group(1) not in env:
+            raise ValueError(f"environment variable {match.group(1)} is not set")
+        return env[match.group(1)]
+
+    return ENV_REFERENCE.sub(replace, value)
+
+
+#: A string setting whose ``${VAR}`` references are replaced from the environment when the section is
+#: checked (a secret kept out of the file: ``token = "${GITHUB_TOKEN}"``); an unset variable is a
+#: configuration error naming the key.
+EnvStr = Annotated[str, pydantic.AfterValidator(expand_env)]
+
+SettingsModel = type[pydantic.BaseModel]
+
+
+def settings_schema(model: SettingsModel) -> dict[str, Any]:
+    """The JSON Schema of a settings model (what ``mcphost config schema`` prints)."""
+    schema = model.model_json_schema()
+    schema.setdefault("$schema", "https://json-schema.org/draft/2020-12/schema")
+    return schema
+
+
+def _unwrap(node: Any) -> Any:
+    """``node`` without ``Annotated`` and ``| None``."""
+    while True:
+        origin = typing.get_origin(node)
+        if origin is Annotated:
+            node = typing.get_args(node)[0]
+            continue
+        members = [a for a in typing.get_args(node) if a is not type(None)]
+        if origin in (typing.Union, types.UnionType) and len(members) == 1:
+            node = members[0]
+            continue
+        return node
+
+
+def _field_type(node: Any, part: str | int) -> Any:
+    """The type one step down ``node`` (a model, a container, a union) along an error's location."""
+    node = _unwrap(node)
+    if isinstance(node, type) and issubclass(node, pydantic.BaseModel):
+        for name, info in node.model_fields.items():
+            if part in (name, info.alias):
+                return info.annotation
+        return None
+    args = [a for a in typing.get_args(node) if a is not Ellipsis]
+    if typing.get_origin(node) in (typing.Union, types.UnionType):
+        # pydantic names the union member it tried: step into it
+        return next((a for a in args if getattr(a, "__name__", None) == part), None)
+    return args[-1] if args else None  # list[X], tuple[X, ...], dict[str, X]: the item type
+
+
+def _known_keys(model: SettingsModel, path: Sequence[str | int]) -> list[str]:
+    node: Any = model
+    for part in path:
+        node = _field_type(node, part)
+    node = _unwrap(node)
+    if isinstance(node, type) and issubclass(node, pydantic.BaseModel):
+        return [info.alias or name for name, info in node.model_fields.items()]
+    return []
+
+
+def bind_settings(model: SettingsModel, section: Mapping[str, Any], name: str,
+                  source: str = "configuration") -> tuple[pydantic.BaseModel | None, list[str]]:
+    """The checked instance of ``model`` for ``[plugins.<name>]`` and every problem, one message each
+    (the plugin, the key path; unknown keys with a did-you-mean). The instance is None with problems."""
+    try:
+        return model.model_validate(dict(section)), []
+    except pydantic.ValidationError as exc:
+        problems = []
+        for error in exc.errors(include_url=False):
+            loc = list(error["loc"])
+            if error["type"] == "extra_forbidden" and loc:
+                key = str(loc.pop())
+                where = ".".join(["plugins", name, *(str(p) for p in loc)])
+                problems.append(f"{source}: [{where}] unknown key {key!r}"
+                                f"{did_you_mean(key, _known_keys(model, loc))}")
+                continue
+            where = ".".join(["plugins", name, *(str(p) for p in loc)])
+            message = error["msg"].removeprefix("Value error, ").removeprefix("Assertion failed, ")
+            problems.append(f"{source}: [{where}] {message}")
+        return None, problems

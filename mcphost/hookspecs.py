@@ -17,7 +17,7 @@ import pluggy
 if TYPE_CHECKING:
     import click
 
-    from mcphost.config import Config
+    from mcphost.config import Config, PluginSettings
     from mcphost.records import Middleware, Prompt, Resource, ResourceTemplate, Tool
     from mcphost.request import RequestInfo
     from mcphost.sessions.backend import Backend
@@ -218,11 +218,28 @@ def mcphost_register_commands(cli: click.Group) -> None:
 
 
 @hookspec
+def mcphost_settings() -> type[PluginSettings] | None:
+    """This plugin's settings model: the class of its ``[plugins.<name>]`` section.
+
+    A subclass of :class:`mcphost.PluginSettings` (a pydantic model; a plain ``pydantic.BaseModel``
+    works too), declared once: its fields' types, defaults, constraints and descriptions. The host
+    derives the section's JSON Schema from it (``mcphost config schema``, the configuration
+    reference), checks every plugin's section before the host starts (all problems at once, each
+    naming the plugin and the key, an unknown key with a did-you-mean), replaces ``${VAR}`` in
+    :data:`mcphost.EnvStr` fields, and hands the checked, frozen instance to the plugin:
+    ``host.settings(MySettings)`` in any hook that receives ``host`` (defaults filled in; an absent
+    section is all defaults). Called at startup; takes no arguments.
+    """
+
+
+@hookspec
 def mcphost_config_schema() -> dict[str, Any] | None:
-    """A JSON Schema for this plugin's ``[plugins.<name>]`` config section.
+    """A JSON Schema for this plugin's ``[plugins.<name>]`` config section (the older way; prefer
+    ``mcphost_settings``, which also hands the plugin a typed instance).
 
     The section is validated before the host starts; a violation stops startup with a
-    message naming the plugin, the key and the problem.
+    message naming the plugin, the key and the problem. A plugin that declares a settings model
+    needs no schema: the model's is used.
     """
 
 
