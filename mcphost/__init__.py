@@ -4,7 +4,7 @@ Plugin authors need only this module: the decorators that build records, the ``C
 handlers receive, content helpers, the errors to raise, and ``hookimpl`` to implement hooks.
 """
 
-from mcphost.config import EnvStr, PluginSettings
+from mcphost.config import Config, EnvStr, PluginSettings, ServerSettings
 from mcphost.content import (
     Completion,
     ToolResult,
@@ -56,4 +56,4 @@ __all__ = [
     "resource_template", "scope_satisfied", "text", "tool",
 ]
 #: The plugin API of the host: typed settings, and the Host protocol hooks receive.
-__all__ += ["EnvStr", "Host", "PluginSettings"]
+__all__ += ["Config", "EnvStr", "Host", "PluginSettings", "ServerSettings"]

@@ -573,6 +573,14 @@ SettingsModel = type[pydantic.BaseModel]
 def settings_schema(model: SettingsModel) -> dict[str, Any]:
     """The JSON Schema of a settings model (what ``mcphost config schema`` prints)."""
     schema = model.model_json_schema()
+    for node in [schema, *schema.get("$defs", {}).values()]:
+        for name, prop in node.get("properties", {}).items():
+            # TOML has no null: an optional key is one left out, so ``X | None`` is shown as X
+            members = [m for m in prop.get("anyOf", []) if m.get("type") != "null"]
+            if len(members) == 1 and len(prop["anyOf"]) == 2:
+                node["properties"][name] = prop = {**{k: v for k, v in prop.items() if k != "anyOf"}, **members[0]}
+            if "default" in prop and prop["default"] is None:
+                del prop["default"]
     schema.setdefault("$schema", "https://json-schema.org/draft/2020-12/schema")
     return schema
 

@@ -10,7 +10,7 @@ its result. Implement a hook with ``@mcphost.hookimpl``.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import pluggy
 
@@ -27,6 +27,8 @@ PROJECT = "mcphost"
 hookspec = pluggy.HookspecMarker(PROJECT)
 hookimpl = pluggy.HookimplMarker(PROJECT)
 
+S = TypeVar("S")
+
 
 class Host(Protocol):
     """The :class:`mcphost.host.Host` as hooks receive it (this module sits below the host and
@@ -36,6 +38,10 @@ class Host(Protocol):
     catalog: Any
     backend: Any
     resource_server: Any
+
+    def settings(self, model: type[S]) -> S:
+        """This plugin's checked settings: the instance of the model it declares (``mcphost_settings``)."""
+        ...
 
     def plugin_config(self, name: str) -> Mapping[str, Any]: ...
 
