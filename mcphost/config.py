@@ -642,5 +642,8 @@ def bind_settings(model: SettingsModel, section: Mapping[str, Any], name: str,
                 continue
             where = ".".join(["plugins", name, *(str(p) for p in loc)])
             message = error["msg"].removeprefix("Value error, ").removeprefix("Assertion failed, ")
+            value = error.get("input")
+            if error["type"] != "value_error" and isinstance(value, str | int | float) and len(repr(value)) <= 80:
+                message += f", not {value!r}"
             problems.append(f"{source}: [{where}] {message}")
         return None, problems

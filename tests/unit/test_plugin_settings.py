@@ -84,7 +84,7 @@ def test_every_mistake_is_reported_at_once_with_the_plugin_and_key_path() -> Non
     assert "configuration: [plugins.greeter] unknown key 'greting' (did you mean 'greeting'?)" in problems
     assert "configuration: [plugins.greeter.upstreams.a] unknown key 'timout' (did you mean 'timeout'?)" in problems
     # TOML types are kept: a string is not cast to a number
-    assert "configuration: [plugins.greeter.repeat] Input should be a valid integer" in problems
+    assert "configuration: [plugins.greeter.repeat] Input should be a valid integer, not '2'" in problems
     assert any(p.startswith("configuration: [plugins.greeter.token] ") for p in problems)
 
 
