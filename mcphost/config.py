@@ -632,8 +632,12 @@ def bind_settings(model: SettingsModel, section: Mapping[str, Any], name: str,
         return model.model_validate(dict(section)), []
     except pydantic.ValidationError as exc:
         problems = []
-        for error in exc.errors(include_url=False):
+        errors = exc.errors(include_url=False)
+        deeper = {error["loc"][:n] for error in errors for n in range(len(error["loc"]))}
+        for error in errors:
             loc = list(error["loc"])
+            if error["type"] in ("too_short", "too_long") and error["loc"] in deeper:
+                continue  # a list's bad items said it already: its length after dropping them is noise
             if error["type"] == "extra_forbidden" and loc:
                 key = str(loc.pop())
                 where = ".".join(["plugins", name, *(str(p) for p in loc)])
@@ -643,7 +647,8 @@ def bind_settings(model: SettingsModel, section: Mapping[str, Any], name: str,
             where = ".".join(["plugins", name, *(str(p) for p in loc)])
             message = error["msg"].removeprefix("Value error, ").removeprefix("Assertion failed, ")
             value = error.get("input")
-            if error["type"] != "value_error" and isinstance(value, str | int | float) and len(repr(value)) <= 80:
+            if error["type"] not in ("value_error", "too_short", "too_long") and isinstance(value, str | int | float) \
+                    and len(repr(value)) <= 80:
                 message += f", not {value!r}"
             problems.append(f"{source}: [{where}] {message}")
         return None, problems
