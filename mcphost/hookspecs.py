@@ -17,8 +17,9 @@ import pluggy
 if TYPE_CHECKING:
     import click
 
+    from mcphost.catalog import Catalog, ProviderChange
     from mcphost.config import Config, PluginSettings
-    from mcphost.records import Middleware, Prompt, Resource, ResourceTemplate, Tool
+    from mcphost.records import Middleware, Prompt, Provenance, Resource, ResourceTemplate, Tool
     from mcphost.request import RequestInfo
     from mcphost.sessions.backend import Backend
     from mcphost.sessions.session import Connection, Principal, Session
@@ -27,29 +28,77 @@ PROJECT = "mcphost"
 hookspec = pluggy.HookspecMarker(PROJECT)
 hookimpl = pluggy.HookimplMarker(PROJECT)
 
-S = TypeVar("S")
+S = TypeVar("S")  # a plugin's settings model
+
+
+class PluginReport(Protocol):
+    """What the host knows of one plugin, as ``mcphost plugins`` shows it (``host.plugin_infos[name]``).
+
+    A plugin may add to its own ``provides`` (mcphost-proxy lists its upstreams there)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def status(self) -> str: ...
+
+    @property
+    def version(self) -> str | None: ...
+
+    @property
+    def provides(self) -> dict[str, list[str]]: ...
 
 
 class Host(Protocol):
-    """The :class:`mcphost.host.Host` as hooks receive it (this module sits below the host and
-    names it by what plugins use: settings, their config section, notifications, deferred replies)."""
+    """The host as hooks receive it: the whole API a plugin uses, first-party plugins included.
 
-    config: Config
-    catalog: Any
-    backend: Any
-    resource_server: Any
+    :class:`mcphost.host.Host` implements it (this module sits below the host and names it by what
+    plugins use). ``settings(Model)`` is the plugin's checked section; ``config`` the whole file
+    (``config.server``: the ``[server]`` settings); ``catalog`` what the host serves now;
+    ``backend`` the state backend in use; the rest notifies clients, answers deferred requests,
+    authenticates, and replaces one mounted provider's records.
+    """
+
+    @property
+    def config(self) -> Config: ...
+
+    @property
+    def catalog(self) -> Catalog: ...
+
+    @property
+    def backend(self) -> Backend: ...
+
+    @property
+    def plugin_infos(self) -> Mapping[str, PluginReport]: ...
 
     def settings(self, model: type[S]) -> S:
         """This plugin's checked settings: the instance of the model it declares (``mcphost_settings``)."""
         ...
 
-    def plugin_config(self, name: str) -> Mapping[str, Any]: ...
+    def plugin_config(self, name: str) -> Mapping[str, object]:
+        """The ``[plugins.<name>]`` section as written (for plugins that declare a JSON Schema instead
+        of a settings model)."""
+        ...
+
+    @property
+    def has_auth(self) -> bool:
+        """Whether any plugin authenticates requests."""
+        ...
+
+    async def authenticate(self, connection: Connection) -> Principal | None:
+        """Run ``mcphost_authenticate`` for ``connection``: the first principal wins; Refused propagates."""
+        ...
+
+    async def replace_provider(self, provenance: Provenance, records: list[tuple[str, object]]) -> ProviderChange:
+        """Replace the records of one mounted provider (``provenance.origin``) and tell sessions which
+        lists changed; ``records`` are ``(hook kind, record)`` pairs."""
+        ...
 
     async def notify_resource_updated(self, uri: str) -> None: ...
 
     async def notify_list_changed(self, kind: str) -> None: ...
 
-    def respond(self, session_id: str, request_id: Any, value: Any = None,
+    def respond(self, session_id: str, request_id: str | int, value: object = None,
                 error: BaseException | None = None) -> bool: ...
 
 

@@ -50,6 +50,8 @@ class ConsolePlugin:
 
     def __init__(self) -> None:
         self.settings = ConsoleSettings()
+        #: The host, as mcphost.introspect reads it (sessions and plugin reports: the operator's view
+        #: of the host's inner state, beyond the plugin API of mcphost.Host).
         self.host: Any = None
         self._digest: tuple[Any, str] | None = None  # (the catalog, its digest)
 
@@ -58,7 +60,7 @@ class ConsolePlugin:
         return ConsoleSettings
 
     @mcphost.hookimpl
-    def mcphost_middleware(self, host: Any) -> list[mcphost.Middleware]:
+    def mcphost_middleware(self, host: mcphost.Host) -> list[mcphost.Middleware]:
         # Collected once while the host prepares, before the routes are registered: the place to
         # read the settings (as mcphost-otel does). The console adds nothing to the request path.
         self.host = host
@@ -66,7 +68,7 @@ class ConsolePlugin:
         return []
 
     @mcphost.hookimpl
-    def mcphost_startup(self, host: Any) -> None:
+    def mcphost_startup(self, host: mcphost.Host) -> None:
         path = self.settings.path
         if self.settings.allow_remote and not host.has_auth:
             log.warning("mcphost-console serves %s to any client that reaches this server (allow_remote = true) "
