@@ -4,7 +4,8 @@ Plugin authors need only this module: the decorators that build records, the ``C
 handlers receive, content helpers, the errors to raise, and ``hookimpl`` to implement hooks.
 """
 
-from mcphost.config import Config, EnvStr, PluginSettings, ServerSettings
+from typing import TYPE_CHECKING, Any
+
 from mcphost.content import (
     Completion,
     ToolResult,
@@ -44,6 +45,7 @@ from mcphost.records import (
     tool,
 )
 from mcphost.sessions.session import Connection, Principal, Session
+from mcphost.settings import EnvStr, PluginSettings, bind_settings
 
 __version__ = "0.1.0"
 
@@ -56,4 +58,17 @@ __all__ = [
     "resource_template", "scope_satisfied", "text", "tool",
 ]
 #: The plugin API of the host: typed settings, and the Host protocol hooks receive.
-__all__ += ["Config", "EnvStr", "Host", "PluginSettings", "ServerSettings"]
+__all__ += ["Config", "EnvStr", "Host", "PluginSettings", "ServerSettings", "bind_settings"]
+
+if TYPE_CHECKING:
+    from mcphost.config import Config, ServerSettings
+
+
+def __getattr__(name: str) -> Any:
+    # The configuration types load the file machinery (jsonschema, platformdirs): only when asked for,
+    # so that importing mcphost (every plugin does, every command line run) stays quick.
+    if name in ("Config", "ServerSettings"):
+        from mcphost import config
+
+        return getattr(config, name)
+    raise AttributeError(f"module 'mcphost' has no attribute {name!r}")

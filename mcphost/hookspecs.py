@@ -18,11 +18,12 @@ if TYPE_CHECKING:
     import click
 
     from mcphost.catalog import Catalog, ProviderChange
-    from mcphost.config import Config, PluginSettings
+    from mcphost.config import Config
     from mcphost.records import Middleware, Prompt, Provenance, Resource, ResourceTemplate, Tool
     from mcphost.request import RequestInfo
     from mcphost.sessions.backend import Backend
     from mcphost.sessions.session import Connection, Principal, Session
+    from mcphost.settings import PluginSettings
 
 PROJECT = "mcphost"
 hookspec = pluggy.HookspecMarker(PROJECT)

@@ -19,7 +19,7 @@ import pluggy
 
 from mcphost.auth import ResourceServer
 from mcphost.catalog import Catalog, ProviderChange, record_of
-from mcphost.config import Config, ConfigErrors, bind_plugin_sections, bind_settings, settings_schema
+from mcphost.config import Config, ConfigErrors, bind_plugin_sections
 from mcphost.errors import PluginAborted, PluginError, PluginFailures, Refused
 from mcphost.kernel import Kernel
 from mcphost.kernel.services import Services
@@ -43,6 +43,7 @@ from mcphost.sessions.backend import Backend
 from mcphost.sessions.cluster import Cluster
 from mcphost.sessions.manager import SessionManager
 from mcphost.sessions.session import Connection, Principal, Session
+from mcphost.settings import bind_settings, settings_schema
 
 log = logging.getLogger("mcphost.host")
 

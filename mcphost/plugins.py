@@ -30,10 +30,10 @@ import pydantic
 
 from mcphost import hookspecs
 from mcphost.catalog import CATALOG_HOOKS, CATALOG_KINDS, Catalog, decorator_name, record_key
-from mcphost.config import SettingsModel
 from mcphost.errors import HostSignal, PluginAborted, PluginError, PluginFailures  # noqa: F401 - PluginFailures: re-exported
 from mcphost.fastmcp import is_server, logging_kept, plugin_for
 from mcphost.records import Middleware, Provenance, stamped
+from mcphost.settings import SettingsModel
 
 log = logging.getLogger("mcphost.plugins")
 

@@ -11,8 +11,9 @@ import pytest
 from pydantic import BaseModel, Field
 
 import mcphost
-from mcphost.config import ConfigErrors, bind_settings, expand_env
+from mcphost.config import ConfigErrors
 from mcphost.errors import PluginError
+from mcphost.settings import bind_settings, expand_env
 from mcphost.testing import MemoryClient, make_host
 
 
