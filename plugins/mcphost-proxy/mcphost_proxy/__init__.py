@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import mcphost
 from mcphost.records import Provenance
 from mcphost_proxy.parking import Parking
-from mcphost_proxy.settings import CONFIG_SCHEMA, ProxySettings, ServerSettings, load_settings
+from mcphost_proxy.settings import ProxyConfig, ProxySettings, ServerSettings, load_settings
 from mcphost_proxy.work import busy, offload
 
 if TYPE_CHECKING:
@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("mcphost.proxy")
 
-__all__ = ["CONFIG_SCHEMA", "ProxyPlugin", "ServerSettings", "Upstream", "UpstreamUnavailable"]
+__all__ = ["ProxyConfig", "ProxyPlugin", "ServerSettings", "Upstream", "UpstreamUnavailable"]
 
 
 def __getattr__(name: str) -> Any:
@@ -98,15 +98,15 @@ class ProxyPlugin:
     # -- configuration --------------------------------------------------------------------------
 
     @mcphost.hookimpl
-    def mcphost_config_schema(self) -> dict[str, Any]:
-        return CONFIG_SCHEMA
+    def mcphost_settings(self) -> type[ProxyConfig]:
+        return ProxyConfig
 
     def _configure(self, host: Any) -> None:
         if self.settings is not None:
             return
-        config_path = getattr(host.config, "path", None)
+        config_path = host.config.path
         base = None if config_path is None else Path(config_path).parent
-        self.settings = load_settings(host.plugin_config("proxy"), base=base)
+        self.settings = load_settings(host.settings(ProxyConfig), base=base)
         self.host = host
         self.parking = Parking(self.settings.max_parked_calls, self.settings.max_parked_bytes)
         self._starting = asyncio.Semaphore(self.settings.max_starting or os.cpu_count() or 2)
