@@ -4,13 +4,17 @@ the plugin its instance (``host.settings(Model)``)."""
 
 from __future__ import annotations
 
+import json
 import types
+from pathlib import Path
 from typing import Annotated
 
 import pytest
+from click.testing import CliRunner
 from pydantic import BaseModel, Field
 
 import mcphost
+from mcphost.cli import cli
 from mcphost.config import ConfigErrors
 from mcphost.errors import PluginError
 from mcphost.settings import bind_settings, expand_env
@@ -150,3 +154,26 @@ def test_a_plain_pydantic_model_allowing_extra_keys_binds_without_did_you_mean()
     instance, problems = bind_settings(Loose, {"a": 2, "b": 3}, "loose")
     assert problems == [] and instance == Loose(a=2)
 
+
+
+#: One mistyped key in the section of every first-party plugin, and the key it stands for.
+TYPOS = {"conformance": ("watched_interval", "watched_interval_seconds"), "console": ("pth", "path"),
+         "demo": ("rot", "root"), "jwt": ("isuer", "issuer"), "otel": ("prometheus_pth", "prometheus_path"),
+         "proxy": ("upstreams", "servers"), "redis": ("urll", "url")}
+
+
+def test_config_check_names_every_plugins_mistyped_key_at_once_with_a_did_you_mean(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "mcphost.toml"
+    path.write_text("".join(f'[plugins.{plugin}]\n{typo} = "x"\n\n' for plugin, (typo, _) in TYPOS.items()),
+                    encoding="utf-8")
+    monkeypatch.setenv("MCPHOST_CONFIG", str(path))
+    result = CliRunner().invoke(cli, ["config", "check"])
+    assert result.exit_code == 1
+    lines = [line.strip() for line in result.output.splitlines()]
+    assert lines[0] == f"Error: {len(TYPOS)} problems in the configuration:"
+    assert sorted(lines[1:]) == sorted(f"{path}: [plugins.{plugin}] unknown key {typo!r} (did you mean {key!r}?)"
+                                       for plugin, (typo, key) in TYPOS.items())
+    schemas = json.loads(CliRunner().invoke(cli, ["config", "schema"]).output)
+    for plugin, (_, key) in TYPOS.items():  # each schema derived from the plugin's model
+        assert key in schemas[plugin]["properties"] and schemas[plugin]["additionalProperties"] is False

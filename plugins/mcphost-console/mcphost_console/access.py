@@ -21,6 +21,7 @@ import ipaddress
 from collections.abc import Mapping
 from typing import Any
 
+import mcphost
 from mcphost import Connection, Principal, Refused
 from mcphost_console.settings import ConsoleSettings
 
@@ -40,7 +41,7 @@ class Denied(Exception):
         self.headers = dict(headers or {})
 
 
-async def check_read(host: Any, request: Any, settings: ConsoleSettings) -> Principal | None:
+async def check_read(host: mcphost.Host, request: Any, settings: ConsoleSettings) -> Principal | None:
     """Refuse (raise :class:`Denied`) a request that may not see the console; its principal otherwise."""
     if not settings.allow_remote and not _local(request):
         raise Denied(403, "The console is served to loopback clients only ([plugins.console] allow_remote)")
@@ -65,7 +66,7 @@ async def check_read(host: Any, request: Any, settings: ConsoleSettings) -> Prin
     return principal
 
 
-async def check_action(host: Any, request: Any, settings: ConsoleSettings) -> Principal | None:
+async def check_action(host: mcphost.Host, request: Any, settings: ConsoleSettings) -> Principal | None:
     """Like :func:`check_read`, and refuse a request that a cross-site page could have sent."""
     if request.headers.get(ACTION_HEADER) != "1":
         raise Denied(403, f"An action needs the {ACTION_HEADER} header (sent by the console page)")
