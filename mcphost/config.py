@@ -118,10 +118,12 @@ class ServerSettings:
     #: Resource subscriptions one principal may hold over all its sessions (anonymous callers: per
     #: client address), and all principals together in this process; beyond them, -32602.
     max_subscriptions_per_principal: int = 5000
+    #: Resource subscriptions of all principals together in this process (0: no limit).
     max_subscriptions_total: int = 100000
     #: Parked runs of resumable (``resumable=True``) 2026-07-28 calls, per principal (anonymous:
     #: per client address) and in all in this process; a resumable call beyond them gets -32000.
     max_parked_per_principal: int = 50
+    #: Parked runs of resumable 2026-07-28 calls of all principals together in this process (0: no limit).
     max_parked: int = 1000
     #: Addresses of proxies trusted to report the client's address (``X-Forwarded-For``,
     #: ``Forwarded``): behind them the forwarded address tells anonymous clients apart (their

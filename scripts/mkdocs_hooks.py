@@ -140,15 +140,22 @@ def _type(prop: dict[str, Any]) -> str:
 
 def _flat(prop: dict[str, Any]) -> dict[str, Any]:
     """A property as the table shows it: an optional value (pydantic's ``anyOf`` with null) as its
-    type, a nested model (``$ref``) as a table."""
+    type, one of several types as "A or B", a nested model (``$ref``) as a table."""
     members = [m for m in prop.get("anyOf", []) if m.get("type") != "null"]
     if len(members) == 1:
         prop = {**members[0], **{k: v for k, v in prop.items() if k != "anyOf"}}
+    elif members:
+        prop = {**{k: v for k, v in prop.items() if k != "anyOf"}, "type": " or ".join(_type(m) for m in members)}
     extra = prop.get("additionalProperties")
+    patterns = list((prop.get("patternProperties") or {}).values())
+    if not isinstance(extra, dict) and len(patterns) == 1:  # a map with its keys' pattern
+        extra = patterns[0]
+        prop = {k: v for k, v in prop.items() if k != "patternProperties"}
     if "$ref" in prop:
         prop = {**{k: v for k, v in prop.items() if k != "$ref"}, "type": "table"}
     elif isinstance(extra, dict) and "$ref" in extra:
-        prop = {**{k: v for k, v in prop.items() if k != "additionalProperties"}, "type": "table of tables"}
+        prop = {**{k: v for k, v in prop.items() if k != "additionalProperties"}, "type": "tables by name",
+                "rows": extra["$ref"].rsplit("/", 1)[-1]}
     return prop
 
 
@@ -159,11 +166,16 @@ def _plugin_section(plugin: str, distribution: str, folder: Path, schema: dict[s
     properties: dict[str, Any] = schema.get("properties", {})
     if properties:
         out += ["| key | type | default | allowed | description |", "|---|---|---|---|---|"]
-        for key, prop in properties.items():
+        rows = list(properties.items())
+        while rows:
+            key, prop = rows.pop(0)
             prop = _flat(prop)
             default = _toml(prop["default"]) if "default" in prop else ""
             out.append(f"| `{key}` | {_type(prop)} | {default} | {_cell(_constraints(prop))} "
                        f"| {_cell(prop.get('description', ''))} |")
+            if "rows" in prop:  # the keys of each table under it, as <key>.NAME.<sub>
+                nested = schema.get("$defs", {}).get(prop["rows"], {}).get("properties", {})
+                rows[:0] = [(f"{key}.NAME.{sub}", value) for sub, value in nested.items()]
         out.append("")
     rules = []
     if schema.get("additionalProperties") is False:

@@ -56,7 +56,7 @@ LOG_MESSAGES = ("Tool execution started", "Tool processing data", "Tool executio
 
 
 class ConformanceSettings(mcphost.PluginSettings):
-    """[plugins.conformance]"""
+    """The conformance fixtures: how fast the watched resource changes, how long a reconnection waits."""
 
     watched_interval_seconds: Annotated[float, Field(gt=0, description=(
         "How often test://watched-resource changes (notifications/resources/updated)"))] = 3.0

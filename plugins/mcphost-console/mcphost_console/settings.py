@@ -10,7 +10,7 @@ import mcphost
 
 
 class ConsoleSettings(mcphost.PluginSettings):
-    """[plugins.console]"""
+    """The operator's live web page: where it is served and who may see it."""
 
     path: Annotated[str, Field(pattern=r"^/[A-Za-z0-9._~-]+(/[A-Za-z0-9._~-]+)*$", description=(
         "Where the page is served; its data is under <path>/api/."))] = "/console"

@@ -87,7 +87,7 @@ async def list_roots(*, ctx: Context) -> list[str]:
 
 
 class DemoSettings(mcphost.PluginSettings):
-    """[plugins.demo]"""
+    """The demo plugin: the folder it serves."""
 
     root: Annotated[str | None, Field(description="Directory served as demo://files/ (default: the bundled "
                                                   "sample files)")] = None

@@ -69,7 +69,7 @@ PLUGIN_VERSION = "mcphost.plugin.version"
 END_REASON = "mcphost.session.end_reason"
 
 class OtelSettings(mcphost.PluginSettings):
-    """[plugins.otel]"""
+    """OpenTelemetry traces and metrics, and the Prometheus scrape route."""
 
     traces: Annotated[bool, Field(description="Record a server span per MCP request.")] = True
     metrics: Annotated[bool, Field(description=(

@@ -135,7 +135,7 @@ def _expand(value: str, where: str) -> str:
 
 
 class ProxyConfig(mcphost.PluginSettings):
-    """[plugins.proxy]"""
+    """Existing MCP servers mounted into the catalog: stdio commands and Streamable HTTP URLs."""
 
     servers: Annotated[dict[ServerName, UpstreamConfig], Field(
         description="upstream MCP servers by name (1-64 characters of A-Z a-z 0-9 _ . -)",

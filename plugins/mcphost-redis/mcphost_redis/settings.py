@@ -22,7 +22,7 @@ ENV_URL = "MCPHOST_REDIS_URL"
 
 
 class RedisConfig(mcphost.PluginSettings):
-    """[plugins.redis]"""
+    """The shared state backend: where Redis is, and how long state is kept."""
 
     url: Annotated[str | None, Field(
         pattern=r"^(redis|rediss|unix)://",
