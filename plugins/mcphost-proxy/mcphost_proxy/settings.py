@@ -96,7 +96,7 @@ class ServerSettings(UpstreamConfig):
     and its prefix settled."""
 
     name: str
-    prefix: str = ""
+    prefix: str  # settled: "NAME_" unless the table names one
 
     @property
     def transport(self) -> str:
