@@ -109,10 +109,10 @@ class Host(Protocol):
 def mcphost_tools(host: Host) -> list[Tool] | None:
     """Tools this plugin provides.
 
-    Fires at startup and on reload. ``host`` gives access to settings and this plugin's
-    config (``host.plugin_config(name)``). Return :class:`mcphost.Tool` records (as built by
-    ``@mcphost.tool``). The host validates each, refuses a name another plugin already
-    provides (naming both plugins) and stamps provenance.
+    Fires at startup and on reload. ``host`` gives access to the host's settings and this
+    plugin's settings (``host.settings(MySettings)``, see ``mcphost_settings``). Return
+    :class:`mcphost.Tool` records (as built by ``@mcphost.tool``). The host validates each,
+    refuses a name another plugin already provides (naming both plugins) and stamps provenance.
     """
 
 
