@@ -45,7 +45,6 @@ from mcphost.records import (
     tool,
 )
 from mcphost.sessions.session import Connection, Principal, Session
-from mcphost.settings import EnvStr, PluginSettings, bind_settings
 
 __version__ = "0.1.0"
 
@@ -62,13 +61,19 @@ __all__ += ["Config", "EnvStr", "Host", "PluginSettings", "ServerSettings", "bin
 
 if TYPE_CHECKING:
     from mcphost.config import Config, ServerSettings
+    from mcphost.settings import EnvStr, PluginSettings, bind_settings
 
 
 def __getattr__(name: str) -> Any:
-    # The configuration types load the file machinery (jsonschema, platformdirs): only when asked for,
-    # so that importing mcphost (every plugin does, every command line run) stays quick.
+    # Loaded when first asked for, so that importing mcphost (every command line run does) stays
+    # quick: the configuration types bring the file machinery (jsonschema, platformdirs), the
+    # settings base builds a pydantic model.
     if name in ("Config", "ServerSettings"):
         from mcphost import config
 
         return getattr(config, name)
+    if name in ("EnvStr", "PluginSettings", "bind_settings"):
+        from mcphost import settings
+
+        return getattr(settings, name)
     raise AttributeError(f"module 'mcphost' has no attribute {name!r}")
