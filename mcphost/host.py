@@ -449,14 +449,18 @@ class ToolHost:
     """``ctx.host``: the narrow, typed façade of the host a tool sees (see
     :class:`mcphost.context.HostView`). It holds the few operations, not the host."""
 
-    __slots__ = ("_config", "_notify_list", "_notify_resource", "_reload", "_respond")
+    __slots__ = ("_config", "_notify_list", "_notify_resource", "_reload", "_respond", "_settings")
 
     def __init__(self, host: Host) -> None:
+        self._settings = host.settings
         self._config = host.plugin_config
         self._notify_resource = host.notify_resource_updated
         self._notify_list = host.notify_list_changed
         self._respond = host.respond
         self._reload = host.reload
+
+    def settings(self, model: type[S]) -> S:
+        return self._settings(model)
 
     def plugin_config(self, name: str) -> Mapping[str, Any]:
         return self._config(name)

@@ -830,11 +830,20 @@ async def test_ctx_host_is_a_narrow_facade_of_the_host() -> None:
     async def inspect_host(*, ctx: mcphost.Context) -> str:
         """Look at what a tool can reach."""
         seen["config"] = dict(ctx.host.plugin_config("facade"))
+        seen["settings"] = ctx.host.settings(FacadeSettings)
         seen["public"] = sorted(name for name in dir(ctx.host) if not name.startswith("_"))
         await ctx.host.notify_list_changed("tools")
         return "ok"
 
+    class FacadeSettings(mcphost.PluginSettings):
+        motd: str = ""
+        limit: int = 3
+
     class Facade:
+        @mcphost.hookimpl
+        def mcphost_settings(self) -> type[FacadeSettings]:
+            return FacadeSettings
+
         @mcphost.hookimpl
         def mcphost_tools(self, host: Any) -> list[Any]:
             return [inspect_host]
@@ -844,7 +853,9 @@ async def test_ctx_host_is_a_narrow_facade_of_the_host() -> None:
         result = await client.call_tool("inspect_host")
     assert result["content"][0]["text"] == "ok"
     assert seen["config"] == {"motd": "hi"}
-    assert seen["public"] == ["notify_list_changed", "notify_resource_updated", "plugin_config", "reload", "respond"]
+    assert seen["settings"] == FacadeSettings(motd="hi", limit=3)
+    assert seen["public"] == ["notify_list_changed", "notify_resource_updated", "plugin_config", "reload", "respond",
+                              "settings"]
     assert [n["method"] for n in client.notifications] == ["notifications/tools/list_changed"]
 
 
