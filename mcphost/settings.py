@@ -138,7 +138,9 @@ def bind_settings(model: SettingsModel, section: Mapping[str, Any], name: str,
     (the plugin, the key path; unknown keys with a did-you-mean). The instance is None with problems."""
     try:
         return model.model_validate(dict(section)), []
-    except pydantic.ValidationError as exc:
+    except Exception as exc:
+        if not isinstance(exc, pydantic.ValidationError):  # a validator of the plugin's that broke
+            return None, [f"{source}: [plugins.{name}] the plugin's settings check raised {exc!r}"]
         problems = []
         errors = exc.errors(include_url=False)
         deeper = {error["loc"][:n] for error in errors for n in range(len(error["loc"]))}

@@ -11,7 +11,7 @@ from typing import Annotated
 
 import pytest
 from click.testing import CliRunner
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
 import mcphost
 from mcphost.cli import cli
@@ -177,3 +177,17 @@ def test_config_check_names_every_plugins_mistyped_key_at_once_with_a_did_you_me
     schemas = json.loads(CliRunner().invoke(cli, ["config", "schema"]).output)
     for plugin, (_, key) in TYPOS.items():  # each schema derived from the plugin's model
         assert key in schemas[plugin]["properties"] and schemas[plugin]["additionalProperties"] is False
+
+
+def test_a_validator_that_breaks_is_a_problem_naming_the_plugin_not_a_crash() -> None:
+    class Broken(mcphost.PluginSettings):
+        limit: int = 1
+
+        @field_validator("limit")
+        @classmethod
+        def _check(cls, value: int) -> int:
+            raise KeyError("oops")
+
+    instance, problems = bind_settings(Broken, {"limit": 2}, "broken")
+    assert instance is None
+    assert problems == ["configuration: [plugins.broken] the plugin's settings check raised KeyError('oops')"]
