@@ -4,6 +4,8 @@ Plugin authors need only this module: the decorators that build records, the ``C
 handlers receive, content helpers, the errors to raise, and ``hookimpl`` to implement hooks.
 """
 
+from typing import TYPE_CHECKING, Any
+
 from mcphost.content import (
     Completion,
     ToolResult,
@@ -27,7 +29,7 @@ from mcphost.errors import (
     ToolError,
     Unauthorized,
 )
-from mcphost.hookspecs import hookimpl
+from mcphost.hookspecs import Host, hookimpl
 from mcphost.protocol.auth import bearer_challenge, bearer_token, scope_satisfied
 from mcphost.records import (
     Middleware,
@@ -54,3 +56,24 @@ __all__ = [
     "image", "message", "middleware", "prompt", "resource", "resource_contents", "resource_link",
     "resource_template", "scope_satisfied", "text", "tool",
 ]
+#: The plugin API of the host: typed settings, and the Host protocol hooks receive.
+__all__ += ["Config", "EnvStr", "Host", "PluginSettings", "ServerSettings", "bind_settings"]
+
+if TYPE_CHECKING:
+    from mcphost.config import Config, ServerSettings
+    from mcphost.settings import EnvStr, PluginSettings, bind_settings
+
+
+def __getattr__(name: str) -> Any:
+    # Loaded when first asked for, so that importing mcphost (every command line run does) stays
+    # quick: the configuration types bring the file machinery (jsonschema, platformdirs), the
+    # settings base builds a pydantic model.
+    if name in ("Config", "ServerSettings"):
+        from mcphost import config
+
+        return getattr(config, name)
+    if name in ("EnvStr", "PluginSettings", "bind_settings"):
+        from mcphost import settings
+
+        return getattr(settings, name)
+    raise AttributeError(f"module 'mcphost' has no attribute {name!r}")

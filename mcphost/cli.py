@@ -95,16 +95,9 @@ class Options:
         sections = {k: v for k, v in (table or {}).items() if isinstance(v, dict)}
         probe = config or Config(plugins=sections, path=path)
         pm, infos = _load(self.selection(probe))
-        from mcphost.plugins import call_impl, impls
-        schemas = {}
-        for impl in impls(pm, "mcphost_config_schema"):
-            try:
-                schema = call_impl(impl)
-            except Exception as exc:
-                problems.append(f"plugin {impl.plugin_name!r}: mcphost_config_schema raised {exc!r}")
-                continue
-            if schema:
-                schemas[impl.plugin_name] = schema
+        from mcphost.plugins import declared_settings
+        schemas, declaring = declared_settings(pm)
+        problems += declaring
         problems += check_plugin_sections(probe, schemas, [n for n, i in infos.items() if not i.builtin])
         if problems:
             raise click.ClickException(_problems_message(problems))

@@ -11,7 +11,6 @@ override ``[server]`` keys (``MCPHOST_PORT=9000``).
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import ipaddress
 import os
 import tomllib
@@ -22,10 +21,13 @@ from typing import Any
 
 import jsonschema
 import platformdirs
+import pydantic
 
 from mcphost.endpoints import ENDPOINTS_SCHEMA, EndpointSettings, endpoints_from_dict
 from mcphost.errors import ConfigError
 from mcphost.protocol.auth import canonical_resource_url
+from mcphost.settings import SettingsModel, bind_settings
+from mcphost.settings import did_you_mean as did_you_mean  # its home was here: kept importable
 
 ENV_CONFIG = "MCPHOST_CONFIG"
 FILE_NAME = "mcphost.toml"
@@ -131,10 +133,12 @@ class ServerSettings:
     #: Resource subscriptions one principal may hold over all its sessions (anonymous callers: per
     #: client address), and all principals together in this process; beyond them, -32602.
     max_subscriptions_per_principal: int = 5000
+    #: Resource subscriptions of all principals together in this process (0: no limit).
     max_subscriptions_total: int = 100000
     #: Parked runs of resumable (``resumable=True``) 2026-07-28 calls, per principal (anonymous:
     #: per client address) and in all in this process; a resumable call beyond them gets -32000.
     max_parked_per_principal: int = 50
+    #: Parked runs of resumable 2026-07-28 calls of all principals together in this process (0: no limit).
     max_parked: int = 1000
     #: Bytes of arguments (and answers) those parked runs hold, per principal and in all in this
     #: process: a resumable call beyond them gets -32000 saying "bytes" and naming the setting.
@@ -257,12 +261,6 @@ class ConfigErrors(ConfigError):
     def __init__(self, problems: list[str]) -> None:
         super().__init__("\n".join(problems))
         self.problems = list(problems)
-
-
-def did_you_mean(name: str, known: Iterable[str]) -> str:
-    """`` (did you mean 'redis'?)`` when ``name`` is close to one of ``known``, else an empty string."""
-    close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.6)
-    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 def _type_name(kind: Any) -> str:
@@ -501,22 +499,31 @@ def _is_network(item: str) -> bool:
     return True
 
 
-def check_plugin_sections(config: Config, schemas: Mapping[str, Mapping[str, Any]],
-                          installed: Iterable[str] | None = None) -> list[str]:
-    """Problems in the ``[plugins.<name>]`` sections: each against its plugin's schema, all at once.
+def bind_plugin_sections(config: Config, declared: Mapping[str, Mapping[str, Any] | SettingsModel],
+                         installed: Iterable[str] | None = None) -> tuple[dict[str, pydantic.BaseModel], list[str]]:
+    """Check every ``[plugins.<name>]`` section at once: each against what its plugin declares (a
+    settings model, or a JSON Schema), and the names against ``installed``.
 
+    Returns each settings model's checked instance by plugin name, and every problem found.
     ``installed``: every plugin name the host knows (loaded, disabled or not configured); a section
     for any other name is reported with a did-you-mean. None: do not check names.
     """
     source = str(config.path) if config.path else "configuration"
     problems: list[str] = []
+    bound: dict[str, pydantic.BaseModel] = {}
     if installed is not None:
         known = sorted(set(installed))
         for name in config.plugins:
             if name not in known:
                 problems.append(f"{source}: [plugins.{name}] no plugin named {name!r} is installed"
                                 f"{did_you_mean(name, known)}; installed: {', '.join(known) or 'none'}")
-    for name, schema in schemas.items():
+    for name, schema in declared.items():
+        if isinstance(schema, type):
+            instance, found = bind_settings(schema, config.plugin(name), name, source)
+            problems += found
+            if instance is not None:
+                bound[name] = instance
+            continue
         validator_cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
         try:
             validator_cls.check_schema(schema)  # type: ignore[arg-type]  # the stubs say dict; jsonschema takes any Mapping
@@ -524,7 +531,13 @@ def check_plugin_sections(config: Config, schemas: Mapping[str, Mapping[str, Any
             problems.append(f"plugin {name!r} declares an invalid config schema: {exc.message}")
             continue
         problems += _schema_problems(source, f"plugins.{name}", schema, dict(config.plugin(name)))
-    return problems
+    return bound, problems
+
+
+def check_plugin_sections(config: Config, declared: Mapping[str, Mapping[str, Any] | SettingsModel],
+                          installed: Iterable[str] | None = None) -> list[str]:
+    """Problems in the ``[plugins.<name>]`` sections, all at once (see :func:`bind_plugin_sections`)."""
+    return bind_plugin_sections(config, declared, installed)[1]
 
 
 def validate_plugin_sections(config: Config, schemas: Mapping[str, Mapping[str, Any]],

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
 
 if TYPE_CHECKING:
     from mcphost.sessions.session import Principal, Session
@@ -31,10 +31,17 @@ class ElicitResult:
         return self.action == "accept"
 
 
+_S = TypeVar("_S")  # a plugin's settings model
+
+
 class HostView(Protocol):
     """What a tool sees of the host (``ctx.host``): its configuration, notifications for every
     client, a way to answer a deferred request later, and a reload. Nothing else: the kernel,
     the plugin manager and the backend are not reachable from a tool."""
+
+    def settings(self, model: type[_S]) -> _S:
+        """A plugin's checked settings: the instance of the model it declares (``mcphost_settings``)."""
+        ...
 
     def plugin_config(self, name: str) -> Mapping[str, Any]:
         """The ``[plugins.<name>]`` section of the configuration (empty when absent)."""

@@ -10,40 +10,96 @@ its result. Implement a hook with ``@mcphost.hookimpl``.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import pluggy
 
 if TYPE_CHECKING:
     import click
 
+    from mcphost.catalog import Catalog, ProviderChange
     from mcphost.config import Config
-    from mcphost.records import Middleware, Prompt, Resource, ResourceTemplate, Tool
+    from mcphost.records import Middleware, Prompt, Provenance, Resource, ResourceTemplate, Tool
     from mcphost.request import RequestInfo
     from mcphost.sessions.backend import Backend
     from mcphost.sessions.session import Connection, Principal, Session
+    from mcphost.settings import PluginSettings
 
 PROJECT = "mcphost"
 hookspec = pluggy.HookspecMarker(PROJECT)
 hookimpl = pluggy.HookimplMarker(PROJECT)
 
+S = TypeVar("S")  # a plugin's settings model
+
+
+class PluginReport(Protocol):
+    """What the host knows of one plugin, as ``mcphost plugins`` shows it (``host.plugin_infos[name]``).
+
+    A plugin may add to its own ``provides`` (mcphost-proxy lists its upstreams there)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def status(self) -> str: ...
+
+    @property
+    def version(self) -> str | None: ...
+
+    @property
+    def provides(self) -> dict[str, list[str]]: ...
+
 
 class Host(Protocol):
-    """The :class:`mcphost.host.Host` as hooks receive it (this module sits below the host and
-    names it by what plugins use: settings, their config section, notifications, deferred replies)."""
+    """The host as hooks receive it: the whole API a plugin uses, first-party plugins included.
 
-    config: Config
-    catalog: Any
-    backend: Any
-    resource_server: Any
+    :class:`mcphost.host.Host` implements it (this module sits below the host and names it by what
+    plugins use). ``settings(Model)`` is the plugin's checked section; ``config`` the whole file
+    (``config.server``: the ``[server]`` settings); ``catalog`` what the host serves now;
+    ``backend`` the state backend in use; the rest notifies clients, answers deferred requests,
+    authenticates, and replaces one mounted provider's records.
+    """
 
-    def plugin_config(self, name: str) -> Mapping[str, Any]: ...
+    @property
+    def config(self) -> Config: ...
+
+    @property
+    def catalog(self) -> Catalog: ...
+
+    @property
+    def backend(self) -> Backend: ...
+
+    @property
+    def plugin_infos(self) -> Mapping[str, PluginReport]: ...
+
+    def settings(self, model: type[S]) -> S:
+        """This plugin's checked settings: the instance of the model it declares (``mcphost_settings``)."""
+        ...
+
+    def plugin_config(self, name: str) -> Mapping[str, object]:
+        """The ``[plugins.<name>]`` section as written (for plugins that declare a JSON Schema instead
+        of a settings model)."""
+        ...
+
+    @property
+    def has_auth(self) -> bool:
+        """Whether any plugin authenticates requests."""
+        ...
+
+    async def authenticate(self, connection: Connection) -> Principal | None:
+        """Run ``mcphost_authenticate`` for ``connection``: the first principal wins; Refused propagates."""
+        ...
+
+    async def replace_provider(self, provenance: Provenance, records: list[tuple[str, object]]) -> ProviderChange:
+        """Replace the records of one mounted provider (``provenance.origin``) and tell sessions which
+        lists changed; ``records`` are ``(hook kind, record)`` pairs."""
+        ...
 
     async def notify_resource_updated(self, uri: str) -> None: ...
 
     async def notify_list_changed(self, kind: str) -> None: ...
 
-    def respond(self, session_id: str, request_id: Any, value: Any = None,
+    def respond(self, session_id: str, request_id: str | int, value: object = None,
                 error: BaseException | None = None) -> bool: ...
 
 
@@ -53,10 +109,10 @@ class Host(Protocol):
 def mcphost_tools(host: Host) -> list[Tool] | None:
     """Tools this plugin provides.
 
-    Fires at startup and on reload. ``host`` gives access to settings and this plugin's
-    config (``host.plugin_config(name)``). Return :class:`mcphost.Tool` records (as built by
-    ``@mcphost.tool``). The host validates each, refuses a name another plugin already
-    provides (naming both plugins) and stamps provenance.
+    Fires at startup and on reload. ``host`` gives access to the host's settings and this
+    plugin's settings (``host.settings(MySettings)``, see ``mcphost_settings``). Return
+    :class:`mcphost.Tool` records (as built by ``@mcphost.tool``). The host validates each,
+    refuses a name another plugin already provides (naming both plugins) and stamps provenance.
     """
 
 
@@ -220,11 +276,28 @@ def mcphost_register_commands(cli: click.Group) -> None:
 
 
 @hookspec
+def mcphost_settings() -> type[PluginSettings] | None:
+    """This plugin's settings model: the class of its ``[plugins.<name>]`` section.
+
+    A subclass of :class:`mcphost.PluginSettings` (a pydantic model; a plain ``pydantic.BaseModel``
+    works too), declared once: its fields' types, defaults, constraints and descriptions. The host
+    derives the section's JSON Schema from it (``mcphost config schema``, the configuration
+    reference), checks every plugin's section before the host starts (all problems at once, each
+    naming the plugin and the key, an unknown key with a did-you-mean), replaces ``${VAR}`` in
+    :data:`mcphost.EnvStr` fields, and hands the checked, frozen instance to the plugin:
+    ``host.settings(MySettings)`` in any hook that receives ``host`` (defaults filled in; an absent
+    section is all defaults). Called at startup; takes no arguments.
+    """
+
+
+@hookspec
 def mcphost_config_schema() -> dict[str, Any] | None:
-    """A JSON Schema for this plugin's ``[plugins.<name>]`` config section.
+    """A JSON Schema for this plugin's ``[plugins.<name>]`` config section (the older way; prefer
+    ``mcphost_settings``, which also hands the plugin a typed instance).
 
     The section is validated before the host starts; a violation stops startup with a
-    message naming the plugin, the key and the problem.
+    message naming the plugin, the key and the problem. A plugin that declares a settings model
+    needs no schema: the model's is used.
     """
 
 

@@ -14,13 +14,13 @@ import logging
 import math
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import pluggy
 
 from mcphost.auth import ResourceServer
 from mcphost.catalog import Catalog, ProviderChange, record_of
-from mcphost.config import Config, validate_plugin_sections
+from mcphost.config import Config, ConfigErrors, bind_plugin_sections
 from mcphost.deadline import HookCancelled, HookOverran, RunningHooks, bounded
 from mcphost.errors import PluginAborted, PluginError, PluginFailures, Refused
 from mcphost.kernel import Kernel
@@ -32,6 +32,7 @@ from mcphost.plugins import (
     call_impl,
     collect_catalog,
     collect_middleware,
+    declared_settings,
     impls,
     load_plugins,
     make_plugin_manager,
@@ -44,8 +45,11 @@ from mcphost.sessions.backend import Backend
 from mcphost.sessions.cluster import Cluster
 from mcphost.sessions.manager import SessionManager
 from mcphost.sessions.session import Connection, Principal, Session
+from mcphost.settings import bind_settings, settings_schema
 
 log = logging.getLogger("mcphost.host")
+
+S = TypeVar("S")
 
 #: Seconds a per-request hook may hold the event loop before it is named in a warning (once).
 SLOW_HOOK_SECONDS = 0.1
@@ -101,6 +105,8 @@ class Host:
         self._server_info: dict[str, dict[str, Any]] = {}
         #: Canonical URL, protected resource metadata and challenge composition (docs/auth.md).
         self.resource_server = ResourceServer(self, self.pm, lambda: self.has_auth)
+        #: Each plugin's checked settings instance, by its model class (bound by prepare(), else on first use).
+        self._settings: dict[type, Any] = {}
 
     @property
     def sessions(self) -> dict[str, Session]:
@@ -114,13 +120,34 @@ class Host:
         return self.config.plugin(name)
 
     def config_schemas(self) -> dict[str, dict[str, Any]]:
-        """The config schema each plugin declares, by plugin name."""
-        schemas: dict[str, dict[str, Any]] = {}
-        for impl in impls(self.pm, "mcphost_config_schema"):
-            schema = call_impl(impl)
-            if schema:
-                schemas[impl.plugin_name] = schema
-        return schemas
+        """The JSON Schema of each plugin's section, by plugin name (derived from its settings model)."""
+        declared, problems = declared_settings(self.pm)
+        if problems:
+            raise ConfigErrors(problems)
+        return {name: settings_schema(value) if isinstance(value, type) else dict(value)
+                for name, value in declared.items()}
+
+    def settings(self, model: type[S]) -> S:
+        """The checked instance of ``model``, the settings model a plugin declares (``mcphost_settings``),
+        for that plugin's ``[plugins.<name>]`` section: defaults filled in, ``${VAR}`` replaced.
+
+        Bound once when the host prepares (every section at once); asked earlier, the section is
+        checked then. ConfigErrors when it is wrong; PluginError when no plugin declares ``model``.
+        """
+        found = self._settings.get(model)
+        if found is None:
+            declared, _ = declared_settings(self.pm)
+            names = [name for name, value in declared.items() if value is model]
+            if not names:
+                raise PluginError(f"no plugin declares the settings model {model.__name__} "
+                                  "(return it from the mcphost_settings hook)")
+            source = str(self.config.path) if self.config.path else "configuration"
+            found, problems = bind_settings(model, self.config.plugin(names[0]), names[0], source)  # type: ignore[arg-type]  # model is a pydantic model class: declared_settings checked it
+            if problems:
+                raise ConfigErrors(problems)
+            self._settings[model] = found
+        assert isinstance(found, model)
+        return found
 
     def prepare(self) -> None:
         """Validate plugin config, collect the catalog and middleware, build the kernel (idempotent).
@@ -130,9 +157,13 @@ class Host:
         if self._prepared:
             return
         # With discovery on, a [plugins.<name>] no installed plugin owns is a mistake (a typo, mostly).
-        validate_plugin_sections(self.config, self.config_schemas(),
-                                 [n for n, i in self.plugin_infos.items() if not i.builtin]
-                                 if self.selection.entry_points else None)
+        declared, problems = declared_settings(self.pm)
+        bound, found = bind_plugin_sections(self.config, declared,
+                                            [n for n, i in self.plugin_infos.items() if not i.builtin]
+                                            if self.selection.entry_points else None)
+        if problems or found:
+            raise ConfigErrors(problems + found)
+        self._settings = {type(instance): instance for instance in bound.values()}
         strict = self.selection.strict
         set_aside_unconfigured(self.pm, self, self.plugin_infos, strict=strict)
         self.catalog = collect_catalog(self.pm, self, self.plugin_infos, strict=strict)
@@ -427,14 +458,18 @@ class ToolHost:
     """``ctx.host``: the narrow, typed façade of the host a tool sees (see
     :class:`mcphost.context.HostView`). It holds the few operations, not the host."""
 
-    __slots__ = ("_config", "_notify_list", "_notify_resource", "_reload", "_respond")
+    __slots__ = ("_config", "_notify_list", "_notify_resource", "_reload", "_respond", "_settings")
 
     def __init__(self, host: Host) -> None:
+        self._settings = host.settings
         self._config = host.plugin_config
         self._notify_resource = host.notify_resource_updated
         self._notify_list = host.notify_list_changed
         self._respond = host.respond
         self._reload = host.reload
+
+    def settings(self, model: type[S]) -> S:
+        return self._settings(model)
 
     def plugin_config(self, name: str) -> Mapping[str, Any]:
         return self._config(name)

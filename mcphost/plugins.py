@@ -26,12 +26,14 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import pluggy
+import pydantic
 
 from mcphost import hookspecs
 from mcphost.catalog import CATALOG_HOOKS, CATALOG_KINDS, Catalog, decorator_name, record_key
 from mcphost.errors import HostSignal, PluginAborted, PluginError, PluginFailures  # noqa: F401 - PluginFailures: re-exported
 from mcphost.fastmcp import is_server, logging_kept, plugin_for
 from mcphost.records import Middleware, Provenance, stamped
+from mcphost.settings import SettingsModel
 
 log = logging.getLogger("mcphost.plugins")
 
@@ -368,3 +370,26 @@ def collect_middleware(pm: pluggy.PluginManager, host: Any, infos: Mapping[str, 
         if info is not None and records:
             info.provides["middleware"] = [record.name for record in records]
     return collected
+
+
+def declared_settings(pm: pluggy.PluginManager) -> tuple[dict[str, Mapping[str, Any] | SettingsModel], list[str]]:
+    """What each plugin declares for its ``[plugins.<name>]`` section, by plugin name: its settings
+    model (``mcphost_settings``) or else its JSON Schema (``mcphost_config_schema``); and a problem
+    for each declaration hook that raised or returned something else."""
+    declared: dict[str, Mapping[str, Any] | SettingsModel] = {}
+    problems: list[str] = []
+    for hook in ("mcphost_config_schema", "mcphost_settings"):  # a model wins over a schema
+        for impl in impls(pm, hook):
+            try:
+                value = call_impl(impl)
+            except Exception as exc:
+                problems.append(f"plugin {impl.plugin_name!r}: {hook} raised {exc!r}")
+                continue
+            if hook == "mcphost_settings" and value is not None and not (
+                    isinstance(value, type) and issubclass(value, pydantic.BaseModel)):
+                problems.append(f"plugin {impl.plugin_name!r}: mcphost_settings returned {value!r}, "
+                                "not a pydantic model class (mcphost.PluginSettings)")
+                continue
+            if value:
+                declared[impl.plugin_name] = value
+    return declared, problems

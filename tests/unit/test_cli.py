@@ -86,8 +86,8 @@ def test_plugins_json() -> None:
     assert demo == {
         "name": "demo", "distribution": "mcphost-demo", "version": "0.1.0", "status": "active", "error": None,
         "where": None, "builtin": False,
-        "hooks": ["mcphost_config_schema", "mcphost_prompts", "mcphost_resource_templates",
-                  "mcphost_resources", "mcphost_tools"],
+        "hooks": ["mcphost_prompts", "mcphost_resource_templates", "mcphost_resources", "mcphost_settings",
+                  "mcphost_tools"],
         "provides": {"prompts": ["review_code"], "resourceTemplates": ["demo://files/{+path}"],
                      "resources": ["demo://readme"], "tools": DEMO_TOOLS},
         "wake": None,
@@ -268,7 +268,7 @@ def test_invalid_plugin_section_is_a_clean_error(tmp_path: Path) -> None:
     path.write_text("[plugins.demo]\nroot = 5\n", encoding="utf-8")
     result = run("--config", str(path), "tools")
     assert_clean_error(result)
-    assert "[plugins.demo.root] 5 is not of type 'string'" in result.output
+    assert "[plugins.demo.root] Input should be a valid string, not 5" in result.output
 
 
 def test_allow_list_flag_that_names_no_installed_plugin_leaves_only_builtins() -> None:

@@ -108,7 +108,7 @@ def test_three_mistakes_give_three_messages_and_config_check_agrees(tmp_path: Pa
         assert lines[0] == "Error: 3 problems in the configuration:"
         assert sorted(line.strip() for line in lines[1:]) == sorted([
             f"{path}: [server] unknown key 'log_levle' (did you mean 'log_level'?)",
-            f"{path}: [plugins.demo.root] 5 is not of type 'string'",
+            f"{path}: [plugins.demo.root] Input should be a valid string, not 5",
             f"{path}: [plugins.redsi] no plugin named 'redsi' is installed (did you mean 'redis'?); "
             "installed: codemode, conformance, console, demo, jwt, otel, proxy, redis"])
     good = write(tmp_path, "[server]\nport = 9000\n")

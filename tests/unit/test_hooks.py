@@ -26,6 +26,7 @@ from click.testing import CliRunner
 import mcphost
 from mcphost import hookspecs, introspect
 from mcphost.builtin.memory import MemoryBackend
+from mcphost.config import ConfigErrors
 from mcphost.errors import ConfigError, Forbidden, Refused, Unauthorized
 from mcphost.kernel import RequestInfo
 from mcphost.plugins import make_plugin_manager
@@ -829,11 +830,20 @@ async def test_ctx_host_is_a_narrow_facade_of_the_host() -> None:
     async def inspect_host(*, ctx: mcphost.Context) -> str:
         """Look at what a tool can reach."""
         seen["config"] = dict(ctx.host.plugin_config("facade"))
+        seen["settings"] = ctx.host.settings(FacadeSettings)
         seen["public"] = sorted(name for name in dir(ctx.host) if not name.startswith("_"))
         await ctx.host.notify_list_changed("tools")
         return "ok"
 
+    class FacadeSettings(mcphost.PluginSettings):
+        motd: str = ""
+        limit: int = 3
+
     class Facade:
+        @mcphost.hookimpl
+        def mcphost_settings(self) -> type[FacadeSettings]:
+            return FacadeSettings
+
         @mcphost.hookimpl
         def mcphost_tools(self, host: Any) -> list[Any]:
             return [inspect_host]
@@ -843,7 +853,9 @@ async def test_ctx_host_is_a_narrow_facade_of_the_host() -> None:
         result = await client.call_tool("inspect_host")
     assert result["content"][0]["text"] == "ok"
     assert seen["config"] == {"motd": "hi"}
-    assert seen["public"] == ["notify_list_changed", "notify_resource_updated", "plugin_config", "reload", "respond"]
+    assert seen["settings"] == FacadeSettings(motd="hi", limit=3)
+    assert seen["public"] == ["notify_list_changed", "notify_resource_updated", "plugin_config", "reload", "respond",
+                              "settings"]
     assert [n["method"] for n in client.notifications] == ["notifications/tools/list_changed"]
 
 
@@ -946,6 +958,33 @@ def greeter_plugin() -> types.ModuleType:
         return [greet]
 
     return module_plugin("greeter", mcphost_config_schema=mcphost_config_schema, mcphost_tools=mcphost_tools)
+
+
+class GreeterSettings(mcphost.PluginSettings):
+    greeting: str = "hello"
+
+
+async def test_mcphost_settings_model_is_checked_and_its_instance_handed_to_the_plugin() -> None:
+    def tools(host: mcphost.Host) -> list[mcphost.Tool]:
+        greeting = host.settings(GreeterSettings).greeting
+
+        @mcphost.tool
+        def greet(name: str) -> str:
+            return f"{greeting} {name}"
+
+        return [greet]
+
+    def plugin() -> types.ModuleType:
+        return module_plugin("greeter", mcphost_settings=mcphost.hookimpl(lambda: GreeterSettings),
+                             mcphost_tools=mcphost.hookimpl(tools))
+
+    host = make_host(plugin(), config={"plugins": {"greeter": {"greeting": "ahoy"}}})
+    assert host.config_schemas()["greeter"]["properties"]["greeting"]["default"] == "hello"
+    async with MemoryClient(host) as client:
+        result = await client.call_tool("greet", {"name": "ada"})
+    assert result["content"] == [{"type": "text", "text": "ahoy ada"}]
+    with pytest.raises(ConfigErrors, match=r"\[plugins.greeter\] unknown key 'greting' \(did you mean 'greeting'\?\)"):
+        make_host(plugin(), config={"plugins": {"greeter": {"greting": "ahoy"}}}).prepare()
 
 
 async def test_mcphost_config_schema_valid_section_reaches_the_plugin() -> None:
@@ -1093,6 +1132,10 @@ async def test_mcphost_shutdown_failure_is_logged_and_the_others_still_run(
 # -- one plugin implementing every hook at once -----------------------------------------------------------
 
 
+class EverySettings(mcphost.PluginSettings):
+    motd: str = ""
+
+
 class EveryHook:
     """Implements every hook in hookspecs.py; registered alone, everything still works together."""
 
@@ -1111,7 +1154,7 @@ class EveryHook:
 
     @mcphost.hookimpl
     def mcphost_resources(self, host: Any) -> list[mcphost.Resource]:
-        motd = host.plugin_config("every").get("motd", "")
+        motd = host.settings(EverySettings).motd
 
         @mcphost.resource("every://motd", name="motd")
         def read_motd() -> str:
@@ -1176,8 +1219,12 @@ class EveryHook:
         return {"type": "object", "properties": {"motd": {"type": "string"}}, "additionalProperties": False}
 
     @mcphost.hookimpl
+    def mcphost_settings(self) -> type[EverySettings]:
+        return EverySettings  # wins over the schema above
+
+    @mcphost.hookimpl
     def mcphost_unconfigured(self, host: Any) -> str | None:
-        return None if host.plugin_config("every").get("motd") else "[plugins.every] motd"
+        return None if host.settings(EverySettings).motd else "[plugins.every] motd"
 
     @mcphost.hookimpl
     def mcphost_startup(self, host: Any) -> None:

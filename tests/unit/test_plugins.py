@@ -428,7 +428,7 @@ def test_installed_demo_plugin_via_console_script(tmp_path: Path) -> None:
     assert demo["provides"]["resources"] == ["demo://readme"]
     assert demo["provides"]["resourceTemplates"] == ["demo://files/{+path}"]
     assert demo["provides"]["prompts"] == ["review_code"]
-    assert "mcphost_tools" in demo["hooks"] and "mcphost_config_schema" in demo["hooks"]
+    assert "mcphost_tools" in demo["hooks"] and "mcphost_settings" in demo["hooks"]
     assert all(not p["builtin"] for p in plugins)  # built-ins only with --all
 
 

@@ -17,30 +17,34 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import Field
 
 import mcphost
 from mcphost import Context
-from mcphost.endpoints import CODE_META, CODE_SCHEMA, CODE_TOOL
+from mcphost.endpoints import CODE_META, CODE_TOOL
 from mcphost_codemode.sandbox import Limits, Sandbox
 
-__all__ = ["DEFAULTS", "CodeModePlugin", "Limits"]
+__all__ = ["CodeModePlugin", "CodeModeSettings", "Limits"]
 
-#: ``[plugins.codemode]`` when nothing is written.
-DEFAULTS: dict[str, Any] = {"time_limit": 30.0, "memory_limit_mb": 100, "max_calls": 50,
-                            "max_output_bytes": 64 * 1024, "workers": 4, "runs_per_principal": 2}
+class CodeModeSettings(mcphost.PluginSettings):
+    """``[plugins.codemode]``: the limits of programs on every code endpoint (``[endpoints.NAME.code]``
+    overrides the first four for one endpoint) and the sandbox pool."""
 
-CONFIG_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "additionalProperties": False,
-    "properties": {
-        **CODE_SCHEMA["properties"],
-        "workers": {"type": "integer", "minimum": 1, "maximum": 256,
-                    "description": "sandbox worker processes at most (programs running at once, in this process)"},
-        "runs_per_principal": {"type": "integer", "minimum": 1,
-                               "description": "programs one principal may run at once (more are refused)"},
-    },
-}
+    time_limit: Annotated[float, Field(gt=0, description="seconds a program may compute")] = 30.0
+    memory_limit_mb: Annotated[int, Field(ge=1, description="heap a program may use, in MB")] = 100
+    max_calls: Annotated[int, Field(ge=0, description="tool calls one program may make")] = 50
+    max_output_bytes: Annotated[int, Field(ge=1, description=(
+        "bytes of printed output kept (more is cut, with a note; 16 times as much, at least 1 MiB, stops the "
+        "program)"))] = 64 * 1024
+    workers: Annotated[int, Field(ge=1, le=256, description=(
+        "sandbox worker processes at most (programs running at once, in this process)"))] = 4
+    runs_per_principal: Annotated[int, Field(ge=1, description=(
+        "programs one principal may run at once (more are refused)"))] = 2
+
+
+_DEFAULTS = CodeModeSettings()
 
 _DESCRIPTION = """Run a short Python program that calls this server's tools, and get back only its result.
 
@@ -75,39 +79,39 @@ class CodeModePlugin:
     """The plugin object (registered as ``codemode``): settings, the sandbox pool, the ``execute`` tool."""
 
     def __init__(self) -> None:
-        self.defaults = Limits.from_settings(DEFAULTS)
+        self.defaults = Limits.from_settings(_DEFAULTS.model_dump())
         self.limits: dict[str, Limits] = {}
-        self.workers = int(DEFAULTS["workers"])
-        self.runs_per_principal = int(DEFAULTS["runs_per_principal"])
+        self.workers = _DEFAULTS.workers
+        self.runs_per_principal = _DEFAULTS.runs_per_principal
         self.sandbox: Sandbox | None = None
         self._running: dict[str, int] = {}
 
     # -- hooks --------------------------------------------------------------------------------
 
     @mcphost.hookimpl
-    def mcphost_config_schema(self) -> dict[str, Any]:
-        return CONFIG_SCHEMA
+    def mcphost_settings(self) -> type[CodeModeSettings]:
+        return CodeModeSettings
 
     @mcphost.hookimpl
-    def mcphost_unconfigured(self, host: Any) -> str | None:
+    def mcphost_unconfigured(self, host: mcphost.Host) -> str | None:
         """Dormant (no ``execute`` anywhere) until an endpoint serves code mode."""
         if any(settings.discovery == "code" for settings in host.config.endpoints.values()):
             return None
         return 'discovery = "code"'  # in some [endpoints.NAME]
 
     @mcphost.hookimpl
-    def mcphost_tools(self, host: Any) -> list[mcphost.Tool]:
-        name = host.pm.get_name(self) or "codemode"
-        section = {**DEFAULTS, **host.plugin_config(name)}
+    def mcphost_tools(self, host: mcphost.Host) -> list[mcphost.Tool]:
+        settings = host.settings(CodeModeSettings)
+        section = settings.model_dump()
         self.defaults = Limits.from_settings(section)
-        self.workers = int(section["workers"])
-        self.runs_per_principal = int(section["runs_per_principal"])
-        self.limits = {endpoint: Limits.from_settings({**section, **settings.table.get("code", {})})
-                       for endpoint, settings in host.config.endpoints.items() if settings.discovery == "code"}
+        self.workers = settings.workers
+        self.runs_per_principal = settings.runs_per_principal
+        self.limits = {endpoint: Limits.from_settings({**section, **served.table.get("code", {})})
+                       for endpoint, served in host.config.endpoints.items() if served.discovery == "code"}
         return [self._tool()]
 
     @mcphost.hookimpl
-    async def mcphost_shutdown(self, host: Any) -> None:
+    async def mcphost_shutdown(self, host: mcphost.Host) -> None:
         sandbox, self.sandbox = self.sandbox, None
         if sandbox is not None:
             await sandbox.close()

@@ -19,7 +19,9 @@ import logging
 import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import Field
 
 import mcphost
 from mcphost import Context
@@ -38,7 +40,7 @@ __all__ = [
     "WATCHED_URI",
     "WAV",
     "ConformancePlugin",
-    "config_schema",
+    "ConformanceSettings",
 ]
 
 log = logging.getLogger("mcphost_conformance")
@@ -46,8 +48,6 @@ log = logging.getLogger("mcphost_conformance")
 #: The entry-point name, and so the config section ``[plugins.conformance]``.
 PLUGIN_NAME = "conformance"
 WATCHED_URI = "test://watched-resource"
-DEFAULT_WATCHED_INTERVAL = 3.0
-DEFAULT_RECONNECT_RETRY_MS = 500
 
 SIMPLE_TEXT = "This is a simple text response for testing."
 STATIC_TEXT = "This is the content of the static text resource."
@@ -55,22 +55,13 @@ ERROR_TEXT = "This tool intentionally returns an error for testing"
 LOG_MESSAGES = ("Tool execution started", "Tool processing data", "Tool execution completed")
 
 
-def config_schema() -> dict[str, Any]:
-    """The JSON Schema of ``[plugins.conformance]``."""
-    return {
-        "type": "object",
-        "additionalProperties": False,
-        "properties": {
-            "watched_interval_seconds": {
-                "type": "number", "exclusiveMinimum": 0, "default": DEFAULT_WATCHED_INTERVAL,
-                "description": "How often test://watched-resource changes (notifications/resources/updated)",
-            },
-            "reconnect_retry_ms": {
-                "type": "integer", "minimum": 0, "maximum": 60_000, "default": DEFAULT_RECONNECT_RETRY_MS,
-                "description": "The SSE retry interval test_reconnection asks for when it drops its stream",
-            },
-        },
-    }
+class ConformanceSettings(mcphost.PluginSettings):
+    """The conformance fixtures: how fast the watched resource changes, how long a reconnection waits."""
+
+    watched_interval_seconds: Annotated[float, Field(gt=0, description=(
+        "How often test://watched-resource changes (notifications/resources/updated)"))] = 3.0
+    reconnect_retry_ms: Annotated[int, Field(ge=0, le=60_000, description=(
+        "The SSE retry interval test_reconnection asks for when it drops its stream"))] = 500
 
 
 # -- tools: content -------------------------------------------------------------------------------
@@ -415,25 +406,25 @@ class ConformancePlugin:
         self.__name__ = PLUGIN_NAME
         self._watched: weakref.WeakKeyDictionary[Any, Watched] = weakref.WeakKeyDictionary()
 
-    def watched(self, host: Any) -> Watched:
+    def watched(self, host: mcphost.Host) -> Watched:
         """The watched-resource state of ``host`` (created on first use)."""
         state = self._watched.get(host)
         if state is None:
-            interval = host.plugin_config(PLUGIN_NAME).get("watched_interval_seconds", DEFAULT_WATCHED_INTERVAL)
-            state = self._watched[host] = Watched(float(interval))
+            interval = host.settings(ConformanceSettings).watched_interval_seconds
+            state = self._watched[host] = Watched(interval)
         return state
 
     @mcphost.hookimpl
-    def mcphost_config_schema(self) -> dict[str, Any]:
-        return config_schema()
+    def mcphost_settings(self) -> type[ConformanceSettings]:
+        return ConformanceSettings
 
     @mcphost.hookimpl
-    def mcphost_tools(self, host: Any) -> list[mcphost.Tool]:
-        retry_ms = host.plugin_config(PLUGIN_NAME).get("reconnect_retry_ms", DEFAULT_RECONNECT_RETRY_MS)
-        return [*TOOLS, make_reconnection_tool(int(retry_ms))]
+    def mcphost_tools(self, host: mcphost.Host) -> list[mcphost.Tool]:
+        retry_ms = host.settings(ConformanceSettings).reconnect_retry_ms
+        return [*TOOLS, make_reconnection_tool(retry_ms)]
 
     @mcphost.hookimpl
-    def mcphost_resources(self, host: Any) -> list[mcphost.Resource]:
+    def mcphost_resources(self, host: mcphost.Host) -> list[mcphost.Resource]:
         state = self.watched(host)
 
         @mcphost.resource(WATCHED_URI, name="watched-resource", title="Watched resource", mime_type="text/plain")
@@ -445,22 +436,22 @@ class ConformancePlugin:
         return [static_text, static_binary, watched_resource]
 
     @mcphost.hookimpl
-    def mcphost_resource_templates(self, host: Any) -> list[mcphost.ResourceTemplate]:
+    def mcphost_resource_templates(self, host: mcphost.Host) -> list[mcphost.ResourceTemplate]:
         return list(RESOURCE_TEMPLATES)
 
     @mcphost.hookimpl
-    def mcphost_prompts(self, host: Any) -> list[mcphost.Prompt]:
+    def mcphost_prompts(self, host: mcphost.Host) -> list[mcphost.Prompt]:
         return list(PROMPTS)
 
     @mcphost.hookimpl
-    async def mcphost_startup(self, host: Any) -> None:
+    async def mcphost_startup(self, host: mcphost.Host) -> None:
         state = self.watched(host)
         if state.task is None or state.task.done():
             state.task = asyncio.get_running_loop().create_task(self._update_watched(host, state),
                                                                 name="mcphost-conformance: watched-resource")
 
     @mcphost.hookimpl
-    async def mcphost_shutdown(self, host: Any) -> None:
+    async def mcphost_shutdown(self, host: mcphost.Host) -> None:
         state = self._watched.get(host)
         if state is None or state.task is None:
             return
@@ -469,7 +460,7 @@ class ConformancePlugin:
         await asyncio.wait([task])  # let it finish without swallowing a cancellation of the shutdown itself
 
     @staticmethod
-    async def _update_watched(host: Any, state: Watched) -> None:
+    async def _update_watched(host: mcphost.Host, state: Watched) -> None:
         while True:
             await asyncio.sleep(state.interval)
             state.revision += 1

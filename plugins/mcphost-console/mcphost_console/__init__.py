@@ -23,28 +23,11 @@ from quart import Response, request
 import mcphost
 from mcphost import introspect
 from mcphost_console.access import Denied, check_action, check_read
+from mcphost_console.settings import ConsoleSettings
 
 log = logging.getLogger("mcphost.console")
 
 __version__ = "0.1.0"
-
-CONFIG_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "title": "mcphost-console",
-    "properties": {
-        "path": {"type": "string", "pattern": "^/[A-Za-z0-9._~-]+(/[A-Za-z0-9._~-]+)*$", "default": "/console",
-                 "description": "Where the page is served; its data is under <path>/api/."},
-        "scope": {"type": "string", "minLength": 1, "default": "mcphost:admin",
-                  "description": "With an auth plugin installed: the scope a principal needs to see the page "
-                                 "and to end sessions."},
-        "allow_remote": {"type": "boolean", "default": False,
-                         "description": "Serve clients that are not on loopback too (put it behind an auth "
-                                        "plugin or a reverse proxy that authenticates)."},
-        "poll_seconds": {"type": "number", "minimum": 0.2, "maximum": 60, "default": 1.0,
-                         "description": "How often the page asks for fresh figures."},
-    },
-    "additionalProperties": False,
-}
 
 #: Names per kind shown with each plugin on every poll (the catalog section has them all).
 PROVIDES_SHOWN = 20
@@ -66,36 +49,38 @@ class ConsolePlugin:
     """The ``console`` entry point: one instance per host."""
 
     def __init__(self) -> None:
-        self.settings: dict[str, Any] = {key: spec["default"] for key, spec in CONFIG_SCHEMA["properties"].items()}
+        self.settings = ConsoleSettings()
+        #: The host, as mcphost.introspect reads it (sessions and plugin reports: the operator's view
+        #: of the host's inner state, beyond the plugin API of mcphost.Host).
         self.host: Any = None
         self._digest: tuple[Any, str] | None = None  # (the catalog, its digest)
 
     @mcphost.hookimpl
-    def mcphost_config_schema(self) -> dict[str, Any]:
-        return CONFIG_SCHEMA
+    def mcphost_settings(self) -> type[ConsoleSettings]:
+        return ConsoleSettings
 
     @mcphost.hookimpl
-    def mcphost_middleware(self, host: Any) -> list[mcphost.Middleware]:
+    def mcphost_middleware(self, host: mcphost.Host) -> list[mcphost.Middleware]:
         # Collected once while the host prepares, before the routes are registered: the place to
         # read the settings (as mcphost-otel does). The console adds nothing to the request path.
         self.host = host
-        self.settings.update(host.plugin_config(host.pm.get_name(self) or "console"))
+        self.settings = host.settings(ConsoleSettings)
         return []
 
     @mcphost.hookimpl
-    def mcphost_startup(self, host: Any) -> None:
-        path = self.settings["path"]
-        if self.settings["allow_remote"] and not host.has_auth:
+    def mcphost_startup(self, host: mcphost.Host) -> None:
+        path = self.settings.path
+        if self.settings.allow_remote and not host.has_auth:
             log.warning("mcphost-console serves %s to any client that reaches this server (allow_remote = true) "
                         "and no auth plugin is installed: anyone who can reach it sees the sessions and the "
                         "config and can end sessions", path)
         else:
             log.info("mcphost-console serves %s%s", path,
-                     "" if self.settings["allow_remote"] else " to loopback clients")
+                     "" if self.settings.allow_remote else " to loopback clients")
 
     @mcphost.hookimpl
     def mcphost_routes(self, app: Any) -> None:
-        path = self.settings["path"].rstrip("/")
+        path = self.settings.path.rstrip("/")
         app.add_url_rule(path, "mcphost_console_page", self.page, methods=["GET"])
         app.add_url_rule(f"{path}/static/<name>", "mcphost_console_static", self.static, methods=["GET"])
         app.add_url_rule(f"{path}/api/state", "mcphost_console_state", self.state, methods=["GET"])
@@ -109,8 +94,8 @@ class ConsolePlugin:
         denied = await self._read_denied()
         if denied is not None:
             return denied
-        html = _asset("console.html").replace("{{path}}", self.settings["path"].rstrip("/"))
-        html = html.replace("{{poll}}", str(int(self.settings["poll_seconds"] * 1000)))
+        html = _asset("console.html").replace("{{path}}", self.settings.path.rstrip("/"))
+        html = html.replace("{{poll}}", str(int(self.settings.poll_seconds * 1000)))
         return _answer(html.encode(), 200, "text/html; charset=utf-8")
 
     async def static(self, name: str) -> Response:

@@ -22,8 +22,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import mcphost
 from mcphost import Connection, Principal, Refused
 from mcphost.forwarded import FORWARDING_HEADERS, TrustedProxies, forwarded_hops, is_loopback, relayed
+from mcphost_console.settings import ConsoleSettings
 
 #: The header the page sends with every action.
 ACTION_HEADER = "x-mcphost-console"
@@ -40,13 +42,13 @@ class Denied(Exception):
         self.headers = dict(headers or {})
 
 
-async def check_read(host: Any, request: Any, settings: Mapping[str, Any]) -> Principal | None:
+async def check_read(host: mcphost.Host, request: Any, settings: ConsoleSettings) -> Principal | None:
     """Refuse (raise :class:`Denied`) a request that may not see the console; its principal otherwise."""
-    if not settings["allow_remote"] and not _local(request, host.config.server.forwarded_allow_ips):
+    if not settings.allow_remote and not _local(request, host.config.server.forwarded_allow_ips):
         raise Denied(403, "The console is served to loopback clients only ([plugins.console] allow_remote)")
     if not host.has_auth:
         return None
-    scope = settings["scope"]
+    scope = settings.scope
     headers = {name.lower(): value for name, value in request.headers.items()}
     connection = Connection(transport="http", headers=headers, remote=request.remote_addr, method=request.method,
                             path=request.path, scheme=request.scheme)
@@ -65,7 +67,7 @@ async def check_read(host: Any, request: Any, settings: Mapping[str, Any]) -> Pr
     return principal
 
 
-async def check_action(host: Any, request: Any, settings: Mapping[str, Any]) -> Principal | None:
+async def check_action(host: mcphost.Host, request: Any, settings: ConsoleSettings) -> Principal | None:
     """Like :func:`check_read`, and refuse a request that a cross-site page could have sent."""
     if request.headers.get(ACTION_HEADER) != "1":
         raise Denied(403, f"An action needs the {ACTION_HEADER} header (sent by the console page)")

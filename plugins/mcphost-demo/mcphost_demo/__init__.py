@@ -16,7 +16,9 @@ import os
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import Field
 
 import mcphost
 from mcphost import Context
@@ -84,6 +86,13 @@ async def list_roots(*, ctx: Context) -> list[str]:
     return [root.get("uri", "") for root in await ctx.list_roots()]
 
 
+class DemoSettings(mcphost.PluginSettings):
+    """The demo plugin: the folder it serves."""
+
+    root: Annotated[str | None, Field(description="Directory served as demo://files/ (default: the bundled "
+                                                  "sample files)")] = None
+
+
 class Demo:
     """The plugin object: holds the configured file root."""
 
@@ -91,16 +100,15 @@ class Demo:
         self.root = SAMPLE_ROOT
 
     @mcphost.hookimpl
-    def mcphost_config_schema(self) -> dict[str, Any]:
-        return {"type": "object", "additionalProperties": False,
-                "properties": {"root": {"type": "string", "description": "Directory served as demo://files/"}}}
+    def mcphost_settings(self) -> type[DemoSettings]:
+        return DemoSettings
 
     @mcphost.hookimpl
-    def mcphost_tools(self, host: Any) -> list[mcphost.Tool]:
+    def mcphost_tools(self, host: mcphost.Host) -> list[mcphost.Tool]:
         return [echo, progress, greet_user, summarize, list_roots]
 
     @mcphost.hookimpl
-    def mcphost_resources(self, host: Any) -> list[mcphost.Resource]:
+    def mcphost_resources(self, host: mcphost.Host) -> list[mcphost.Resource]:
         self.root = configured_root(host)
 
         @mcphost.resource("demo://readme", name="readme", title="About this server", mime_type="text/markdown")
@@ -111,7 +119,7 @@ class Demo:
         return [readme]
 
     @mcphost.hookimpl
-    def mcphost_resource_templates(self, host: Any) -> list[mcphost.ResourceTemplate]:
+    def mcphost_resource_templates(self, host: mcphost.Host) -> list[mcphost.ResourceTemplate]:
         # The template keeps the root of *this* host: another Host built in the same process
         # (tests, embedding) must not retarget it through the shared plugin object.
         root = self.root = configured_root(host)
@@ -133,7 +141,7 @@ class Demo:
         return [read_file]
 
     @mcphost.hookimpl
-    def mcphost_prompts(self, host: Any) -> list[mcphost.Prompt]:
+    def mcphost_prompts(self, host: mcphost.Host) -> list[mcphost.Prompt]:
         return [review_code]
 
     def resolve(self, path: str, root: Path | None = None) -> Path:
@@ -209,9 +217,9 @@ class Demo:
         return sorted(found)[:MAX_COMPLETIONS]
 
 
-def configured_root(host: Any) -> Path:
+def configured_root(host: mcphost.Host) -> Path:
     """``[plugins.demo] root`` of ``host``, resolved; the bundled sample files when unset."""
-    configured = host.plugin_config("demo").get("root")
+    configured = host.settings(DemoSettings).root
     return Path(configured).resolve() if configured else SAMPLE_ROOT.resolve()
 
 
@@ -231,7 +239,7 @@ def review_code(code: str, language: str = "python") -> list[dict[str, Any]]:
 
 
 plugin = Demo()
-mcphost_config_schema = plugin.mcphost_config_schema
+mcphost_settings = plugin.mcphost_settings
 mcphost_tools = plugin.mcphost_tools
 mcphost_resources = plugin.mcphost_resources
 mcphost_resource_templates = plugin.mcphost_resource_templates

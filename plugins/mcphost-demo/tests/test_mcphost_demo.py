@@ -183,7 +183,7 @@ async def test_the_file_template_serves_the_bundled_samples(demo_host, mcphost_c
 
 
 async def test_the_configured_root_is_served(mcphost_host, mcphost_client, root):
-    host = mcphost_host(mcphost_demo, config={"plugins": {"demo": {"root": str(root)}}})
+    host = mcphost_host(("demo", mcphost_demo), config={"plugins": {"demo": {"root": str(root)}}})
     async with mcphost_client(host) as client:
         assert (await client.read_resource("demo://files/top.txt"))["contents"][0]["text"] == "top level\n"
         leaf = (await client.read_resource("demo://files/deep/er/leaf.md"))["contents"][0]
@@ -199,8 +199,8 @@ async def test_two_hosts_in_one_process_keep_their_own_roots(mcphost_host, mcpho
     other = tmp_path / "other"
     other.mkdir()
     (other / "only-other.txt").write_text("other\n", encoding="utf-8")
-    first = mcphost_host(mcphost_demo, config={"plugins": {"demo": {"root": str(root)}}})
-    second = mcphost_host(mcphost_demo, config={"plugins": {"demo": {"root": str(other)}}})
+    first = mcphost_host(("demo", mcphost_demo), config={"plugins": {"demo": {"root": str(root)}}})
+    second = mcphost_host(("demo", mcphost_demo), config={"plugins": {"demo": {"root": str(other)}}})
     async with mcphost_client(first) as client:
         assert (await client.read_resource("demo://files/top.txt"))["contents"][0]["text"] == "top level\n"
         assert await _error_code(client.read_resource("demo://files/only-other.txt")) == NOT_FOUND
@@ -230,14 +230,14 @@ ESCAPES = [
 
 @pytest.mark.parametrize("path", ESCAPES)
 async def test_paths_never_escape_the_root(mcphost_host, mcphost_client, root, path):
-    host = mcphost_host(mcphost_demo, config={"plugins": {"demo": {"root": str(root)}}})
+    host = mcphost_host(("demo", mcphost_demo), config={"plugins": {"demo": {"root": str(root)}}})
     async with mcphost_client(host) as client:
         code = await _error_code(client.read_resource(f"demo://files/{path}"))
     assert code == NOT_FOUND
 
 
 async def test_absolute_paths_and_nul_bytes_never_resolve(mcphost_host, mcphost_client, root, tmp_path):
-    host = mcphost_host(mcphost_demo, config={"plugins": {"demo": {"root": str(root)}}})
+    host = mcphost_host(("demo", mcphost_demo), config={"plugins": {"demo": {"root": str(root)}}})
     async with mcphost_client(host) as client:
         for path in (str(tmp_path / "secret.txt"), "top.txt\x00", "\x00"):
             assert await _error_code(client.read_resource(f"demo://files/{path}")) == NOT_FOUND
@@ -247,7 +247,7 @@ async def test_absolute_paths_and_nul_bytes_never_resolve(mcphost_host, mcphost_
 async def test_a_symlink_out_of_the_root_is_neither_served_nor_offered(mcphost_host, mcphost_client, root, tmp_path):
     (root / "link.txt").symlink_to(tmp_path / "secret.txt")
     (root / "inside.txt").symlink_to(root / "top.txt")
-    host = mcphost_host(mcphost_demo, config={"plugins": {"demo": {"root": str(root)}}})
+    host = mcphost_host(("demo", mcphost_demo), config={"plugins": {"demo": {"root": str(root)}}})
     async with mcphost_client(host) as client:
         assert await _error_code(client.read_resource("demo://files/link.txt")) == NOT_FOUND
         assert (await client.read_resource("demo://files/inside.txt"))["contents"][0]["text"] == "top level\n"
@@ -258,7 +258,7 @@ async def test_a_symlink_out_of_the_root_is_neither_served_nor_offered(mcphost_h
 # -- completions ------------------------------------------------------------------------------------
 
 async def test_path_completion_lists_files_under_the_root(mcphost_host, mcphost_client, root):
-    host = mcphost_host(mcphost_demo, config={"plugins": {"demo": {"root": str(root)}}})
+    host = mcphost_host(("demo", mcphost_demo), config={"plugins": {"demo": {"root": str(root)}}})
     async with mcphost_client(host) as client:
         everything = await client.complete({"type": "ref/resource", "uri": FILES}, "path", "")
         deep = await client.complete({"type": "ref/resource", "uri": FILES}, "path", "deep/")

@@ -25,10 +25,10 @@ def test_the_installed_entry_point_is_named_demo():
 
 
 @pytest.mark.parametrize("section,message", [
-    ({"root": 5}, "5 is not of type 'string'"),
-    ({"rooot": "/tmp"}, "rooot"),
+    ({"root": 5}, "[plugins.demo.root] Input should be a valid string, not 5"),
+    ({"rooot": "/tmp"}, "[plugins.demo] unknown key 'rooot' (did you mean 'root'?)"),
 ])
 def test_the_demo_config_section_is_validated(section, message):
     with pytest.raises(ConfigError) as caught:
         _installed_host({"demo": section})
-    assert "plugins.demo" in str(caught.value) and message in str(caught.value)
+    assert message in str(caught.value)

@@ -22,7 +22,7 @@ import mcphost
 from mcphost import Connection, Principal
 from mcphost_jwt.fetch import MAX_RESPONSE_BYTES, GuardedFetcher, IdentityProviderUnavailable, UnsafeTarget
 from mcphost_jwt.jwks import JwksUnavailable, KeySet
-from mcphost_jwt.settings import PLUGIN_NAME, Settings, config_schema, load_settings
+from mcphost_jwt.settings import PLUGIN_NAME, JwtSettings, Settings, load_settings
 from mcphost_jwt.verify import Authenticator, bearer_token
 
 log = logging.getLogger("mcphost_jwt")
@@ -35,13 +35,13 @@ __all__ = [
     "IdentityProviderUnavailable",
     "JwksUnavailable",
     "JwtPlugin",
+    "JwtSettings",
     "KeySet",
     "NotConfigured",
     "Settings",
     "UnsafeTarget",
     "bearer_token",
     "build_authenticator",
-    "config_schema",
     "load_settings",
 ]
 
@@ -67,42 +67,41 @@ class JwtPlugin:
         self.settings: Settings | None = None
         self.authenticator: Authenticator | None = None
 
-    def configure(self, host: Any) -> Authenticator | None:
-        """Check ``[plugins.jwt]`` against the host and build the verifier (raises ConfigError).
+    def configure(self, host: mcphost.Host) -> Authenticator | None:
+        """Build the verifier from the checked ``[plugins.jwt]`` and the host (raises ConfigError).
 
         Without a ``[plugins.jwt]`` section at all the plugin stays unconfigured: the host still
         starts (stdio and in-process use need no tokens), but every HTTP request is refused with 503.
         """
         config = host.config
-        section = host.plugin_config(PLUGIN_NAME)
-        if not section:
+        section = host.settings(JwtSettings)
+        if not section.configured:
             self.settings = self.authenticator = None
             log.error("mcphost-jwt is installed but [plugins.%s] is not configured: every HTTP request is refused "
                       "(503) until issuer and audience are set; disable the plugin with --disable-plugin %s if "
                       "this server should not check tokens", PLUGIN_NAME, PLUGIN_NAME)
             return None
-        self.settings = load_settings(section,
-                                      resource_url=getattr(config.server, "resource_url", None),
+        self.settings = load_settings(section, resource_url=config.server.resource_url,
                                       source=str(config.path) if config.path else "configuration")
         self.authenticator = build_authenticator(self.settings)
         return self.authenticator
 
     @mcphost.hookimpl
-    def mcphost_config_schema(self) -> dict[str, Any]:
-        return config_schema()
+    def mcphost_settings(self) -> type[JwtSettings]:
+        return JwtSettings
 
     @mcphost.hookimpl
-    def mcphost_unconfigured(self, host: Any) -> str | None:
-        # An empty (or absent) section: dormant. Any key given without an issuer is a mistake that
-        # load_settings reports at startup instead, so a half-written section never serves unchecked.
-        return None if host.plugin_config(PLUGIN_NAME) else f"[plugins.{PLUGIN_NAME}] issuer"
+    def mcphost_unconfigured(self, host: mcphost.Host) -> str | None:
+        # An empty (or absent) section: dormant. A section with any key must be usable (JwtSettings
+        # checks it before the host starts), so a half-written section never serves unchecked.
+        return None if host.settings(JwtSettings).configured else f"[plugins.{PLUGIN_NAME}] issuer"
 
     @mcphost.hookimpl
-    def mcphost_startup(self, host: Any) -> None:
+    def mcphost_startup(self, host: mcphost.Host) -> None:
         self.configure(host)
 
     @mcphost.hookimpl
-    async def mcphost_shutdown(self, host: Any) -> None:
+    async def mcphost_shutdown(self, host: mcphost.Host) -> None:
         if self.authenticator is not None:
             await self.authenticator.fetcher.aclose()
 
@@ -114,13 +113,10 @@ class JwtPlugin:
         return await authenticator.authenticate(request.headers)
 
     @mcphost.hookimpl
-    def mcphost_protected_resource_metadata(self, host: Any) -> dict[str, Any] | None:
-        settings = self.settings
-        if settings is not None:
-            issuer, scopes = settings.issuer, settings.required_scopes
-        else:  # asked before startup: read the section as it is
-            section = host.plugin_config(PLUGIN_NAME)
-            issuer, scopes = section.get("issuer"), frozenset(section.get("required_scopes", ()))
+    def mcphost_protected_resource_metadata(self, host: mcphost.Host) -> dict[str, Any] | None:
+        # Before startup (self.settings unset) the checked section answers alike.
+        settings: JwtSettings = self.settings or host.settings(JwtSettings)
+        issuer, scopes = settings.issuer, settings.required_scopes
         if not issuer:
             return None  # not configured: nothing to say
         return {"authorization_servers": [issuer], "scopes_supported": sorted(scopes),

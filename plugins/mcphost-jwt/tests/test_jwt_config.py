@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from mcphost_jwt import JwtPlugin, NotConfigured, load_settings
+from mcphost_jwt import JwtPlugin, JwtSettings, NotConfigured, load_settings
 
 from mcphost import ConfigError, Connection
 from mcphost.config import Config, ServerSettings, config_from_dict
@@ -37,23 +37,35 @@ def _prepared(section: dict[str, Any]) -> Host:
 
 
 @pytest.mark.parametrize("section,message", [
-    ({"audience": "https://mcp.example.test/mcp"}, "'issuer' is a required property"),
-    ({**GOOD, "algorithms": ["HS256"]}, "'HS256' is not one of"),
-    ({**GOOD, "algorithms": ["RS256", "none"]}, "'none' is not one of"),
-    ({**GOOD, "algorithms": []}, "should be non-empty"),
-    ({**GOOD, "leeway": 61}, "61 is greater than the maximum of 60"),
-    ({**GOOD, "leeway": -1}, "less than the minimum"),
-    ({**GOOD, "introspection_endpoint": "https://idp.example.test/introspect"}, "'client_id' is a dependency"),
-    ({**GOOD, "issuer": "idp.example.test"}, "does not match"),
-    ({**GOOD, "required_scopes": ["has space"]}, "does not match"),
-    ({**GOOD, "required_scopes": ['quo"te']}, "does not match"),
-    ({**GOOD, "timeout": 0}, "less than or equal to the minimum"),
-    ({**GOOD, "jwks_url": "https://x"}, "unknown key 'jwks_url' (did you mean 'jwks_uri'?)"),
+    ({"audience": "https://mcp.example.test/mcp"}, "[plugins.jwt] issuer is required"),
+    ({**GOOD, "algorithms": ["HS256"]}, "[plugins.jwt.algorithms.0] Input should be 'RS256'"),
+    ({**GOOD, "algorithms": ["RS256", "none"]}, "[plugins.jwt.algorithms.1] Input should be 'RS256'"),
+    ({**GOOD, "algorithms": []}, "[plugins.jwt.algorithms] Tuple should have at least 1 item"),
+    ({**GOOD, "leeway": 61}, "[plugins.jwt.leeway] Input should be less than or equal to 60, not 61"),
+    ({**GOOD, "leeway": -1}, "[plugins.jwt.leeway] Input should be greater than or equal to 0"),
+    ({**GOOD, "introspection_endpoint": "https://idp.example.test/introspect"},
+     "[plugins.jwt] introspection_endpoint needs client_id and client_secret"),
+    ({**GOOD, "issuer": "idp.example.test"}, "[plugins.jwt.issuer] String should match pattern"),
+    ({**GOOD, "required_scopes": ["has space"]}, "[plugins.jwt.required_scopes.0] String should match pattern"),
+    ({**GOOD, "required_scopes": ['quo"te']}, "String should match pattern"),
+    ({**GOOD, "timeout": 0}, "[plugins.jwt.timeout] Input should be greater than 0"),
+    ({**GOOD, "jwks_url": "https://x"}, "[plugins.jwt] unknown key 'jwks_url' (did you mean 'jwks_uri'?)"),
 ])
 def test_the_section_is_checked_before_start(section, message):
     with pytest.raises(ConfigError) as caught:
         _prepared(section)
-    assert "plugins.jwt" in str(caught.value) and message in str(caught.value)
+    assert message in str(caught.value)
+
+
+def test_every_mistake_in_the_section_is_reported_at_once_and_the_secret_can_come_from_the_environment(
+        monkeypatch):
+    with pytest.raises(ConfigError) as caught:
+        _prepared({**GOOD, "leeway": 61, "timeout": 0, "algorithms": ["HS256"], "issuerr": "x"})
+    assert len(caught.value.problems) == 4, caught.value.problems
+    monkeypatch.setenv("JWT_TEST_SECRET", "s3cret")
+    host = _prepared({**GOOD, "introspection_endpoint": "https://idp.example.test/i", "client_id": "a",
+                      "client_secret": "${JWT_TEST_SECRET}"})
+    assert host.settings(JwtSettings).client_secret == "s3cret"
 
 
 async def _started(section: dict[str, Any], config: Config | None = None) -> Host:

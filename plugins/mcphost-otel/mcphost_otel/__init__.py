@@ -26,11 +26,12 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from typing import Annotated, Any
 
 from opentelemetry import context as otel_context
 from opentelemetry import propagate, trace
 from opentelemetry.trace import Link, SpanKind, Status, StatusCode
+from pydantic import Field
 
 import mcphost
 from mcphost.kernel.modern import InputRequired
@@ -67,25 +68,20 @@ PLUGIN_NAME = "mcphost.plugin.name"
 PLUGIN_VERSION = "mcphost.plugin.version"
 END_REASON = "mcphost.session.end_reason"
 
-CONFIG_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "title": "mcphost-otel",
-    "properties": {
-        "traces": {"type": "boolean", "default": True,
-                   "description": "Record a server span per MCP request."},
-        "metrics": {"type": "boolean", "default": True,
-                    "description": "Record operation and session metrics (for the OTEL_METRICS_EXPORTER "
-                                   "exporters and the Prometheus route)."},
-        "prometheus": {"type": "boolean", "default": False,
-                       "description": "Serve the metrics for Prometheus to scrape on prometheus_path."},
-        "prometheus_path": {"type": "string", "pattern": "^/[A-Za-z0-9._~/-]*$", "default": "/metrics",
-                            "description": "Path of the Prometheus scrape route."},
-        "prometheus_interval": {"type": "number", "exclusiveMinimum": 0, "maximum": 60, "default": 1.0,
-                                "description": "With several workers: seconds between the snapshots each "
-                                               "worker shares for the one /metrics that covers them all."},
-    },
-    "additionalProperties": False,
-}
+class OtelSettings(mcphost.PluginSettings):
+    """OpenTelemetry traces and metrics, and the Prometheus scrape route."""
+
+    traces: Annotated[bool, Field(description="Record a server span per MCP request.")] = True
+    metrics: Annotated[bool, Field(description=(
+        "Record operation and session metrics (for the OTEL_METRICS_EXPORTER exporters and the Prometheus "
+        "route)."))] = True
+    prometheus: Annotated[bool, Field(description=(
+        "Serve the metrics for Prometheus to scrape on prometheus_path."))] = False
+    prometheus_path: Annotated[str, Field(pattern=r"^/[A-Za-z0-9._~/-]*$", description=(
+        "Path of the Prometheus scrape route."))] = "/metrics"
+    prometheus_interval: Annotated[float, Field(gt=0, le=60, description=(
+        "With several workers: seconds between the snapshots each worker shares for the one /metrics that "
+        "covers them all."))] = 1.0
 
 
 class OtelPlugin:
@@ -94,7 +90,7 @@ class OtelPlugin:
     def __init__(self, *, tracer_provider: Any = None, meter_provider: Any = None) -> None:
         self._given_tracer_provider = tracer_provider
         self._given_meter_provider = meter_provider
-        self.settings: dict[str, Any] = {key: spec["default"] for key, spec in CONFIG_SCHEMA["properties"].items()}
+        self.settings = OtelSettings()
         self.providers = setup.Providers()
         self.registry: Any = None  # the Prometheus registry behind the scrape route
         self.snapshots: Any = None  # with several workers: the shared snapshots (mcphost_otel.workers)
@@ -106,36 +102,34 @@ class OtelPlugin:
     # -- hooks --------------------------------------------------------------------------------
 
     @mcphost.hookimpl
-    def mcphost_config_schema(self) -> dict[str, Any]:
-        return CONFIG_SCHEMA
+    def mcphost_settings(self) -> type[OtelSettings]:
+        return OtelSettings
 
     @mcphost.hookimpl
-    def mcphost_unconfigured(self, host: Any) -> str | None:
+    def mcphost_unconfigured(self, host: mcphost.Host) -> str | None:
         """Dormant until something says where telemetry goes (see :func:`providers.destination`)."""
         if self._given_tracer_provider is not None or self._given_meter_provider is not None:
             return None
-        name = host.pm.get_name(self) or "otel"
-        if host.plugin_config(name).get("prometheus") or setup.destination() is not None:
+        if host.settings(OtelSettings).prometheus or setup.destination() is not None:
             return None
         return "OTEL_EXPORTER_OTLP_ENDPOINT"  # or OTEL_*_EXPORTER, or [plugins.otel] prometheus = true
 
     @mcphost.hookimpl(tryfirst=True)
-    def mcphost_middleware(self, host: Any) -> list[mcphost.Middleware]:
+    def mcphost_middleware(self, host: mcphost.Host) -> list[mcphost.Middleware]:
         # Runs at startup collection (also for `mcphost plugins`): read settings only; exporters
         # and their threads start in mcphost_startup, when the host really serves.
-        name = host.pm.get_name(self) or "otel"
-        self.settings.update(host.plugin_config(name))
+        self.settings = host.settings(OtelSettings)
         if "prometheus" in setup.metric_exporter_names():
             # The SDK's own Prometheus reader binds a port of its own (9464) in every process, which
             # a second worker cannot; the host's scrape route covers every worker on its own port.
-            self.settings["prometheus"] = True
-        if self.settings["prometheus"] and self.registry is None:
+            self.settings = self.settings.model_copy(update={"prometheus": True})
+        if self.settings.prometheus and self.registry is None:
             from prometheus_client import CollectorRegistry
             self.registry = CollectorRegistry(auto_describe=True)
         return [mcphost.Middleware(name="otel", fn=self.middleware)]
 
     @mcphost.hookimpl
-    def mcphost_startup(self, host: Any) -> None:
+    def mcphost_startup(self, host: mcphost.Host) -> None:
         try:
             self._start(host)
         except Exception:
@@ -144,13 +138,13 @@ class OtelPlugin:
             self.providers.shutdown()
             self.tracer = self.operation_duration = self.session_duration = self.active_sessions = None
 
-    def _start(self, host: Any) -> None:
+    def _start(self, host: mcphost.Host) -> None:
         if setup.sdk_disabled() and self._given_tracer_provider is None and self._given_meter_provider is None:
             log.info("OTEL_SDK_DISABLED is true: mcphost-otel records nothing")
             return
         server = host.config.server
         res = None
-        if self.settings["traces"]:
+        if self.settings.traces:
             provider = self._given_tracer_provider
             if provider is None:
                 res = setup.resource(server.name, server.version or mcphost.__version__)
@@ -159,10 +153,10 @@ class OtelPlugin:
                     self.providers.owned.append(provider)
             self.providers.tracer_provider = provider
             self.tracer = provider.get_tracer(SCOPE, __version__)
-        if self.settings["prometheus"] and not self.settings["metrics"]:
+        if self.settings.prometheus and not self.settings.metrics:
             log.warning("[plugins.otel] prometheus = true needs metrics = true; %s serves nothing",
-                        self.settings["prometheus_path"])
-        if self.settings["metrics"]:
+                        self.settings.prometheus_path)
+        if self.settings.metrics:
             provider = self._given_meter_provider
             readers: list[Any] = []
             if self.registry is not None:
@@ -178,13 +172,13 @@ class OtelPlugin:
                     self.providers.owned.append(provider)
             self.providers.meter_provider = provider
             self._instruments(provider.get_meter(SCOPE, __version__))
-        if self.registry is not None and self.settings["metrics"] and server.workers > 1:
+        if self.registry is not None and self.settings.metrics and server.workers > 1:
             from mcphost_otel.workers import Snapshots, shared_directory
-            self.snapshots = Snapshots(self.registry, shared_directory(), self.settings["prometheus_interval"])
+            self.snapshots = Snapshots(self.registry, shared_directory(), self.settings.prometheus_interval)
             self.snapshots.start()
 
     @mcphost.hookimpl
-    def mcphost_shutdown(self, host: Any) -> None:
+    def mcphost_shutdown(self, host: mcphost.Host) -> None:
         if self.snapshots is not None:
             self.snapshots.stop()
             self.snapshots = None
@@ -209,7 +203,7 @@ class OtelPlugin:
 
     @mcphost.hookimpl
     def mcphost_routes(self, app: Any) -> None:
-        if not self.settings["prometheus"] or self.registry is None:
+        if not self.settings.prometheus or self.registry is None:
             return
         from prometheus_client.exposition import choose_encoder
         from quart import request as quart_request
@@ -225,7 +219,7 @@ class OtelPlugin:
                 body = encoder(registry)
             return body, 200, {"content-type": content_type, "cache-control": "no-store"}
 
-        app.add_url_rule(self.settings["prometheus_path"], "mcphost_otel_metrics", scrape, methods=["GET"])
+        app.add_url_rule(self.settings.prometheus_path, "mcphost_otel_metrics", scrape, methods=["GET"])
 
     # -- per request ---------------------------------------------------------------------------
 
@@ -414,5 +408,5 @@ def _first_text(result: dict[str, Any]) -> str | None:
     return None
 
 
-__all__ = ["ACTIVE_SESSIONS", "CONFIG_SCHEMA", "DURATION_BUCKETS", "OPERATION_DURATION", "PLUGIN_NAME",
-           "PLUGIN_VERSION", "SESSION_DURATION", "OtelPlugin"]
+__all__ = ["ACTIVE_SESSIONS", "DURATION_BUCKETS", "OPERATION_DURATION", "PLUGIN_NAME",
+           "PLUGIN_VERSION", "SESSION_DURATION", "OtelPlugin", "OtelSettings"]

@@ -172,7 +172,7 @@ def test_mcphost_plugins_lists_mcphost_otel_with_its_hooks(tmp_path: Path) -> No
     assert done.returncode == 0, done.stderr
     [otel] = [p for p in json.loads(done.stdout) if p["name"] == "otel"]
     assert (otel["distribution"], otel["version"], otel["status"]) == ("mcphost-otel", "0.1.0", "active")
-    assert otel["hooks"] == ["mcphost_config_schema", "mcphost_exception", "mcphost_middleware", "mcphost_routes",
+    assert otel["hooks"] == ["mcphost_exception", "mcphost_middleware", "mcphost_routes", "mcphost_settings",
                              "mcphost_shutdown", "mcphost_startup", "mcphost_terminate", "mcphost_unconfigured"]
     assert otel["provides"] == {"middleware": ["otel"]}
     table = subprocess.run([str(MCPHOST), "plugins"], capture_output=True, text=True, timeout=60,

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import mcphost
 from mcphost.records import Provenance
 from mcphost_proxy.parking import Parking
-from mcphost_proxy.settings import CONFIG_SCHEMA, ProxySettings, ServerSettings, load_settings
+from mcphost_proxy.settings import ProxyConfig, ProxySettings, ServerSettings, load_settings
 from mcphost_proxy.work import busy, offload
 
 if TYPE_CHECKING:
@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("mcphost.proxy")
 
-__all__ = ["CONFIG_SCHEMA", "ProxyPlugin", "ServerSettings", "Upstream", "UpstreamUnavailable"]
+__all__ = ["ProxyConfig", "ProxyPlugin", "ServerSettings", "Upstream", "UpstreamUnavailable"]
 
 
 def __getattr__(name: str) -> Any:
@@ -81,7 +81,7 @@ class ProxyPlugin:
         #: Upstream unsubscribes sent after a listen stream ended (its task may be cancelled meanwhile).
         self._releases: set[asyncio.Task[None]] = set()
         self._reaper: asyncio.Task[None] | None = None
-        self.host: Any = None
+        self.host: mcphost.Host | None = None
         self._lazy_started = False
         #: The listing each upstream's records were last derived from, and those records (by hook kind).
         self._listed: dict[str, Any] = {}
@@ -100,15 +100,15 @@ class ProxyPlugin:
     # -- configuration --------------------------------------------------------------------------
 
     @mcphost.hookimpl
-    def mcphost_config_schema(self) -> dict[str, Any]:
-        return CONFIG_SCHEMA
+    def mcphost_settings(self) -> type[ProxyConfig]:
+        return ProxyConfig
 
-    def _configure(self, host: Any) -> None:
+    def _configure(self, host: mcphost.Host) -> None:
         if self.settings is not None:
             return
-        config_path = getattr(host.config, "path", None)
+        config_path = host.config.path
         base = None if config_path is None else Path(config_path).parent
-        self.settings = load_settings(host.plugin_config("proxy"), base=base)
+        self.settings = load_settings(host.settings(ProxyConfig), base=base)
         self.host = host
         self.parking = Parking(self.settings.max_parked_calls, self.settings.max_parked_bytes)
         self._starting = asyncio.Semaphore(self.settings.max_starting or os.cpu_count() or 2)
@@ -140,11 +140,12 @@ class ProxyPlugin:
 
     def _report(self) -> None:
         """Show each upstream's state in ``mcphost plugins`` (PROVIDES: upstreams)."""
-        info = self.host.plugin_infos.get("proxy") if self.host is not None else None
-        if info is None or not self.upstreams:
+        host = self.host
+        info = host.plugin_infos.get("proxy") if host is not None else None
+        if host is None or info is None or not self.upstreams:
             return
         info.provides["upstreams"] = [u.status() for u in self.upstreams.values()]
-        clashes = [c for c in self.host.catalog.clashes if c.loser.plugin == "proxy"]
+        clashes = [c for c in host.catalog.clashes if c.loser.plugin == "proxy"]
         if clashes:
             info.provides["clashes"] = [clash.describe() for clash in clashes]
         else:
@@ -161,7 +162,7 @@ class ProxyPlugin:
                 info.provides.pop(catalog_kind, None)
 
     @mcphost.hookimpl
-    def mcphost_status(self, host: Any) -> dict[str, Any] | None:
+    def mcphost_status(self, host: mcphost.Host) -> dict[str, Any] | None:
         """Each upstream's live state (see :meth:`Upstream.describe`), per-session ones included."""
         if not self.upstreams and not self.bound:
             return None
@@ -255,25 +256,25 @@ class ProxyPlugin:
                     log.info("upstream %s: idle for %.0f s; stopped", upstream.label, now - upstream.last_used)
                     await upstream.stop()
 
-    def _records(self, host: Any, kind: str) -> list[Any]:
+    def _records(self, host: mcphost.Host, kind: str) -> list[Any]:
         """Every mounted record of ``kind`` (a full catalog collection; clashes are the catalog's to settle)."""
         self._configure(host)
         return [record for mounted in self._mounted.values() for record in mounted[kind]]
 
     @mcphost.hookimpl
-    def mcphost_tools(self, host: Any) -> list[Any]:
+    def mcphost_tools(self, host: mcphost.Host) -> list[Any]:
         return self._records(host, "tools")
 
     @mcphost.hookimpl
-    def mcphost_prompts(self, host: Any) -> list[Any]:
+    def mcphost_prompts(self, host: mcphost.Host) -> list[Any]:
         return self._records(host, "prompts")
 
     @mcphost.hookimpl
-    def mcphost_resources(self, host: Any) -> list[Any]:
+    def mcphost_resources(self, host: mcphost.Host) -> list[Any]:
         return self._records(host, "resources")
 
     @mcphost.hookimpl
-    def mcphost_resource_templates(self, host: Any) -> list[Any]:
+    def mcphost_resource_templates(self, host: mcphost.Host) -> list[Any]:
         return self._records(host, "templates")
 
     async def _changed(self, upstream: Upstream) -> None:
@@ -347,7 +348,7 @@ class ProxyPlugin:
     # -- lifecycle ------------------------------------------------------------------------------------
 
     @mcphost.hookimpl
-    async def mcphost_startup(self, host: Any) -> None:
+    async def mcphost_startup(self, host: mcphost.Host) -> None:
         """Start the upstreams and return: the host listens at once, and each upstream is mounted
         when it has listed (``startup_wait`` > 0 waits that long first, for one-shot commands)."""
         self._configure(host)
@@ -390,7 +391,7 @@ class ProxyPlugin:
                           upstream.error or upstream.state)
 
     @mcphost.hookimpl
-    def mcphost_middleware(self, host: Any) -> list[Any]:
+    def mcphost_middleware(self, host: mcphost.Host) -> list[Any]:
         self._configure(host)
         if not self.upstreams:
             return []
@@ -543,7 +544,7 @@ class ProxyPlugin:
             await upstream.stop()
 
     @mcphost.hookimpl
-    async def mcphost_shutdown(self, host: Any) -> None:
+    async def mcphost_shutdown(self, host: mcphost.Host) -> None:
         for task in (self._watchdog, self._reaper, *self._releases):
             if task is not None:
                 task.cancel()

@@ -13,135 +13,92 @@ import json
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal, Self, TypeVar
 
+from pydantic import Field, model_validator
+
+import mcphost
 from mcphost import ConfigError
 
 _NAME = re.compile(r"^[A-Za-z0-9_.\-]{1,64}$")
 #: ``${NAME}`` in a header value (or an env value) names an environment variable of the host.
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
-_SERVER_PROPERTIES: dict[str, Any] = {
-    "command": {"type": "string", "minLength": 1, "description": "stdio: the program to run"},
-    "args": {"type": "array", "items": {"type": "string"}, "description": "stdio: its arguments"},
-    "env": {"type": "object", "additionalProperties": {"type": "string"},
-            "description": "stdio: extra environment variables (values may use ${VAR})"},
-    "cwd": {"type": "string", "description": "stdio: working directory"},
-    "url": {"type": "string", "pattern": "^https?://", "description": "Streamable HTTP: the MCP endpoint"},
-    "headers": {"type": "object", "additionalProperties": {"type": "string"},
-                "description": "Streamable HTTP: request headers; ${VAR} names an environment variable"},
-    "prefix": {"type": "string", "description": "prepended to tool and prompt names (default 'NAME_')"},
-    "include": {"type": "array", "items": {"type": "string"},
-                "description": "glob patterns of upstream names to mount (default: all)"},
-    "exclude": {"type": "array", "items": {"type": "string"}, "description": "glob patterns of names to hide"},
-    "timeout": {"type": "number", "exclusiveMinimum": 0, "description": "seconds per upstream request"},
-    "era": {"enum": ["session", "auto"],
-            "description": "'session' (default): speak the session era to the upstream so it can ask "
-                           "questions mid-call; 'auto': let the upstream choose (2026-07-28 if it can)"},
-    "start": {"enum": ["startup", "lazy"],
-              "description": "'startup' (default): start with the host; 'lazy': at the first request"},
-    "per_session": {"type": "boolean",
-                    "description": "one upstream connection per client session (stateful upstreams)"},
-    "questions": {"enum": ["shared", "own_process"],
-                  "description": "stdio: 'shared' (default): every call runs on the one process (its state is "
-                                 "shared); 'own_process': a call whose client can answer questions leases a "
-                                 "process of its own from a pool of max_instances (stateless upstreams)"},
-    "max_queued": {"type": "integer", "minimum": 0,
-                   "description": "own_process: calls that may wait for a free process (each at most timeout)"},
-    "enabled": {"type": "boolean", "description": "false: keep the entry but do not mount it"},
-    "pool_size": {"type": "integer", "minimum": 1,
-                  "description": "Streamable HTTP: keep-alive connections a tool call may use at once (default 16)"},
-    "max_message_bytes": {"type": "integer", "minimum": 1024,
-                          "description": "largest message read from the upstream (a stdio line, an HTTP "
-                                         "JSON body or SSE event); a larger one fails only its call"},
-    "max_description_chars": {"type": "integer", "minimum": 0,
-                              "description": "longer descriptions: the record is skipped with a warning"},
-    "max_schema_bytes": {"type": "integer", "minimum": 2,
-                         "description": "larger input/output schemas: the tool is skipped with a warning"},
-    "max_instances": {"type": "integer", "minimum": 1,
-                      "description": "per_session, own_process: most upstream processes/connections at once"},
-    "max_instances_per_principal": {"type": "integer", "minimum": 1,
-                                    "description": "per_session: most instances one principal holds"},
-    "idle_timeout": {"type": "number", "exclusiveMinimum": 0,
-                     "description": "per_session, own_process: seconds an unused instance is kept before it "
-                                    "is stopped"},
-}
-
-#: Defaults of the per-server limits (docs/proxy.md, "Limits").
-MAX_MESSAGE_BYTES = 16 * 1024 * 1024
-MAX_DESCRIPTION_CHARS = 16 * 1024
-MAX_SCHEMA_BYTES = 256 * 1024
-MAX_INSTANCES = 16
-MAX_QUEUED = 64
-IDLE_TIMEOUT = 300.0
-
-CONFIG_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "servers": {
-            "type": "object",
-            "additionalProperties": {"type": "object", "properties": _SERVER_PROPERTIES,
-                                     "additionalProperties": False},
-            "description": "upstream MCP servers by name",
-        },
-        "mcp_servers_file": {
-            "anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "string"}}],
-            "description": "JSON file(s) in the mcpServers format MCP clients use",
-        },
-        "restart_backoff": {"type": "number", "exclusiveMinimum": 0,
-                            "description": "first delay (seconds) before restarting a dead upstream; doubles"},
-        "restart_backoff_max": {"type": "number", "exclusiveMinimum": 0,
-                                "description": "longest delay between restarts"},
-        "startup_timeout": {"type": "number", "exclusiveMinimum": 0,
-                            "description": "seconds after which an upstream that has not listed is reported "
-                                           "(it is still mounted when it does)"},
-        "max_parked_calls": {"type": "integer", "minimum": 1,
-                             "description": "calls one principal may have waiting for its answers (2026-07-28)"},
-        "max_parked_bytes": {"type": "integer", "minimum": 1024,
-                             "description": "bytes (of arguments) those parked calls may hold, per principal"},
-        "max_starting": {"type": "integer", "minimum": 1,
-                         "description": "stdio upstreams starting at once (until each first answers); default: "
-                                        "the machine's CPUs"},
-        "startup_wait": {"type": "number", "minimum": 0,
-                         "description": "seconds the host's startup waits for the upstreams to list before "
-                                        "it serves (default 0: it serves at once)"},
-    },
-    "additionalProperties": False,
-}
+ServerName = Annotated[str, Field(pattern=_NAME.pattern)]
 
 
-@dataclass(frozen=True)
-class ServerSettings:
-    """One upstream server, resolved: either ``command`` (stdio) or ``url`` (Streamable HTTP)."""
+class UpstreamConfig(mcphost.PluginSettings):
+    """One ``[plugins.proxy.servers.NAME]`` table (or one entry of an mcpServers file)."""
+
+    command: Annotated[str | None, Field(min_length=1, description="stdio: the program to run")] = None
+    args: Annotated[tuple[str, ...], Field(strict=False, description="stdio: its arguments")] = ()
+    env: Annotated[dict[str, str], Field(description=(
+        "stdio: extra environment variables (values may use ${VAR})"))] = Field(default_factory=dict)
+    cwd: Annotated[str | None, Field(description="stdio: working directory")] = None
+    url: Annotated[str | None, Field(pattern="^https?://", description="Streamable HTTP: the MCP endpoint")] = None
+    #: Header values as configured; ``${VAR}`` is resolved when connecting (ServerSettings.resolved_headers).
+    headers: Annotated[dict[str, str], Field(description=(
+        "Streamable HTTP: request headers; ${VAR} names an environment variable"))] = Field(default_factory=dict)
+    prefix: Annotated[str | None, Field(pattern=r"^[A-Za-z0-9_.\-/]*$", description=(
+        "prepended to tool and prompt names (default 'NAME_'; characters A-Z a-z 0-9 _ . - /)"))] = None
+    include: Annotated[tuple[str, ...], Field(strict=False, description=(
+        "glob patterns of upstream names to mount (default: all)"))] = ()
+    exclude: Annotated[tuple[str, ...], Field(strict=False, description="glob patterns of names to hide")] = ()
+    timeout: Annotated[float, Field(gt=0, description="seconds per upstream request")] = 60.0
+    era: Annotated[Literal["session", "auto"], Field(description=(
+        "'session' (default): speak the session era to the upstream so it can ask questions mid-call; 'auto': "
+        "let the upstream choose (2026-07-28 if it can)"))] = "session"
+    start: Annotated[Literal["startup", "lazy"], Field(description=(
+        "'startup' (default): start with the host; 'lazy': at the first request"))] = "startup"
+    per_session: Annotated[bool, Field(description=(
+        "one upstream connection per client session (stateful upstreams)"))] = False
+    #: stdio: "shared" (one process serves every call) or "own_process" (see docs/proxy.md, Questions).
+    questions: Annotated[Literal["shared", "own_process"], Field(description=(
+        "stdio: 'shared' (default): every call runs on the one process (its state is shared); 'own_process': a "
+        "call whose client can answer questions leases a process of its own from a pool of max_instances "
+        "(stateless upstreams)"))] = "shared"
+    max_queued: Annotated[int, Field(ge=0, description=(
+        "own_process: calls that may wait for a free process (each at most timeout)"))] = 64
+    enabled: Annotated[bool, Field(description="false: keep the entry but do not mount it")] = True
+    pool_size: Annotated[int, Field(ge=1, description=(
+        "Streamable HTTP: keep-alive connections a tool call may use at once"))] = 16
+    max_message_bytes: Annotated[int, Field(ge=1024, description=(
+        "largest message read from the upstream (a stdio line, an HTTP JSON body or SSE event); a larger one "
+        "fails only its call"))] = 16 * 1024 * 1024
+    max_description_chars: Annotated[int, Field(ge=0, description=(
+        "longer descriptions: the record is skipped with a warning"))] = 16 * 1024
+    max_schema_bytes: Annotated[int, Field(ge=2, description=(
+        "larger input/output schemas: the tool is skipped with a warning"))] = 256 * 1024
+    max_instances: Annotated[int, Field(ge=1, description=(
+        "per_session, own_process: most upstream processes/connections at once"))] = 16
+    #: None: no share per principal beyond max_instances.
+    max_instances_per_principal: Annotated[int | None, Field(ge=1, description=(
+        "per_session: most instances one principal holds"))] = None
+    idle_timeout: Annotated[float, Field(gt=0, description=(
+        "per_session, own_process: seconds an unused instance is kept before it is stopped"))] = 300.0
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Self:
+        if bool(self.command) == bool(self.url):
+            raise ValueError("give either command (stdio) or url (Streamable HTTP)")
+        if self.command is not None and self.headers:
+            raise ValueError("headers apply to url servers only")
+        if self.url is not None and (self.args or self.env or self.cwd):
+            raise ValueError("args, env and cwd apply to command servers only")
+        if self.questions == "own_process" and (self.url is not None or self.per_session):
+            raise ValueError("questions: 'own_process' is for stdio servers without per_session (an HTTP "
+                             "upstream's questions come on their call's own stream)")
+        return self
+
+
+class ServerSettings(UpstreamConfig):
+    """One upstream server, resolved: either ``command`` (stdio) or ``url`` (Streamable HTTP), its name
+    and its prefix settled."""
 
     name: str
-    command: str | None = None
-    args: tuple[str, ...] = ()
-    env: Mapping[str, str] = field(default_factory=dict)
-    cwd: str | None = None
-    url: str | None = None
-    #: Header values as configured; ``${VAR}`` is resolved when connecting (see :meth:`resolved_headers`).
-    headers: Mapping[str, str] = field(default_factory=dict)
-    prefix: str = ""
-    include: tuple[str, ...] = ()
-    exclude: tuple[str, ...] = ()
-    timeout: float = 60.0
-    era: str = "session"
-    start: str = "startup"
-    per_session: bool = False
-    #: stdio: "shared" (one process serves every call) or "own_process" (see docs/proxy.md, Questions).
-    questions: str = "shared"
-    max_queued: int = MAX_QUEUED
-    max_message_bytes: int = MAX_MESSAGE_BYTES
-    max_description_chars: int = MAX_DESCRIPTION_CHARS
-    max_schema_bytes: int = MAX_SCHEMA_BYTES
-    max_instances: int = MAX_INSTANCES
-    #: None: no share per principal beyond max_instances.
-    max_instances_per_principal: int | None = None
-    idle_timeout: float = IDLE_TIMEOUT
-    pool_size: int = 16
+    prefix: str  # settled: "NAME_" unless the table names one
 
     @property
     def transport(self) -> str:
@@ -179,37 +136,95 @@ def _expand(value: str, where: str) -> str:
     return _ENV_REF.sub(replace, value)
 
 
+class ProxyConfig(mcphost.PluginSettings):
+    """Existing MCP servers mounted into the catalog: stdio commands and Streamable HTTP URLs."""
+
+    servers: Annotated[dict[ServerName, UpstreamConfig], Field(
+        description="upstream MCP servers by name (1-64 characters of A-Z a-z 0-9 _ . -)",
+        json_schema_extra={"x-aliases": ["upstreams", "mcpServers", "mcp_servers"]})] = Field(default_factory=dict)
+    mcp_servers_file: Annotated[str | list[str] | None, Field(description=(
+        "JSON file(s) in the mcpServers format MCP clients use"))] = None
+    restart_backoff: Annotated[float, Field(gt=0, description=(
+        "first delay (seconds) before restarting a dead upstream; doubles"))] = 0.5
+    restart_backoff_max: Annotated[float, Field(gt=0, description="longest delay between restarts")] = 30.0
+    startup_timeout: Annotated[float, Field(gt=0, description=(
+        "seconds after which an upstream that has not listed is reported (it is still mounted when it "
+        "does)"))] = 30.0
+    max_parked_calls: Annotated[int, Field(ge=1, description=(
+        "calls one principal may have waiting for their answers (2026-07-28)"))] = 32
+    max_parked_bytes: Annotated[int, Field(ge=1024, description=(
+        "bytes (of arguments) those parked calls may hold, per principal"))] = 32 * 1024 * 1024
+    #: stdio upstreams starting at once (None: the machine's CPUs).
+    max_starting: Annotated[int | None, Field(ge=1, description=(
+        "stdio upstreams starting at once (until each first answers); default: the machine's CPUs"))] = None
+    startup_wait: Annotated[float, Field(ge=0, description=(
+        "seconds the host's startup waits for the upstreams to list before it serves (default 0: it serves "
+        "at once)"))] = 0.0
+
+
 @dataclass(frozen=True)
 class ProxySettings:
-    servers: tuple[ServerSettings, ...] = ()
-    restart_backoff: float = 0.5
-    restart_backoff_max: float = 30.0
-    startup_timeout: float = 30.0
-    startup_wait: float = 0.0
-    max_parked_calls: int = 32
-    max_parked_bytes: int = 32 * 1024 * 1024
-    #: stdio upstreams starting at once (None: the machine's CPUs).
-    max_starting: int | None = None
+    """The checked section with its servers resolved (the mcpServers files read, names and prefixes set)."""
+
+    config: ProxyConfig
+    servers: tuple[ServerSettings, ...]
+
+    # The section's own settings, as the plugin reads them.
+    @property
+    def restart_backoff(self) -> float:
+        return self.config.restart_backoff
+
+    @property
+    def restart_backoff_max(self) -> float:
+        return self.config.restart_backoff_max
+
+    @property
+    def startup_timeout(self) -> float:
+        return self.config.startup_timeout
+
+    @property
+    def startup_wait(self) -> float:
+        return self.config.startup_wait
+
+    @property
+    def max_parked_calls(self) -> int:
+        return self.config.max_parked_calls
+
+    @property
+    def max_parked_bytes(self) -> int:
+        return self.config.max_parked_bytes
+
+    @property
+    def max_starting(self) -> int | None:
+        return self.config.max_starting
 
 
-def load_settings(section: Mapping[str, Any], *, base: Path | None = None) -> ProxySettings:
-    """Resolve the validated ``[plugins.proxy]`` section (and the mcpServers files it names)."""
-    raw: dict[str, dict[str, Any]] = {}
-    files = section.get("mcp_servers_file") or []
+def load_settings(section: ProxyConfig | Mapping[str, Any], *, base: Path | None = None) -> ProxySettings:
+    """Resolve the checked ``[plugins.proxy]`` section (and the mcpServers files it names); a mapping is
+    checked first. A table of ``servers`` wins over a file's entry of the same name."""
+    if not isinstance(section, ProxyConfig):
+        section = _checked(ProxyConfig, section, "proxy", "configuration")
+    tables: dict[str, UpstreamConfig] = {}
+    files = section.mcp_servers_file or []
     for file in [files] if isinstance(files, str) else files:
-        raw.update(read_mcp_servers_file(Path(file).expanduser() if base is None
-                                         else (base / Path(file).expanduser())))
-    for name, table in (section.get("servers") or {}).items():
-        raw[name] = dict(table)
-    servers = tuple(server_settings(name, table) for name, table in raw.items() if table.get("enabled", True))
-    return ProxySettings(servers=servers,
-                         restart_backoff=float(section.get("restart_backoff", 0.5)),
-                         restart_backoff_max=float(section.get("restart_backoff_max", 30.0)),
-                         startup_timeout=float(section.get("startup_timeout", 30.0)),
-                         startup_wait=float(section.get("startup_wait", 0.0)),
-                         max_parked_calls=int(section.get("max_parked_calls", 32)),
-                         max_parked_bytes=int(section.get("max_parked_bytes", 32 * 1024 * 1024)),
-                         max_starting=int(section["max_starting"]) if "max_starting" in section else None)
+        path = Path(file).expanduser() if base is None else (base / Path(file).expanduser())
+        for name, table in read_mcp_servers_file(path).items():
+            tables[name] = _checked(UpstreamConfig, table, f"proxy.servers.{name}",
+                                    f"[plugins.proxy.mcp_servers_file] {path}")
+    tables.update(section.servers)
+    servers = tuple(server_settings(name, table) for name, table in tables.items() if table.enabled)
+    return ProxySettings(config=section, servers=servers)
+
+
+M = TypeVar("M", bound=mcphost.PluginSettings)
+
+
+def _checked(model: type[M], table: Mapping[str, Any], name: str, source: str) -> M:
+    instance, problems = mcphost.bind_settings(model, table, name, source)
+    if problems:
+        raise ConfigError("\n".join(problems))
+    assert isinstance(instance, model)
+    return instance
 
 
 def read_mcp_servers_file(path: Path) -> dict[str, dict[str, Any]]:
@@ -243,65 +258,10 @@ def read_mcp_servers_file(path: Path) -> dict[str, dict[str, Any]]:
     return tables
 
 
-def server_settings(name: str, table: Mapping[str, Any]) -> ServerSettings:
-    where = f"[plugins.proxy.servers.{name}]"
+def server_settings(name: str, table: UpstreamConfig) -> ServerSettings:
+    """The checked table of server ``name``, its name and prefix settled."""
     if not _NAME.match(name):
-        raise ConfigError(f"{where}: server names are 1-64 characters of A-Z a-z 0-9 _ . -")
-    unknown = set(table) - set(_SERVER_PROPERTIES)
-    if unknown:
-        raise ConfigError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}")
-    command, url = table.get("command"), table.get("url")
-    if bool(command) == bool(url):
-        raise ConfigError(f"{where}: give either command (stdio) or url (Streamable HTTP)")
-    if url is not None and not re.match(r"^https?://", str(url)):
-        raise ConfigError(f"{where}.url: must start with http:// or https://")
-    if command is not None and (table.get("headers")):
-        raise ConfigError(f"{where}: headers apply to url servers only")
-    if url is not None and any(table.get(k) for k in ("args", "env", "cwd")):
-        raise ConfigError(f"{where}: args, env and cwd apply to command servers only")
-    for key in ("args", "include", "exclude"):
-        value = table.get(key, [])
-        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-            raise ConfigError(f"{where}.{key}: must be a list of strings")
-    for key in ("env", "headers"):
-        value = table.get(key, {})
-        if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
-            raise ConfigError(f"{where}.{key}: must be a table of strings")
-    era = table.get("era", "session")
-    if era not in ("session", "auto"):
-        raise ConfigError(f"{where}.era: 'session' or 'auto', not {era!r}")
-    start = table.get("start", "startup")
-    if start not in ("startup", "lazy"):
-        raise ConfigError(f"{where}.start: 'startup' or 'lazy', not {start!r}")
-    questions = table.get("questions", "shared")
-    if questions not in ("shared", "own_process"):
-        raise ConfigError(f"{where}.questions: 'shared' or 'own_process', not {questions!r}")
-    if questions == "own_process" and (url is not None or table.get("per_session")):
-        raise ConfigError(f"{where}.questions: 'own_process' is for stdio servers without per_session (an HTTP "
-                          "upstream's questions come on their call's own stream)")
-    timeout = table.get("timeout", 60.0)
-    if not isinstance(timeout, int | float) or isinstance(timeout, bool) or timeout <= 0:
-        raise ConfigError(f"{where}.timeout: a positive number of seconds")
-    limits: dict[str, Any] = {}
-    for key, least in (("max_message_bytes", 1024), ("max_description_chars", 0), ("max_schema_bytes", 2),
-                       ("max_instances", 1), ("max_instances_per_principal", 1), ("max_queued", 0),
-                       ("pool_size", 1)):
-        if key in table:
-            value = table[key]
-            if not isinstance(value, int) or isinstance(value, bool) or value < least:
-                raise ConfigError(f"{where}.{key}: an integer of at least {least}")
-            limits[key] = value
-    if "idle_timeout" in table:
-        idle = table["idle_timeout"]
-        if not isinstance(idle, int | float) or isinstance(idle, bool) or idle <= 0:
-            raise ConfigError(f"{where}.idle_timeout: a positive number of seconds")
-        limits["idle_timeout"] = float(idle)
-    prefix = table.get("prefix", f"{name}_")
-    if not isinstance(prefix, str) or (prefix and not re.match(r"^[A-Za-z0-9_.\-/]*$", prefix)):
-        raise ConfigError(f"{where}.prefix: characters A-Z a-z 0-9 _ . - / only")
-    return ServerSettings(
-        name=name, command=command, args=tuple(table.get("args", [])), env=dict(table.get("env", {})),
-        cwd=table.get("cwd"), url=url, headers=dict(table.get("headers", {})), prefix=prefix,
-        include=tuple(table.get("include", [])), exclude=tuple(table.get("exclude", [])),
-        timeout=float(timeout), era=era, start=start, per_session=bool(table.get("per_session", False)),
-        questions=questions, **limits)
+        raise ConfigError(f"[plugins.proxy.servers.{name}]: server names are 1-64 characters of A-Z a-z 0-9 _ . -")
+    fields = dict(table)
+    fields["prefix"] = f"{name}_" if table.prefix is None else table.prefix
+    return ServerSettings.model_construct(table.model_fields_set | {"name", "prefix"}, name=name, **fields)

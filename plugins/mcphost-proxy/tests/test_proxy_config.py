@@ -40,10 +40,10 @@ async def test_mcp_servers_file_is_mounted(side, tmp_path):
 @pytest.mark.parametrize(("section", "message"), [
     ({"servers": {"x": {}}}, "give either command (stdio) or url"),
     ({"servers": {"x": {"command": "a", "url": "http://b"}}}, "give either command (stdio) or url"),
-    ({"servers": {"x": {"url": "ftp://b"}}}, "must start with http"),
+    ({"servers": {"x": {"url": "ftp://b"}}}, "[plugins.proxy.servers.x.url] String should match pattern '^https?://'"),
     ({"servers": {"x": {"command": "a", "headers": {"A": "b"}}}}, "headers apply to url servers only"),
-    ({"servers": {"x y": {"command": "a"}}}, "server names are"),
-    ({"servers": {"x": {"command": "a", "era": "modern"}}}, "era"),
+    ({"servers": {"x y": {"command": "a"}}}, "[plugins.proxy.servers.x y.[key]] String should match pattern"),
+    ({"servers": {"x": {"command": "a", "era": "modern"}}}, "[plugins.proxy.servers.x.era] Input should be 'session'"),
     ({"mcp_servers_file": "/nonexistent/servers.json"}, "cannot read it"),
 ])
 def test_bad_configuration_names_the_problem(section, message):
@@ -63,8 +63,35 @@ def test_bad_mcp_servers_file(tmp_path):
 
 def test_schema_refuses_unknown_keys_before_start():
     host = make_host(("proxy", ProxyPlugin()), config={"plugins": {"proxy": {"servers": {"x": {"commandd": "a"}}}}})
-    with pytest.raises(ConfigError, match="commandd"):
+    with pytest.raises(ConfigError, match=re.escape("[plugins.proxy.servers.x] unknown key 'commandd' (did you "
+                                                    "mean 'command'?)")):
         host.prepare()
+
+
+def test_every_mistake_in_the_section_is_reported_at_once_with_a_did_you_mean():
+    """Issue 36: ``upstreams`` for ``servers`` got no did-you-mean; every problem comes at once."""
+    section = {"upstreams": {}, "restart_backof": 1, "servers": {"a": {"url": "http://x", "timeot": 5},
+                                                                 "b": {"command": "c", "max_queued": -1}}}
+    host = make_host(("proxy", ProxyPlugin()), config={"plugins": {"proxy": section}})
+    with pytest.raises(ConfigError) as caught:
+        host.prepare()
+    assert sorted(caught.value.problems) == sorted([
+        "configuration: [plugins.proxy] unknown key 'upstreams' (did you mean 'servers'?)",
+        "configuration: [plugins.proxy] unknown key 'restart_backof' (did you mean 'restart_backoff'?)",
+        "configuration: [plugins.proxy.servers.a] unknown key 'timeot' (did you mean 'timeout'?)",
+        "configuration: [plugins.proxy.servers.b.max_queued] Input should be greater than or equal to 0, not -1",
+    ])
+
+
+def test_defaults_are_the_models_and_a_file_entry_is_checked_like_a_table(tmp_path):
+    settings = load_settings({"servers": {"s": {"command": "x"}}})
+    [server] = settings.servers
+    assert (server.prefix, server.timeout, server.max_queued, server.idle_timeout) == ("s_", 60.0, 64, 300.0)
+    assert (settings.restart_backoff, settings.startup_wait, settings.max_starting) == (0.5, 0.0, None)
+    servers = tmp_path / "servers.json"
+    servers.write_text(json.dumps({"mcpServers": {"f": {"command": "x", "args": "not a list"}}}))
+    with pytest.raises(ConfigError, match=re.escape("[plugins.proxy.servers.f.args] Input should be a valid tuple")):
+        load_settings({"mcp_servers_file": str(servers)})
 
 
 class Recorder:

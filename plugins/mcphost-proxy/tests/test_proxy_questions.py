@@ -117,10 +117,10 @@ async def test_questions_own_process_leases_a_process_per_asking_call():
 
 
 @pytest.mark.parametrize(("table", "message"), [
-    ({"command": "a", "questions": "always"}, "'shared' or 'own_process'"),
+    ({"command": "a", "questions": "always"}, "Input should be 'shared' or 'own_process'"),
     ({"url": "http://b", "questions": "own_process"}, "'own_process' is for stdio servers"),
     ({"command": "a", "per_session": True, "questions": "own_process"}, "without per_session"),
-    ({"command": "a", "max_queued": -1}, "max_queued: an integer of at least 0"),
+    ({"command": "a", "max_queued": -1}, "[plugins.proxy.servers.x.max_queued] Input should be greater than or equal"),
 ])
 def test_questions_settings_are_checked(table, message):
     with pytest.raises(ConfigError, match=re.escape(message)):

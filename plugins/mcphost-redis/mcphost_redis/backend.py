@@ -81,28 +81,29 @@ SESSION_GRACE = 300.0
 
 @dataclass(frozen=True)
 class RedisSettings:
-    """The ``[plugins.redis]`` section, with defaults taken from ``[server]`` where they relate."""
+    """The backend's settings, every one resolved (from ``[plugins.redis]``, declared and defaulted in
+    :class:`mcphost_redis.settings.RedisConfig`, and ``[server]``)."""
 
     url: str
-    prefix: str = "mcphost:"
+    prefix: str
     #: Seconds a single Redis command may take (socket read/write); the whole operation,
     #: reconnect included, is cut off half a second later.
-    op_timeout: float = 1.0
+    op_timeout: float
     #: Seconds to establish a connection.
-    connect_timeout: float = 1.0
+    connect_timeout: float
     #: Seconds a client is told to wait (Retry-After) while Redis is unavailable.
-    retry_after: int = 1
-    #: Seconds a session is kept without activity (default: ``server.session_idle_timeout``).
-    session_ttl: float = 1800.0
+    retry_after: int
+    #: Seconds a session is kept without activity.
+    session_ttl: float
     #: Events kept per stream, at least (trimming is approximate: ``MAXLEN ~``).
-    stream_max_events: int = 1000
-    #: Seconds an event is kept (default: the session TTL, so a resumable session's events are).
-    stream_max_age: float = 1800.0
+    stream_max_events: int
+    #: Seconds an event is kept.
+    stream_max_age: float
     #: Seconds without a heartbeat after which a request in flight is taken for lost; its stream is
     #: settled ("send it again") once that has been so for as long again while Redis took writes.
-    lease: float = 6.0
+    lease: float
     #: Connections to Redis at most per process (stream readers wait on one shared connection).
-    max_connections: int = 10000
+    max_connections: int
 
     @property
     def deadline(self) -> float:

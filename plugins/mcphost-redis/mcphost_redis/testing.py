@@ -20,9 +20,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+import mcphost
 from mcphost.testing import free_port
 
 from .backend import RedisSettings
+from .settings import RedisConfig
 
 
 def redis_server_path() -> str | None:
@@ -38,7 +40,9 @@ def redis_settings(url: str, **overrides: Any) -> RedisSettings:
     options: dict[str, Any] = {"prefix": f"t{next(_prefixes)}:", "session_ttl": 60.0, "stream_max_events": 1000,
                                "stream_max_age": 60.0}
     options.update(overrides)
-    return RedisSettings(url=url, **options)
+    settings = RedisConfig(url=url, **options).resolve(mcphost.ServerSettings())
+    assert settings is not None
+    return settings
 
 
 class RedisServer:

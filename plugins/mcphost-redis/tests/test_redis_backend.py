@@ -50,17 +50,31 @@ def test_the_url_can_come_from_the_environment(monkeypatch):
 
 
 @pytest.mark.parametrize("section,message", [
-    ({"url": "http://localhost"}, "does not match"),
-    ({"url": "redis://x", "op_timeout": 0}, "less than or equal to the minimum of 0"),
-    ({"url": "redis://x", "prefix": "a{b}"}, "does not match"),
-    ({"url": "redis://x", "retry_after": "1"}, "is not of type 'integer'"),
-    ({"url": "redis://x", "lease": 0.1}, "less than the minimum of 1"),
-    ({"url": "redis://x", "ur1": "redis://y"}, "ur1"),
+    ({"url": "http://localhost"}, "[plugins.redis.url] String should match pattern"),
+    ({"url": "redis://x", "op_timeout": 0}, "[plugins.redis.op_timeout] Input should be greater than 0"),
+    ({"url": "redis://x", "prefix": "a{b}"}, "[plugins.redis.prefix] String should match pattern"),
+    ({"url": "redis://x", "retry_after": "1"}, "[plugins.redis.retry_after] Input should be a valid integer"),
+    ({"url": "redis://x", "lease": 0.1}, "[plugins.redis.lease] Input should be greater than or equal to 1"),
+    ({"url": "redis://x", "ur1": "redis://y"}, "[plugins.redis] unknown key 'ur1' (did you mean 'url'?)"),
 ])
 def test_the_config_section_is_validated(section, message):
     with pytest.raises(ConfigError) as caught:
         _host({"redis": section})
-    assert "plugins.redis" in str(caught.value) and message in str(caught.value)
+    assert message in str(caught.value)
+
+
+def test_every_default_is_the_models_and_the_schema_is_derived_from_it(monkeypatch):
+    monkeypatch.delenv(ENV_URL, raising=False)
+    host = _host({"redis": {"url": "redis://127.0.0.1:1/0"}}, {"session_idle_timeout": 90})
+    settings = host.backend.settings
+    assert (settings.prefix, settings.op_timeout, settings.lease) == ("mcphost:", 1.0, 6)
+    assert settings.max_connections == 10000
+    assert settings.session_ttl == settings.stream_max_age == 90
+    schema = host.config_schemas()["redis"]
+    assert schema["additionalProperties"] is False
+    assert schema["properties"]["prefix"]["default"] == "mcphost:"
+    assert schema["properties"]["lease"] == {"default": 6, "description": schema["properties"]["lease"]["description"],
+                                             "maximum": 3600, "minimum": 1, "title": "Lease", "type": "number"}
 
 
 async def test_sessions_expire_after_the_ttl_and_saves_and_touches_refresh_it(redis_server):
