@@ -112,17 +112,17 @@ class Kernel:
     def serve(self, message: Any, exchange: Exchange) -> Awaitable[None] | None:
         """The one entry for every message a transport receives, of either era.
 
-        Asks ``protocol/`` once which era the message belongs to. A session-era message goes
-        to ``exchange.legacy`` (the transport runs it through its session, found through the
-        SessionManager, with :meth:`receive`); what that returns is returned. A 2026-07-28
-        message returns the coroutine of its whole lifecycle (validate, authorize, ephemeral
-        session, connect, run, disconnect, terminate): HTTP awaits it within its request, stdio
-        runs it as the task that writes the reply. Refusals (:class:`Refused`) and invalid
-        requests (:class:`ModernError`) propagate from that coroutine for the transport to word.
+        Asks ``protocol/`` once which era the message belongs to. A 2026-07-28 message returns
+        the coroutine of its whole lifecycle (validate, authorize, ephemeral session, connect,
+        run, disconnect, terminate): HTTP awaits it within its request, stdio runs it as the task
+        that writes the reply. Refusals (:class:`Refused`) and invalid requests
+        (:class:`ModernError`) propagate from that coroutine for the transport to word. A
+        session-era message returns None: the transport runs it through its session (found
+        through the SessionManager) with :meth:`receive`; the kernel never calls the transport.
         """
         if self.rule_era(message, exchange) == "modern":
             return self._serve_modern(message, exchange)
-        return exchange.legacy(message)
+        return None
 
     def rule_era(self, message: Any, exchange: Exchange) -> Era:
         """The era :meth:`serve` rules ``message`` belongs to (``protocol/`` decides; a transport

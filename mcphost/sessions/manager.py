@@ -30,13 +30,14 @@ and saves what it returns from ``durable`` with the session.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import logging
 import re
 import secrets
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from typing import Any, Protocol, cast
 
 from mcphost.budgets import Ledger, OverBudget, ledger_for
@@ -133,6 +134,20 @@ class LifecycleHooks(Protocol):
 
     async def terminate(self, session: Session, reason: str) -> None:
         """Run ``mcphost_terminate`` (the session is over)."""
+
+
+class Link:
+    """A connection's hold on its session inside :meth:`SessionManager.connected`."""
+
+    __slots__ = ("handed_off", "session")
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+        self.handed_off = False
+
+    def hand_off(self) -> None:
+        """From here on the connection's writer runs the disconnect hooks when it ends."""
+        self.handed_off = True
 
 
 class SessionManager:
@@ -469,6 +484,24 @@ class SessionManager:
                 if session.era != "modern":  # a session-era session may have opened its event log
                     await self.backend.events.drop(session.id)
             raise
+
+    @contextlib.asynccontextmanager
+    async def connected(self, session: Session, connection: Connection, *, opening: bool = False
+                        ) -> AsyncIterator[Link]:
+        """One connection of ``session`` from its connect hooks to its disconnect hooks, in one block.
+
+        :meth:`open` runs first (a refusal propagates, the refusal rule having run); when the
+        block is left, whichever way, :meth:`close` runs with ``complete``, unless the block
+        handed the connection over (:meth:`Link.hand_off`) to a writer that reports its own end
+        (an SSE stream: ``complete`` or ``dropped``).
+        """
+        await self.open(session, connection, opening=opening)
+        link = Link(session)
+        try:
+            yield link
+        finally:
+            if not link.handed_off:
+                await self.close(session, "complete")
 
     async def close(self, session: Session, reason: str, *, end: str | None = None) -> None:
         """One connection of ``session`` closed: ``mcphost_disconnect(reason)``; with ``end`` the
