@@ -341,7 +341,7 @@ class SessionStreams:
                 await self._write(send, f"retry: {max(1, exc.retry_after) * 1000}\n\n".encode())
         except _Stalled:
             reason = "dropped"  # the events stay in the log: the client can resume elsewhere
-            self._log_stalled(session, stream)
+            _log_stalled(session, stream, self.write_timeout)
         except (OSError, asyncio.CancelledError):
             reason = "dropped"
             raise
@@ -369,7 +369,7 @@ class SessionStreams:
                     read_task.cancel()
             if read_task not in done:
                 if disconnected not in done:  # not the client leaving: tell it when to come back
-                    await self._write(send, f"retry: {self._retry_after(closer)}\n\n".encode())
+                    await self._write(send, f"retry: {_retry_after(closer, self.retry_ms)}\n\n".encode())
                 return "dropped"
             try:
                 result = read_task.result()
@@ -395,12 +395,6 @@ class SessionStreams:
                 if not standalone:
                     await self._retire(session.id, state, stream)
                 return "complete"
-
-    def _retry_after(self, closer: tuple[asyncio.Event, list[int | None]]) -> int:
-        """The retry hint of a stream ended by the server: the handler's (when it closed the
-        stream to have the client poll), else the configured one."""
-        asked = closer[1][0]
-        return asked if closer[0].is_set() and asked is not None else self.retry_ms
 
     async def _write_events(self, send: Send, state: HttpSessionState, stream: str, events: list[Event]) -> int:
         """Write ``events`` of ``stream`` in one write; the sequence number of the last one."""
@@ -463,7 +457,7 @@ class SessionStreams:
             await self._retire(session.id, state, stream)
         except TimeoutError:
             reason = "dropped"  # the events stay in the log: the client can resume elsewhere
-            self._log_stalled(session, stream)
+            _log_stalled(session, stream, self.write_timeout)
         except (OSError, asyncio.CancelledError):
             reason = "dropped"
             raise
@@ -471,10 +465,6 @@ class SessionStreams:
             session.last_active = time.time()
             await self.manager.close(session, reason)
         return True
-
-    def _log_stalled(self, session: Session, stream: str) -> None:
-        log.info("SSE stream %s of session %s… stalled: the client read nothing for %ss; closing it",
-                 stream, session.id[:8], self.write_timeout)
 
     async def _write(self, send: Send, data: bytes) -> None:
         """One SSE write; a client that reads nothing for ``sse_write_timeout`` seconds is let go."""
@@ -634,3 +624,15 @@ async def patiently(operation: Callable[[], Awaitable[Any]], limit: float = 30.0
 def state_of(session: Session) -> HttpSessionState | None:
     outlet = session.outlet
     return outlet.state if isinstance(outlet, Outlet) else None
+
+
+def _retry_after(closer: tuple[asyncio.Event, list[int | None]], configured: int) -> int:
+    """The retry hint of a stream ended by the server: the handler's (when it closed the stream
+    to have the client poll), else the configured one."""
+    asked = closer[1][0]
+    return asked if closer[0].is_set() and asked is not None else configured
+
+
+def _log_stalled(session: Session, stream: str, write_timeout: float) -> None:
+    log.info("SSE stream %s of session %s… stalled: the client read nothing for %ss; closing it",
+             stream, session.id[:8], write_timeout)
