@@ -134,7 +134,7 @@ class Continuations:
         budgets = self.kernel.sessions.budgets
         refused = await budgets.take(session.quota, "parked calls")  # across the cluster on a shared backend
         if refused is not None:
-            self.kernel.sessions.refused(session.quota)
+            self.kernel.sessions.admission.refused(session.quota)
             raise McpError(SERVER_BUSY, refused.message, refused.data)
         run = Continuation(session.quota, params_digest(request.method, request.params))
         run.held = True

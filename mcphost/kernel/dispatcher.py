@@ -246,7 +246,7 @@ class Kernel:
         if len(session.inflight) >= self.settings.max_inflight:
             return _done(jsonrpc.error(request_id, McpError(
                 SERVER_BUSY, "Too many requests in flight on this session; retry later")), deliver)
-        refused = self.sessions.admit(session)
+        refused = self.sessions.admission.admit(session)
         if refused is not None and not isinstance(refused, Short):
             return _done(jsonrpc.error(request_id, _crowded(self.sessions, session)), deliver)
         return self._launch(session, message, refused is None, connection, principal, deliver)
@@ -268,7 +268,7 @@ class Kernel:
         """Take the request's slot from the cluster's budget (one round trip), then ``run`` it; the
         refusal as its reply when the principal holds its limit over all processes."""
         try:
-            refused = await self.sessions.take_request(session)
+            refused = await self.sessions.admission.take_request(session)
         except BaseException:
             run.close()
             raise
@@ -318,7 +318,7 @@ class Kernel:
             return _done(jsonrpc.error(None, McpError(INVALID_REQUEST, "A client may not send responses here")))
         if message["method"] not in handlers.MODERN_METHODS:
             return _done(jsonrpc.error(message["id"], method_not_found(message["method"])))
-        refused = self.sessions.admit(session)
+        refused = self.sessions.admission.admit(session)
         if refused is not None and not isinstance(refused, Short):
             return _done(jsonrpc.error(message["id"], _crowded(self.sessions, session)))
         return self._launch(session, message, refused is None, connection)
@@ -506,7 +506,7 @@ async def _guarded_middleware(failures: PluginFailures, record: Middleware, call
 
 def _crowded(sessions: Any, session: Session) -> McpError:
     """The in-band answer to a caller over its requests budget (HTTP answers 429 first), naming it."""
-    refused = sessions.crowded(session.quota)
+    refused = sessions.admission.crowded(session.quota)
     if refused is None:  # freed meanwhile: still refused this time, for the same reason
         return McpError(SERVER_BUSY, "Over the requests budget; retry later", {"budget": "requests", "retryAfter": 1})
     return McpError(SERVER_BUSY, refused.message, refused.data)
@@ -527,7 +527,7 @@ def _finished(sessions: Any, session: Session, request_id: RequestId, hold: _Slo
         del session.inflight[request_id]
     if hold.held:
         hold.held = False
-        sessions.done(session)
+        sessions.admission.done(session)
 
 
 def _deferred_reply(request_id: RequestId, value: Any, error: BaseException | None) -> dict[str, Any]:

@@ -322,7 +322,7 @@ class HttpTransport:
         assert self.host.kernel is not None
         if isinstance(payload, dict) and "id" in payload and "method" in payload:
             # Only requests: answers and notifications (which may finish requests in flight) go on.
-            refused = await self.manager.crowding(quota_key(connection.principal, connection.remote))
+            refused = await self.manager.admission.crowding(quota_key(connection.principal, connection.remote))
             if refused is not None:
                 raise over_budget(refused, jsonrpc.readable_id(payload))
         work = self.host.kernel.serve(payload, _Exchange(self, call, connection, receive, send))
@@ -437,7 +437,7 @@ class HttpTransport:
                 raise HttpError(409, f"Conflict: this session already has {state.gets} open GET streams "
                                      "(server.max_streams_per_session)")
             # A GET stream is a request in flight of its principal, whichever session it opens it on.
-            refused = await self.manager.take_request(session)
+            refused = await self.manager.admission.take_request(session)
             if refused is not None:
                 raise over_budget(refused)
             state.gets += 1
@@ -445,7 +445,7 @@ class HttpTransport:
                 await self._follow(call, session, state, connection, link, receive, send)
             finally:
                 state.gets -= 1
-                self.manager.done(session)
+                self.manager.admission.done(session)
 
     async def _follow(self, call: _Call, session: Session, state: HttpSessionState, connection: Connection,
                       link: Link, receive: Receive, send: Send) -> None:

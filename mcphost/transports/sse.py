@@ -269,7 +269,7 @@ class SessionStreams:
         a request that is still running here. Nor is one another process writes whose lease
         lapsed only because Redis refused writes for a while: the backend settles a stream only
         once its lease has stayed lapsed for a grace period while it took writes, and the owner
-        takes its lease back within that grace (see ``SessionManager._beat``). False meanwhile.
+        takes its lease back within that grace (see ``manager.Upkeep.beat``). False meanwhile.
         """
         state = state_of(session)
         if state is not None and stream in state.request_streams.values():  # until its replies are stored
