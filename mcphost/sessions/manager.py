@@ -32,14 +32,13 @@ and saves what it returns from ``durable`` with the session.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import itertools
 import logging
 import re
 import secrets
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol, cast
 
 from mcphost.budgets import Ledger
@@ -138,13 +137,25 @@ class LifecycleHooks(Protocol):
 
 
 class Link:
-    """A connection's hold on its session inside :meth:`SessionManager.connected`."""
+    """A connection's hold on its session: the async context manager :meth:`SessionManager.connected`
+    returns (a plain class: it is entered on every session-era HTTP request)."""
 
-    __slots__ = ("handed_off", "session")
+    __slots__ = ("_connection", "_manager", "_opening", "handed_off", "session")
 
-    def __init__(self, session: Session) -> None:
+    def __init__(self, manager: SessionManager, session: Session, connection: Connection, opening: bool) -> None:
+        self._manager = manager
         self.session = session
+        self._connection = connection
+        self._opening = opening
         self.handed_off = False
+
+    async def __aenter__(self) -> Link:
+        await self._manager.open(self.session, self._connection, opening=self._opening)
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        if not self.handed_off:
+            await self._manager.close(self.session, "complete")
 
     def hand_off(self) -> None:
         """From here on the connection's writer runs the disconnect hooks when it ends."""
@@ -439,23 +450,16 @@ class SessionManager:
                     await self.backend.events.drop(session.id)
             raise
 
-    @contextlib.asynccontextmanager
-    async def connected(self, session: Session, connection: Connection, *, opening: bool = False
-                        ) -> AsyncIterator[Link]:
-        """One connection of ``session`` from its connect hooks to its disconnect hooks, in one block.
+    def connected(self, session: Session, connection: Connection, *, opening: bool = False) -> Link:
+        """One connection of ``session`` from its connect hooks to its disconnect hooks, in one block:
+        ``async with manager.connected(session, connection) as link``.
 
-        :meth:`open` runs first (a refusal propagates, the refusal rule having run); when the
+        :meth:`open` runs on entry (a refusal propagates, the refusal rule having run); when the
         block is left, whichever way, :meth:`close` runs with ``complete``, unless the block
         handed the connection over (:meth:`Link.hand_off`) to a writer that reports its own end
         (an SSE stream: ``complete`` or ``dropped``).
         """
-        await self.open(session, connection, opening=opening)
-        link = Link(session)
-        try:
-            yield link
-        finally:
-            if not link.handed_off:
-                await self.close(session, "complete")
+        return Link(self, session, connection, opening)
 
     async def close(self, session: Session, reason: str, *, end: str | None = None) -> None:
         """One connection of ``session`` closed: ``mcphost_disconnect(reason)``; with ``end`` the
