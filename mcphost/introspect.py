@@ -25,6 +25,7 @@ from mcphost.budgets import sync_share
 from mcphost.catalog import record_key
 from mcphost.host import Host
 from mcphost.plugins import call_impl, impls
+from mcphost.records import Record
 from mcphost.sessions.backend import BackendUnavailable
 from mcphost.sessions.session import Session, this_node
 
@@ -85,12 +86,12 @@ def catalog(host: Host) -> dict[str, Any]:
     return out
 
 
-def _record(record: Any) -> dict[str, Any]:
-    provenance = getattr(record, "provenance", None)
-    return {"name": record_key(record), "title": getattr(record, "title", None),
-            "description": (getattr(record, "description", None) or "")[:300],
-            "plugin": getattr(provenance, "plugin", None), "distribution": getattr(provenance, "distribution", None),
-            "version": getattr(provenance, "version", None), "scopes": sorted(getattr(record, "scopes", ()) or ())}
+def _record(record: Record) -> dict[str, Any]:
+    provenance = record.provenance
+    return {"name": record_key(record), "title": record.title, "description": (record.description or "")[:300],
+            "plugin": provenance.plugin if provenance else None,
+            "distribution": provenance.distribution if provenance else None,
+            "version": provenance.version if provenance else None, "scopes": sorted(record.scopes)}
 
 
 def _refusal(item: Any) -> dict[str, Any]:

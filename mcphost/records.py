@@ -11,7 +11,7 @@ import dataclasses
 import re
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypeVar, overload
+from typing import Any, ClassVar, TypeVar, overload
 
 from mcphost import signature as sig
 from mcphost.content import ToolResult
@@ -44,6 +44,8 @@ class Provenance:
 class Tool:
     """A tool: a handler plus the schema and metadata clients see in ``tools/list``."""
 
+    #: Which list the record belongs to (the catalog's name for it), so nothing tells records apart by their fields.
+    kind: ClassVar[str] = "tools"
     name: str
     fn: Handler
     input_schema: Mapping[str, Any]
@@ -76,6 +78,8 @@ class Tool:
 class Resource:
     """A resource at a fixed URI; ``fn`` returns its contents when read."""
 
+    #: Which list the record belongs to (the catalog's name for it), so nothing tells records apart by their fields.
+    kind: ClassVar[str] = "resources"
     uri: str
     name: str
     fn: Handler
@@ -105,6 +109,8 @@ class Resource:
 class ResourceTemplate:
     """A family of resources named by an RFC 6570 URI template; ``fn`` gets the template variables."""
 
+    #: Which list the record belongs to (the catalog's name for it), so nothing tells records apart by their fields.
+    kind: ClassVar[str] = "resourceTemplates"
     uri_template: str
     name: str
     fn: Handler
@@ -140,6 +146,8 @@ def _check_cache_hints(what: str, ttl_ms: int | None, scope: str | None) -> None
 class Prompt:
     """A prompt template; ``fn`` takes string arguments and returns messages."""
 
+    #: Which list the record belongs to (the catalog's name for it), so nothing tells records apart by their fields.
+    kind: ClassVar[str] = "prompts"
     name: str
     fn: Handler
     arguments: tuple[Mapping[str, Any], ...] = ()

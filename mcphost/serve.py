@@ -204,13 +204,37 @@ def run_workers(host: Host, workers: int) -> int:
     from the one served before tells connected clients (list_changed).
     """
     settings = host.config.server
-    sock = listening_socket(settings.host, settings.port)
-    children: dict[int, int] = {}  # pid -> worker number
-    retired: set[int] = set()  # replaced workers still finishing
-    stopping = False
-    fresh = False  # after a reload, replacements for dead workers are fresh processes too
+    supervisor = _Supervisor(host, listening_socket(settings.host, settings.port), workers)
+    signal.signal(signal.SIGTERM, supervisor.stop)
+    signal.signal(signal.SIGINT, supervisor.stop)
+    signal.signal(signal.SIGHUP, supervisor.on_hup)
+    log.info("serving MCP on http://%s:%s%s with %d workers", settings.host, settings.port, settings.path, workers)
+    for number in range(workers):
+        supervisor.spawn(number)
+    try:
+        return supervisor.supervise()
+    finally:
+        signal.signal(signal.SIGHUP, signal.SIG_DFL)
+        supervisor.sock.close()
 
-    def spawn(number: int) -> None:
+
+class _Supervisor:
+    """The worker processes of :func:`run_workers`: started, replaced on SIGHUP, restarted when
+    they die (unless they keep dying), stopped on SIGTERM or SIGINT."""
+
+    def __init__(self, host: Host, sock: socket.socket, workers: int) -> None:
+        self.host = host
+        self.sock = sock
+        self.workers = workers
+        self.children: dict[int, int] = {}  # pid -> worker number
+        self.retired: set[int] = set()  # replaced workers still finishing
+        self.stopping = False
+        self.fresh = False  # after a reload, replacements for dead workers are fresh processes too
+        self.restarts: list[float] = []
+        self.code = 0
+
+    def spawn(self, number: int) -> None:
+        """Fork worker ``number`` from this process (its plugins as loaded here)."""
         pid = os.fork()
         if pid == 0:  # the worker
             signal.signal(signal.SIGINT, signal.SIG_DFL)
@@ -218,7 +242,7 @@ def run_workers(host: Host, workers: int) -> int:
             signal.signal(signal.SIGHUP, signal.SIG_IGN)  # for the supervisor only
             code = 0
             try:
-                asyncio.run(serve_http(host, sock=sock))
+                asyncio.run(serve_http(self.host, sock=self.sock))
             except KeyboardInterrupt:
                 pass
             except BaseException:
@@ -227,10 +251,11 @@ def run_workers(host: Host, workers: int) -> int:
             finally:
                 logging.shutdown()
                 os._exit(code)
-        children[pid] = number
+        self.children[pid] = number
 
-    def spawn_fresh(number: int) -> int | None:
+    def spawn_fresh(self, number: int) -> int | None:
         """Start a fresh worker process; its pid once it serves, None if it did not start."""
+        sock = self.sock
         read_end, write_end = os.pipe()
         os.set_inheritable(write_end, True)
         try:
@@ -251,81 +276,74 @@ def run_workers(host: Host, workers: int) -> int:
                       process.pid, WORKER_START_TIMEOUT)
             with contextlib.suppress(ProcessLookupError):
                 os.kill(process.pid, signal.SIGKILL)
-            retired.add(process.pid)
+            self.retired.add(process.pid)
             return None
-        children[process.pid] = number
+        self.children[process.pid] = number
         return process.pid
 
-    def reload() -> None:
-        nonlocal fresh
-        fresh = True
-        log.info("SIGHUP: replacing %d workers one at a time", len(children))
-        for pid, number in list(children.items()):
-            if stopping:
+    def reload(self) -> None:
+        """Replace the workers one at a time with fresh processes (SIGHUP)."""
+        self.fresh = True
+        log.info("SIGHUP: replacing %d workers one at a time", len(self.children))
+        for pid, number in list(self.children.items()):
+            if self.stopping:
                 return
-            if spawn_fresh(number) is None:
+            if self.spawn_fresh(number) is None:
                 return  # the rest keep running as they are
-            children.pop(pid, None)
-            retired.add(pid)
+            self.children.pop(pid, None)
+            self.retired.add(pid)
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGTERM)  # drains, finishes what runs, exits
             log.info("worker %d replaced (pid %d stopping)", number, pid)
 
-    def stop(signum: int, _frame: Any) -> None:
-        nonlocal stopping
-        stopping = True
-        for pid in [*children, *retired]:
+    def stop(self, signum: int, _frame: Any) -> None:
+        self.stopping = True
+        for pid in [*self.children, *self.retired]:
             try:
                 os.kill(pid, signal.SIGTERM)
             except ProcessLookupError:
                 pass
 
-    def on_hup(signum: int, _frame: Any) -> None:
-        if not stopping:
+    def on_hup(self, signum: int, _frame: Any) -> None:
+        if not self.stopping:
             raise _Reload
 
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
-    signal.signal(signal.SIGHUP, on_hup)
-    log.info("serving MCP on http://%s:%s%s with %d workers", settings.host, settings.port, settings.path, workers)
-    number: int | None
-    for number in range(workers):
-        spawn(number)
-    restarts: list[float] = []
-    code = 0
-    while children or retired:
-        try:
-            pid, status = os.wait()
-        except _Reload:
+    def supervise(self) -> int:
+        """Wait for workers to exit until none is left; the exit code."""
+        while self.children or self.retired:
             try:
-                reload()
+                pid, status = os.wait()
             except _Reload:
-                log.warning("SIGHUP during a reload: ignored")
-            continue
-        except ChildProcessError:
-            break
-        except InterruptedError:
-            continue
-        retired.discard(pid)
-        number = children.pop(pid, None)
+                try:
+                    self.reload()
+                except _Reload:
+                    log.warning("SIGHUP during a reload: ignored")
+                continue
+            except ChildProcessError:
+                break
+            except InterruptedError:
+                continue
+            self.exited(pid, os.waitstatus_to_exitcode(status))
+        return self.code
+
+    def exited(self, pid: int, exit_code: int) -> None:
+        """Worker ``pid`` exited: restart it, unless stopping or the workers keep dying."""
+        self.retired.discard(pid)
+        number = self.children.pop(pid, None)
         if number is None:
-            continue
-        exit_code = os.waitstatus_to_exitcode(status)
-        if stopping:
-            code = code or (exit_code if exit_code > 0 else 0)
-            continue
+            return
+        if self.stopping:
+            self.code = self.code or (exit_code if exit_code > 0 else 0)
+            return
         now = time.monotonic()
-        restarts = [t for t in restarts if now - t < 60] + [now]
-        if len(restarts) > 5 * workers:  # crashing in a loop: give up rather than spin
+        self.restarts = [t for t in self.restarts if now - t < 60] + [now]
+        if len(self.restarts) > 5 * self.workers:  # crashing in a loop: give up rather than spin
             log.error("workers keep dying (last exit %s); stopping", exit_code)
-            stop(signal.SIGTERM, None)
-            code = 1
-            continue
+            self.stop(signal.SIGTERM, None)
+            self.code = 1
+            return
         log.error("worker %d (pid %d) exited with %s; starting a new one", number, pid, exit_code)
-        if not fresh:
-            spawn(number)
-        elif spawn_fresh(number) is None:
-            restarts.append(now)
-    signal.signal(signal.SIGHUP, signal.SIG_DFL)
-    sock.close()
-    return code
+        if not self.fresh:
+            self.spawn(number)
+        elif self.spawn_fresh(number) is None:
+            self.restarts.append(now)

@@ -144,7 +144,7 @@ class Continuations:
             if refused is not None:
                 budgets.release(session.quota, "parked bytes", size)
         if refused is not None:
-            self.kernel.sessions.refused(session.quota)
+            self.kernel.sessions.admission.refused(session.quota)
             raise McpError(SERVER_BUSY, refused.message, refused.data)
         run = Continuation(session.quota, params_digest(request.method, request.params))
         run.held = True

@@ -24,10 +24,11 @@ from mcphost.context import Deferred
 from mcphost.errors import InsufficientScope, PluginFailures, Refused
 from mcphost.kernel import handlers
 from mcphost.kernel.continuation import Continuations
+from mcphost.kernel.fanout import FanOut
 from mcphost.kernel.listen import SUBSCRIPTION_ID, Listener  # noqa: F401 - SUBSCRIPTION_ID: re-exported
-from mcphost.kernel.modern import MRTR_METHODS, InputRequired, Round, principal_key
+from mcphost.kernel.modern import Rounds
 from mcphost.kernel.services import Exchange, Services
-from mcphost.kernel.tasks import TaskManager, detailed_view
+from mcphost.kernel.tasks import TaskManager
 from mcphost.kernel.views import Views
 from mcphost.kernel.visibility import Visibility
 from mcphost.plugins import run_plugin
@@ -36,15 +37,14 @@ from mcphost.protocol.auth import grant_of, permits
 from mcphost.protocol.era import Era, era_of, request_meta
 from mcphost.protocol.errors import (
     INTERNAL_ERROR,
-    INVALID_PARAMS,
     INVALID_REQUEST,
     SERVER_BUSY,
     McpError,
     method_not_found,
 )
 from mcphost.protocol.jsonrpc import Kind, Message, RequestId
-from mcphost.protocol.modern import ModernError, ModernRequest, validate_modern
-from mcphost.protocol.sealed import StateRejected, StateSealer, params_digest
+from mcphost.protocol.modern import ModernError, validate_modern
+from mcphost.protocol.sealed import StateSealer
 from mcphost.records import Middleware
 from mcphost.request import RequestInfo
 from mcphost.sessions.session import Connection, Principal, Session
@@ -81,6 +81,10 @@ class Kernel:
         self.views = Views(services.endpoints, services.catalog)
         self.views.remember()
         self._deferred: dict[tuple[str, RequestId], Deferred] = {}
+        #: Notifications for every session and listen stream, and what other processes forward here.
+        self.fanout = FanOut(self, self._deferred)
+        #: The 2026-07-28 rounds: input-required results and sealed request states.
+        self.rounds = Rounds(self)
         #: Open subscriptions/listen streams (2026-07-28) in this process.
         self.listeners: set[Listener] = set()
         #: Set when the host shuts down: listen streams end with their final result.
@@ -112,17 +116,17 @@ class Kernel:
     def serve(self, message: Any, exchange: Exchange) -> Awaitable[None] | None:
         """The one entry for every message a transport receives, of either era.
 
-        Asks ``protocol/`` once which era the message belongs to. A session-era message goes
-        to ``exchange.legacy`` (the transport runs it through its session, found through the
-        SessionManager, with :meth:`receive`); what that returns is returned. A 2026-07-28
-        message returns the coroutine of its whole lifecycle (validate, authorize, ephemeral
-        session, connect, run, disconnect, terminate): HTTP awaits it within its request, stdio
-        runs it as the task that writes the reply. Refusals (:class:`Refused`) and invalid
-        requests (:class:`ModernError`) propagate from that coroutine for the transport to word.
+        Asks ``protocol/`` once which era the message belongs to. A 2026-07-28 message returns
+        the coroutine of its whole lifecycle (validate, authorize, ephemeral session, connect,
+        run, disconnect, terminate): HTTP awaits it within its request, stdio runs it as the task
+        that writes the reply. Refusals (:class:`Refused`) and invalid requests
+        (:class:`ModernError`) propagate from that coroutine for the transport to word. A
+        session-era message returns None: the transport runs it through its session (found
+        through the SessionManager) with :meth:`receive`; the kernel never calls the transport.
         """
         if self.rule_era(message, exchange) == "modern":
             return self._serve_modern(message, exchange)
-        return exchange.legacy(message)
+        return None
 
     def rule_era(self, message: Any, exchange: Exchange) -> Era:
         """The era :meth:`serve` rules ``message`` belongs to (``protocol/`` decides; a transport
@@ -242,7 +246,7 @@ class Kernel:
         if len(session.inflight) >= self.settings.max_inflight:
             return _done(jsonrpc.error(request_id, McpError(
                 SERVER_BUSY, "Too many requests in flight on this session; retry later")), deliver)
-        refused = self.sessions.admit(session)
+        refused = self.sessions.admission.admit(session)
         if refused is not None and not isinstance(refused, Short):
             return _done(jsonrpc.error(request_id, _crowded(self.sessions, session)), deliver)
         return self._launch(session, message, refused is None, connection, principal, deliver)
@@ -264,7 +268,7 @@ class Kernel:
         """Take the request's slot from the cluster's budget (one round trip), then ``run`` it; the
         refusal as its reply when the principal holds its limit over all processes."""
         try:
-            refused = await self.sessions.take_request(session)
+            refused = await self.sessions.admission.take_request(session)
         except BaseException:
             run.close()
             raise
@@ -300,10 +304,6 @@ class Kernel:
                 return
             raise InsufficientScope(needed)
 
-    def modern_session(self, request: ModernRequest, principal: Any, outlet: Any) -> Session:
-        """The short-lived session of one 2026-07-28 request (never stored, never listed)."""
-        return self.sessions.ephemeral(request, principal, outlet)
-
     def receive_modern(self, session: Session, message: Message, connection: Connection | None = None
                        ) -> Reply | None:
         """Take one validated 2026-07-28 message; like :meth:`receive`, requests get a reply future."""
@@ -318,75 +318,10 @@ class Kernel:
             return _done(jsonrpc.error(None, McpError(INVALID_REQUEST, "A client may not send responses here")))
         if message["method"] not in handlers.MODERN_METHODS:
             return _done(jsonrpc.error(message["id"], method_not_found(message["method"])))
-        refused = self.sessions.admit(session)
+        refused = self.sessions.admission.admit(session)
         if refused is not None and not isinstance(refused, Short):
             return _done(jsonrpc.error(message["id"], _crowded(self.sessions, session)))
         return self._launch(session, message, refused is None, connection)
-
-    async def _answer_modern(self, session: Session, request_id: RequestId, method: str,
-                             params: dict[str, Any], connection: Connection | None) -> dict[str, Any]:
-        """Run a 2026-07-28 request: a complete (stamped) result, or an InputRequiredResult."""
-        round = await self._open_round(session, method, params) if method in MRTR_METHODS else None
-        try:
-            result = await self._call(RequestInfo(session, request_id, method, params, round, session.principal,
-                                                  connection=connection, catalog=self.catalog))
-            if round is not None and round.asked:
-                raise InputRequired  # the handler swallowed the signal; its questions still stand
-        except InputRequired:
-            assert round is not None
-            try:
-                return self._input_required(session, method, params, round)
-            except ValueError:  # the answers gathered are too large to seal
-                raise McpError(INVALID_PARAMS, "The answers given are too large to carry in requestState") from None
-        return self._stamp(session, method, params, result)
-
-    async def _open_round(self, session: Session, method: str, params: dict[str, Any]) -> Round:
-        """Answers for this run: those sealed by earlier rounds plus this request's inputResponses."""
-        answers: dict[str, Any] = {}
-        state = params.get("requestState")
-        if state is not None:
-            sealed = self.sealer.open(state, principal=principal_key(session), method=method,
-                                      params_digest=params_digest(method, params))
-            if self.settings.single_use_states:
-                # Each state is redeemed once (by any process of a shared backend) while it is valid.
-                valid_for = max(1.0, self.sealer.ttl - (time.time() - sealed.issued_at))
-                if not await self.services.backend.claim(f"state:{sealed.nonce}", valid_for):
-                    raise StateRejected("replayed")
-            answers.update(sealed.answers)
-        responses = params.get("inputResponses")
-        if isinstance(responses, dict):
-            answers.update(responses)
-        return Round(answers)
-
-    def _input_required(self, session: Session, method: str, params: dict[str, Any], round: Round
-                        ) -> dict[str, Any]:
-        # Seal only the answers this run actually used, so unknown extra keys are dropped.
-        used = {key: round.answers[key] for key in round.used}
-        state = self.sealer.seal(answers=used, principal=principal_key(session), method=method,
-                                 params_digest=params_digest(method, params))
-        return {"resultType": "input_required", "inputRequests": round.asked, "requestState": state,
-                "_meta": {SERVER_INFO: self.server_info(session)}}
-
-    def _stamp(self, session: Session, method: str, params: dict[str, Any], result: dict[str, Any]
-               ) -> dict[str, Any]:
-        """What every 2026-07-28 result carries: resultType, serverInfo and, where listed, cache hints.
-
-        A ``tools/call`` result is built for this call alone (kernel/results.py) and is stamped as
-        it is; other results may be shared (a listing), so they are stamped on a copy. The
-        ``_meta`` a tool gave is its own: it is copied either way."""
-        if method != "tools/call":
-            result = dict(result)
-        result.setdefault("resultType", "complete")
-        meta = dict(result.get("_meta") or {})
-        meta[SERVER_INFO] = self.server_info(session)
-        result["_meta"] = meta
-        if method in CACHEABLE and result["resultType"] == "complete":
-            retried = params.get("requestState") is not None or params.get("inputResponses") is not None
-            personal = retried or Visibility.differs_per_caller(session, self.catalog)
-            private = personal or result.get("cacheScope") == "private"
-            result["ttlMs"] = 0 if retried else result.get("ttlMs", self.settings.cache_ttl_ms)
-            result["cacheScope"] = "private" if private else "public"
-        return result
 
     async def _run(self, session: Session, message: Message, connection: Connection | None,
                    principal: Principal | None = None, deliver: Deliver | None = None) -> Message | None:
@@ -396,7 +331,7 @@ class Kernel:
         current_quota.set(session.quota)  # this task's own context: the sync pool shares threads by it
         try:
             if session.era == "modern":
-                result = await self._answer_modern(session, request_id, method, params, connection)
+                result = await self.rounds.answer(session, request_id, method, params, connection)
             else:
                 result = await self._call(RequestInfo(session, request_id, method, params, None, principal,
                                                       connection=connection, catalog=self.catalog))
@@ -460,97 +395,33 @@ class Kernel:
             return True
         return False  # a response for an unknown id is ignored: it may have timed out already
 
-    # -- other processes (shared backend) --------------------------------------------------------
+    # -- other processes (shared backend) and notifications (:mod:`mcphost.kernel.fanout`) ----------
 
     def join(self, cluster: Cluster) -> None:
         """Work with other processes through ``cluster``: act on what they forward here."""
         self.cluster = cluster
-        cluster.session_handlers.update({
-            "response": lambda session, m: self._resolve(session, m.get("m") or {}),
-            "cancel": self._cancel_here,
-            "respond": self._respond_here,
-        })
-        cluster.broadcast_handlers.update({
-            "resource-updated": self._resource_updated_here,
-            "list-changed": self._list_changed_here,
-            "task": self._task_here,
-        })
+        cluster.session_handlers["response"] = lambda session, m: self._resolve(session, m.get("m") or {})
+        self.fanout.join(cluster)
 
-    # Handlers return True when they acted here: the cluster then acknowledges the message, and
-    # its sender stops re-sending it.
+    async def notify_resource_updated(self, uri: str) -> None:
+        await self.fanout.notify_resource_updated(uri)
 
-    def _cancel_here(self, session: Session, message: dict[str, Any]) -> bool:
-        request_id = message.get("id")
-        task = session.inflight.get(request_id) if jsonrpc.valid_id(request_id) else None
-        if task is not None:
-            task.cancel()
-        return task is not None
+    async def notify_list_changed(self, kind: str) -> None:
+        """Tell every initialized session and listen stream that a list changed (tools, prompts, resources).
 
-    def _respond_here(self, session: Session, message: dict[str, Any]) -> bool:
-        deferred = self._deferred.get((session.id, message.get("id")))  # type: ignore[arg-type]  # any other id finds nothing
-        if deferred is None:
-            return False
-        error = message.get("error")
-        if isinstance(error, dict):
-            deferred.reject(McpError(int(error.get("code", INTERNAL_ERROR)), str(error.get("message", "")),
-                                     error.get("data")))
-        else:
-            deferred.resolve(message.get("value"))
-        return True
+        A session of an ``[endpoints.NAME]`` endpoint is told only when that endpoint's view changed.
+        """
+        await self.fanout.notify_list_changed(kind)
 
-    async def _first_delivery(self, message: dict[str, Any], session: Session) -> bool:
-        """On a shared backend a session may be loaded in several processes: one of them delivers."""
-        return self.cluster is None or await self.cluster.first_delivery(str(message.get("n")), session.id)
-
-    async def _resource_updated_here(self, message: dict[str, Any]) -> None:
-        uri = message.get("uri")
-        note = jsonrpc.notification("notifications/resources/updated", {"uri": uri})
-        # No update reaches a caller who could not read the resource (its scopes, its allow-lists).
-        found = self.catalog.find_resource(uri) if isinstance(uri, str) else None
-        record = found[0] if found is not None else None
-        for session in list(self.sessions.sessions.values()):
-            if uri in session.subscriptions and session.outlet is not None and not session.closed:
-                if record is not None and not self.visibility(session).sees(record):
-                    continue
-                if await self._first_delivery(message, session):
-                    await _deliver(session, note)
-        for listener in list(self.listeners):
-            if uri in listener.uris:
-                if record is not None and not self.visibility(listener.session).sees(record):
-                    continue
-                await listener.send("notifications/resources/updated", {"uri": uri})
-
-    async def _list_changed_here(self, message: dict[str, Any]) -> None:
-        kind = str(message.get("kind"))
-        note = jsonrpc.notification(f"notifications/{kind}/list_changed")
-        for session in list(self.sessions.sessions.values()):
-            if session.initialized and session.outlet is not None and not session.closed:
-                if not _view_changed(message, session.endpoint):
-                    continue
-                if await self._first_delivery(message, session):
-                    await _deliver(session, note)
-        for listener in list(self.listeners):
-            if kind in listener.kinds and _view_changed(message, listener.session.endpoint):
-                await listener.send(f"notifications/{kind}/list_changed", {})
-
-    async def _task_here(self, message: dict[str, Any]) -> None:
-        task = message.get("task")
-        if not isinstance(task, dict):
-            return
-        for listener in list(self.listeners):
-            if task.get("taskId") in listener.task_ids:
-                await listener.send("notifications/tasks", task)
+    async def notify_task(self, record: dict[str, Any]) -> None:
+        """Tell listen streams that asked for this task (``notifications.taskIds``) its new state."""
+        await self.fanout.notify_task(record)
 
     # -- services for handlers and scopes ---------------------------------------------------
 
-    @functools.lru_cache(maxsize=256)  # noqa: B019 - the kernel lives as long as the host
-    def _validator_for_text(self, schema_text: bytes) -> Any:
-        from mcphost.catalog import compile_validator
-        return compile_validator(orjson.loads(schema_text))
-
     def validator_for(self, schema: Mapping[str, Any]) -> Any:
         """A compiled validator for an ad-hoc schema (elicitation forms), cached by content."""
-        return self._validator_for_text(orjson.dumps(schema, option=orjson.OPT_SORT_KEYS))
+        return _validator_for_text(orjson.dumps(schema, option=orjson.OPT_SORT_KEYS))
 
     def defer(self, session: Session, request_id: RequestId) -> Deferred:
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
@@ -572,62 +443,13 @@ class Kernel:
             return False
         return deferred.reject(error) if error is not None else deferred.resolve(value)
 
-    # -- notifications for every session and listen stream (every process, on a shared backend) ------
-
-    async def notify_resource_updated(self, uri: str) -> None:
-        await self._notify({"t": "resource-updated", "uri": uri}, self._resource_updated_here,
-                           _stored_resource_updated)
-
-    async def notify_list_changed(self, kind: str) -> None:
-        """Tell every initialized session and listen stream that a list changed (tools, prompts, resources).
-
-        A session of an ``[endpoints.NAME]`` endpoint is told only when that endpoint's view changed.
-        """
-        event: dict[str, Any] = {"t": "list-changed", "kind": kind}
-        if self.views:
-            event["views"] = await self.views.changed_async(kind)
-        if kind == "tools":
-            self.views.schedule_index()
-        await self._notify(event, self._list_changed_here, _stored_list_changed)
-
-    async def notify_task(self, record: dict[str, Any]) -> None:
-        """Tell listen streams that asked for this task (``notifications.taskIds``) its new state."""
-        await self._notify({"t": "task", "task": detailed_view(record)}, self._task_here)
-
-    async def _notify(self, event: dict[str, Any], here: Callable[[dict[str, Any]], Awaitable[None]],
-                      stored: Callable[[dict[str, Any], dict[str, Any]], Message | None] | None = None) -> None:
-        if self.cluster is not None:
-            # Every process, this one included, delivers it to the sessions it holds; ``stored``
-            # picks the stored sessions no process holds, whose stream log keeps it for their next GET.
-            await self.cluster.broadcast(event, stored)
-        else:
-            await here(event)
 
 
-
-def _stored_resource_updated(event: dict[str, Any], state: dict[str, Any]) -> Message | None:
-    """The notification a stored session (its JSON state) gets for ``event``, if any."""
-    uri = event.get("uri")
-    if uri not in (state.get("subscriptions") or ()):
-        return None
-    return jsonrpc.notification("notifications/resources/updated", {"uri": uri})
-
-
-def _view_changed(event: dict[str, Any], endpoint: str | None) -> bool:
-    """Whether a list-changed ``event`` concerns a session of ``endpoint`` (None: the whole catalog)."""
-    views = event.get("views")
-    return endpoint is None or views is None or endpoint in views
-
-
-def _stored_list_changed(event: dict[str, Any], state: dict[str, Any]) -> Message | None:
-    if not state.get("initialized") or not _view_changed(event, state.get("endpoint")):
-        return None
-    return jsonrpc.notification(f"notifications/{event.get('kind')}/list_changed")
-
-
-SERVER_INFO = "io.modelcontextprotocol/serverInfo"
-CACHEABLE = frozenset({"server/discover", "tools/list", "prompts/list", "resources/list", "resources/templates/list",
-                       "resources/read"})
+@functools.lru_cache(maxsize=256)
+def _validator_for_text(schema_text: bytes) -> Any:
+    """The compiled validator of a schema (its canonical JSON text), made once per process."""
+    from mcphost.catalog import compile_validator
+    return compile_validator(orjson.loads(schema_text))
 
 
 def refusal_error(exc: Refused) -> McpError:
@@ -641,13 +463,6 @@ def _state_keys(configured: tuple[str, ...]) -> list[bytes]:
         return [key.encode() for key in configured]
     # One process, no configured key: a random one (sealed states do not survive a restart).
     return [secrets.token_bytes(32)]
-
-
-async def _deliver(session: Session, message: Message) -> None:
-    try:
-        await session.outlet(message, None)  # type: ignore[misc]  # no outlet: logged below like any failed delivery
-    except Exception:
-        log.warning("could not deliver %s to session %s", message.get("method"), session.id[:8], exc_info=True)
 
 
 async def _through_middleware(record: Middleware, call_next: CallNext, request: RequestInfo) -> dict[str, Any]:
@@ -691,7 +506,7 @@ async def _guarded_middleware(failures: PluginFailures, record: Middleware, call
 
 def _crowded(sessions: Any, session: Session) -> McpError:
     """The in-band answer to a caller over its requests budget (HTTP answers 429 first), naming it."""
-    refused = sessions.crowded(session.quota)
+    refused = sessions.admission.crowded(session.quota)
     if refused is None:  # freed meanwhile: still refused this time, for the same reason
         return McpError(SERVER_BUSY, "Over the requests budget; retry later", {"budget": "requests", "retryAfter": 1})
     return McpError(SERVER_BUSY, refused.message, refused.data)
@@ -712,7 +527,7 @@ def _finished(sessions: Any, session: Session, request_id: RequestId, hold: _Slo
         del session.inflight[request_id]
     if hold.held:
         hold.held = False
-        sessions.done(session)
+        sessions.admission.done(session)
 
 
 def _deferred_reply(request_id: RequestId, value: Any, error: BaseException | None) -> dict[str, Any]:

@@ -73,7 +73,9 @@ class SessionDriver:
 
     def serve(self, message: Any, exchange: Exchange | None = None) -> Awaitable[None] | None:
         """Hand ``message`` to the kernel's one entry. ``exchange``: the transport's own for this
-        message (stdio: one per line, to write a 2026-07-28 reply), else the driver itself."""
+        message (stdio: one per line, to write a 2026-07-28 reply), else the driver itself.
+
+        None for a session-era message: the transport runs it with :meth:`receive`."""
         return self._kernel.serve(message, self if exchange is None else exchange)
 
     def receive(self, message: Any) -> Reply | None:
@@ -85,10 +87,6 @@ class SessionDriver:
         """Run a 2025-03-26 batch: the reply futures of its requests, to be answered as one array
         (not handed to ``deliver`` one by one)."""
         return self._kernel.receive_all(self.session, messages, self.connection)
-
-    def legacy(self, message: Any) -> None:
-        """The exchange's session-era path: replies go to ``deliver``."""
-        self.receive(message)
 
     async def send(self, message: dict[str, Any], related: Any) -> None:
         outlet = self.session.outlet

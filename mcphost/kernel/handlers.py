@@ -37,6 +37,7 @@ from mcphost.protocol.errors import (
     invalid_params,
     method_not_found,
 )
+from mcphost.protocol.opening import check_initialize
 from mcphost.protocol.versions import SUPPORTED_VERSIONS, at_least, negotiate
 from mcphost.records import Prompt, Resource, ResourceTemplate, Tool
 from mcphost.sessions.session import LOG_RANK, stream_seconds
@@ -183,27 +184,6 @@ def prompt_descriptor(prompt: Prompt, version: str) -> dict[str, Any]:
 
 
 # -- lifecycle ------------------------------------------------------------------------------------
-
-def check_initialize(params: Any) -> None:
-    """Raise -32602 for ``initialize`` params that do not fit the schema (``protocolVersion`` a
-    string, ``capabilities`` and ``clientInfo`` objects, the client's name and version strings).
-
-    Transports call it before they mint a session, so an invalid initialize leaves none behind.
-    """
-    if params is None:
-        params = {}
-    if not isinstance(params, dict):
-        raise invalid_params("Invalid params: initialize takes an object")
-    if not isinstance(params.get("protocolVersion"), str):
-        raise invalid_params('Invalid params: "protocolVersion" must be a string')
-    capabilities = params.get("capabilities", {})
-    client_info = params.get("clientInfo", {})
-    if not isinstance(capabilities, dict) or not isinstance(client_info, dict):
-        raise invalid_params('Invalid params: "capabilities" and "clientInfo" must be objects')
-    for key in ("name", "version"):
-        if key in client_info and not isinstance(client_info[key], str):
-            raise invalid_params(f'Invalid params: "clientInfo.{key}" must be a string')
-
 
 @method("initialize")
 async def initialize(kernel: Kernel, request: RequestInfo) -> dict[str, Any]:

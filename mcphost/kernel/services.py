@@ -85,9 +85,6 @@ class Exchange(Protocol):
         """Deliver the reply of a 2026-07-28 request (None for a notification): return the
         disconnect reason (``complete`` or ``dropped``)."""
 
-    def legacy(self, message: Any) -> Awaitable[None] | None:
-        """Run a session-era message through the transport's session (found through the manager)."""
-
 
 class ScopeKernel(Protocol):
     """The kernel as a request's scope (and the tasks and parked runs that make scopes) use it.

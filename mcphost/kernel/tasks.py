@@ -144,7 +144,7 @@ class TaskRun:
             # The tasks budget: max_tasks_per_principal for the caller, max_tasks for everyone.
             refused = await budgets.take(self.session.quota, "tasks")
             if refused is not None:
-                manager.kernel.sessions.refused(self.session.quota)
+                manager.kernel.sessions.admission.refused(self.session.quota)
                 raise McpError(SERVER_BUSY, refused.message, refused.data)
             held = True
             now = _now()

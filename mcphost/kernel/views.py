@@ -27,6 +27,7 @@ import orjson
 
 from mcphost.endpoints import EndpointSettings, is_code_tool
 from mcphost.protocol.versions import at_least
+from mcphost.records import Record
 
 if TYPE_CHECKING:
     from mcphost.catalog import Catalog
@@ -204,10 +205,9 @@ def _fingerprint(record: Any) -> int:
     return int.from_bytes(hashlib.blake2b(text, digest_size=8).digest(), "big")
 
 
-def _kind_of(record: Any) -> str:
-    if hasattr(record, "input_schema"):
-        return "tools"
-    return "prompts" if hasattr(record, "arguments") else "resources"
+def _kind_of(record: Record) -> str:
+    """The list-changed kind a record belongs to (a template's change is a resources change)."""
+    return "resources" if record.kind == "resourceTemplates" else record.kind
 
 
 def provider_of(record: Any) -> str:

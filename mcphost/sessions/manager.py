@@ -5,7 +5,8 @@ It answers every question about a session's life, whatever transport carries it:
 - the registry of sessions held here, and creation with the caps (``server.max_sessions``,
   counted in the store on a shared backend, and ``max_sessions_per_principal``, counted here or
   by a shared store that offers ``count_of``);
-- the budget ledger (:mod:`mcphost.budgets`) every admission consults: requests in flight (GET
+- per-principal admission (:class:`~mcphost.sessions.admission.Admission`, ``manager.admission``):
+  the budget ledger (:mod:`mcphost.budgets`) every admission consults: requests in flight (GET
   and listen streams included, ``max_requests_per_principal``), tasks, parked calls, retained
   bytes and subscriptions; a greedy principal is refused while every other one goes on. On a
   backend that offers a budget share the per-principal limits hold across every process (the
@@ -15,10 +16,11 @@ It answers every question about a session's life, whatever transport carries it:
   its durable state when it changed, and renewing the leases of the request streams this
   process writes;
 - the lifecycle of every connection, whatever transport and era: :meth:`open` runs the connect
-  hooks with the one refusal rule, :meth:`close` the disconnect hooks (and terminate); the hooks
+  hooks with the one refusal rule, :meth:`close` the disconnect hooks (and terminate), and
+  :meth:`connected` holds one connection from the one to the other in a single block; the hooks
   arrive as one :class:`LifecycleHooks` object and nothing else calls them;
-- idle and lifetime reaping, and ending: DELETE, expiry, lifetime and shutdown each fire
-  ``mcphost_terminate`` once;
+- idle and lifetime reaping (:class:`Upkeep`, with the heartbeat), and ending: DELETE, expiry,
+  lifetime and shutdown each fire ``mcphost_terminate`` once;
 - the ephemeral sessions of 2026-07-28 requests (never stored, never listed).
 
 Transports keep only their per-connection state. One that needs per-session state of its own
@@ -40,9 +42,10 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol, cast
 
-from mcphost.budgets import Ledger, OverBudget, ledger_for
+from mcphost.budgets import Ledger
 from mcphost.config import ServerSettings
 from mcphost.errors import Refused
+from mcphost.sessions.admission import Admission
 from mcphost.sessions.backend import Backend, BackendUnavailable, EventLog, LeasedEventLog, SubscriptionStore
 from mcphost.sessions.session import Connection, Principal, Session, quota_key, this_node
 
@@ -50,8 +53,6 @@ log = logging.getLogger("mcphost.sessions")
 
 #: Longest session id looked up in a shared store (ours are 43 characters).
 MAX_SESSION_ID = 128
-#: Callers whose refusals are counted (beyond them, new callers' refusals are not).
-REFUSALS_KEPT = 1000
 #: Seconds between attempts to renew the request leases after a renewal failed.
 RENEW_RETRY = 0.2
 #: A session id this host mints (``secrets.token_urlsafe``); anything else is unknown without a lookup.
@@ -139,6 +140,32 @@ class LifecycleHooks(Protocol):
         """Run ``mcphost_terminate`` (the session is over)."""
 
 
+class Link:
+    """A connection's hold on its session: the async context manager :meth:`SessionManager.connected`
+    returns (a plain class: it is entered on every session-era HTTP request)."""
+
+    __slots__ = ("_connection", "_manager", "_opening", "handed_off", "session")
+
+    def __init__(self, manager: SessionManager, session: Session, connection: Connection, opening: bool) -> None:
+        self._manager = manager
+        self.session = session
+        self._connection = connection
+        self._opening = opening
+        self.handed_off = False
+
+    async def __aenter__(self) -> Link:
+        await self._manager.open(self.session, self._connection, opening=self._opening)
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        if not self.handed_off:
+            await self._manager.close(self.session, "complete")
+
+    def hand_off(self) -> None:
+        """From here on the connection's writer runs the disconnect hooks when it ends."""
+        self.handed_off = True
+
+
 class SessionManager:
     """Sessions of one host in this process; see the module docstring."""
 
@@ -158,12 +185,14 @@ class SessionManager:
         self._modern_ids = itertools.count(1)
         #: Per quota key (see :func:`~mcphost.sessions.session.quota_key`): sessions held here.
         self.held_by: Counter[str] = Counter()
-        #: What each principal holds of every other budget in this process.
-        self.budgets: Ledger = ledger_for(settings)
-        #: Per quota key: how often a budget refused it (a 429), for operators; at most REFUSALS_KEPT keys.
-        self.refused_by: Counter[str] = Counter()
-        self._reaper: asyncio.Task[None] | None = None
-        self._heartbeat: asyncio.Task[None] | None = None
+        #: Per-principal admission: requests in flight, every budget, the refusals of each cap.
+        self.admission = Admission(settings)
+        #: What each principal holds of every other budget in this process (``admission.budgets``).
+        self.budgets: Ledger = self.admission.budgets
+        #: Per quota key: how often a budget refused it (``admission.refused_by``), for operators.
+        self.refused_by: Counter[str] = self.admission.refused_by
+        #: The background work: the reaper and, on a backend with leases, the heartbeat.
+        self.upkeep = Upkeep(self)
 
     # -- wiring ---------------------------------------------------------------------------------
 
@@ -225,12 +254,9 @@ class SessionManager:
         session = Session(secrets.token_urlsafe(32), principal=principal)
         session.quota = quota_key(principal, remote)
         session.node = this_node()
-        self._hold(session)
-        return session
-
-    def _hold(self, session: Session) -> None:
         self.sessions[session.id] = session
         self.held_by[session.quota] += 1
+        return session
 
     async def create(self, principal: Principal | None, remote: str | None = None) -> Session:
         """A new session for a network client (``remote``: its ``host:port``), within the caps;
@@ -249,7 +275,7 @@ class SessionManager:
             shared_count = await self.backend.sessions.count_of(key) if self.shared else None
             if (shared_count if shared_count is not None else self.held_by[key]) >= cap and (
                     shared_count is not None or not await self._expire_idle(key) or self.held_by[key] >= cap):
-                self.refused(key)
+                self.admission.refused(key)
                 self.budgets.count_refusal(key, "sessions")
                 raise TooManySessions(per_principal=True, cap=cap, retry_after=self._next_expiry(key))
         session = self.new(principal, remote)
@@ -299,53 +325,6 @@ class SessionManager:
         session.outlet = outlet
         return session
 
-    # -- requests in flight per principal --------------------------------------------------------
-
-    def crowded(self, key: str) -> OverBudget | None:
-        """Why the caller ``key`` may not start one more request now (its ``max_requests_per_principal``,
-        or everyone's ``max_requests``), or None when it may (counted as a refusal when not: callers
-        refuse the request then)."""
-        refused = self.budgets.refusal(key, "requests")
-        if refused is not None:
-            self.refused(key)
-        return refused
-
-    @property
-    def busy_by(self) -> dict[str, int]:
-        """Requests in flight per quota key (the ledger's requests budget; for operators)."""
-        return self.budgets.by_principal("requests")
-
-    async def crowding(self, key: str) -> OverBudget | None:
-        """Like :meth:`crowded`, asking the cluster for a larger allowance of requests first when
-        this process's is short (nothing is taken: the request is admitted afterwards)."""
-        refused = await self.budgets.check(key, "requests")
-        if refused is not None:
-            self.refused(key)
-        return refused
-
-    def admit(self, session: Session) -> OverBudget | None:
-        """Count one more request of ``session``'s caller in flight: None when counted, else why
-        not, without waiting (a :class:`~mcphost.budgets.Short` when only this process's allowance
-        of the cluster's is short: :meth:`take_request` then asks). Let go with :meth:`done`."""
-        return self.budgets.try_acquire(session.quota, "requests")
-
-    async def take_request(self, session: Session) -> OverBudget | None:
-        """Like :meth:`admit`, asking the cluster for more when this process's allowance is short:
-        None when counted, else why not (counted as a refusal). Let go with :meth:`done`."""
-        refused = await self.budgets.take(session.quota, "requests")
-        if refused is not None:
-            self.refused(session.quota)
-        return refused
-
-    def refused(self, key: str) -> None:
-        """Count one refusal of caller ``key`` by a per-principal cap."""
-        if key in self.refused_by or len(self.refused_by) < REFUSALS_KEPT:
-            self.refused_by[key] += 1
-
-    def done(self, session: Session) -> None:
-        """A request admitted with :meth:`admit` is over."""
-        self.budgets.release(session.quota, "requests")
-
     # -- lookup -----------------------------------------------------------------------------------
 
     async def lookup(self, session_id: str, principal: Principal | None) -> Session | None:
@@ -386,7 +365,8 @@ class SessionManager:
         if held is not None:  # a concurrent request loaded it meanwhile
             return held
         session = Session.from_state(data)
-        self._hold(session)
+        self.sessions[session.id] = session
+        self.held_by[session.quota] += 1
         self.budgets.force(session.quota, "subscriptions", len(session.subscriptions))
         if self.cluster is not None:
             self.cluster.attach(session)
@@ -490,6 +470,17 @@ class SessionManager:
                     await self.backend.events.drop(session.id)
             raise
 
+    def connected(self, session: Session, connection: Connection, *, opening: bool = False) -> Link:
+        """One connection of ``session`` from its connect hooks to its disconnect hooks, in one block:
+        ``async with manager.connected(session, connection) as link``.
+
+        :meth:`open` runs on entry (a refusal propagates, the refusal rule having run); when the
+        block is left, whichever way, :meth:`close` runs with ``complete``, unless the block
+        handed the connection over (:meth:`Link.hand_off`) to a writer that reports its own end
+        (an SSE stream: ``complete`` or ``dropped``).
+        """
+        return Link(self, session, connection, opening)
+
     async def close(self, session: Session, reason: str, *, end: str | None = None) -> None:
         """One connection of ``session`` closed: ``mcphost_disconnect(reason)``; with ``end`` the
         session is over too, and ``mcphost_terminate(end)`` follows (once: see :meth:`terminate`)."""
@@ -544,17 +535,11 @@ class SessionManager:
 
     async def start(self) -> None:
         """Start reaping idle and over-age sessions, and renewing leases on a shared backend."""
-        loop = asyncio.get_running_loop()
-        if self._reaper is None:
-            self._reaper = loop.create_task(self._reap())
-        if self.lease and self._heartbeat is None:
-            self._heartbeat = loop.create_task(self._beat())
+        self.upkeep.start()
 
     async def drain(self, timeout: float) -> None:
         """Stop reaping, and give requests in flight up to ``timeout`` seconds to finish."""
-        if self._reaper is not None:
-            self._reaper.cancel()
-            self._reaper = None
+        self.upkeep.stop_reaping()
         inflight = [t for s in self.sessions.values() for t in s.inflight.values()]
         if inflight:
             await asyncio.wait(inflight, timeout=timeout)
@@ -565,9 +550,7 @@ class SessionManager:
         On a shared backend the store keeps them: their clients go on with another process.
         """
         await self.drain(0)
-        if self._heartbeat is not None:
-            self._heartbeat.cancel()
-            self._heartbeat = None
+        self.upkeep.stop_beating()
         for session in list(self.sessions.values()):
             if self.shared:
                 self.release(session)
@@ -578,53 +561,81 @@ class SessionManager:
                     log.exception("could not end session %s…", session.id[:8])
         await self.budgets.give_back()  # the cluster's budget allowances this process held
 
-    async def _reap(self) -> None:
+
+class Upkeep:
+    """A SessionManager's background work: the reaper (idle and over-age sessions) and, on a
+    backend with leases, the heartbeat (request leases, budget allowances, busy sessions' TTLs)."""
+
+    def __init__(self, manager: SessionManager) -> None:
+        self.manager = manager
+        self._reaper: asyncio.Task[None] | None = None
+        self._heartbeat: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        if self._reaper is None:
+            self._reaper = loop.create_task(self.reap())
+        if self.manager.lease and self._heartbeat is None:
+            self._heartbeat = loop.create_task(self.beat())
+
+    def stop_reaping(self) -> None:
+        if self._reaper is not None:
+            self._reaper.cancel()
+            self._reaper = None
+
+    def stop_beating(self) -> None:
+        if self._heartbeat is not None:
+            self._heartbeat.cancel()
+            self._heartbeat = None
+
+    async def reap(self) -> None:
         """End sessions that were idle too long or lived too long."""
-        settings = self.settings
+        manager, settings = self.manager, self.manager.settings
         limits = [settings.session_idle_timeout, settings.embryonic_timeout]
         if settings.session_max_lifetime:
             limits.append(settings.session_max_lifetime)
         period = max(0.05, min(30.0, *(limit / 4 for limit in limits)))
         while True:
             await asyncio.sleep(period)
-            if self.shared:
-                await self._reap_expired()
+            if manager.shared:
+                await self.reap_expired()
             now = time.time()
-            for session in list(self.sessions.values()):
-                busy = bool(session.inflight) or (self.driver is not None and self.driver.busy(session))
+            for session in list(manager.sessions.values()):
+                busy = bool(session.inflight) or (manager.driver is not None and manager.driver.busy(session))
                 try:
                     if settings.session_max_lifetime and now - session.created_at > settings.session_max_lifetime:
-                        await self.end(session, "lifetime")
+                        await manager.end(session, "lifetime")
                     elif not busy and now - session.last_active > idle_limit(session, settings):
-                        if self.shared:
+                        if manager.shared:
                             # Idle here, maybe busy elsewhere: the store expires it (its TTL is the
                             # idle timeout, restarted by every request on any process).
-                            self.release(session)
+                            manager.release(session)
                         else:
-                            await self.end(session, "expired")
+                            await manager.end(session, "expired")
                 except Exception:  # a backend hiccup must not stop the reaper for good
                     log.exception("could not end session %s…", session.id[:8])
 
-    async def _reap_expired(self) -> None:
+    async def reap_expired(self) -> None:
         """Shared backend: end the sessions whose idle time ran out in the store, wherever they were
         last used. The store hands each one to exactly one process (its expiry index), so the
         terminate hook fires once across the cluster."""
+        manager = self.manager
         try:
-            for session_id, data in await self.backend.sessions.expired():
-                session = self.sessions.get(session_id)
+            for session_id, data in await manager.backend.sessions.expired():
+                session = manager.sessions.get(session_id)
                 if session is None and data is not None:
                     session = Session.from_state(data)
                 if session is not None:
-                    await self.terminate(session, "expired")
-                await self.backend.events.drop(session_id)
-                if self.cluster is not None:
-                    await self.cluster.publish(f"s:{session_id}", {"t": "end"})  # other holders let go
+                    await manager.terminate(session, "expired")
+                await manager.backend.events.drop(session_id)
+                if manager.cluster is not None:
+                    await manager.cluster.publish(f"s:{session_id}", {"t": "end"})  # other holders let go
         except BackendUnavailable as exc:
             log.warning("could not reap expired sessions: %s", exc)
         except Exception:
             log.exception("reaping expired sessions failed")
 
-    async def _beat(self) -> None:
+    async def beat(self) -> None:
         """Renew the leases of the request streams this process is writing, three times a lease.
 
         After a failed renewal it tries again every :data:`RENEW_RETRY` seconds until one goes
@@ -633,16 +644,17 @@ class SessionManager:
         may settle the stream (RELIABILITY H12: a renewal failure never makes a client resend a
         request still running here).
         """
+        manager = self.manager
         failed = False
         while True:
-            await asyncio.sleep(min(RENEW_RETRY, self.lease / 3) if failed else self.lease / 3)
+            await asyncio.sleep(min(RENEW_RETRY, manager.lease / 3) if failed else manager.lease / 3)
             streams: list[tuple[str, str, list[Any]]] = []
-            if self.driver is not None:
-                for session in list(self.sessions.values()):
-                    streams.extend((session.id, stream, ids) for stream, ids in self.driver.leased(session))
+            if manager.driver is not None:
+                for session in list(manager.sessions.values()):
+                    streams.extend((session.id, stream, ids) for stream, ids in manager.driver.leased(session))
             failed = True
             try:
-                await cast(LeasedEventLog, self.backend.events).lease(streams, self.lease)
+                await cast(LeasedEventLog, manager.backend.events).lease(streams, manager.lease)
                 failed = False
             except BackendUnavailable as exc:
                 log.warning("could not renew %d request leases: %s", len(streams), exc)
@@ -652,20 +664,20 @@ class SessionManager:
             # number may delay the loop), and the spare given back. A failure is logged once by
             # the ledger, which falls back to per-process limits until a sync goes through.
             try:
-                await self.budgets.sync()
+                await manager.budgets.sync()
             except BackendUnavailable:
                 pass  # logged by the ledger, once per outage
             except Exception:
                 log.exception("syncing the budget allowances failed")
             # A session with an open GET stream or a running call is not idle, whoever holds it,
             # and what its transport holds cluster-wide stays its own.
-            for session in list(self.sessions.values()):
-                if not (session.inflight or (self.driver is not None and self.driver.busy(session))):
+            for session in list(manager.sessions.values()):
+                if not (session.inflight or (manager.driver is not None and manager.driver.busy(session))):
                     continue
                 try:
-                    await self.backend.sessions.touch(session.id)
-                    if self.driver is not None:
-                        await self.driver.renew(session)
+                    await manager.backend.sessions.touch(session.id)
+                    if manager.driver is not None:
+                        await manager.driver.renew(session)
                 except BackendUnavailable as exc:
                     log.warning("could not keep session %s… alive: %s", session.id[:8], exc)
                 except Exception:

@@ -25,21 +25,21 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable
+from collections.abc import Callable
 from typing import Any
 
 from mcphost.budgets import OverBudget
 from mcphost.deadline import deadline
 from mcphost.errors import InsufficientScope, Refused, Unauthorized
 from mcphost.host import Host
-from mcphost.kernel.handlers import check_initialize
 from mcphost.protocol import jsonrpc
 from mcphost.protocol.auth import bearer_token, grant_of, permits
 from mcphost.protocol.errors import INTERNAL_ERROR, INVALID_REQUEST, PARSE_ERROR, SERVER_BUSY, McpError
 from mcphost.protocol.modern import ModernError
+from mcphost.protocol.opening import check_initialize
 from mcphost.protocol.versions import LEGACY_VERSIONS, allows_batches, is_modern
 from mcphost.sessions.backend import BackendUnavailable, UnknownEvent
-from mcphost.sessions.manager import TooManySessions
+from mcphost.sessions.manager import Link, TooManySessions
 from mcphost.sessions.session import Connection, Principal, Session, quota_key, stream_seconds
 from mcphost.transports import http_modern
 from mcphost.transports.asgi import (
@@ -58,40 +58,45 @@ from mcphost.transports.asgi import (
     without_credentials,
 )
 from mcphost.transports.cors import Cors
-from mcphost.transports.sse import STANDALONE, SessionStreams, frame, parse_event_id, state_of
+from mcphost.transports.sse import STANDALONE, HttpSessionState, SessionStreams, frame, parse_event_id, state_of
 
 log = logging.getLogger("mcphost.http")
 
 __all__ = ["HttpError", "HttpTransport", "Receive", "Scope", "Send", "is_loopback", "respond_unread"]
 
 
-class _RefusedRequest(Exception):
-    """A refusal of a request whose JSON-RPC id is known (the error body then carries it)."""
+class _Call:
+    """One request as its answer sees it: the Mcp-Session-Id it names (read once, here), whether
+    its body is still unread, and the JSON-RPC id a refusal echoes (once the request is known)."""
 
-    def __init__(self, refused: Refused, request_id: Any) -> None:
-        super().__init__(refused.message)
-        self.refused = refused
-        self.request_id = request_id
+    __slots__ = ("headers", "refusal_id", "session_id", "unread")
+
+    def __init__(self, headers: dict[str, str]) -> None:
+        self.headers = headers
+        self.session_id = headers.get("mcp-session-id")
+        # A request refused before its body was read: the server drops the connection once the
+        # answer is out (the rest of the body would be read as the next request), so say so.
+        self.unread = "transfer-encoding" in headers or headers.get("content-length", "0") not in ("", "0")
+        self.refusal_id: Any = None
 
 
 class _Exchange:
     """One POST as the kernel sees it (see :class:`mcphost.kernel.services.Exchange`)."""
 
-    __slots__ = ("connection", "headers", "legacy_run", "queue", "receive", "respond_to", "session_id", "transport")
+    __slots__ = ("connection", "headers", "queue", "receive", "respond_to", "session_id", "transport")
 
     trusted = False  # a network client is never vouched for
     era = None  # every POST is ruled on its own
 
-    def __init__(self, transport: HttpTransport, headers: dict[str, str], connection: Connection, receive: Receive,
+    def __init__(self, transport: HttpTransport, call: _Call, connection: Connection, receive: Receive,
                  send: Send) -> None:
         self.transport = transport
         self.connection = connection
-        self.headers = headers
-        self.session_id = headers.get("mcp-session-id")
+        self.headers = call.headers
+        self.session_id = call.session_id
         self.receive = receive
         self.respond_to = send
         self.queue: asyncio.Queue[Any] | None = None
-        self.legacy_run = False
 
     def _queue(self) -> asyncio.Queue[Any]:
         if self.queue is None:
@@ -110,10 +115,6 @@ class _Exchange:
 
     def _pending(self) -> bool:
         return self.queue is not None and not self.queue.empty()
-
-    def legacy(self, message: Any) -> Awaitable[None]:
-        self.legacy_run = True
-        return self.transport._post_legacy(self.headers, self.connection, message, self.receive, self.respond_to)
 
 
 class HttpTransport:
@@ -157,16 +158,13 @@ class HttpTransport:
     # -- ASGI entry ---------------------------------------------------------------------------
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        headers = request_headers(scope)
-        # A request refused before its body was read: the server drops the connection once the
-        # answer is out (the rest of the body would be read as the next request), so say so.
-        unread = "transfer-encoding" in headers or headers.get("content-length", "0") not in ("", "0")
+        call = _Call(request_headers(scope))
+        headers = call.headers
 
         async def tracked_receive() -> dict[str, Any]:
-            nonlocal unread
             message = await receive()
             if message["type"] != "http.request" or not message.get("more_body"):
-                unread = False
+                call.unread = False
             return message
 
         try:
@@ -174,64 +172,52 @@ class HttpTransport:
             origin = headers.get("origin")
             if origin is not None and self.cors is not None and self.cors.opens(origin):  # a page allowed
                 if scope["method"] == "OPTIONS":  # its preflight: before authentication (it has no credentials)
-                    await self.cors.preflight(origin, headers, tracked_receive, send, unread)
+                    await self.cors.preflight(origin, headers, tracked_receive, send, call.unread)
                     return
                 send = self.cors.wrap(send, origin)
             # Who is calling is settled first, for every method, before any session is looked up.
             connection = await self._authenticate(scope, headers)
             method = scope["method"]
-            if method != "POST" and not headers.get("mcp-session-id") and is_modern(
-                    headers.get("mcp-protocol-version", "")):
+            if method != "POST" and not call.session_id and is_modern(headers.get("mcp-protocol-version", "")):
                 raise HttpError(405, "Method not allowed: 2026-07-28 uses POST only", headers={"allow": "POST"})
             if method == "POST":
-                await self._post(scope, headers, connection, tracked_receive, send)
+                await self._post(call, connection, tracked_receive, send)
             elif method == "GET":
-                await self._get(headers, connection, tracked_receive, send)
+                await self._get(call, connection, tracked_receive, send)
             elif method == "DELETE":
-                await self._delete(headers, connection, tracked_receive, send)
+                await self._delete(call, connection, tracked_receive, send)
             else:
                 raise HttpError(405, "Method not allowed", headers={"allow": "GET, POST, DELETE"})
-        except (Refused, _RefusedRequest) as exc:
-            refused, request_id = (exc.refused, exc.request_id) if isinstance(exc, _RefusedRequest) else (exc, None)
-            error = self._refusal(refused, scope, headers, request_id)
-            await respond_unread(receive, send, error.status, jsonrpc.encode(error.body),
-                                 closing(error.headers, unread), unread)
-        except HttpError as exc:
-            await respond_unread(receive, send, exc.status, jsonrpc.encode(exc.body), closing(exc.headers, unread),
-                                 unread)
-        except BackendUnavailable as exc:
-            log.warning("answering 503: %s", exc)
-            body = jsonrpc.encode(jsonrpc.error(None, McpError(
-                SERVER_BUSY, "Service unavailable: session state cannot be reached; retry later")))
-            headers = {"retry-after": str(max(1, int(exc.retry_after)))}
-            await respond_unread(receive, send, 503, body, closing(headers, unread), unread)
+        except ANSWERED as exc:
+            await self._answer(exc, scope, call, receive, send)
 
     async def check_route(self, scope: Scope, receive: Receive, send: Send, *, authenticate: bool = False) -> bool:
         """The MCP endpoint's Host and Origin checks (and, with ``authenticate``, its authentication)
         for another route; False when the request was refused here (the answer is sent)."""
-        headers = request_headers(scope)
-        unread = "transfer-encoding" in headers or headers.get("content-length", "0") not in ("", "0")
+        call = _Call(request_headers(scope))
         try:
-            self.guard.check(headers, scope["headers"])
+            self.guard.check(call.headers, scope["headers"])
             if authenticate and self.host.has_auth:
-                await self._authenticate(scope, headers)
-        except Refused as exc:
-            error = self._refusal(exc, scope, headers, None)
-            await respond_unread(receive, send, error.status, jsonrpc.encode(error.body),
-                                 closing(error.headers, unread), unread)
-            return False
-        except HttpError as exc:
-            await respond_unread(receive, send, exc.status, jsonrpc.encode(exc.body), closing(exc.headers, unread),
-                                 unread)
+                await self._authenticate(scope, call.headers)
+        except ANSWERED as exc:
+            await self._answer(exc, scope, call, receive, send)
             return False
         return True
 
-    def _refusal(self, exc: Refused, scope: Scope, headers: dict[str, str], request_id: Any) -> HttpError:
+    async def _answer(self, exc: Exception, scope: Scope, call: _Call, receive: Receive, send: Send) -> None:
+        """Answer a request that ended in ``exc`` (one of :data:`ANSWERED`): the handler for its
+        class, or its nearest base class, in :data:`ANSWERS` words the error."""
+        error = _answer_for(exc)(self, exc, scope, call)
+        await respond_unread(receive, send, error.status, jsonrpc.encode(error.body),
+                             closing(error.headers, call.unread), call.unread)
+
+    def _refusal(self, exc: Refused, scope: Scope, call: _Call) -> HttpError:
         """A plugin's (or the host's) refusal as an HTTP answer; challenges are composed in one place."""
-        extra = self.host.resource_server.response_headers(exc, scope.get("scheme", "http"), headers.get("host", ""))
+        extra = self.host.resource_server.response_headers(exc, scope.get("scheme", "http"),
+                                                           call.headers.get("host", ""))
         # A 500 is the host's (or a plugin's) fault, not the request's: an internal error.
         code = INTERNAL_ERROR if exc.status == 500 else INVALID_REQUEST
-        return HttpError(exc.status, exc.message, code=code, request_id=request_id, headers=extra)
+        return HttpError(exc.status, exc.message, code=code, request_id=call.refusal_id, headers=extra)
 
     # -- authentication -----------------------------------------------------------------------
 
@@ -308,21 +294,28 @@ class HttpTransport:
             raise HttpError(408, "Timed out reading the request body") from None
         return bytes(body if buffer is None else buffer)
 
-    async def _session(self, headers: dict[str, str], connection: Connection, request_id: Any = None) -> Session:
+    async def _session(self, call: _Call, connection: Connection, request_id: Any = None) -> Session:
         """The caller's session; 400 without the header, 404 when unknown (``request_id``: the
         id of the request that asked, echoed in the error)."""
-        session_id = headers.get("mcp-session-id")
-        if not session_id:
+        if not call.session_id:
             raise HttpError(400, "Bad request: Mcp-Session-Id header is required", request_id=request_id)
-        session = await self.manager.lookup(session_id, connection.principal)
+        session = await self.manager.lookup(call.session_id, connection.principal)
         if session is None or session.endpoint != connection.endpoint:  # another endpoint's: unknown here
             raise HttpError(404, "Session not found", request_id=request_id)
         return session
 
+    @staticmethod
+    def _arrived(session: Session) -> None:
+        """A connection of ``session`` got through its connect hooks: it counts as activity (a GET
+        too), unless the session ended (DELETE, expiry) while an async connect hook ran."""
+        if session.closed:
+            raise HttpError(404, "Session not found")
+        session.last_active = time.time()
+
     # -- POST ---------------------------------------------------------------------------------
 
-    async def _post(self, scope: Scope, headers: dict[str, str], connection: Connection, receive: Receive,
-                    send: Send) -> None:
+    async def _post(self, call: _Call, connection: Connection, receive: Receive, send: Send) -> None:
+        headers = call.headers
         accept = headers.get("accept", "")
         wants_json = "application/json" in accept or "*/*" in accept
         wants_sse = "text/event-stream" in accept or "*/*" in accept
@@ -338,67 +331,33 @@ class HttpTransport:
         assert self.host.kernel is not None
         if isinstance(payload, dict) and "id" in payload and "method" in payload:
             # Only requests: answers and notifications (which may finish requests in flight) go on.
-            refused = await self.manager.crowding(quota_key(connection.principal, connection.remote))
+            refused = await self.manager.admission.crowding(quota_key(connection.principal, connection.remote))
             if refused is not None:
                 raise over_budget(refused, jsonrpc.readable_id(payload))
-        exchange = _Exchange(self, headers, connection, receive, send)
-        work = self.host.kernel.serve(payload, exchange)
-        try:
-            if work is not None:
-                await work
-        except ModernError as exc:
-            await respond(send, exc.status, jsonrpc.encode(jsonrpc.error(jsonrpc.readable_id(payload), exc)), {})
-        except Refused as exc:
-            if exchange.legacy_run:
-                raise
-            raise _RefusedRequest(exc, jsonrpc.readable_id(payload)) from None
+        work = self.host.kernel.serve(payload, _Exchange(self, call, connection, receive, send))
+        if work is None:  # the session era: run through the caller's session here
+            await self._post_legacy(call, connection, payload, receive, send)
+            return
+        call.refusal_id = jsonrpc.readable_id(payload)  # a 2026-07-28 refusal echoes the request's id
+        await work
 
-    async def _post_legacy(self, headers: dict[str, str], connection: Connection, payload: Any, receive: Receive,
+    async def _post_legacy(self, call: _Call, connection: Connection, payload: Any, receive: Receive,
                            send: Send) -> None:
         """A session-era POST: create or find the session, run its messages, stream the replies."""
         assert self.host.kernel is not None  # the host starts it before serving
-        version = headers.get("mcp-protocol-version")
         batch = isinstance(payload, list)
         request_id = None if batch else jsonrpc.readable_id(payload)  # for errors from here on
-        if version is not None and version not in LEGACY_VERSIONS:
-            raise HttpError(400, f"Bad request: Unsupported protocol version: {version[:40]} "
-                                 f"(supported: {', '.join(LEGACY_VERSIONS)})", request_id=request_id)
+        _check_version(call.headers.get("mcp-protocol-version"), request_id)
         messages = payload if batch else [payload]
-        kinds = [_kind(m) for m in messages]
-        if not batch and kinds[0] is None:
-            # One message that is not JSON-RPC at all: nothing to run, no session to touch.
-            try:
-                jsonrpc.classify(payload)
-            except McpError as exc:
-                raise HttpError(400, exc.message, request_id=jsonrpc.readable_id(payload)) from None
-        # Only well-formed requests run (and get a stream); the kernel answers the rest with errors.
-        requests = [m for m, kind in zip(messages, kinds, strict=True) if kind is jsonrpc.Kind.REQUEST]
-        is_initialize = any(m["method"] == "initialize" for m in requests)
-        if is_initialize:
-            if batch:
-                raise HttpError(400, "Invalid request: initialize must not be part of a batch")
-            if headers.get("mcp-session-id"):
-                raise HttpError(400, "Invalid request: this session is already initialized",
-                                request_id=request_id)
-            try:  # before a session exists: an invalid initialize leaves none behind
-                check_initialize(payload.get("params"))
-            except McpError as exc:
-                raise HttpError(400, exc.message, code=exc.code, request_id=request_id) from None
-            session = await self._create_session(connection)
+        requests = _requests(messages, batch)
+        opening = any(m["method"] == "initialize" for m in requests)
+        if opening:
+            session = await self._initialize(call, connection, payload, batch, request_id)
         else:
-            session = await self._session(headers, connection, request_id)
-            if batch and (not payload or not allows_batches(session.protocol_version or "")):
-                raise HttpError(400, "Invalid request: batches are accepted only on 2025-03-26 sessions")
-            # A record the caller's token does not cover is refused before anything is answered:
-            # 403 with an insufficient_scope challenge (an SSE response could only carry an error).
-            for message in requests:
-                try:
-                    self.host.kernel.authorize(message, connection.principal, endpoint=connection.endpoint)
-                except Refused as exc:
-                    raise _RefusedRequest(exc, None if batch else message["id"]) from None
-        await self._connect(session, connection, opening=is_initialize)
-        pumping = False
-        try:
+            session = await self._session(call, connection, request_id)
+            self._authorize(call, session, connection, payload, requests, batch)
+        async with self.manager.connected(session, connection, opening=opening) as link:
+            self._arrived(session)
             state = state_of(session)
             assert state is not None
             for message in requests:
@@ -406,55 +365,63 @@ class HttpTransport:
                 if message["id"] in session.inflight or message["id"] in state.request_streams:
                     raise HttpError(409, f"Request id {message['id']!r} is already in flight on this session",
                                     request_id=message["id"])
-            extra = {"mcp-session-id": session.id} if is_initialize else {}
-            principal = connection.principal
+            extra = {"mcp-session-id": session.id} if opening else {}
             if not requests:
-                replies = self.host.kernel.receive_all(session, messages, connection, principal)
-                if self.manager.shared:
-                    await self.manager.persist(session)  # notifications/initialized, say
-                if replies:  # invalid messages get their error replies
-                    done = [await r for r in replies]
-                    await respond(send, 400, jsonrpc.encode(done if batch else done[0]), extra)
-                else:
-                    await respond(send, 202, b"", extra)
-                return
-            if self.settings.json_response:
-                await self._reply_json(session, connection, messages, batch, send, extra, principal)
-                return
-            streams = self.streams
-            request_ids = [m["id"] for m in requests]
-            stream = await streams.open_request_stream(session, state, request_ids)
-            replies = self.host.kernel.receive_all(session, messages, connection, principal)
-            pumping = True  # the streams report the disconnect from here on
-            await streams.answer(session, state, stream, replies, request_ids, receive, send, extra)
-        finally:
-            if not pumping:  # the pump reports its own disconnect
-                await self.manager.close(session, "complete")
+                await self._reply_plain(session, connection, messages, batch, send, extra)
+            elif self.settings.json_response:
+                await self._reply_json(session, connection, messages, batch, send, extra)
+            else:
+                request_ids = [m["id"] for m in requests]
+                stream = await self.streams.open_request_stream(session, state, request_ids)
+                replies = self.host.kernel.receive_all(session, messages, connection, connection.principal)
+                link.hand_off()  # the stream reports the disconnect from here on
+                await self.streams.answer(session, state, stream, replies, request_ids, receive, send, extra)
 
-    async def _connect(self, session: Session, connection: Connection, *, opening: bool = False) -> None:
-        """Run the connect hooks through the manager (which applies the one refusal rule)."""
-        # A refusal fires disconnect("refused"), and for the session this request minted terminate("refused").
-        await self.manager.open(session, connection, opening=opening)
-        if session.closed:  # ended (DELETE, expiry) while an async connect hook ran
-            await self.manager.close(session, "complete")
-            raise HttpError(404, "Session not found")
-        session.last_active = time.time()  # any request counts as activity, a GET too
-
-    async def _create_session(self, connection: Connection) -> Session:
+    async def _initialize(self, call: _Call, connection: Connection, payload: Any, batch: bool,
+                          request_id: Any) -> Session:
+        """The session an ``initialize`` opens, checked before it is minted (an invalid one leaves none)."""
+        if batch:
+            raise HttpError(400, "Invalid request: initialize must not be part of a batch")
+        if call.session_id:
+            raise HttpError(400, "Invalid request: this session is already initialized", request_id=request_id)
         try:
-            session = await self.manager.create(connection.principal, connection.remote)
-            session.endpoint = connection.endpoint
-            return session
-        except TooManySessions as exc:
-            retry = {"retry-after": str(exc.retry_after)}  # when the first of them expires
-            if exc.per_principal:  # this caller's own cap: others are unaffected
-                raise HttpError(429, f"{exc}; end one or retry later", code=SERVER_BUSY, headers=retry) from None
-            raise HttpError(503, f"{exc}; retry later", code=SERVER_BUSY, headers=retry) from None
+            check_initialize(payload.get("params"))
+        except McpError as exc:
+            raise HttpError(400, exc.message, code=exc.code, request_id=request_id) from None
+        session = await self.manager.create(connection.principal, connection.remote)
+        session.endpoint = connection.endpoint
+        return session
+
+    def _authorize(self, call: _Call, session: Session, connection: Connection, payload: Any,
+                   requests: list[dict[str, Any]], batch: bool) -> None:
+        """Refuse a batch the session's version does not allow, and any request for a record the
+        caller's token does not cover: 403 with an insufficient_scope challenge before anything
+        is answered (an SSE response could only carry an error)."""
+        if batch and (not payload or not allows_batches(session.protocol_version or "")):
+            raise HttpError(400, "Invalid request: batches are accepted only on 2025-03-26 sessions")
+        assert self.host.kernel is not None  # the host starts it before serving
+        for message in requests:
+            call.refusal_id = None if batch else message["id"]
+            self.host.kernel.authorize(message, connection.principal, endpoint=connection.endpoint)
+        call.refusal_id = None  # a refusal by the connect hooks names no request
+
+    async def _reply_plain(self, session: Session, connection: Connection, messages: list[Any], batch: bool,
+                           send: Send, extra: dict[str, str]) -> None:
+        """Notifications and responses only: 202, or 400 with the errors of the invalid ones."""
+        assert self.host.kernel is not None  # the host starts it before serving
+        replies = self.host.kernel.receive_all(session, messages, connection, connection.principal)
+        if self.manager.shared:
+            await self.manager.persist(session)  # notifications/initialized, say
+        if replies:  # invalid messages get their error replies
+            done = [await r for r in replies]
+            await respond(send, 400, jsonrpc.encode(done if batch else done[0]), extra)
+        else:
+            await respond(send, 202, b"", extra)
 
     async def _reply_json(self, session: Session, connection: Connection, messages: list[Any], batch: bool,
-                          send: Send, extra: dict[str, str], principal: Principal | None) -> None:
+                          send: Send, extra: dict[str, str]) -> None:
         assert self.host.kernel is not None  # the host starts it before serving
-        replies = self.host.kernel.receive_all(session, messages, connection, principal)
+        replies = self.host.kernel.receive_all(session, messages, connection, connection.principal)
         results = [m for m in [await r for r in replies] if m is not None]
         if not results:
             await respond(send, 202, b"", extra)
@@ -463,81 +430,110 @@ class HttpTransport:
 
     # -- GET ----------------------------------------------------------------------------------
 
-    async def _get(self, headers: dict[str, str], connection: Connection, receive: Receive, send: Send) -> None:
+    async def _get(self, call: _Call, connection: Connection, receive: Receive, send: Send) -> None:
+        headers = call.headers
         if "text/event-stream" not in headers.get("accept", "") and "*/*" not in headers.get("accept", ""):
             raise HttpError(406, "Not acceptable: Accept must list text/event-stream")
         version = headers.get("mcp-protocol-version")
         if version is not None and version not in LEGACY_VERSIONS:
             raise HttpError(400, f"Bad request: Unsupported protocol version: {version[:40]}")
-        session = await self._session(headers, connection)
-        await self._connect(session, connection)
-        pumping = False
-        state = state_of(session)
-        assert state is not None
-        if state.gets >= self.settings.max_streams_per_session:
-            await self.manager.close(session, "complete")
-            raise HttpError(409, f"Conflict: this session already has {state.gets} open GET streams "
-                                 "(server.max_streams_per_session)")
-        # A GET stream is a request in flight of its principal, whichever session it opens it on.
-        refused = await self.manager.take_request(session)
-        if refused is not None:
-            await self.manager.close(session, "complete")
-            raise over_budget(refused)
-        state.gets += 1
-        try:
-            last_event = headers.get("last-event-id")
-            if last_event is not None:
-                stream, after = parse_event_id(last_event)
-                if stream is None or not await self.streams.events.exists(session.id, stream):
-                    raise HttpError(400, "Unknown or expired Last-Event-ID")
-            else:
-                stream, after = STANDALONE, -1
-            if stream == STANDALONE and state.standalone_live:
-                raise HttpError(409, "Conflict: only one standalone SSE stream is allowed per session")
-            if after < 0:
-                # No Last-Event-ID: what earlier GETs did not get is delivered now, as far as it is
-                # still retained (the client did not ask for a replay, so a trimmed start is no error).
-                after = await self.streams.standalone_start(session, state)
+        session = await self._session(call, connection)
+        async with self.manager.connected(session, connection) as link:
+            self._arrived(session)
+            state = state_of(session)
+            assert state is not None
+            if state.gets >= self.settings.max_streams_per_session:
+                raise HttpError(409, f"Conflict: this session already has {state.gets} open GET streams "
+                                     "(server.max_streams_per_session)")
+            # A GET stream is a request in flight of its principal, whichever session it opens it on.
+            refused = await self.manager.admission.take_request(session)
+            if refused is not None:
+                raise over_budget(refused)
+            state.gets += 1
             try:
-                # Check the position before sending headers, so an expired id is a clear 400.
-                position = await self.streams.events.read(session.id, stream, after, 0)
-            except UnknownEvent:
-                raise HttpError(400, "Unknown or expired Last-Event-ID") from None
-            if stream != STANDALONE and position.done and not position.events and \
-                    await self.streams.ended_unanswered(session, stream):
-                # A request stream the client already has in full, which ended without a reply (a
-                # cancelled call: the spec says not to answer it). An empty SSE stream would make a
-                # client that waits for the reply resume it again and again; 204 says there is
-                # nothing more, ever.
-                await respond(send, 204, b"", {})
-                return
-            # The same rule across processes: the stream is held in the backend (released when it ends).
-            if stream == STANDALONE and not await self.streams.hold_standalone(session):
-                raise HttpError(409, "Conflict: only one standalone SSE stream is allowed per session")
-            # Priming: an id pointing at the current position, so even an idle stream can be resumed.
-            pumping = True
-            # The stream ends when the credentials that opened it expire (or max_stream_seconds pass).
-            await self.streams.pump(session, stream, after, receive, send, {},
-                             priming=frame(stream, after, None, self.retry_ms),
-                             until=stream_seconds(connection.principal, self.settings.max_stream_seconds))
-        finally:
-            state.gets -= 1
-            self.manager.done(session)
-            if not pumping:
-                await self.manager.close(session, "complete")
+                await self._follow(call, session, state, connection, link, receive, send)
+            finally:
+                state.gets -= 1
+                self.manager.admission.done(session)
 
+    async def _follow(self, call: _Call, session: Session, state: HttpSessionState, connection: Connection,
+                      link: Link, receive: Receive, send: Send) -> None:
+        """Write the stream a GET asks for (the standalone one, or the one its Last-Event-ID names)."""
+        stream, after = await self._resume_point(call, session, state)
+        if stream != STANDALONE and await self._answered_in_full(session, stream, after):
+            # A request stream the client already has in full, which ended without a reply (a
+            # cancelled call: the spec says not to answer it). An empty SSE stream would make a
+            # client that waits for the reply resume it again and again; 204 says there is
+            # nothing more, ever.
+            await respond(send, 204, b"", {})
+            return
+        # The same rule across processes: the stream is held in the backend (released when it ends).
+        if stream == STANDALONE and not await self.streams.hold_standalone(session):
+            raise HttpError(409, "Conflict: only one standalone SSE stream is allowed per session")
+        link.hand_off()  # the stream reports the disconnect from here on
+        # Priming: an id pointing at the current position, so even an idle stream can be resumed.
+        # The stream ends when the credentials that opened it expire (or max_stream_seconds pass).
+        await self.streams.pump(session, stream, after, receive, send, {},
+                                priming=frame(stream, after, None, self.retry_ms),
+                                until=stream_seconds(connection.principal, self.settings.max_stream_seconds))
+
+    async def _resume_point(self, call: _Call, session: Session, state: HttpSessionState) -> tuple[str, int]:
+        """The stream a GET follows and the event it follows from: its Last-Event-ID's, else the
+        standalone stream from what earlier GETs did not get (400 for an unknown or expired id)."""
+        last_event = call.headers.get("last-event-id")
+        if last_event is not None:
+            stream, after = parse_event_id(last_event)
+            if stream is None or not await self.streams.events.exists(session.id, stream):
+                raise HttpError(400, "Unknown or expired Last-Event-ID")
+        else:
+            stream, after = STANDALONE, -1
+        if stream == STANDALONE and state.standalone_live:
+            raise HttpError(409, "Conflict: only one standalone SSE stream is allowed per session")
+        if after < 0:
+            # No Last-Event-ID: what earlier GETs did not get is delivered now, as far as it is
+            # still retained (the client did not ask for a replay, so a trimmed start is no error).
+            after = await self.streams.standalone_start(session, state)
+        return stream, after
+
+    async def _answered_in_full(self, session: Session, stream: str, after: int) -> bool:
+        """Whether request stream ``stream`` has nothing after ``after`` and ended without a reply;
+        the position is checked before any header is sent, so an expired id is a clear 400."""
+        try:
+            position = await self.streams.events.read(session.id, stream, after, 0)
+        except UnknownEvent:
+            raise HttpError(400, "Unknown or expired Last-Event-ID") from None
+        return position.done and not position.events and await self.streams.ended_unanswered(session, stream)
 
     # -- DELETE -------------------------------------------------------------------------------
 
-    async def _delete(self, headers: dict[str, str], connection: Connection, receive: Receive, send: Send) -> None:
-        session = await self._session(headers, connection)
-        await self._connect(session, connection)
-        await self.manager.close(session, "complete")
+    async def _delete(self, call: _Call, connection: Connection, receive: Receive, send: Send) -> None:
+        session = await self._session(call, connection)
+        async with self.manager.connected(session, connection):
+            self._arrived(session)
         await self.manager.end(session, "deleted")
-        body = "transfer-encoding" in headers or headers.get("content-length", "0") not in ("", "0")
-        await respond_unread(receive, send, 204, b"", closing({}, body), body)  # a body is never read
+        # A body is never read.
+        await respond_unread(receive, send, 204, b"", closing({}, call.unread), call.unread)
 
-    # -- SSE writer ---------------------------------------------------------------------------
+
+def _check_version(version: str | None, request_id: Any) -> None:
+    """400 for a session-era POST naming a version no session era has."""
+    if version is not None and version not in LEGACY_VERSIONS:
+        raise HttpError(400, f"Bad request: Unsupported protocol version: {version[:40]} "
+                             f"(supported: {', '.join(LEGACY_VERSIONS)})", request_id=request_id)
+
+
+def _requests(messages: list[Any], batch: bool) -> list[dict[str, Any]]:
+    """The well-formed requests among ``messages``: only they run (and get a stream); the kernel
+    answers the rest with errors. One message that is not JSON-RPC at all is a 400 at once:
+    nothing to run, no session to touch."""
+    kinds = [_kind(m) for m in messages]
+    if not batch and kinds[0] is None:
+        try:
+            jsonrpc.classify(messages[0])
+        except McpError as exc:
+            raise HttpError(400, exc.message, request_id=jsonrpc.readable_id(messages[0])) from None
+    return [m for m, kind in zip(messages, kinds, strict=True) if kind is jsonrpc.Kind.REQUEST]
+
 
 def over_budget(refused: OverBudget, request_id: Any = None) -> HttpError:
     """A spent budget as an HTTP answer: 429 for the caller's own, 503 for the host's, with
@@ -546,6 +542,48 @@ def over_budget(refused: OverBudget, request_id: Any = None) -> HttpError:
                       request_id=request_id, headers={"retry-after": str(refused.retry_after)})
     error.body["error"]["data"] = refused.data
     return error
+
+
+def _too_many_sessions(exc: TooManySessions) -> HttpError:
+    retry = {"retry-after": str(exc.retry_after)}  # when the first of them expires
+    if exc.per_principal:  # this caller's own cap: others are unaffected
+        return HttpError(429, f"{exc}; end one or retry later", code=SERVER_BUSY, headers=retry)
+    return HttpError(503, f"{exc}; retry later", code=SERVER_BUSY, headers=retry)
+
+
+def _backend_unavailable(exc: BackendUnavailable) -> HttpError:
+    log.warning("answering 503: %s", exc)
+    return HttpError(503, "Service unavailable: session state cannot be reached; retry later", code=SERVER_BUSY,
+                     headers={"retry-after": str(max(1, int(exc.retry_after)))})
+
+
+def _invalid_modern(exc: ModernError, call: _Call) -> HttpError:
+    """A 2026-07-28 request the kernel found invalid: its status, its error (data included)."""
+    error = HttpError(exc.status, exc.message)
+    error.body = jsonrpc.error(call.refusal_id, exc)
+    return error
+
+
+_Answer = Callable[[HttpTransport, Any, Scope, _Call], HttpError]
+
+#: The one place an exception that ends a request becomes its HTTP answer, looked up by the
+#: exception's class and then its base classes (:func:`_answer_for`); anything else propagates.
+ANSWERS: dict[type[Exception], _Answer] = {
+    HttpError: lambda transport, exc, scope, call: exc,
+    Refused: lambda transport, exc, scope, call: transport._refusal(exc, scope, call),
+    ModernError: lambda transport, exc, scope, call: _invalid_modern(exc, call),
+    TooManySessions: lambda transport, exc, scope, call: _too_many_sessions(exc),
+    BackendUnavailable: lambda transport, exc, scope, call: _backend_unavailable(exc),
+}
+ANSWERED = tuple(ANSWERS)
+
+
+def _answer_for(exc: Exception) -> _Answer:
+    for cls in type(exc).__mro__:
+        answer = ANSWERS.get(cls)
+        if answer is not None:
+            return answer
+    raise exc  # not one of ANSWERED: never caught for an answer
 
 
 def _kind(message: Any) -> jsonrpc.Kind | None:

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, cast
 from mcphost.deadline import deadline
 from mcphost.protocol import jsonrpc
 from mcphost.protocol.errors import REQUEST_CANCELLED, McpError
-from mcphost.sessions.backend import BackendUnavailable, EventLog, LeasedEventLog, UnknownEvent
+from mcphost.sessions.backend import BackendUnavailable, Event, EventLog, LeasedEventLog, UnknownEvent
 from mcphost.sessions.session import Session
 from mcphost.transports.asgi import Receive, Send, wait_disconnect
 
@@ -278,7 +278,7 @@ class SessionStreams:
         a request that is still running here. Nor is one another process writes whose lease
         lapsed only because Redis refused writes for a while: the backend settles a stream only
         once its lease has stayed lapsed for a grace period while it took writes, and the owner
-        takes its lease back within that grace (see ``SessionManager._beat``). False meanwhile.
+        takes its lease back within that grace (see ``manager.Upkeep.beat``). False meanwhile.
         """
         state = state_of(session)
         if state is not None and stream in state.request_streams.values():  # until its replies are stored
@@ -338,55 +338,11 @@ class SessionStreams:
         stoppers = {disconnected, asyncio.ensure_future(closer[0].wait()), asyncio.ensure_future(self.closing.wait())}
         if until is not None:  # the credentials expire, or max_stream_seconds pass
             stoppers.add(asyncio.ensure_future(asyncio.sleep(until)))
-        read_task: asyncio.Future[Any] | None = None
-        # A request stream on a shared backend is checked for a lost writer twice a lease.
-        leased = bool(self.lease) and not standalone
-        wait = min(self.keepalive, self.lease / 2) if leased else self.keepalive
-        quiet = 0.0
         try:
             await send({"type": "http.response.start", "status": 200, "headers": headers})
             if priming:
                 await self._write(send, priming)
-            while True:
-                read_task = asyncio.ensure_future(self.events.read(session.id, stream, after, wait))
-                done, _ = await asyncio.wait({read_task, *stoppers}, return_when=asyncio.FIRST_COMPLETED)
-                if read_task not in done:
-                    read_task.cancel()
-                    reason = "dropped"
-                    if disconnected not in done:
-                        retry = closer[1][0] if closer[0].is_set() and closer[1][0] is not None else self.retry_ms
-                        await self._write(send, f"retry: {retry}\n\n".encode())
-                    return
-                try:
-                    result = read_task.result()
-                except UnknownEvent:
-                    # The session ended, or this writer fell more than the retention behind (a
-                    # client that stopped reading): end the stream; a resume then gets 400.
-                    if await self.events.exists(session.id, stream):
-                        log.warning("SSE stream %s of session %s… fell behind the event log's retention; "
-                                    "closing it", stream, session.id[:8])
-                    return
-                if not result.events and not result.done:
-                    if leased and await self._settle(session, stream):
-                        continue  # its process died: the error replies are there to read now
-                    quiet += wait
-                    if quiet >= self.keepalive or not leased:
-                        quiet = 0.0
-                        await self._write(send, b": keep-alive\n\n")
-                    continue
-                chunk = bytearray()
-                for event in result.events:
-                    chunk += frame(stream, event.seq, event.message, self.retry_ms, event.data)
-                    after = event.seq
-                if chunk:
-                    await self._write(send, bytes(chunk))
-                    if standalone:
-                        state.standalone_sent = after
-                # A read says done only when it returned every event up to the end: nothing is left.
-                if result.done:
-                    if not standalone:
-                        await self._retire(session.id, state, stream)
-                    return
+            reason = await self._follow(session, state, stream, after, send, stoppers, disconnected, closer)
         except BackendUnavailable as exc:
             reason = "dropped"  # the client resumes once the store is back (here or elsewhere)
             log.warning("SSE stream %s of session %s… lost the state backend: %s", stream, session.id[:8], exc)
@@ -394,33 +350,92 @@ class SessionStreams:
                 await self._write(send, f"retry: {max(1, exc.retry_after) * 1000}\n\n".encode())
         except _Stalled:
             reason = "dropped"  # the events stay in the log: the client can resume elsewhere
-            self._log_stalled(session, stream)
+            _log_stalled(session, stream, self.write_timeout)
         except (OSError, asyncio.CancelledError):
             reason = "dropped"
             raise
         finally:
-            # Idle time counts from the end of a stream, not from the request that opened it: a
-            # session is not reaped the moment its long call or listening stream is over.
-            session.last_active = time.time()
-            for future in (*stoppers, read_task):
-                if future is not None:
-                    future.cancel()
-            if state.closers.get(stream) is closer:
-                del state.closers[stream]
-            if standalone:
-                state.standalone_live = False
-                if self.manager.shared:  # where the next GET, on any process, picks up
-                    async with self._letting_go:
-                        with contextlib.suppress(BackendUnavailable):
-                            await self.manager.persist(session)
-                        with contextlib.suppress(BackendUnavailable):  # the cluster-wide GET hold
-                            await self.manager.unhold(f"get:{session.id}")
+            for future in stoppers:
+                future.cancel()
+            await self._end_stream(session, state, stream, closer, send, reason)
+
+    async def _follow(self, session: Session, state: HttpSessionState, stream: str, after: int, send: Send,
+                      stoppers: set[asyncio.Task[Any]], disconnected: asyncio.Task[Any],
+                      closer: tuple[asyncio.Event, list[int | None]]) -> str:
+        """Write the events of ``stream`` after ``after`` as they come, until it ends (``complete``)
+        or one of ``stoppers`` fires (``dropped``; a retry hint first unless the client left)."""
+        standalone = stream == STANDALONE
+        # A request stream on a shared backend is checked for a lost writer twice a lease.
+        leased = bool(self.lease) and not standalone
+        wait = min(self.keepalive, self.lease / 2) if leased else self.keepalive
+        quiet = 0.0
+        while True:
+            read_task = asyncio.ensure_future(self.events.read(session.id, stream, after, wait))
             try:
-                with deadline(1 if reason == "dropped" else self.write_timeout):
-                    await send({"type": "http.response.body", "body": b"", "more_body": False})
-            except Exception:  # the client is gone (or stalled); nothing more to say
-                pass
-            await self.manager.close(session, reason)
+                done, _ = await asyncio.wait({read_task, *stoppers}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                if not read_task.done():
+                    read_task.cancel()
+            if read_task not in done:
+                if disconnected not in done:  # not the client leaving: tell it when to come back
+                    await self._write(send, f"retry: {_retry_after(closer, self.retry_ms)}\n\n".encode())
+                return "dropped"
+            try:
+                result = read_task.result()
+            except UnknownEvent:
+                # The session ended, or this writer fell more than the retention behind (a
+                # client that stopped reading): end the stream; a resume then gets 400.
+                if await self.events.exists(session.id, stream):
+                    log.warning("SSE stream %s of session %s… fell behind the event log's retention; "
+                                "closing it", stream, session.id[:8])
+                return "complete"
+            if not result.events and not result.done:
+                if leased and await self._settle(session, stream):
+                    continue  # its process died: the error replies are there to read now
+                quiet += wait
+                if quiet >= self.keepalive or not leased:
+                    quiet = 0.0
+                    await self._write(send, b": keep-alive\n\n")
+                continue
+            if result.events:
+                after = await self._write_events(send, state, stream, result.events)
+            # A read says done only when it returned every event up to the end: nothing is left.
+            if result.done:
+                if not standalone:
+                    await self._retire(session.id, state, stream)
+                return "complete"
+
+    async def _write_events(self, send: Send, state: HttpSessionState, stream: str, events: list[Event]) -> int:
+        """Write ``events`` of ``stream`` in one write; the sequence number of the last one."""
+        await self._write(send, b"".join([frame(stream, event.seq, event.message, self.retry_ms, event.data)
+                                          for event in events]))
+        after = events[-1].seq
+        if stream == STANDALONE:
+            state.standalone_sent = after
+        return after
+
+    async def _end_stream(self, session: Session, state: HttpSessionState, stream: str,
+                          closer: tuple[asyncio.Event, list[int | None]], send: Send, reason: str) -> None:
+        """What ends every followed stream: its body closed and the disconnect hooks run (``reason``)."""
+        # Idle time counts from the end of a stream, not from the request that opened it: a
+        # session is not reaped the moment its long call or listening stream is over.
+        session.last_active = time.time()
+        if state.closers.get(stream) is closer:
+            del state.closers[stream]
+        if stream == STANDALONE:
+            state.standalone_live = False
+            if self.manager.shared:  # where the next GET, on any process, picks up
+                async with self._letting_go:
+                    with contextlib.suppress(BackendUnavailable):
+                        await self.manager.persist(session)
+                    with contextlib.suppress(BackendUnavailable):  # the cluster-wide GET hold
+                        await self.manager.unhold(f"get:{session.id}")
+        try:
+            with deadline(1 if reason == "dropped" else self.write_timeout):
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
+        except Exception:  # the client is gone (or stalled); nothing more to say
+            pass
+        await self.manager.close(session, reason)
 
     async def write_stored(self, session: Session, state: HttpSessionState, stream: str, send: Send,
                            extra: dict[str, str], after: int, priming: bytes) -> bool:
@@ -452,7 +467,7 @@ class SessionStreams:
             await self._retire(session.id, state, stream)
         except TimeoutError:
             reason = "dropped"  # the events stay in the log: the client can resume elsewhere
-            self._log_stalled(session, stream)
+            _log_stalled(session, stream, self.write_timeout)
         except (OSError, asyncio.CancelledError):
             reason = "dropped"
             raise
@@ -460,10 +475,6 @@ class SessionStreams:
             session.last_active = time.time()
             await self.manager.close(session, reason)
         return True
-
-    def _log_stalled(self, session: Session, stream: str) -> None:
-        log.info("SSE stream %s of session %s… stalled: the client read nothing for %ss; closing it",
-                 stream, session.id[:8], self.write_timeout)
 
     async def _write(self, send: Send, data: bytes) -> None:
         """One SSE write; a client that reads nothing for ``sse_write_timeout`` seconds is let go."""
@@ -627,3 +638,15 @@ async def patiently(operation: Callable[[], Awaitable[Any]], limit: float = 30.0
 def state_of(session: Session) -> HttpSessionState | None:
     outlet = session.outlet
     return outlet.state if isinstance(outlet, Outlet) else None
+
+
+def _retry_after(closer: tuple[asyncio.Event, list[int | None]], configured: int) -> int:
+    """The retry hint of a stream ended by the server: the handler's (when it closed the stream
+    to have the client poll), else the configured one."""
+    asked = closer[1][0]
+    return asked if closer[0].is_set() and asked is not None else configured
+
+
+def _log_stalled(session: Session, stream: str, write_timeout: float) -> None:
+    log.info("SSE stream %s of session %s… stalled: the client read nothing for %ss; closing it",
+             stream, session.id[:8], write_timeout)

@@ -346,7 +346,8 @@ class StdioServer:
                     SERVER_BUSY, "Too many requests in flight; retry later")))
             return
         work = self.driver.serve(message, exchange)
-        if work is None:
+        if work is None:  # session era: this process's session answers it
+            self.legacy(message)
             return
         # A 2026-07-28 request: its lifecycle runs as the task that writes its reply.
         task = asyncio.ensure_future(self._modern_request(work, message))
@@ -457,9 +458,6 @@ class _Line:
 
     async def reply(self, reply: asyncio.Future[Any] | None) -> str:
         return await self.server.reply(self.id, reply)
-
-    def legacy(self, message: Any) -> None:
-        self.server.legacy(message)
 
 
 def _watchable(fd: int) -> bool:

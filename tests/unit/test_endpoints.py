@@ -289,7 +289,7 @@ async def test_call_tool_goes_through_middleware_like_a_direct_call():
 
 
 def test_a_stored_session_is_told_only_of_its_view_changing():
-    from mcphost.kernel.dispatcher import _stored_list_changed
+    from mcphost.kernel.fanout import _stored_list_changed
     event = {"t": "list-changed", "kind": "tools", "views": ["ops"]}
     assert _stored_list_changed(event, {"initialized": True, "endpoint": "desk"}) is None
     assert _stored_list_changed(event, {"initialized": True, "endpoint": "ops"}) is not None

@@ -1,6 +1,6 @@
 """The 2026-07-28 fixtures, driven through the host's kernel the way a stateless client reaches it.
 
-Each request gets its own short-lived modern session (``kernel.modern_session``) and goes through
+Each request gets its own short-lived modern session (``kernel.sessions.ephemeral``) and goes through
 ``kernel.receive_modern``, the steps ``Kernel.serve`` runs for the stdio and HTTP transports; the notifications the
 kernel sends meanwhile are collected from the session's outlet. Every reply and notification is
 validated against the official 2026-07-28 schema (``tests/support/wire.py`` of the mcphost repository).
@@ -144,7 +144,7 @@ class ModernClient:
             self.validator.check(note)  # a server-to-client *request* fails here: 2026 has none
             notifications.append(note)
 
-        session = kernel.modern_session(validate_modern(message, None), None, outlet)
+        session = kernel.sessions.ephemeral(validate_modern(message, None), None, outlet)
         assert session.era == "modern"
         reply = kernel.receive_modern(session, message)
         assert reply is not None
