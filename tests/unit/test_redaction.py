@@ -124,3 +124,15 @@ def test_the_log_filter_redacts_message_arguments_and_tracebacks() -> None:
     formatted = logging.Formatter().format(record)
     assert "pw1234" not in formatted and "t0k" not in formatted and SK not in formatted
     assert "upstream remote: https://a:[redacted]@h.example/mcp?token=[redacted]" in formatted
+
+
+def test_a_config_error_never_quotes_a_secret() -> None:
+    from mcphost.config import _schema_problems
+    schema = {"type": "object", "properties": {"client_secret": {"type": "string", "pattern": "^cs-"},
+                                               "url": {"type": "string", "pattern": "^redis://[a-z]"}}}
+    problems = _schema_problems("f.toml", "plugins.x", schema,
+                                {"client_secret": "hunter2hunter2", "url": "Redis://:pw9999@cache:6379"})
+    assert len(problems) == 2
+    text = "\n".join(problems)
+    assert "hunter2hunter2" not in text and "pw9999" not in text and REDACTED in text
+    assert "plugins.x.client_secret" in text and "does not match" in text  # still says what is wrong
