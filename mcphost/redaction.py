@@ -17,8 +17,9 @@ text (a log line, an error message, a command line). Both replace with :data:`RE
   (32 characters or more mixing upper and lower case letters and digits, with the character spread of
   random text rather than of words).
 
-Written by hand with :mod:`re`: the name and shape rules are this project's own policy, and each
-pattern is linear in the text. Pure hex strings and UUIDs (digests, ids) are not redacted by shape;
+Written by hand with :mod:`re`: the name and shape rules are this project's own policy. Each
+pattern starts only where a name or a URL can start (a look-behind, not ``\b``), so a long run of
+``a.a.a…`` costs linear time, not quadratic. Pure hex strings and UUIDs (digests, ids) are not redacted by shape;
 under a secret name they are.
 """
 
@@ -53,7 +54,7 @@ NOT_SECRET_TAIL = frozenset({
 SECRET_TABLES = frozenset({"env", "environment", "headers"})
 
 _WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+")
-_URL = re.compile(r"\b[A-Za-z][A-Za-z0-9+.-]*://[^\s\"'<>`]+")
+_URL = re.compile(r"(?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]*://[^\s\"'<>`]+")
 _SHAPES = re.compile(
     r"\bsk-[A-Za-z0-9_-]{16,}"
     r"|\bgh[pousr]_[A-Za-z0-9]{20,}"
@@ -65,9 +66,9 @@ _SHAPES = re.compile(
 )
 _LONG = re.compile(r"[A-Za-z0-9+_=-]{32,}")
 #: ``--name value`` / ``--name=value`` / ``-name value`` in a command line.
-_FLAG = re.compile(r"(?<![\w-])(--?[A-Za-z][A-Za-z0-9_.-]*)(=|\s+)(\"[^\"]*\"|'[^']*'|[^\s\"'-][^\s\"']*)")
+_FLAG = re.compile(r"(?<![\w.-])(--?[A-Za-z][A-Za-z0-9_.-]*)(=|\s+)(\"[^\"]*\"|'[^']*'|[^\s\"'-][^\s\"']*)")
 #: ``NAME=value``, ``name: value``, ``"name": "value"`` in text (an env line, a header, JSON).
-_ASSIGN = re.compile(r"(?<![\w-])([\"']?)([A-Za-z][A-Za-z0-9_.-]*)\1(\s*[:=]\s*)"
+_ASSIGN = re.compile(r"(?<![\w.-])([\"']?)([A-Za-z][A-Za-z0-9_.-]*)\1(\s*[:=]\s*)"
                      r"(\"[^\"]*\"|'[^']*'|[^\s,;\"'}\][][^\s,;\"'}\]]*)")
 
 

@@ -136,3 +136,17 @@ def test_a_config_error_never_quotes_a_secret() -> None:
     text = "\n".join(problems)
     assert "hunter2hunter2" not in text and "pw9999" not in text and REDACTED in text
     assert "plugins.x.client_secret" in text and "does not match" in text  # still says what is wrong
+
+
+@pytest.mark.parametrize("unit", ["a.", "-a", "a:", "a=", "a://", '"a', "abc "])
+def test_cost_is_linear_in_the_text(unit: str) -> None:
+    import time
+
+    def cost(repeat: int) -> float:
+        text = unit * repeat
+        started = time.perf_counter()
+        redact_text(text)
+        return time.perf_counter() - started
+
+    small, large = min(cost(5_000) for _ in range(3)), min(cost(50_000) for _ in range(3))
+    assert large < 30 * max(small, 1e-4)  # 10x the text; quadratic would be 100x
