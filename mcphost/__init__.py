@@ -44,17 +44,19 @@ from mcphost.records import (
     resource_template,
     tool,
 )
+from mcphost.redaction import REDACTED, redact, redact_text
 from mcphost.sessions.session import Connection, Principal, Session
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "REDACTED",
     "ClientRequestError", "Completion", "ConfigError", "Connection", "Context", "Deferred", "ElicitResult",
     "Forbidden", "InsufficientScope", "McpError", "Middleware", "PluginError", "Principal", "Prompt",
     "Provenance", "Refused", "Resource", "ResourceTemplate", "Session", "Tool", "ToolError", "ToolResult",
     "Unauthorized", "__version__", "audio", "bearer_challenge", "bearer_token", "embedded_resource", "hookimpl",
-    "image", "message", "middleware", "prompt", "resource", "resource_contents", "resource_link",
-    "resource_template", "scope_satisfied", "text", "tool",
+    "image", "message", "middleware", "prompt", "redact", "redact_text", "resource", "resource_contents",
+    "resource_link", "resource_template", "scope_satisfied", "text", "tool",
 ]
 #: The plugin API of the host: typed settings, and the Host protocol hooks receive.
 __all__ += ["Config", "EnvStr", "Host", "PluginSettings", "ServerSettings", "bind_settings"]

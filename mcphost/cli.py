@@ -122,8 +122,10 @@ def _names(value: str | None) -> list[str] | None:
 
 
 def _setup_logging(level: str) -> None:
+    from mcphost.redaction import redact_logs
     logging.basicConfig(stream=sys.stderr, level=level.upper(),
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    redact_logs()  # no secret in the log: upstream URLs, commands and errors are redacted
 
 
 class _Commands(click.Group):
@@ -319,7 +321,8 @@ def _status(info: PluginInfo) -> str:
     if info.status == "not configured":
         return f"not configured: {info.wake}"
     if info.error:
-        return f"{info.status}: {info.error}"
+        from mcphost.redaction import redact_text
+        return f"{info.status}: {redact_text(info.error)}"
     return info.status
 
 
@@ -332,7 +335,8 @@ def plugins(options: Options, as_json: bool, show_all: bool) -> None:
     host = options.host()
     infos = [i for i in host.plugin_infos.values() if show_all or not i.builtin]
     if as_json:
-        click.echo(json.dumps([info.to_json() for info in infos], indent=2))
+        from mcphost.introspect import redact_plugin
+        click.echo(json.dumps([redact_plugin(info.to_json()) for info in infos], indent=2))
         return
     if not infos:
         click.echo("No plugins installed.")
@@ -656,7 +660,8 @@ def config_show(options: Options) -> None:
             "block": list(cfg.block), "allow": None if cfg.allow is None else list(cfg.allow),
             "endpoints": {name: {**dict(e.table), "path": e.path} for name, e in cfg.endpoints.items()},
             "path": str(cfg.path) if cfg.path else None}
-    click.echo(json.dumps(data, indent=2, default=str))
+    from mcphost.redaction import redact
+    click.echo(json.dumps(redact(data), indent=2, default=str))
 
 
 @config.command("check")

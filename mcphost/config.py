@@ -26,6 +26,7 @@ import pydantic
 from mcphost.endpoints import ENDPOINTS_SCHEMA, EndpointSettings, endpoints_from_dict
 from mcphost.errors import ConfigError
 from mcphost.protocol.auth import canonical_resource_url
+from mcphost.redaction import REDACTED, is_secret_name, redact_text
 from mcphost.settings import SettingsModel, bind_settings
 from mcphost.settings import did_you_mean as did_you_mean  # its home was here: kept importable
 
@@ -370,8 +371,17 @@ def _schema_problems(source: str, prefix: str, schema: Mapping[str, Any], value:
             for key in sorted(set(error.instance) - set(known)):
                 problems.append(f"{source}: [{where}] unknown key {key!r}{did_you_mean(key, known)}")
             continue
-        problems.append(f"{source}: [{where}] {error.message}")
+        problems.append(f"{source}: [{where}] {_shown_message(error)}")
     return problems
+
+
+def _shown_message(error: jsonschema.ValidationError) -> str:
+    """The validator's message, which quotes the value: never a secret's (mcphost.redaction)."""
+    message = error.message
+    names = [str(p) for p in error.absolute_path if isinstance(p, str)]
+    if names and is_secret_name(names[-1]) and isinstance(error.instance, str) and error.instance:
+        message = message.replace(repr(error.instance), repr(REDACTED))
+    return redact_text(message)
 
 
 def config_from_dict(data: Mapping[str, Any], *, env: Mapping[str, str] | None = None,

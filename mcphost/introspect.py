@@ -15,24 +15,20 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import re
 import time
 from collections.abc import Mapping
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 from mcphost.budgets import sync_share
 from mcphost.catalog import record_key
 from mcphost.host import Host
 from mcphost.plugins import call_impl, impls
 from mcphost.records import Record
+from mcphost.redaction import REDACTED as REDACTED  # the config view's first home; callers still import it
+from mcphost.redaction import redact as redact
+from mcphost.redaction import redact_text
 from mcphost.sessions.backend import BackendUnavailable
 from mcphost.sessions.session import Session, this_node
-
-#: Config keys whose values are never shown (matched anywhere in the key, case-insensitive).
-SECRET_KEY = re.compile(r"secret|password|passwd|token|credential|private|api[_-]?key|state_keys|authorization", re.I)
-REDACTED = "[redacted]"
-
 
 # -- plugins ------------------------------------------------------------------------------------------
 
@@ -45,8 +41,25 @@ def plugins(host: Host) -> list[dict[str, Any]]:
     for info in host.plugin_infos.values():
         item = info.to_json()
         item["report"] = reports.get(info.name)
-        out.append(item)
+        out.append(redact_plugin(item))
     return out
+
+
+#: What a plugin provides that is a catalog name (shown as is); anything else it lists (a proxy's
+#: upstream status lines, clashes) is text that may carry a URL or a command line, and is redacted.
+CATALOG_KINDS = frozenset({"tools", "resources", "resourceTemplates", "prompts", "middleware", "commands"})
+
+
+def redact_plugin(item: dict[str, Any]) -> dict[str, Any]:
+    """A plugin's record (``PluginInfo.to_json``) with its error and what it lists besides catalog
+    names redacted, in place; returns it."""
+    if item.get("error"):
+        item["error"] = redact_text(str(item["error"]))
+    provides = item.get("provides") or {}
+    for kind, names in provides.items():
+        if kind not in CATALOG_KINDS:
+            provides[kind] = redact(names)
+    return item
 
 
 def status_reports(host: Host) -> dict[str, Any]:
@@ -58,7 +71,7 @@ def status_reports(host: Host) -> dict[str, Any]:
         except Exception as exc:
             report = {"error": f"mcphost_status raised {type(exc).__name__}: {exc}"}
         if report is not None:
-            reports[impl.plugin_name] = report
+            reports[impl.plugin_name] = redact(report)
     return reports
 
 
@@ -282,30 +295,6 @@ def config(host: Host) -> dict[str, Any]:
         "block": list(cfg.block), "allow": None if cfg.allow is None else list(cfg.allow),
         "path": str(cfg.path) if cfg.path else None})
     return shown
-
-
-def redact(value: Any, key: str = "") -> Any:
-    """``value`` with secrets replaced: values under a secret-looking key, and passwords in URLs."""
-    if key and SECRET_KEY.search(key) and value not in (None, "", [], (), {}, False):
-        return REDACTED
-    if isinstance(value, Mapping):
-        return {str(k): redact(v, str(k)) for k, v in value.items()}
-    if isinstance(value, list | tuple | set | frozenset):
-        return [redact(v) for v in value]
-    if isinstance(value, str) and "://" in value and "@" in value:
-        return _url_without_password(value)
-    return _plain(value)
-
-
-def _url_without_password(text: str) -> str:
-    try:
-        parts = urlsplit(text)
-    except ValueError:
-        return text
-    if parts.password is None:
-        return text
-    netloc = f"{parts.username or ''}:{REDACTED}@{parts.hostname or ''}" + (f":{parts.port}" if parts.port else "")
-    return urlunsplit(parts._replace(netloc=netloc))
 
 
 def _plain(value: Any) -> Any:

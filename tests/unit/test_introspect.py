@@ -89,5 +89,6 @@ async def test_counters_survive_a_reload_and_sessions_are_listed() -> None:
 def test_redact_hides_secret_keys_and_url_passwords() -> None:
     shown = introspect.redact({"api_key": "abc", "token_url": "https://id/token", "nested": {"password": "pw"},
                                "url": "redis://:pw@host:6379", "plain": "https://user@host/x", "empty_secret": ""})
-    assert shown == {"api_key": "[redacted]", "token_url": "[redacted]", "nested": {"password": "[redacted]"},
+    # token_url names where a token is fetched, not a token (mcphost.redaction.NOT_SECRET_TAIL)
+    assert shown == {"api_key": "[redacted]", "token_url": "https://id/token", "nested": {"password": "[redacted]"},
                      "url": "redis://:[redacted]@host:6379", "plain": "https://user@host/x", "empty_secret": ""}

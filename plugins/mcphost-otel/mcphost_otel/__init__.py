@@ -199,7 +199,7 @@ class OtelPlugin:
         """A handler raised: put the exception (type, message, stack) on the request's span."""
         span = trace.get_current_span()
         if span.is_recording():
-            span.record_exception(exception)
+            span.record_exception(exception, attributes=_exception_message(exception))
 
     @mcphost.hookimpl
     def mcphost_routes(self, app: Any) -> None:
@@ -285,7 +285,7 @@ class OtelPlugin:
             error_type = status_code = str(INTERNAL_ERROR)
             description = "Internal error"
             if span is not None:
-                span.record_exception(exc)
+                span.record_exception(exc, attributes=_exception_message(exc))
             raise
         else:
             if method == "tools/call" and isinstance(result, dict) and result.get("isError") is True:
@@ -317,8 +317,8 @@ class OtelPlugin:
             late["rpc.response.status_code"] = status_code
         if span is not None:
             span.set_attributes(late)
-            if error_type is not None:
-                span.set_status(Status(StatusCode.ERROR, description))
+            if error_type is not None:  # an upstream's error may quote its URL or command
+                span.set_status(Status(StatusCode.ERROR, mcphost.redact_text(description or "") or None))
             span.end()
             otel_context.detach(token)
         if self.operation_duration is not None:
@@ -334,6 +334,14 @@ class OtelPlugin:
             self.active_sessions.add(1, {"mcp.protocol.version": session.protocol_version or ""})
 
 
+def _exception_message(exc: BaseException) -> dict[str, str]:
+    """The ``exception.message`` and ``exception.stacktrace`` a span records, redacted (an error may
+    quote an upstream's URL or command)."""
+    import traceback
+    stack = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    return {"exception.message": mcphost.redact_text(str(exc)), "exception.stacktrace": mcphost.redact_text(stack)}
+
+
 def _span_attributes(request: Any, attributes: dict[str, Any]) -> dict[str, Any]:
     """What only the span carries (per-request, high cardinality): ids, the URI, the peer."""
     out = dict(attributes)
@@ -343,7 +351,7 @@ def _span_attributes(request: Any, attributes: dict[str, Any]) -> dict[str, Any]
     if request_id is not None:
         out["jsonrpc.request.id"] = str(request_id)
     if request.method in RESOURCE_METHODS and request.name is not None:
-        out["mcp.resource.uri"] = request.name
+        out["mcp.resource.uri"] = mcphost.redact_text(request.name)  # a URI may carry a token
     connection = request.connection
     if connection is not None and connection.transport == "http":
         out["network.protocol.name"] = "http"

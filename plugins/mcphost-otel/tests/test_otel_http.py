@@ -291,3 +291,27 @@ async def test_a_plugin_that_raises_inside_middleware_leaves_the_request_unaffec
     assert "plugin otel-test: middleware otel raised and was skipped" in logged[0].getMessage()
     assert "exporter configuration is broken" in caplog.text
     assert caplog.text.count("middleware otel raised again") == 3  # initialize and two calls, at debug level
+
+
+async def test_span_text_that_quotes_a_url_or_a_credential_is_redacted(
+        served: tuple[LiveServer, httpx.AsyncClient], telemetry: Telemetry) -> None:
+    server, client = served
+    session_id = await initialize(server, client)
+    leak = "https://bob:pw4411xyz@upstream.example/mcp?token=tok8822 with key sk-proj-Q7vL2mN8xB4cR1tY6wE0"
+    await call(server, client, session_id, 2, "explode", {"text": leak})
+    response = await client.post(server.url, headers=session_headers(session_id), json={
+        "jsonrpc": "2.0", "id": 3, "method": "resources/read",
+        "params": {"uri": "https://files.example/report.csv?sig=sig5533abc"}})
+    assert response.status_code == 200
+
+    [span] = telemetry.finished("tools/call explode")
+    [event] = span.events
+    recorded = json.dumps({**dict(event.attributes), **dict(span.attributes)})
+    for secret in ("pw4411xyz", "tok8822", "sk-proj-Q7vL2mN8xB4cR1tY6wE0"):
+        assert secret not in recorded
+    assert "https://bob:[redacted]@upstream.example/mcp?token=[redacted]" in event.attributes["exception.message"]
+    assert "hunter2" in event.attributes["exception.message"]  # the rest of the detail stays
+    [read] = [s for s in telemetry.spans.get_finished_spans() if s.attributes.get("mcp.method.name") ==
+              "resources/read"]
+    assert read.attributes["mcp.resource.uri"] == "https://files.example/report.csv?sig=[redacted]"
+    assert "sig5533abc" not in (read.status.description or "")

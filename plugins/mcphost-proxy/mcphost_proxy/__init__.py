@@ -357,6 +357,8 @@ class ProxyPlugin:
             return
         eager = [u for u in self.upstreams.values() if u.settings.start == "startup"]
         for upstream in eager:
+            log.info("upstream %s: starting (%s: %s)", upstream.label, upstream.settings.transport,
+                     upstream.settings.describe())  # describe() redacts the command line and the URL
             upstream.start()
         self._watchdog = asyncio.get_running_loop().create_task(self._watch(eager), name="proxy:startup")
         if self.settings.startup_wait:

@@ -20,7 +20,7 @@ from typing import Annotated, Any, Literal, Self, TypeVar
 from pydantic import Field, model_validator
 
 import mcphost
-from mcphost import ConfigError
+from mcphost import ConfigError, redact, redact_text
 
 _NAME = re.compile(r"^[A-Za-z0-9_.\-]{1,64}$")
 #: ``${NAME}`` in a header value (or an env value) names an environment variable of the host.
@@ -121,9 +121,9 @@ class ServerSettings(UpstreamConfig):
 
     def describe(self) -> str:
         """Where the upstream is, for logs and ``mcphost plugins`` (never header values: they hold secrets)."""
-        if self.command:
-            return " ".join([self.command, *self.args])[:120]
-        return str(self.url)
+        if self.command:  # and never a secret passed as an argument or in the URL (mcphost.redaction)
+            return " ".join(redact([self.command, *self.args]))[:120]
+        return redact_text(str(self.url))
 
 
 def _expand(value: str, where: str) -> str:

@@ -188,7 +188,8 @@ class Upstream:
         target (command line or URL), tools mounted, restarts, last error, seconds until the next
         attempt while restarting."""
         settings = self.settings
-        target = settings.url if settings.command is None else " ".join([settings.command, *settings.args])
+        target = mcphost.redact_text(settings.url or "") if settings.command is None else " ".join(
+            mcphost.redact([settings.command, *settings.args]))
         retry = None
         if self.retry_at is not None and self.state == RESTARTING:
             retry = max(0.0, self.retry_at - time.monotonic())
@@ -206,7 +207,7 @@ class Upstream:
             except asyncio.CancelledError:
                 raise
             except mcphost.ConfigError as exc:  # a setting only a restart of the host can change
-                self.error = str(exc)
+                self.error = mcphost.redact_text(str(exc))
                 self.state = FAILED
                 log.error("upstream %s cannot start: %s", self.label, exc)
                 return
@@ -707,6 +708,6 @@ def _describe(exc: BaseException) -> str:
         if inner:
             return _describe(inner[0])
     if isinstance(exc, MCPError):
-        return f"{exc.error.message} ({exc.error.code})"
-    text = str(exc) or type(exc).__name__
+        return f"{mcphost.redact_text(exc.error.message)} ({exc.error.code})"
+    text = mcphost.redact_text(str(exc)) or type(exc).__name__  # an error may quote the URL or command
     return f"{type(exc).__name__}: {text}"[:300] if text != type(exc).__name__ else text
