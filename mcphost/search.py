@@ -39,6 +39,7 @@ means; its ranking is fused with the lexical one by reciprocal rank fusion.
 
 from __future__ import annotations
 
+import logging
 import math
 import re
 import threading
@@ -49,6 +50,8 @@ from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 import snowballstemmer  # type: ignore[import-untyped]  # the package ships no type information
+
+log = logging.getLogger("mcphost.search")
 
 #: BM25 parameters (the usual ones).
 K1 = 1.2
@@ -469,7 +472,10 @@ class SearchIndex:
                         deleted[form] = (*deleted.get(form, ()), term)
             self._state = state
             for ranker in self.rankers:
-                ranker.update(changes)
+                try:
+                    ranker.update(changes)
+                except Exception:  # the lexical ranking still answers
+                    log.exception("search ranker %s failed to index", type(ranker).__name__)
 
     def _near(self, term: str, merged: Mapping[str, Any]) -> list[str]:
         """Indexed stems one edit away from ``term`` (a deletion, insertion, substitution or swap)."""
@@ -504,7 +510,10 @@ class SearchIndex:
             return lexical[:limit]
         rankings = [lexical]
         for ranker in self.rankers:  # ``accept`` covers the view (the mask only spares the work)
-            rankings.append(ranker.rank(query, max(limit, 20), accept))
+            try:
+                rankings.append(ranker.rank(query, max(limit, 20), accept))
+            except Exception:  # the lexical ranking still answers
+                log.exception("search ranker %s failed", type(ranker).__name__)
         return fuse(rankings, limit)
 
     def _lexical(self, state: _State, query: str, limit: int, accept: Callable[[str], bool] | None,
