@@ -150,11 +150,12 @@ class Ranker(Protocol):
 
 class _Shard(NamedTuple):
     """One provider's part of the index: per stem, the documents that hold it (numbers into
-    ``names``) and their BM25 term parts; each document's intent."""
+    ``names``) and their weighted term frequencies; each document's length and intent."""
 
     postings: dict[str, tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]]
     names: tuple[str, ...]
     intents: tuple[int, ...]
+    lengths: tuple[float, ...]
 
 
 class _State(NamedTuple):
@@ -167,10 +168,14 @@ class _State(NamedTuple):
     merged: dict[str, tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]]
     names: list[str | None]
     intents: np.ndarray[Any, Any]
+    lengths: list[float]
+    #: Each document's BM25 length normalization, ``K1 * (1 - B + B * length / mean length)``,
+    #: with the mean over the whole index (a provider of long descriptions gains nothing by them).
+    norms: np.ndarray[Any, Any]
     size: int
 
 
-_EMPTY = _State({}, {}, {}, [], np.zeros(0, dtype=np.int8), 0)
+_EMPTY = _State({}, {}, {}, [], np.zeros(0, dtype=np.int8), [], np.zeros(0), 0)
 
 _stemmer = snowballstemmer.stemmer("english")
 _stem_lock = threading.Lock()  # a Snowball stemmer object is not safe to share between threads
@@ -338,22 +343,20 @@ def _weighted_terms(document: Document, server: Mapping[str, float]) -> dict[str
 
 
 def build_shard(documents: Sequence[Document], provider: Provider | None = None) -> _Shard:
-    """Index one provider's documents (BM25 term parts precomputed with the shard's mean length)."""
+    """Index one provider's documents: per stem, the documents and weighted term frequencies."""
     server = _server_terms(provider)
     term_lists = [_weighted_terms(document, server) for document in documents]
-    lengths = [sum(terms.values()) for terms in term_lists]
-    mean = (sum(lengths) / len(lengths)) if lengths else 1.0
     postings: dict[str, tuple[list[int], list[float]]] = {}
-    for number, (terms, length) in enumerate(zip(term_lists, lengths, strict=True)):
-        norm = K1 * (1 - B + B * length / (mean or 1.0))
+    for number, terms in enumerate(term_lists):
         for term, tf in terms.items():
             numbers, parts = postings.setdefault(term, ([], []))
             numbers.append(number)
-            parts.append(tf * (K1 + 1) / (tf + norm))
+            parts.append(tf)
     arrays = {term: (np.array(numbers, dtype=np.int32), np.array(parts, dtype=np.float64))
               for term, (numbers, parts) in postings.items()}
     return _Shard(arrays, tuple(document.name for document in documents),
-                  tuple(intent_of(document) for document in documents))
+                  tuple(intent_of(document) for document in documents),
+                  tuple(sum(terms.values()) for terms in term_lists))
 
 
 def _deletions(term: str) -> list[str]:
@@ -384,6 +387,7 @@ def _updated(state: _State, changes: Mapping[str, _Shard | None]) -> tuple[_Stat
     else:
         names = list(names)  # a reader of the old state keeps its own list
     intents = state.intents.tolist()
+    lengths = list(state.lengths)
     by_term = dict(state.by_term)
     dirty: set[str] = set()
     for provider, shard in changes.items():
@@ -397,6 +401,7 @@ def _updated(state: _State, changes: Mapping[str, _Shard | None]) -> tuple[_Stat
         base = len(names)
         names.extend(shard.names)
         intents.extend(shard.intents)
+        lengths.extend(shard.lengths)
         for term, (numbers, parts) in shard.postings.items():
             postings = by_term[term] = dict(by_term.get(term) or {})
             postings[provider] = (numbers + base if base else numbers, parts)
@@ -417,7 +422,10 @@ def _updated(state: _State, changes: Mapping[str, _Shard | None]) -> tuple[_Stat
     if state is _EMPTY and before is not _EMPTY:  # compacted: every stem was merged again
         added = set(merged) - set(before.merged)
         removed = set(before.merged) - set(merged)
-    return _State(shards, by_term, merged, names, np.array(intents, dtype=np.int8), size), added, removed
+    mean = sum(sum(shard.lengths) for shard in shards.values()) / size if size else 1.0
+    norms = K1 * (1 - B + B * np.array(lengths) / (mean or 1.0))
+    return (_State(shards, by_term, merged, names, np.array(intents, dtype=np.int8), lengths, norms, size),
+            added, removed)
 
 
 class SearchIndex:
@@ -531,11 +539,11 @@ class SearchIndex:
             posting = merged.get(term)
             if posting is None:
                 continue
-            numbers, parts = posting
+            numbers, tf = posting
             idf = weight * math.log(1 + (size - len(numbers) + 0.5) / (len(numbers) + 0.5))
             if scores is None:
                 scores = np.zeros(len(state.names))
-            scores[numbers] += idf * parts
+            scores[numbers] += idf * (tf * (K1 + 1) / (tf + state.norms[numbers]))
         if scores is None:
             return []
         if mask is not None:
