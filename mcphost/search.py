@@ -245,7 +245,8 @@ def tokens(text: str, part: float = PART_WEIGHT, joined: float = 1.0) -> list[tu
             if position < len(token):
                 found.extend(tokens(token[position:], part, joined))
             continue
-        parts = [token] if (token.islower() and token.isalpha()) or token.isdigit() else _camel_parts(token)
+        plain = token.isalpha() and (token[1:].islower() or token.isupper()) or token.isdigit()
+        parts = [token] if plain or len(token) == 1 else _camel_parts(token)
         if len(parts) == 1:
             found.append((fold(token), 1.0))
             continue
@@ -541,22 +542,24 @@ class SearchIndex:
                 continue
             numbers, tf = posting
             idf = weight * math.log(1 + (size - len(numbers) + 0.5) / (len(numbers) + 0.5))
+            if mask is not None:  # the view's documents only: the rest cost one lookup each
+                seen = mask[numbers]
+                numbers, tf = numbers[seen], tf[seen]
             if scores is None:
                 scores = np.zeros(len(state.names))
             scores[numbers] += idf * (tf * (K1 + 1) / (tf + state.norms[numbers]))
         if scores is None:
             return []
-        if mask is not None:
-            scores[~mask] = 0.0
+        hit = np.flatnonzero(scores)
         intent = intent_of_query(query)
-        if intent != UNKNOWN:
+        if intent != UNKNOWN and len(hit):
             factors = np.ones(3)
             if intent == READS:
                 factors[WRITES] = READ_ASKS_WRITE
             else:
                 factors[READS] = WRITE_ASKS_READ
-            scores *= factors[state.intents]
-        return _best(scores, state.names, limit, accept)
+            scores[hit] *= factors[state.intents[hit]]
+        return _best(scores, hit, state.names, limit, accept)
 
 
 def fuse(rankings: Sequence[Sequence[tuple[str, float]]], limit: int, k: int = RRF_K) -> list[tuple[str, float]]:
@@ -568,10 +571,10 @@ def fuse(rankings: Sequence[Sequence[tuple[str, float]]], limit: int, k: int = R
     return sorted(fused.items(), key=lambda item: (-item[1], item[0]))[:limit]
 
 
-def _best(scores: np.ndarray[Any, Any], names: list[str | None], limit: int,
+def _best(scores: np.ndarray[Any, Any], hit: np.ndarray[Any, Any], names: list[str | None], limit: int,
           accept: Callable[[str], bool] | None) -> list[tuple[str, float]]:
-    """The best ``limit`` documents that ``accept`` lets through, with their scores, best first."""
-    hit = np.flatnonzero(scores)
+    """The best ``limit`` of the documents ``hit`` (their numbers) that ``accept`` lets through,
+    with their scores, best first."""
     wanted = limit if accept is None else limit * 4
     while True:
         top = hit if len(hit) <= wanted else hit[np.argpartition(scores[hit], len(hit) - wanted)[-wanted:]]

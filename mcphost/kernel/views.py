@@ -404,11 +404,17 @@ class Views:
         return self.last_update
 
     def _describe(self, tools: Mapping[str, Any]) -> None:
-        """Make the instructions of each search endpoint that has none configured."""
+        """Make the instructions of each search endpoint that has none configured (one pass over
+        its tools; one over the providers for an endpoint that selects everything)."""
         catalog = self._catalog()
         for view in self.by_name.values():
             if view.search and view.settings.instructions is None:
-                view.made_instructions = instructions_for(view.keys(catalog, "tools"), tools, self.providers)
+                if view.settings.include is None and view.settings.exclude.empty:
+                    names: Iterable[str] = [min(members) for members in self._members.values() if members]
+                    counts = {provider: len(members) for provider, members in self._members.items()}
+                    view.made_instructions = instructions_for(names, tools, self.providers, counts)
+                else:
+                    view.made_instructions = instructions_for(view.keys(catalog, "tools"), tools, self.providers)
 
     def instructions(self, view: EndpointView) -> str | None:
         """``view``'s instructions: configured, else made from the catalog behind it."""
@@ -465,9 +471,11 @@ class Views:
 INSTRUCTION_PROVIDERS = 12
 
 
-def instructions_for(names: Iterable[str], tools: Mapping[str, Any], providers: Mapping[str, Provider]) -> str:
+def instructions_for(names: Iterable[str], tools: Mapping[str, Any], providers: Mapping[str, Provider],
+                     counts: Mapping[str, int] | None = None) -> str:
     """A search endpoint's instructions, made from what lies behind it: how to use it, then each
-    provider (what it says it is for, how many tools, a few of their names)."""
+    provider (what it says it is for, how many tools, a few of their names). ``counts``: each
+    provider's number of tools, when ``names`` holds one tool of each."""
     groups: dict[str, list[str]] = {}
     about: dict[str, Provider] = {}
     for name in names:
@@ -479,19 +487,20 @@ def instructions_for(names: Iterable[str], tools: Mapping[str, Any], providers: 
         if not members:
             about[key] = providers.get(key) or provider_about(entry.record)
         members.append(name)
-    total = sum(len(members) for members in groups.values())
+    sizes = {key: (counts or {}).get(key, len(members)) for key, members in groups.items()}
+    total = sum(sizes.values())
     lines = [f"This server has {total} tools from {len(groups)} "
              f"{'source' if len(groups) == 1 else 'sources'}, found on demand: call search_tools with the task "
              "in words (it returns the matching tools' definitions), then run one with call_tool."]
-    ranked = sorted(groups.items(), key=lambda item: (-len(item[1]), item[0]))
+    ranked = sorted(groups.items(), key=lambda item: (-sizes[item[0]], item[0]))
     for key, members in ranked[:INSTRUCTION_PROVIDERS]:
         said = about[key]
         what = (said.title or said.instructions).strip().split("\n")[0][:120]
         sample = ", ".join(sorted(members)[:3])
-        lines.append(f"- {said.name or key}: {len(members)} tools{' (' + what + ')' if what else ''}, e.g. {sample}")
+        lines.append(f"- {said.name or key}: {sizes[key]} tools{' (' + what + ')' if what else ''}, e.g. {sample}")
     if len(ranked) > INSTRUCTION_PROVIDERS:
         rest = ranked[INSTRUCTION_PROVIDERS:]
-        lines.append(f"- and {len(rest)} more sources with {sum(len(m) for _, m in rest)} tools")
+        lines.append(f"- and {len(rest)} more sources with {sum(sizes[key] for key, _ in rest)} tools")
     return "\n".join(lines)
 
 
