@@ -164,7 +164,7 @@ def timed(index: Any, rounds: int, cpu: list[float] | None = None, **options: An
 
 def bench_view(total: int, rounds: int) -> dict[str, Any]:
     """An endpoint that sees 1 000 of ``total`` tools: searches with its mask."""
-    tools, providers = catalog_of(total)
+    tools, _ = catalog_of(total)
     catalog = SimpleNamespace(tools=tools, prompts={}, resources={}, templates={})
     views = Views({"find": FIND}, lambda: catalog)
     views.index_sync()
@@ -250,8 +250,8 @@ def main() -> None:
     if view:
         print(f"{view['tools']:>7} tools, a view of {view['visible']}: search p50 {view['search_p50_ms']:.2f} ms  "
               f"p99 {view['search_p99_ms']:.2f} ms  max {view['search_max_ms']:.2f} ms; CPU time p50 "
-              f"{view['search_cpu_p50_ms']:.2f} ms  p99 {view['search_cpu_p99_ms']:.2f} ms; the view's mask built once in "
-              f"{view['mask_ms']:.0f} ms")
+              f"{view['search_cpu_p50_ms']:.2f} ms  p99 {view['search_cpu_p99_ms']:.2f} ms; the view's mask built "
+              f"once in {view['mask_ms']:.0f} ms")
     if semantic:
         print(f"{semantic['tools']:>7} tools with the semantic ranker: search p50 {semantic['search_p50_ms']:.2f} ms  "
               f"p99 {semantic['search_p99_ms']:.2f} ms  max {semantic['search_max_ms']:.2f} ms; CPU time p99 "

@@ -245,7 +245,7 @@ def tokens(text: str, part: float = PART_WEIGHT, joined: float = 1.0) -> list[tu
             if position < len(token):
                 found.extend(tokens(token[position:], part, joined))
             continue
-        plain = token.isalpha() and (token[1:].islower() or token.isupper()) or token.isdigit()
+        plain = (token.isalpha() and (token[1:].islower() or token.isupper())) or token.isdigit()
         parts = [token] if plain or len(token) == 1 else _camel_parts(token)
         if len(parts) == 1:
             found.append((fold(token), 1.0))
