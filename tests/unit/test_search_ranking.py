@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 import mcphost
+from mcphost.records import Provenance
 from mcphost.search import Document, Provider, SearchIndex, fold, index_of, intent_of, intent_of_query, words
 from mcphost.sessions.session import Connection
 from mcphost.testing import MemoryClient, make_host
@@ -196,3 +197,36 @@ async def test_search_endpoint_bounds_queries_makes_instructions_and_uses_ranker
         found = await few.call_tool("search_tools", {"query": "filler 12 commit", "limit": 5})
         assert {t["name"] for t in found["structuredContent"]["tools"]} <= {"git_log", "git_commit"}
     assert sum(len(v) for v in rankers.ranker.seen.values()) == 3003  # the ranker was told of the catalog
+
+
+async def test_an_upstream_relisting_its_tools_is_seen_by_the_next_search_and_reindexes_only_it():
+    host = make_host(Tools(), config={"endpoints": {"find": {"discovery": "search"}}})
+
+    def tool(name: str, description: str) -> tuple[str, Any]:
+        async def run() -> str:
+            return name
+        return ("tools", mcphost.tool(name=name, description=description)(run))
+
+    async with client(host, "find") as find:
+        await host.replace_provider(Provenance(plugin="proxy", origin="alpha"),
+                                    [tool("alpha_meter", "Read the gas meter")])
+        await host.replace_provider(Provenance(plugin="proxy", origin="beta"),
+                                    [tool("beta_lamp", "Switch a lamp on or off")])
+        found = await find.call_tool("search_tools", {"query": "read the gas meter", "limit": 1})
+        assert [t["name"] for t in found["structuredContent"]["tools"]] == ["alpha_meter"]
+        index = host.kernel.views.index
+        indexed: list[dict[str, list[str]]] = []
+        update = index.update
+
+        def recording(changes: Any, providers: Any = None) -> None:
+            indexed.append({provider: [d.name for d in documents] for provider, documents in changes.items()})
+            update(changes, providers)
+
+        index.update = recording  # type: ignore[method-assign]
+        await host.replace_provider(Provenance(plugin="proxy", origin="alpha"),
+                                    [tool("alpha_thermostat", "Set the heating temperature")])
+        found = await find.call_tool("search_tools", {"query": "heating temperature", "limit": 1})
+        assert [t["name"] for t in found["structuredContent"]["tools"]] == ["alpha_thermostat"]
+        found = await find.call_tool("search_tools", {"query": "read the gas meter", "limit": 3})
+        assert "alpha_meter" not in [t["name"] for t in found["structuredContent"]["tools"]]
+        assert indexed == [{"proxy/alpha": ["alpha_thermostat"]}]  # beta and the 3 003 others untouched
