@@ -6,7 +6,7 @@ nothing fetched from a model hub), through the ``mcphost_search_rankers`` hook. 
 embedded in a background thread and cached on disk; a search embeds its query and ranks the tools
 by cosine similarity (:mod:`mcphost_search_semantic.ranker`).
 
-Dormant until ``[plugins.search-semantic] enabled = true``: embedding a large catalog costs CPU
+Dormant until ``[plugins.semantic] enabled = true``: embedding a large catalog costs CPU
 minutes once (then the cache answers), which a host should choose to spend.
 """
 
@@ -53,7 +53,7 @@ def ranker(cache: Path | None = None, *, background: bool = False) -> SemanticRa
 
 
 class SemanticPlugin:
-    """The plugin object (entry point ``search-semantic``)."""
+    """The plugin object (entry point ``semantic``)."""
 
     def __init__(self) -> None:
         self.ranker: SemanticRanker | None = None
@@ -64,7 +64,7 @@ class SemanticPlugin:
 
     @mcphost.hookimpl
     def mcphost_unconfigured(self, host: Any) -> str | None:
-        name = host.pm.get_name(self) or "search-semantic"
+        name = host.pm.get_name(self) or "semantic"
         if not host.plugin_config(name).get("enabled"):
             return f"[plugins.{name}] enabled"
         if model_zip() is None:
@@ -73,7 +73,7 @@ class SemanticPlugin:
 
     @mcphost.hookimpl
     def mcphost_search_rankers(self, host: Any) -> list[Any]:
-        name = host.pm.get_name(self) or "search-semantic"
+        name = host.pm.get_name(self) or "semantic"
         cache = host.plugin_config(name).get("cache")
         self.ranker = SemanticRanker(load_model, Path(cache) if cache else default_cache())
         return [self.ranker]

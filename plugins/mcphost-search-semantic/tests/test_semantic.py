@@ -77,8 +77,8 @@ class Tools:
 async def test_the_plugin_ranks_through_a_search_endpoint(tmp_path: Path) -> None:
     plugin = SemanticPlugin()
     config = {"endpoints": {"find": {"discovery": "search"}},
-              "plugins": {"search-semantic": {"enabled": True, "cache": str(tmp_path / "c.npz")}}}
-    host = make_host(Tools(), ("search-semantic", plugin), config=config)
+              "plugins": {"semantic": {"enabled": True, "cache": str(tmp_path / "c.npz")}}}
+    host = make_host(Tools(), ("semantic", plugin), config=config)
     async with MemoryClient(host, connection=Connection(transport="memory", endpoint="find")) as find:
         await host.kernel.views.ready()
         assert plugin.ranker is not None and plugin.ranker.wait(60)
