@@ -68,6 +68,9 @@ PART_WEIGHT = 0.6
 #: Score factors by intent: a read question's score of a tool that writes, and the reverse.
 READ_ASKS_WRITE = 0.6
 WRITE_ASKS_READ = 0.8
+#: How much a tool gains for meeting all of a query's words rather than one (its score times 1 + this
+#: times the share of the query's weight it meets).
+COVERAGE = 1.0
 #: Reciprocal rank fusion constant.
 RRF_K = 60
 #: The default limit on a query's length, in bytes of UTF-8.
@@ -536,6 +539,8 @@ class SearchIndex:
             for near in self._near(term, merged):
                 terms[near] = max(terms.get(near, 0.0), terms[term] * TYPO_WEIGHT)
         scores: np.ndarray[Any, Any] | None = None
+        covered: np.ndarray[Any, Any] | None = None
+        asked = sum(weight for term, weight in terms.items() if term in merged)
         for term, weight in terms.items():
             posting = merged.get(term)
             if posting is None:
@@ -547,10 +552,14 @@ class SearchIndex:
                 numbers, tf = numbers[seen], tf[seen]
             if scores is None:
                 scores = np.zeros(len(state.names))
+                covered = np.zeros(len(state.names))
             scores[numbers] += idf * (tf * (K1 + 1) / (tf + state.norms[numbers]))
+            covered[numbers] += weight  # type: ignore[index]
         if scores is None:
             return []
         hit = np.flatnonzero(scores)
+        if COVERAGE and asked:  # a tool that meets more of the question's words ranks higher
+            scores[hit] *= 1.0 + COVERAGE * covered[hit] / asked  # type: ignore[index]
         intent = intent_of_query(query)
         if intent != UNKNOWN and len(hit):
             factors = np.ones(3)
