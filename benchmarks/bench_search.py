@@ -20,7 +20,12 @@ Then:
 - reload: every record is handed over again with the same definition (as ``host.reload`` does):
   nothing is re-indexed, the time is the comparison;
 - loop: the whole index is built with ``Views.update_index`` (a thread) while a ticker on the event
-  loop measures how late its 1 ms sleeps wake up (p99 and max lag).
+  loop measures how late its 1 ms sleeps wake up (p99 and max lag);
+- view (``--view-size``, default 200 000 tools): an endpoint whose view shows 1 000 of them; every
+  query through ``SearchIndex.search`` with the view's mask (``Views.mask_for``, built once) and
+  the visibility filter: p50, p99 and max;
+- semantic (``--semantic``): the same searches with mcphost-search-semantic's ranker fused in, at
+  the first size only (its vectors are cached on disk: the first run embeds every tool).
 """
 
 from __future__ import annotations
@@ -41,9 +46,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from search_corpus import QUERIES, corpus
 
+from mcphost.endpoints import EndpointSettings
 from mcphost.kernel.views import Views
 from mcphost.records import Provenance
 from mcphost.search import Document
+
+FIND = EndpointSettings(name="find", path="/mcp/find", server_name="find", discovery="search")
 
 
 def _entry(provider: str, document: Document) -> Any:
@@ -89,10 +97,10 @@ async def loop_lag(views: Views) -> dict[str, float]:
 
 def bench(total: int, rounds: int) -> dict[str, Any]:
     tools, providers = catalog_of(total)
-    catalog = SimpleNamespace(tools=tools)
+    catalog = SimpleNamespace(tools=tools, prompts={}, resources={}, templates={})
     gc.collect()
     gc.freeze()  # the catalog, as `mcphost serve` freezes what startup allocated
-    views = Views({"find": SimpleNamespace(name="find", discovery="search")}, lambda: catalog)  # type: ignore[dict-item]
+    views = Views({"find": FIND}, lambda: catalog)
     loop = asyncio.run(loop_lag(views))
     gc.collect()
     gc.freeze()  # as `mcphost serve` does after startup (the index built at startup included)
@@ -141,11 +149,78 @@ def bench(total: int, rounds: int) -> dict[str, Any]:
     }
 
 
+def timed(index: Any, rounds: int, cpu: list[float] | None = None, **options: Any) -> list[float]:
+    """Wall times of every query ``rounds`` times (their CPU times into ``cpu``)."""
+    timings = []
+    for _ in range(rounds):
+        for query, _ in QUERIES:
+            start, start_cpu = time.perf_counter(), time.thread_time()
+            index.search(query, 10, **options)
+            if cpu is not None:
+                cpu.append(time.thread_time() - start_cpu)
+            timings.append(time.perf_counter() - start)
+    return timings
+
+
+def bench_view(total: int, rounds: int) -> dict[str, Any]:
+    """An endpoint that sees 1 000 of ``total`` tools: searches with its mask."""
+    tools, _ = catalog_of(total)
+    catalog = SimpleNamespace(tools=tools, prompts={}, resources={}, templates={})
+    views = Views({"find": FIND}, lambda: catalog)
+    views.index_sync()
+    gc.collect()
+    gc.freeze()
+    visible = frozenset(sorted(tools)[::max(1, len(tools) // 1000)][:1000])
+    view = SimpleNamespace(mask=None)
+    started = time.perf_counter()
+    version, mask = views.mask_for(view, visible)  # type: ignore[arg-type]
+    built = time.perf_counter() - started
+
+    def accept(name: str) -> bool:
+        return tools.get(name) is not None and name in visible
+
+    for query, _ in QUERIES:
+        views.index.search(query, 10, accept, mask, version)
+    cpu: list[float] = []
+    timings = timed(views.index, rounds, cpu, accept=accept, mask=mask, version=version)
+    return {"tools": len(views.index), "visible": len(visible), "mask_ms": built * 1000,
+            "search_cpu_p50_ms": percentile(cpu, 0.5) * 1000, "search_cpu_p99_ms": percentile(cpu, 0.99) * 1000,
+            "search_p50_ms": percentile(timings, 0.5) * 1000, "search_p99_ms": percentile(timings, 0.99) * 1000,
+            "search_max_ms": max(timings) * 1000}
+
+
+def bench_semantic(total: int, rounds: int) -> dict[str, Any]:
+    """Searches with mcphost-search-semantic's ranker fused in."""
+    from mcphost_search_semantic import ranker
+
+    from mcphost.search import SearchIndex
+
+    dense = ranker()
+    index = SearchIndex([dense])
+    started = time.perf_counter()
+    index.update(dict(corpus(total)))
+    embedded = time.perf_counter() - started
+    first = []
+    for query, _ in QUERIES:
+        start = time.perf_counter()
+        index.search(query, 10)
+        first.append(time.perf_counter() - start)
+    cpu: list[float] = []
+    timings = timed(index, rounds, cpu)
+    return {"tools": len(index), "embedded": len(index), "embed_s": embedded,
+            "search_cpu_p50_ms": percentile(cpu, 0.5) * 1000, "search_cpu_p99_ms": percentile(cpu, 0.99) * 1000,
+            "first_p50_ms": percentile(first, 0.5) * 1000,
+            "search_p50_ms": percentile(timings, 0.5) * 1000, "search_p99_ms": percentile(timings, 0.99) * 1000,
+            "search_max_ms": max(timings) * 1000}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[1])
     parser.add_argument("--sizes", default="10000,100000")
     parser.add_argument("--rounds", type=int, default=20)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--view-size", type=int, default=200_000, help="0: skip the filtered-view measure")
+    parser.add_argument("--semantic", action="store_true")
     args = parser.parse_args()
     try:
         import Stemmer  # noqa: F401
@@ -153,8 +228,10 @@ def main() -> None:
     except ImportError:
         stemmer = "snowballstemmer (pure Python)"
     results = [bench(int(size), args.rounds) for size in args.sizes.split(",")]
+    view = bench_view(args.view_size, args.rounds) if args.view_size else None
+    semantic = bench_semantic(int(args.sizes.split(",")[0]), args.rounds) if args.semantic else None
     if args.json:
-        print(json.dumps({"stemmer": stemmer, "results": results}, indent=2))
+        print(json.dumps({"stemmer": stemmer, "results": results, "view": view, "semantic": semantic}, indent=2))
         return
     print(f"stemmer: {stemmer}")
     for r in results:
@@ -170,6 +247,17 @@ def main() -> None:
               f"{r['reload_ms']:.0f} ms comparing")
         print(f"  build   {r['build_s']:.2f} s in a thread; event loop lag meanwhile p99 {r['lag_p99_ms']:.1f} ms, "
               f"max {r['lag_max_ms']:.1f} ms ({r['ticks']} ticks)")
+    if view:
+        print(f"{view['tools']:>7} tools, a view of {view['visible']}: search p50 {view['search_p50_ms']:.2f} ms  "
+              f"p99 {view['search_p99_ms']:.2f} ms  max {view['search_max_ms']:.2f} ms; CPU time p50 "
+              f"{view['search_cpu_p50_ms']:.2f} ms  p99 {view['search_cpu_p99_ms']:.2f} ms; the view's mask built "
+              f"once in {view['mask_ms']:.0f} ms")
+    if semantic:
+        print(f"{semantic['tools']:>7} tools with the semantic ranker: search p50 {semantic['search_p50_ms']:.2f} ms  "
+              f"p99 {semantic['search_p99_ms']:.2f} ms  max {semantic['search_max_ms']:.2f} ms; CPU time p99 "
+              f"{semantic['search_cpu_p99_ms']:.2f} ms (queries embedded "
+              f"once each, then remembered: first-time p50 {semantic['first_p50_ms']:.1f} ms); embedding "
+              f"{semantic['embedded']} tools took {semantic['embed_s']:.0f} s")
 
 
 if __name__ == "__main__":

@@ -81,6 +81,8 @@ ENDPOINT_SCHEMA: dict[str, Any] = {
                          "description": "tools search_tools returns when the caller names no limit"},
         "code": {**CODE_SCHEMA, "description": "limits of execute's programs on a discovery = \"code\" endpoint "
                                                 "(absent keys: [plugins.codemode]'s)"},
+        "search_max_query": {"type": "integer", "minimum": 16, "maximum": 65536,
+                             "description": "longest search_tools query, in bytes of UTF-8 (longer: a tool error)"},
         "include": {**_SELECTION, "description": "what is selected (absent: everything)"},
         "exclude": {**_SELECTION, "description": "what is left out of the selection"},
     },
@@ -148,6 +150,8 @@ class EndpointSettings:
     scopes: frozenset[str] = frozenset()
     discovery: str = "list"
     search_limit: int = 10
+    #: Longest ``search_tools`` query in bytes (UTF-8); a longer one is a tool error at once.
+    search_max_query: int = 1024
     include: Selection | None = None
     exclude: Selection = field(default_factory=Selection)
     #: The section as written (to build the settings again, say with another ``server.path``).
@@ -195,6 +199,7 @@ def endpoints_from_dict(data: Any, mcp_path: str, source: str) -> dict[str, Endp
             version=section.get("version"), instructions=section.get("instructions"),
             scopes=frozenset(section.get("scopes", ())), discovery=section.get("discovery", "list"),
             search_limit=int(section.get("search_limit", 10)),
+            search_max_query=int(section.get("search_max_query", 1024)),
             include=None if include is None else _selection(include),
             exclude=_selection(section.get("exclude", {})), table=dict(section))
     return found

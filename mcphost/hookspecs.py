@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from mcphost.config import Config
     from mcphost.records import Middleware, Prompt, Provenance, Resource, ResourceTemplate, Tool
     from mcphost.request import RequestInfo
+    from mcphost.search import Ranker
     from mcphost.sessions.backend import Backend
     from mcphost.sessions.session import Connection, Principal, Session
     from mcphost.settings import PluginSettings
@@ -241,6 +242,21 @@ def mcphost_middleware(host: Host) -> list[Middleware] | None:
     chain and returns the result dict. Plugin order is outermost first. Raise
     :class:`mcphost.McpError` to answer with an error. Any other exception skips this
     middleware for that request (logged once per plugin), unless the record is ``fail_closed``.
+    """
+
+
+# -- tool search ------------------------------------------------------------------------------------
+
+@hookspec
+def mcphost_search_rankers(host: Host) -> list[Ranker] | None:
+    """Rankings of the tools fused with the built-in lexical search (``search_tools``).
+
+    Collected once at startup. Each :class:`mcphost.search.Ranker` is told of every change of the
+    search index (``update(changes)``, one provider's documents at a time, on the thread that
+    indexes) and asked for its best tools per search (``rank(query, limit, accept)``, on the
+    search's thread; ``accept`` is the caller's view, whose refusals it must drop); its ranking
+    is fused with the lexical one by reciprocal rank fusion. Nothing is called through pluggy per
+    search. An exception from the hook fails the plugin.
     """
 
 

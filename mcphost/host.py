@@ -32,6 +32,7 @@ from mcphost.plugins import (
     call_impl,
     collect_catalog,
     collect_middleware,
+    collect_search_rankers,
     declared_settings,
     impls,
     load_plugins,
@@ -168,6 +169,7 @@ class Host:
         set_aside_unconfigured(self.pm, self, self.plugin_infos, strict=strict)
         self.catalog = collect_catalog(self.pm, self, self.plugin_infos, strict=strict)
         middleware = collect_middleware(self.pm, self, self.plugin_infos, strict=strict)
+        rankers = collect_search_rankers(self.pm, self, self.plugin_infos, strict=strict)
         for name, info in self.plugin_infos.items():
             if info.status == "failed" and self.pm.get_plugin(name) is not None:
                 self.pm.unregister(name=name)
@@ -184,6 +186,7 @@ class Host:
                                       sessions=self.manager, server_info=self.server_info,
                                       report_exception=self.report_exception, extensions=self.extensions,
                                       host=ToolHost(self), endpoints=self.config.endpoints), middleware)
+        self.kernel.views.rankers.extend(rankers)
         self._prepared = True
 
     async def start(self, *, freeze_gc: bool = False) -> None:

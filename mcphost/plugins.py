@@ -346,6 +346,30 @@ def collect_catalog(pm: pluggy.PluginManager, host: Any, infos: Mapping[str, Plu
     return catalog
 
 
+def collect_search_rankers(pm: pluggy.PluginManager, host: Any, infos: Mapping[str, PluginInfo],
+                           *, strict: bool = False) -> list[Any]:
+    """The search rankers of every plugin (``mcphost_search_rankers``), in plugin order."""
+    collected: list[Any] = []
+    for impl in impls(pm, "mcphost_search_rankers"):
+        name = impl.plugin_name
+        info = infos.get(name)
+        if info is not None and info.status == "failed":
+            continue
+        try:
+            rankers = list(call_impl(impl, host=host) or [])
+            for ranker in rankers:
+                if not (callable(getattr(ranker, "update", None)) and callable(getattr(ranker, "rank", None))):
+                    raise PluginError(f"mcphost_search_rankers returned {type(ranker).__name__}, expected "
+                                      "a mcphost.search.Ranker (update and rank methods)")
+        except Exception as exc:
+            mark_failed(infos, name, exc, strict, what="mcphost_search_rankers")
+            continue
+        collected.extend(rankers)
+        if info is not None and rankers:
+            info.provides["search_rankers"] = [type(ranker).__name__ for ranker in rankers]
+    return collected
+
+
 def collect_middleware(pm: pluggy.PluginManager, host: Any, infos: Mapping[str, PluginInfo],
                        *, strict: bool = False) -> list[Middleware]:
     """The middleware records of every plugin, stamped with provenance, outermost first."""

@@ -1,91 +1,120 @@
-"""Full-text search over tool definitions: BM25 ranking, Snowball stemming, word variants.
+"""Full-text search over tool definitions: BM25 over Unicode words, intent, server context, fusion.
 
-A tool is found by its name (split at ``_ - . /`` and camelCase), title, description, and its
-parameters' names and descriptions, each field weighted (a word in the name counts most). Words
-are stemmed with the Snowball English stemmer (``snowballstemmer``, which uses PyStemmer's C
-implementation when installed), so "files", "filed" and "file" meet; a small table of the word
-variants tool descriptions use ("folder" for "directory", "make" for "create") widens a query.
+A tool is found by its name, title, description, its parameters' names and descriptions, and what
+its provider (the plugin, or the upstream a proxy mounts) says about itself: its name, title and
+instructions. Each field is weighted (a word in the name counts most).
 
-Why an inverted index of our own rather than ``bm25s`` or ``rank-bm25``: both build a static
-corpus, so adding one provider's tools means indexing every tool again; here the index is split
-into shards, one per provider (a plugin, or one upstream a proxy mounts), and replacing a shard
-tokenizes, stems and weighs only that provider's tools. Document frequencies stay corpus-wide: the
-shards' postings are merged into one array pair per stem, merged again only for the stems a
-changed shard holds. Scoring is vectorized with numpy, so a search costs a few array operations
-per query word (a search over 100 000 tools takes about a millisecond). Shards and merged postings
-are swapped in as one immutable state: a search running on the event loop never sees half of an
-update made in a thread. BM25 itself is a few lines.
+**Words.** Text is normalized (NFKC), split at Unicode word boundaries and at ``_ - . /``, then
+camelCase and letter/digit boundaries split further: ``getGitHubRepo`` gives ``get``, ``git``,
+``hub``, ``repo`` and the joined neighbours ``getgit``, ``github``, ``hubrepo``, so "GitHub" in a
+query meets a ``github_`` prefix. Words are case-folded and diacritics folded for matching
+("Zürich", "São Paulo", "Łódź" meet "zurich", "sao paulo", "lodz"); CJK text becomes single
+characters and bigrams; English words are stemmed (Snowball; PyStemmer's C code when installed).
+No word is dropped for its script: a query in another language still matches the names and
+numbers it contains.
+
+**No vocabulary tuned to particular servers.** The only word variants are learned from the catalog
+itself: a query word that no tool uses is matched to the tools' words one edit away (a typo), found
+through a table of single-character deletions kept with the index.
+
+**Intent.** A question that asks to read ("show", "list", "what is") prefers tools that read over
+tools that write, and a request to change something the reverse, as each tool says about itself:
+its ``readOnlyHint`` and ``destructiveHint`` annotations, else the verb its name or description
+starts with.
+
+**Shards.** The inverted index is split into shards, one per provider; replacing a shard tokenizes,
+stems and weighs only that provider's tools. Document frequencies stay corpus-wide: the shards'
+postings are merged into one array pair per stem, merged again only for the stems a changed shard
+holds. Scoring is vectorized with numpy (a few array operations per query word). Shards and merged
+postings are swapped in as one immutable state: a search running on another thread never sees half
+of an update.
+
+**Filtering before scoring.** ``search(mask=...)`` takes a boolean array over the state's document
+numbers (:meth:`SearchIndex.mask_of` builds it once per view and state): tools outside the caller's
+view never take a place, whatever their score.
+
+**Rankers.** A :class:`Ranker` (the semantic plugin's, say) ranks the same documents by its own
+means; its ranking is fused with the lexical one by reciprocal rank fusion.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 import re
+import threading
+import unicodedata
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 import snowballstemmer  # type: ignore[import-untyped]  # the package ships no type information
+
+log = logging.getLogger("mcphost.search")
 
 #: BM25 parameters (the usual ones).
 K1 = 1.2
 B = 0.75
 #: Weight of a word by the field it appears in.
-FIELD_WEIGHTS = {"name": 3.0, "title": 2.0, "description": 1.0, "param": 1.5, "param_description": 0.5}
-#: Weight of a word that only a variant of the query's word matched.
-VARIANT_WEIGHT = 0.6
+FIELD_WEIGHTS = {"name": 3.0, "title": 2.0, "description": 1.0, "param": 1.5, "param_description": 0.5,
+                 "server": 1.5, "server_title": 1.0, "server_instructions": 0.3}
+#: Most words of a provider's instructions that count for each of its tools.
+SERVER_INSTRUCTION_WORDS = 40
+#: Weight of a query word matched only through a word one edit away (a typo).
+TYPO_WEIGHT = 0.7
+#: Weight of the parts of a split query word ("git", "hub" of "GitHub"), against its joined form.
+PART_WEIGHT = 0.6
+#: Score factors by intent: a read question's score of a tool that writes, and the reverse.
+READ_ASKS_WRITE = 0.6
+WRITE_ASKS_READ = 0.8
+#: How much a tool gains for meeting all of a query's words rather than one (its score times 1 + this
+#: times the share of the query's weight it meets).
+COVERAGE = 1.0
+#: Reciprocal rank fusion constant.
+RRF_K = 60
+#: The default limit on a query's length, in bytes of UTF-8.
+MAX_QUERY_BYTES = 1024
 
-_WORD = re.compile(r"[A-Za-z][a-z]+|[A-Z]+(?![a-z])|[a-z]+|\d+")
+_TOKEN = re.compile(
+    r"(?:[^\W_]|[\u0300-\u036f\u0483-\u0489\u0591-\u05c7\u0610-\u061a\u064b-\u065f\u0670\u06d6-\u06ed"
+    r"\u0900-\u0903\u093a-\u094f\u0951-\u0957\u0962\u0963\u0981-\u0983\u09bc-\u09d7\u0a01-\u0a83\u0abc-\u0acd"
+    r"\u0b01-\u0b03\u0b3c-\u0b57\u0b82-\u0bd7\u0c00-\u0c04\u0c3e-\u0c56\u0c81-\u0c83\u0cbc-\u0cd6\u0d00-\u0d03"
+    r"\u0d3b-\u0d57\u0e31\u0e34-\u0e3a\u0e47-\u0e4e\u0eb1-\u0ebc\u0ec8-\u0ecd\u0f71-\u0f84\u102b-\u103e"
+    r"\u1ab0-\u1aff\u1dc0-\u1dff\u20d0-\u20ff\ufe20-\ufe2f])+")
+_CJK = re.compile(r"[\u1100-\u11ff\u2e80-\u2fdf\u3040-\u30ff\u3100-\u312f\u3130-\u318f\u31a0-\u31ff"
+                  r"\u3400-\u4dbf\u4e00-\u9fff\ua960-\ua97f\uac00-\ud7ff\uf900-\ufaff\U00020000-\U0003134f]+")
+_ASCII_WORD = re.compile(r"[a-z]+")
+#: Letters that do not decompose into a base letter and a mark.
+_FOLD = str.maketrans({"ł": "l", "ø": "o", "đ": "d", "ð": "d", "ħ": "h", "\u0131": "i", "ŀ": "l", "ŧ": "t",
+                       "æ": "ae", "œ": "oe", "þ": "th", "ĸ": "k", "ŋ": "n"})
 _STOP = frozenset("""
 a about after all also an and any are as at be been being but by can could did do does doing done for from
 had has have having he her here his how i if in into is it its itself just let lets me my no nor not of on
 once only or other our out over own please same she should so some such than that the their them then there
 these they this those through to too under until up very was we were what when where which while who whom
-why will with would you your yours want need like give tell show me i'd i'm i've
+why will with would you your yours want need like give tell i'd i'm i've using use via
 """.split())
 
-#: Groups of words tool descriptions use for one idea; a query word brings in the others.
-VARIANTS: tuple[tuple[str, ...], ...] = (
-    ("create", "make", "new", "add", "generate", "build"),
-    ("delete", "remove", "erase", "drop", "destroy", "unlink"),
-    ("directory", "folder", "dir"),
-    ("file", "document"),
-    ("list", "enumerate", "show", "browse", "ls"),
-    ("read", "open", "view", "load", "cat", "content", "contents"),
-    ("write", "save", "store", "put"),
-    ("edit", "modify", "change", "update", "alter", "patch", "replace"),
-    ("search", "find", "lookup", "look", "query", "locate", "grep", "match"),
-    ("fetch", "download", "retrieve", "get", "grab", "url", "web", "page"),
-    ("move", "rename", "mv", "relocate"),
-    ("copy", "duplicate", "clone"),
-    ("time", "clock", "hour", "date", "now"),
-    ("timezone", "zone", "tz"),
-    ("convert", "translate", "transform"),
-    ("commit", "checkin", "record"),
-    ("diff", "difference", "changes", "changed"),
-    ("status", "state", "modified", "changed", "dirty"),
-    ("log", "history"),
-    ("branch", "checkout"),
-    ("stage", "staged", "index", "add"),
-    ("entity", "node", "object"),
-    ("relation", "relationship", "link", "connection", "edge"),
-    ("observation", "note", "fact"),
-    ("graph", "knowledge", "memory", "remember", "recall", "forget"),
-    ("size", "metadata", "info", "information", "stat", "stats", "attributes"),
-    ("tree", "hierarchy", "recursive", "nested"),
-    ("allowed", "permitted", "accessible"),
-    ("echo", "repeat"),
-    ("sum", "add", "plus", "total"),
-    ("image", "picture", "photo"),
-    ("sleep", "wait", "delay", "long", "running"),
-    ("reset", "unstage"),
-    ("show", "display", "print"),
-    ("message", "email", "mail"),
-    ("send", "post", "submit"),
-    ("user", "account", "person", "people"),
-    ("issue", "ticket", "bug"),
-)
+#: Query words that ask to read, and words that ask to change something (general English, stemmed
+#: below); the first of them in a query sets its intent.
+_READ_WORDS = """show list get what which who whose where when how find search look view read display see check
+describe fetch retrieve query count lookup inspect browse print tell explain summarize summarise is are does
+do has have status info information details detail know""".split()
+_WRITE_WORDS = """create add new make delete remove update set write edit modify change send post commit push
+merge move rename upload insert put open close start stop run execute deploy assign publish drop cancel archive
+reply invite schedule book save store clear reset kill restart create submit approve reject apply install
+uninstall enable disable lock unlock mark tag label comment upsert patch replace erase destroy purge""".split()
+#: Words a tool's name or description starts with that say it reads or writes.
+_TOOL_READ = """get list read search find show view fetch query describe lookup count inspect browse check
+retrieve download export status info stat stats exists print watch""".split()
+_TOOL_WRITE = """create add delete remove update set write edit modify send post commit push merge move rename
+upload insert put close start stop run execute deploy assign publish drop cancel archive reply invite schedule
+save store clear reset kill restart submit approve reject apply install uninstall enable disable lock unlock
+mark tag label comment upsert patch replace erase destroy purge make new open""".split()
+
+#: A tool's intent: reads, writes, or unknown.
+READS, WRITES, UNKNOWN = 1, 2, 0
 
 
 @dataclass(frozen=True)
@@ -97,14 +126,39 @@ class Document:
     description: str
     #: (parameter name, its description) pairs.
     params: tuple[tuple[str, str], ...] = ()
+    #: Its ``readOnlyHint`` and ``destructiveHint`` annotations (None: not said).
+    read_only: bool | None = None
+    destructive: bool | None = None
+
+
+@dataclass(frozen=True)
+class Provider:
+    """What a provider (a plugin, or an upstream a proxy mounts) says about itself."""
+
+    name: str = ""
+    title: str = ""
+    instructions: str = ""
+
+
+class Ranker(Protocol):
+    """A ranking of the same documents by other means (the semantic plugin's): told of every
+    change of the index (on the thread that makes it), asked for its best names for a query (on
+    the thread a search runs on). ``accept`` is the caller's view: names it refuses must not be
+    returned."""
+
+    def update(self, changes: Mapping[str, Sequence[Document]]) -> None: ...
+
+    def rank(self, query: str, limit: int, accept: Callable[[str], bool] | None) -> list[tuple[str, float]]: ...
 
 
 class _Shard(NamedTuple):
     """One provider's part of the index: per stem, the documents that hold it (numbers into
-    ``names``) and their BM25 term parts."""
+    ``names``) and their weighted term frequencies; each document's length and intent."""
 
     postings: dict[str, tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]]
     names: tuple[str, ...]
+    intents: tuple[int, ...]
+    lengths: tuple[float, ...]
 
 
 class _State(NamedTuple):
@@ -116,54 +170,172 @@ class _State(NamedTuple):
     by_term: dict[str, dict[str, tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]]]
     merged: dict[str, tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]]
     names: list[str | None]
+    intents: np.ndarray[Any, Any]
+    lengths: list[float]
+    #: Each document's BM25 length normalization, ``K1 * (1 - B + B * length / mean length)``,
+    #: with the mean over the whole index (a provider of long descriptions gains nothing by them).
+    norms: np.ndarray[Any, Any]
     size: int
 
 
-_EMPTY = _State({}, {}, {}, [], 0)
-
+_EMPTY = _State({}, {}, {}, [], np.zeros(0, dtype=np.int8), [], np.zeros(0), 0)
 
 _stemmer = snowballstemmer.stemmer("english")
-_variants: dict[str, tuple[str, ...]] = {}
+_stem_lock = threading.Lock()  # a Snowball stemmer object is not safe to share between threads
+
+
+def _stem_all(found: list[str]) -> list[str]:
+    with _stem_lock:
+        return list(_stemmer.stemWords(found))
+
+
+_READ_STEMS = frozenset(_stem_all(_READ_WORDS))
+_WRITE_STEMS = frozenset(_stem_all(_WRITE_WORDS)) - _READ_STEMS
+_TOOL_READ_STEMS = frozenset(_stem_all(_TOOL_READ))
+_TOOL_WRITE_STEMS = frozenset(_stem_all(_TOOL_WRITE)) - _TOOL_READ_STEMS
+
+
+def fold(word: str) -> str:
+    """``word`` case-folded with its diacritics taken off (for matching)."""
+    word = word.casefold()
+    if word.isascii():
+        return word
+    decomposed = unicodedata.normalize("NFKD", word)
+    kept = []
+    base = 0
+    for char in decomposed:
+        if unicodedata.combining(char):
+            if base < 0x0530:  # a mark on a Latin, Greek or Cyrillic letter: a diacritic
+                continue
+        else:
+            base = ord(char)
+        kept.append(char)
+    return unicodedata.normalize("NFC", "".join(kept)).translate(_FOLD)
+
+
+def _camel_parts(token: str) -> list[str]:
+    """``token`` split at lower-to-upper and letter/digit changes (``HTTPServer2`` -> HTTP, Server, 2)."""
+    parts: list[str] = []
+    start = 0
+    n = len(token)
+    for i in range(1, n):
+        a, b = token[i - 1], token[i]
+        split = ((a.islower() and b.isupper()) or (a.isdigit() != b.isdigit())
+                 or (a.isupper() and b.isupper() and i + 1 < n and token[i + 1].islower()))
+        if split:
+            parts.append(token[start:i])
+            start = i
+    parts.append(token[start:])
+    return parts
+
+
+def tokens(text: str, part: float = PART_WEIGHT, joined: float = 1.0) -> list[tuple[str, float]]:
+    """Folded words of ``text`` with their weights (1 for a word).
+
+    Split words give their parts (weighing ``part``) and each pair of neighbouring parts joined
+    (weighing ``joined``); CJK runs give their characters and bigrams."""
+    found: list[tuple[str, float]] = []
+    for token in _TOKEN.findall(unicodedata.normalize("NFKC", text)):
+        if not token.isascii() and _CJK.search(token):
+            position = 0
+            for run in _CJK.finditer(token):
+                if run.start() > position:
+                    found.extend(tokens(token[position:run.start()], part, joined))
+                chars = run.group()
+                found.extend((char, 1.0) for char in chars)
+                found.extend((chars[i:i + 2], 1.0) for i in range(len(chars) - 1))
+                position = run.end()
+            if position < len(token):
+                found.extend(tokens(token[position:], part, joined))
+            continue
+        plain = (token.isalpha() and (token[1:].islower() or token.isupper())) or token.isdigit()
+        parts = [token] if plain or len(token) == 1 else _camel_parts(token)
+        if len(parts) == 1:
+            found.append((fold(token), 1.0))
+            continue
+        folded = [fold(part) for part in parts]
+        found.extend((each, part) for each in folded)
+        found.extend((folded[i] + folded[i + 1], joined) for i in range(len(folded) - 1))
+    return [(word, weight) for word, weight in found if word not in _STOP]
 
 
 def words(text: str) -> list[str]:
-    """Lower-case words of ``text``: split at punctuation, ``_``, digits and camelCase, stop words out."""
-    return [w for w in (m.lower() for m in _WORD.findall(text)) if w not in _STOP]
+    """The folded words of ``text`` (see :func:`tokens`), stop words out."""
+    return [word for word, _ in tokens(text)]
+
+
+#: Weights of a document's split words: each part counts fully, the joined neighbours less.
+_DOC_SPLIT = {"part": 1.0, "joined": 0.7}
+
+
+def _stemmed(found: list[tuple[str, float]]) -> list[tuple[str, float]]:
+    english = [word for word, _ in found if _ASCII_WORD.fullmatch(word)]
+    stemmed = iter(_stem_all(english)) if english else iter(())
+    return [(next(stemmed) if _ASCII_WORD.fullmatch(word) else word, weight) for word, weight in found]
 
 
 def stems(text: str) -> list[str]:
-    found = words(text)
-    return list(_stemmer.stemWords(found)) if found else []
-
-
-def _variant_table() -> dict[str, tuple[str, ...]]:
-    if not _variants:
-        groups: dict[str, set[str]] = {}
-        for group in VARIANTS:
-            stemmed = set(_stemmer.stemWords(list(group)))
-            for stem in stemmed:
-                groups.setdefault(stem, set()).update(stemmed)
-        _variants.update({stem: tuple(sorted(others - {stem})) for stem, others in groups.items()})
-    return _variants
+    return [stem for stem, _ in _stemmed(tokens(text))]
 
 
 def query_terms(query: str) -> dict[str, float]:
-    """Stems of ``query`` with their weights: its own words 1, their variants less."""
+    """Stems of ``query`` with their weights: its own words 1, parts of split words less."""
     terms: dict[str, float] = {}
-    table = _variant_table()
-    for stem in stems(query):
-        terms[stem] = max(terms.get(stem, 0.0), 1.0)
-        for variant in table.get(stem, ()):
-            terms[variant] = max(terms.get(variant, 0.0), VARIANT_WEIGHT)
+    for stem, weight in _stemmed(tokens(query)):
+        terms[stem] = max(terms.get(stem, 0.0), weight)
     return terms
 
 
-def _weighted_terms(document: Document) -> dict[str, float]:
+def intent_of_query(query: str) -> int:
+    """READS, WRITES or UNKNOWN: what the first word of ``query`` that says either asks."""
+    for word in _stem_all(_ASCII_WORD.findall(query.casefold())[:64]):
+        if word in _READ_STEMS:
+            return READS
+        if word in _WRITE_STEMS:
+            return WRITES
+    return UNKNOWN
+
+
+def intent_of(document: Document) -> int:
+    """READS, WRITES or UNKNOWN: what ``document`` says it does (annotations first, then the verb
+    its name, else its description, starts with)."""
+    if document.read_only is True:
+        return READS
+    if document.destructive is True or document.read_only is False:
+        return WRITES
+    for stem in _stem_all([w for w in words(document.name) if _ASCII_WORD.fullmatch(w)]):
+        if stem in _TOOL_READ_STEMS:
+            return READS
+        if stem in _TOOL_WRITE_STEMS:
+            return WRITES
+    first = [w for w in words(document.description)[:1] if _ASCII_WORD.fullmatch(w)]
+    stem = _stem_all(first)[0] if first else ""
+    if stem in _TOOL_READ_STEMS:
+        return READS
+    return WRITES if stem in _TOOL_WRITE_STEMS else UNKNOWN
+
+
+def _server_terms(provider: Provider | None) -> dict[str, float]:
     counts: dict[str, float] = {}
+    if provider is None:
+        return counts
+    for text, field in ((provider.name, "server"), (provider.title, "server_title")):
+        for stem, weight in _stemmed(tokens(text)):
+            counts[stem] = counts.get(stem, 0.0) + weight * FIELD_WEIGHTS[field]
+    seen: set[str] = set()
+    for stem, weight in _stemmed(tokens(provider.instructions[:4096])):
+        if stem not in seen and len(seen) < SERVER_INSTRUCTION_WORDS:
+            seen.add(stem)
+            counts[stem] = counts.get(stem, 0.0) + weight * FIELD_WEIGHTS["server_instructions"]
+    return counts
+
+
+def _weighted_terms(document: Document, server: Mapping[str, float]) -> dict[str, float]:
+    counts: dict[str, float] = dict(server)
 
     def add(text: str, weight: float) -> None:
-        for stem in stems(text):
-            counts[stem] = counts.get(stem, 0.0) + weight
+        for stem, part in _stemmed(tokens(text, **_DOC_SPLIT)):
+            counts[stem] = counts.get(stem, 0.0) + weight * part
 
     add(document.name, FIELD_WEIGHTS["name"])
     add(document.title, FIELD_WEIGHTS["title"])
@@ -174,27 +346,36 @@ def _weighted_terms(document: Document) -> dict[str, float]:
     return counts
 
 
-def build_shard(documents: Sequence[Document]) -> _Shard:
-    """Index one provider's documents (BM25 term parts precomputed with the shard's mean length)."""
-    term_lists = [_weighted_terms(document) for document in documents]
-    lengths = [sum(terms.values()) for terms in term_lists]
-    mean = (sum(lengths) / len(lengths)) if lengths else 1.0
+def build_shard(documents: Sequence[Document], provider: Provider | None = None) -> _Shard:
+    """Index one provider's documents: per stem, the documents and weighted term frequencies."""
+    server = _server_terms(provider)
+    term_lists = [_weighted_terms(document, server) for document in documents]
     postings: dict[str, tuple[list[int], list[float]]] = {}
-    for number, (terms, length) in enumerate(zip(term_lists, lengths, strict=True)):
-        norm = K1 * (1 - B + B * length / (mean or 1.0))
+    for number, terms in enumerate(term_lists):
         for term, tf in terms.items():
             numbers, parts = postings.setdefault(term, ([], []))
             numbers.append(number)
-            parts.append(tf * (K1 + 1) / (tf + norm))
+            parts.append(tf)
     arrays = {term: (np.array(numbers, dtype=np.int32), np.array(parts, dtype=np.float64))
               for term, (numbers, parts) in postings.items()}
-    return _Shard(arrays, tuple(document.name for document in documents))
+    return _Shard(arrays, tuple(document.name for document in documents),
+                  tuple(intent_of(document) for document in documents),
+                  tuple(sum(terms.values()) for terms in term_lists))
 
 
-def _updated(state: _State, changes: Mapping[str, _Shard | None]) -> _State:
+def _deletions(term: str) -> list[str]:
+    return [term[:i] + term[i + 1:] for i in range(len(term))]
+
+
+#: Shortest word matched to another one edit away (shorter ones are too easily something else).
+TYPO_MIN = 4
+
+
+def _updated(state: _State, changes: Mapping[str, _Shard | None]) -> tuple[_State, set[str], set[str]]:
     """``state`` with the given shards replaced (None: removed): only the stems those shards hold
     are merged again. Documents of a new shard take new numbers at the end of ``names``; when
-    numbers of removed documents outnumber the live ones, everything is numbered afresh."""
+    numbers of removed documents outnumber the live ones, everything is numbered afresh. Also the
+    stems that appeared in and vanished from the whole index."""
     shards = dict(state.shards)
     for provider, shard in changes.items():
         if shard is None:
@@ -203,11 +384,14 @@ def _updated(state: _State, changes: Mapping[str, _Shard | None]) -> _State:
             shards[provider] = shard
     size = sum(len(shard.names) for shard in shards.values())
     names = state.names
+    before = state
     if len(names) + sum(len(s.names) for s in changes.values() if s is not None) > 2 * size + 1024:
         state, changes = _EMPTY, shards  # compact: renumber every shard
         names = []
     else:
         names = list(names)  # a reader of the old state keeps its own list
+    intents = state.intents.tolist()
+    lengths = list(state.lengths)
     by_term = dict(state.by_term)
     dirty: set[str] = set()
     for provider, shard in changes.items():
@@ -220,6 +404,8 @@ def _updated(state: _State, changes: Mapping[str, _Shard | None]) -> _State:
             continue
         base = len(names)
         names.extend(shard.names)
+        intents.extend(shard.intents)
+        lengths.extend(shard.lengths)
         for term, (numbers, parts) in shard.postings.items():
             postings = by_term[term] = dict(by_term.get(term) or {})
             postings[provider] = (numbers + base if base else numbers, parts)
@@ -235,60 +421,169 @@ def _updated(state: _State, changes: Mapping[str, _Shard | None]) -> _State:
         else:
             merged[term] = (np.concatenate([numbers for numbers, _ in postings.values()]),
                             np.concatenate([parts for _, parts in postings.values()]))
-    return _State(shards, by_term, merged, names, size)
+    added = {term for term in dirty if term in merged and term not in before.merged}
+    removed = {term for term in dirty if term not in merged and term in before.merged}
+    if state is _EMPTY and before is not _EMPTY:  # compacted: every stem was merged again
+        added = set(merged) - set(before.merged)
+        removed = set(before.merged) - set(merged)
+    mean = sum(sum(shard.lengths) for shard in shards.values()) / size if size else 1.0
+    norms = K1 * (1 - B + B * np.array(lengths) / (mean or 1.0))
+    return (_State(shards, by_term, merged, names, np.array(intents, dtype=np.int8), lengths, norms, size),
+            added, removed)
 
 
 class SearchIndex:
     """BM25 over shards of tool documents, one shard per provider (see the module docstring)."""
 
-    def __init__(self) -> None:
+    def __init__(self, rankers: Sequence[Ranker] = ()) -> None:
         self._state = _EMPTY
+        #: Other rankings fused with this one (reciprocal rank fusion).
+        self.rankers: list[Ranker] = list(rankers)
+        #: Each single-character deletion of an indexed stem -> the stems that give it (typos).
+        self._deleted: dict[str, tuple[str, ...]] = {}
+        self._update_lock = threading.Lock()
 
     def __len__(self) -> int:
         return self._state.size
 
-    def replace(self, provider: str, documents: Sequence[Document]) -> None:
-        """Index ``provider``'s documents in place of what it had (none: it is gone)."""
-        self.update({provider: documents})
+    @property
+    def version(self) -> object:
+        """Changes whenever the index does (a cache of masks is keyed by it)."""
+        return self._state
 
-    def update(self, changes: Mapping[str, Sequence[Document]]) -> None:
-        """Index each changed provider's documents in place of what it had (none: it is gone).
+    def replace(self, provider: str, documents: Sequence[Document], about: Provider | None = None) -> None:
+        """Index ``provider``'s documents in place of what it had (none: it is gone)."""
+        self.update({provider: documents}, {provider: about} if about is not None else None)
+
+    def update(self, changes: Mapping[str, Sequence[Document]],
+               providers: Mapping[str, Provider | None] | None = None) -> None:
+        """Index each changed provider's documents in place of what it had (none: it is gone);
+        ``providers`` says what each provider says about itself (its name, title, instructions).
 
         Only the changed providers' documents are tokenized, stemmed and weighted; the postings
         are then merged again (an array copy). The new state is swapped in with one assignment,
         so a search on another thread sees the index before or after, never between.
         """
-        built = {provider: build_shard(documents) if documents else None for provider, documents in changes.items()}
-        self._state = _updated(self._state, built)
+        about = providers or {}
+        built = {provider: build_shard(documents, about.get(provider) or Provider(provider))
+                 if documents else None for provider, documents in changes.items()}
+        with self._update_lock:
+            state, added, removed = _updated(self._state, built)
+            deleted = self._deleted
+            for term in removed:
+                if len(term) >= TYPO_MIN:
+                    for form in _deletions(term):
+                        left = tuple(t for t in deleted.get(form, ()) if t != term)
+                        if left:
+                            deleted[form] = left
+                        else:
+                            deleted.pop(form, None)
+            for term in added:
+                if len(term) >= TYPO_MIN:
+                    for form in _deletions(term):
+                        deleted[form] = (*deleted.get(form, ()), term)
+            self._state = state
+            for ranker in self.rankers:
+                try:
+                    ranker.update(changes)
+                except Exception:  # the lexical ranking still answers
+                    log.exception("search ranker %s failed to index", type(ranker).__name__)
 
-    def search(self, query: str, limit: int = 10, accept: Callable[[str], bool] | None = None
+    def _near(self, term: str, merged: Mapping[str, Any]) -> list[str]:
+        """Indexed stems one edit away from ``term`` (a deletion, insertion, substitution or swap)."""
+        deleted = self._deleted
+        found: set[str] = set(deleted.get(term, ()))
+        for form in _deletions(term):
+            if form in merged:
+                found.add(form)
+            found.update(deleted.get(form, ()))
+        found.discard(term)
+        return [stem for stem in found if stem in merged]
+
+    def mask_of(self, accept: Callable[[str], bool]) -> np.ndarray[Any, Any]:
+        """A boolean array over this state's document numbers: the documents ``accept`` lets
+        through (a view's mask, built once per view and state; pass it to :meth:`search`)."""
+        names = self._state.names
+        return np.fromiter((name is not None and accept(name) for name in names), dtype=bool, count=len(names))
+
+    def search(self, query: str, limit: int = 10, accept: Callable[[str], bool] | None = None,
+               mask: np.ndarray[Any, Any] | None = None, version: object | None = None
                ) -> list[tuple[str, float]]:
-        """The best ``limit`` tool names for ``query`` with their scores, best first; ``accept``
-        (the caller's view) filters names before they take a place."""
+        """The best ``limit`` tool names for ``query`` with their scores, best first.
+
+        ``mask`` (from :meth:`mask_of`, for the state ``version`` names) drops the documents the
+        caller's view hides before they are ranked; ``accept`` then filters the names that take
+        a place (scopes, allow-lists). A mask built for another state is not used."""
         state = self._state
+        if mask is not None and (version is not state or len(mask) != len(state.names)):
+            mask = None
+        lexical = self._lexical(state, query, limit if not self.rankers else max(limit, 20), accept, mask)
+        if not self.rankers:
+            return lexical[:limit]
+        rankings = [lexical]
+        for ranker in self.rankers:  # ``accept`` covers the view (the mask only spares the work)
+            try:
+                rankings.append(ranker.rank(query, max(limit, 20), accept))
+            except Exception:  # the lexical ranking still answers
+                log.exception("search ranker %s failed", type(ranker).__name__)
+        return fuse(rankings, limit)
+
+    def _lexical(self, state: _State, query: str, limit: int, accept: Callable[[str], bool] | None,
+                 mask: np.ndarray[Any, Any] | None) -> list[tuple[str, float]]:
         terms = query_terms(query)
         size = state.size
         if not terms or not size:
             return []
+        merged = state.merged
+        for term in [t for t in terms if t not in merged and len(t) >= TYPO_MIN]:
+            for near in self._near(term, merged):
+                terms[near] = max(terms.get(near, 0.0), terms[term] * TYPO_WEIGHT)
         scores: np.ndarray[Any, Any] | None = None
+        covered: np.ndarray[Any, Any] | None = None
+        asked = sum(weight for term, weight in terms.items() if term in merged)
         for term, weight in terms.items():
-            posting = state.merged.get(term)
+            posting = merged.get(term)
             if posting is None:
                 continue
-            numbers, parts = posting
+            numbers, tf = posting
             idf = weight * math.log(1 + (size - len(numbers) + 0.5) / (len(numbers) + 0.5))
+            if mask is not None:  # the view's documents only: the rest cost one lookup each
+                seen = mask[numbers]
+                numbers, tf = numbers[seen], tf[seen]
             if scores is None:
                 scores = np.zeros(len(state.names))
-            scores[numbers] += idf * parts
+                covered = np.zeros(len(state.names))
+            scores[numbers] += idf * (tf * (K1 + 1) / (tf + state.norms[numbers]))
+            covered[numbers] += weight  # type: ignore[index]
         if scores is None:
             return []
-        return _best(scores, state.names, limit, accept)
+        hit = np.flatnonzero(scores)
+        if COVERAGE and asked:  # a tool that meets more of the question's words ranks higher
+            scores[hit] *= 1.0 + COVERAGE * covered[hit] / asked  # type: ignore[index]
+        intent = intent_of_query(query)
+        if intent != UNKNOWN and len(hit):
+            factors = np.ones(3)
+            if intent == READS:
+                factors[WRITES] = READ_ASKS_WRITE
+            else:
+                factors[READS] = WRITE_ASKS_READ
+            scores[hit] *= factors[state.intents[hit]]
+        return _best(scores, hit, state.names, limit, accept)
 
 
-def _best(scores: np.ndarray[Any, Any], names: list[str | None], limit: int,
+def fuse(rankings: Sequence[Sequence[tuple[str, float]]], limit: int, k: int = RRF_K) -> list[tuple[str, float]]:
+    """Reciprocal rank fusion of ``rankings`` (each best first): the best ``limit`` names."""
+    fused: dict[str, float] = {}
+    for ranking in rankings:
+        for rank, (name, _) in enumerate(ranking):
+            fused[name] = fused.get(name, 0.0) + 1.0 / (k + rank + 1)
+    return sorted(fused.items(), key=lambda item: (-item[1], item[0]))[:limit]
+
+
+def _best(scores: np.ndarray[Any, Any], hit: np.ndarray[Any, Any], names: list[str | None], limit: int,
           accept: Callable[[str], bool] | None) -> list[tuple[str, float]]:
-    """The best ``limit`` documents that ``accept`` lets through, with their scores, best first."""
-    hit = np.flatnonzero(scores)
+    """The best ``limit`` of the documents ``hit`` (their numbers) that ``accept`` lets through,
+    with their scores, best first."""
     wanted = limit if accept is None else limit * 4
     while True:
         top = hit if len(hit) <= wanted else hit[np.argpartition(scores[hit], len(hit) - wanted)[-wanted:]]
@@ -303,11 +598,11 @@ def _by_score(item: tuple[float, str]) -> tuple[float, str]:
     return (-item[0], item[1])
 
 
-def index_of(documents: Iterable[tuple[str, Document]]) -> SearchIndex:
+def index_of(documents: Iterable[tuple[str, Document]], rankers: Sequence[Ranker] = ()) -> SearchIndex:
     """An index of ``(provider, document)`` pairs (tests and benchmarks)."""
     by_provider: dict[str, list[Document]] = {}
     for provider, document in documents:
         by_provider.setdefault(provider, []).append(document)
-    index = SearchIndex()
+    index = SearchIndex(rankers)
     index.update(by_provider)
     return index

@@ -231,7 +231,7 @@ def _capabilities(kernel: Kernel, session: Any) -> dict[str, Any]:
 def _instructions(kernel: Kernel, session: Any) -> str | None:
     view = _endpoint(kernel, session)
     if view is not None:
-        return view.settings.instructions
+        return kernel.views.instructions(view)
     return kernel.settings.instructions
 
 

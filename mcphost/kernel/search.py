@@ -1,7 +1,11 @@
 """``search_tools`` and ``call_tool``: the two tools a ``discovery = "search"`` endpoint lists.
 
 ``search_tools`` ranks the tools of the endpoint's view (:mod:`mcphost.search`) and returns the
-best ones the caller may see (its scopes, its allow-lists) with their full definitions.
+best ones the caller may see (its scopes, its allow-lists) with their full definitions. Its cost
+is bounded: a query longer than the endpoint's ``search_max_query`` bytes is refused at once; the
+view's tools are selected before scoring (a mask per view, built once per version of the index),
+so hidden tools cost nothing; and over a large index the scoring runs in the kernel's fair thread
+pool, where one principal's concurrent searches hold at most its share of the threads.
 ``call_tool`` runs one of them through the very path a direct ``tools/call`` takes (validation,
 scopes, progress, elicitation, cancellation, tasks): it only renames the request. Tools the
 endpoint does not list stay callable directly by name.
@@ -9,6 +13,7 @@ endpoint does not list stay callable directly by name.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -27,6 +32,9 @@ if TYPE_CHECKING:
 
 #: Most tools one search returns.
 MAX_LIMIT = 50
+#: Tools in the index above which a search is scored in the thread pool (below, it costs less
+#: than the hop to a thread).
+THREAD_ABOVE = 2000
 
 _SEARCH_INPUT = {
     "type": "object",
@@ -92,6 +100,10 @@ async def search_tools(kernel: Kernel, request: RequestInfo, visibility: Visibil
                                     "string" + (f"; unknown argument(s) {sorted(unknown)}" if unknown else ""))
     view = visibility.view
     assert view is not None
+    most = view.settings.search_max_query
+    if len(query) > most or len(query.encode()) > most:
+        return results.error_result(f"Invalid arguments for tool 'search_tools': the query is longer than "
+                                    f"{most} bytes; describe the task in fewer words")
     if limit is None:
         limit = view.settings.search_limit
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
@@ -106,8 +118,19 @@ async def search_tools(kernel: Kernel, request: RequestInfo, visibility: Visibil
         entry = tools.get(name)
         return entry is not None and visibility.sees(entry.record)
 
+    keys = view.keys(catalog, "tools")
+    index = views.index
+
+    def run() -> list[tuple[str, float]]:
+        version, mask = views.mask_for(view, keys)
+        return index.search(query, limit, accept, mask, version)
+
+    if len(index) > THREAD_ABOVE or index.rankers:
+        ranked = await asyncio.get_running_loop().run_in_executor(kernel.sync_pool, run)
+    else:
+        ranked = run()
     version = request.session.protocol_version or ""
-    found = [describe(tools[name].record, version) for name, _ in views.index.search(query, limit, accept)]
+    found = [describe(tools[name].record, version) for name, _ in ranked if name in tools]
     structured = {"tools": found}
     return {"content": [{"type": "text", "text": orjson.dumps(structured).decode()}],
             "structuredContent": structured}

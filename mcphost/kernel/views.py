@@ -15,7 +15,9 @@ search index (:mod:`mcphost.search`) over every tool, updated per provider off t
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
+import importlib.metadata
 import logging
 import threading
 import time
@@ -30,8 +32,10 @@ from mcphost.protocol.versions import at_least
 from mcphost.records import Record
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from mcphost.catalog import Catalog
-    from mcphost.search import Document, SearchIndex
+    from mcphost.search import Document, Provider, Ranker, SearchIndex
 
 log = logging.getLogger("mcphost.endpoints")
 
@@ -71,6 +75,10 @@ class EndpointView:
         self._keys: dict[str, frozenset[str]] = {}
         self._filtered: dict[tuple[str, str, Any], list[dict[str, Any]]] = {}
         self._server_info: dict[str, dict[str, Any]] = {}
+        #: The search index's mask of this view: (index version, selected names, the mask).
+        self.mask: tuple[object, frozenset[str], np.ndarray[Any, Any]] | None = None
+        #: Instructions made from the catalog (a search endpoint with none configured).
+        self.made_instructions: str | None = None
 
     # -- membership -------------------------------------------------------------------------------
 
@@ -228,7 +236,33 @@ def document_of(record: Any) -> Document:
             params.append((str(pname), description if isinstance(description, str) else ""))
     from mcphost.search import Document  # numpy and the stemmer load only where a search runs
 
-    return Document(record.name, record.title or "", record.description or "", tuple(params))
+    annotations = record.annotations if isinstance(getattr(record, "annotations", None), Mapping) else {}
+    read_only, destructive = annotations.get("readOnlyHint"), annotations.get("destructiveHint")
+    return Document(record.name, record.title or "", record.description or "", tuple(params),
+                    read_only if isinstance(read_only, bool) else None,
+                    destructive if isinstance(destructive, bool) else None)
+
+
+@functools.lru_cache(maxsize=256)
+def _summary(distribution: str) -> str:
+    """A distribution's one-line summary (what a plugin says it is for)."""
+    try:
+        return str(importlib.metadata.metadata(distribution)["Summary"] or "")
+    except (importlib.metadata.PackageNotFoundError, KeyError, ValueError):
+        return ""
+
+
+def provider_about(record: Any) -> Provider:
+    """What the provider of ``record`` says about itself, as far as the host knows: the upstream's
+    name for a proxy's records; else the plugin's name and its distribution's summary."""
+    from mcphost.search import Provider
+
+    provenance = record.provenance
+    if provenance is None:
+        return Provider()
+    if provenance.origin is not None:
+        return Provider(provenance.origin)
+    return Provider(provenance.plugin, _summary(provenance.distribution) if provenance.distribution else "")
 
 
 class Views:
@@ -242,6 +276,11 @@ class Views:
         #: Fingerprints of the records seen, by identity (a record is described once in its life).
         self._fingerprints: dict[int, tuple[Any, int]] = {}
         self._index: SearchIndex | None = None
+        #: Other rankings fused with the index's (the ``mcphost_search_rankers`` hook's, at startup).
+        self.rankers: list[Ranker] = []
+        #: What providers say about themselves, by provider key (``plugin`` or ``plugin/upstream``),
+        #: where a plugin told more than :func:`provider_about` finds (an upstream's instructions).
+        self.providers: dict[str, Provider] = {}
         #: The records the index holds, by tool name, and each provider's tool names.
         self._records: dict[str, Any] = {}
         self._documents: dict[str, Document] = {}
@@ -260,7 +299,7 @@ class Views:
         if self._index is None:
             from mcphost.search import SearchIndex
 
-            self._index = SearchIndex()
+            self._index = SearchIndex(self.rankers)
         return self._index
 
     def get(self, name: str | None) -> EndpointView | None:
@@ -360,13 +399,51 @@ class Views:
             changes[provider] = [documents[name] for name in sorted(members)]
         scanned = time.perf_counter()
         if changes:
-            self.index.update(changes)
+            about: dict[str, Provider | None] = {}
+            for provider in changes:
+                held = self._members.get(provider)
+                about[provider] = self.providers.get(provider) or (
+                    provider_about(indexed[next(iter(held))]) if held else None)
+            self.index.update(changes, about)
+            self._describe(tools)
         touched = sum(len(docs) for docs in changes.values())
         done = time.perf_counter()
         self.last_update = {"seconds": done - started, "scan_seconds": scanned - started,
                             "index_seconds": done - scanned, "tools_indexed": touched,
                             "providers": sorted(changes), "tools_total": len(tools)}
         return self.last_update
+
+    def _describe(self, tools: Mapping[str, Any]) -> None:
+        """Make the instructions of each search endpoint that has none configured (one pass over
+        its tools; one over the providers for an endpoint that selects everything)."""
+        catalog = self._catalog()
+        for view in self.by_name.values():
+            if view.search and view.settings.instructions is None:
+                if view.settings.include is None and view.settings.exclude.empty:
+                    names: Iterable[str] = [min(members) for members in self._members.values() if members]
+                    counts = {provider: len(members) for provider, members in self._members.items()}
+                    view.made_instructions = instructions_for(names, tools, self.providers, counts)
+                else:
+                    view.made_instructions = instructions_for(view.keys(catalog, "tools"), tools, self.providers)
+
+    def instructions(self, view: EndpointView) -> str | None:
+        """``view``'s instructions: configured, else made from the catalog behind it."""
+        if view.settings.instructions is not None or not view.search:
+            return view.settings.instructions
+        if view.made_instructions is None:
+            view.made_instructions = instructions_for(view.keys(self._catalog(), "tools"), self._catalog().tools,
+                                                      self.providers)
+        return view.made_instructions
+
+    def mask_for(self, view: EndpointView, keys: frozenset[str]) -> tuple[object, np.ndarray[Any, Any]]:
+        """The index's version and ``view``'s mask over it (``keys``: the tools it selects), built
+        once per version of the index and of the selection (call it off the event loop)."""
+        index = self.index
+        version = index.version
+        held = view.mask
+        if held is None or held[0] is not version or held[1] is not keys:
+            held = view.mask = (version, keys, index.mask_of(keys.__contains__))
+        return held[0], held[2]
 
     async def update_index(self) -> None:
         """Update the index off the event loop (in a thread); one update at a time."""
@@ -398,6 +475,43 @@ class Views:
         return {name: {"path": view.settings.path, "discovery": view.settings.discovery,
                        "tools": len(view.keys(catalog, "tools")), **view.counters.as_dict(), "sessions": 0}
                 for name, view in self.by_name.items()}
+
+
+#: Providers named one by one in made instructions (the rest are counted).
+INSTRUCTION_PROVIDERS = 12
+
+
+def instructions_for(names: Iterable[str], tools: Mapping[str, Any], providers: Mapping[str, Provider],
+                     counts: Mapping[str, int] | None = None) -> str:
+    """A search endpoint's instructions, made from what lies behind it: how to use it, then each
+    provider (what it says it is for, how many tools, a few of their names). ``counts``: each
+    provider's number of tools, when ``names`` holds one tool of each."""
+    groups: dict[str, list[str]] = {}
+    about: dict[str, Provider] = {}
+    for name in names:
+        entry = tools.get(name)
+        if entry is None:
+            continue
+        key = provider_of(entry.record)
+        members = groups.setdefault(key, [])
+        if not members:
+            about[key] = providers.get(key) or provider_about(entry.record)
+        members.append(name)
+    sizes = {key: (counts or {}).get(key, len(members)) for key, members in groups.items()}
+    total = sum(sizes.values())
+    lines = [f"This server has {total} tools from {len(groups)} "
+             f"{'source' if len(groups) == 1 else 'sources'}, found on demand: call search_tools with the task "
+             "in words (it returns the matching tools' definitions), then run one with call_tool."]
+    ranked = sorted(groups.items(), key=lambda item: (-sizes[item[0]], item[0]))
+    for key, members in ranked[:INSTRUCTION_PROVIDERS]:
+        said = about[key]
+        what = (said.title or said.instructions).strip().split("\n")[0][:120]
+        sample = ", ".join(sorted(members)[:3])
+        lines.append(f"- {said.name or key}: {sizes[key]} tools{' (' + what + ')' if what else ''}, e.g. {sample}")
+    if len(ranked) > INSTRUCTION_PROVIDERS:
+        rest = ranked[INSTRUCTION_PROVIDERS:]
+        lines.append(f"- and {len(rest)} more sources with {sum(sizes[key] for key, _ in rest)} tools")
+    return "\n".join(lines)
 
 
 def _log_failure(task: asyncio.Task[Any]) -> None:

