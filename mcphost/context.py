@@ -10,8 +10,10 @@ type without importing the kernel.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+from mcphost.protocol.jsonrpc import check_encodable
 
 if TYPE_CHECKING:
     from mcphost.sessions.session import Principal, Session
@@ -25,6 +27,10 @@ class ElicitResult:
 
     action: Literal["accept", "decline", "cancel"]
     content: dict[str, Any] | None = None
+    #: The accepted answer as the question's schema type: an instance of the pydantic model class
+    #: given to :meth:`Context.elicit` (``answer.data.name``, as in the official SDK and FastMCP),
+    #: else the content itself; None unless accepted.
+    data: Any = None
 
     @property
     def accepted(self) -> bool:
@@ -130,31 +136,53 @@ class Context:
 
     async def log(self, level: LogLevel, data: Any, *, logger: str | None = None,
                   logger_name: str | None = None) -> None:
-        """Send a log message to the client, subject to the level the client chose."""
-        await self._scope.log(level, data, logger or logger_name)
+        """Send a log message to the client, subject to the level the client chose.
+
+        ``data`` must be JSON (a string, mostly); anything else fails this call with ``-32603``."""
+        await self._log(level, data, logger or logger_name)
 
     async def debug(self, data: Any, *, logger: str | None = None, logger_name: str | None = None) -> None:
-        await self._scope.log("debug", data, logger or logger_name)
+        await self._log("debug", data, logger or logger_name)
 
     async def info(self, data: Any, *, logger: str | None = None, logger_name: str | None = None) -> None:
-        await self._scope.log("info", data, logger or logger_name)
+        await self._log("info", data, logger or logger_name)
 
     async def warning(self, data: Any, *, logger: str | None = None, logger_name: str | None = None) -> None:
-        await self._scope.log("warning", data, logger or logger_name)
+        await self._log("warning", data, logger or logger_name)
 
     async def error(self, data: Any, *, logger: str | None = None, logger_name: str | None = None) -> None:
-        await self._scope.log("error", data, logger or logger_name)
+        await self._log("error", data, logger or logger_name)
 
-    async def elicit(self, message: str, schema: dict[str, Any], *, timeout: float | None = None,
+    async def _log(self, level: LogLevel, data: Any, logger: str | None) -> None:
+        if not isinstance(data, str):  # sent later by the stream's writer: a fault must fail this call
+            check_encodable(data, "the log message's data")
+        await self._scope.log(level, data, logger)
+
+    async def elicit(self, message: str, schema: dict[str, Any] | type[Any], *, timeout: float | None = None,
                      key: str | None = None) -> ElicitResult:
         """Ask the user to fill a form (a flat object schema of primitive fields).
 
-        ``key`` names the question for stateless (2026-07-28) clients, which answer it in a retry
-        of the request (the handler runs again; each question gets its answer by key). Without
-        one, questions are numbered in the order the handler asks them.
+        ``schema`` is a JSON Schema, or a pydantic model class as in the official SDK and FastMCP
+        (``await ctx.elicit(message="Sure?", schema=Confirm)``): its JSON Schema is asked for, and an
+        accepted answer's ``data`` is the model instance. ``key`` names the question for stateless
+        (2026-07-28) clients, which answer it in a retry of the request (the handler runs again; each
+        question gets its answer by key). Without one, questions are numbered in the order the
+        handler asks them.
         """
-        return await self._scope.elicit({"mode": "form", "message": message, "requestedSchema": schema}, timeout,
-                                        key)
+        model = schema if isinstance(schema, type) else None
+        if model is not None:
+            json_schema = getattr(model, "model_json_schema", None)
+            if not callable(json_schema):
+                raise TypeError(f"elicit: schema must be a JSON Schema dict or a pydantic model class, "
+                                f"not {model.__name__}")
+            schema = json_schema()
+        check_encodable(schema, "the elicitation's schema")
+        answer = await self._scope.elicit({"mode": "form", "message": message, "requestedSchema": schema}, timeout,
+                                          key)
+        if answer.action != "accept" or answer.content is None:
+            return answer
+        data = answer.content if model is None else model.model_validate(answer.content)
+        return replace(answer, data=data)
 
     async def elicit_url(self, message: str, url: str, *, elicitation_id: str | None = None,
                          timeout: float | None = None, key: str | None = None) -> ElicitResult:
@@ -182,6 +210,7 @@ class Context:
         if stop_sequences is not None:
             params["stopSequences"] = stop_sequences
         params.update(extra)
+        check_encodable(params, "the sampling request")
         return await self._scope.client_request("sampling/createMessage", params, timeout, key)
 
     async def list_roots(self, *, timeout: float | None = None, key: str | None = None) -> list[dict[str, Any]]:
