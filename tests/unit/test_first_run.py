@@ -72,7 +72,16 @@ def test_plugins_lists_the_dormant_ones_with_what_wakes_them(tmp_path: Path) -> 
     assert (data["jwt"]["status"], data["jwt"]["wake"]) == ("not configured", "[plugins.jwt] issuer")
     assert (data["redis"]["status"], data["redis"]["wake"]) == ("not configured", "[plugins.redis] url")
     assert (data["otel"]["status"], data["otel"]["wake"]) == ("not configured", "OTEL_EXPORTER_OTLP_ENDPOINT")
+    assert (data["conformance"]["status"], data["conformance"]["wake"]) == (
+        "not configured", "[plugins.conformance] enabled = true")
     assert data["demo"]["status"] == "active"
+
+
+def test_a_fresh_catalog_is_the_demo_plugins_and_no_conformance_fixture(tmp_path: Path) -> None:
+    tools = json.loads(mcphost(tmp_path, "tools", "--json").stdout)
+    names = {tool["name"] for tool in tools}
+    assert {"echo", "progress", "greet_user"} <= names
+    assert not [name for name in names if name.startswith("test_") or name.startswith("json_schema")]
 
 
 def write(tmp_path: Path, text: str) -> Path:

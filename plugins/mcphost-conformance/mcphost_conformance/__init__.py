@@ -61,6 +61,11 @@ def config_schema() -> dict[str, Any]:
         "type": "object",
         "additionalProperties": False,
         "properties": {
+            "enabled": {
+                "type": "boolean", "default": False,
+                "description": "Serve the fixtures (the plugin is dormant without this, any other setting of "
+                               "this section, or its name in the plugin allow list)",
+            },
             "watched_interval_seconds": {
                 "type": "number", "exclusiveMinimum": 0, "default": DEFAULT_WATCHED_INTERVAL,
                 "description": "How often test://watched-resource changes (notifications/resources/updated)",
@@ -426,6 +431,21 @@ class ConformancePlugin:
     @mcphost.hookimpl
     def mcphost_config_schema(self) -> dict[str, Any]:
         return config_schema()
+
+    @mcphost.hookimpl
+    def mcphost_unconfigured(self, host: Any) -> str | None:
+        """Dormant unless asked for: its 35 fixtures are for the conformance suite, not for a first
+        ``mcphost serve``. ``enabled = true`` (or any other setting of the section) wakes it, and so
+        does naming it in the allow list (``--plugins demo,conformance``, ``MCPHOST_PLUGINS``)."""
+        section = host.plugin_config(PLUGIN_NAME)
+        if section.get("enabled") is False:
+            return f"[plugins.{PLUGIN_NAME}] enabled = true"
+        if section:
+            return None
+        allow = getattr(getattr(host, "selection", None), "allow", None)
+        if allow is not None and PLUGIN_NAME in allow:
+            return None
+        return f"[plugins.{PLUGIN_NAME}] enabled = true"
 
     @mcphost.hookimpl
     def mcphost_tools(self, host: Any) -> list[mcphost.Tool]:
