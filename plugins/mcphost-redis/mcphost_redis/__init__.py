@@ -7,20 +7,33 @@ plugins``) and the built-in in-memory backend serves.
 
 from __future__ import annotations
 
+import importlib
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import mcphost
 
-from .backend import (
-    RedisBackend,
-    RedisBroker,
-    RedisEventLog,
-    RedisSessionStore,
-    RedisSettings,
-    RedisSubscription,
-    RedisTaskStore,
-)
+if TYPE_CHECKING:
+    from .backend import (
+        RedisBackend,
+        RedisBroker,
+        RedisEventLog,
+        RedisSessionStore,
+        RedisSettings,
+        RedisSubscription,
+        RedisTaskStore,
+    )
+
+#: Loaded on first use (redis.asyncio takes half a second to import): a CLI command that loads the
+#: plugins, with this one dormant, does not pay for it.
+_BACKEND_NAMES = ("RedisBackend", "RedisBroker", "RedisEventLog", "RedisSessionStore", "RedisSettings",
+                  "RedisSubscription", "RedisTaskStore")
+
+
+def __getattr__(name: str) -> Any:
+    if name in _BACKEND_NAMES:
+        return getattr(importlib.import_module("mcphost_redis.backend"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 __version__ = "0.1.0"
 
@@ -64,6 +77,7 @@ def settings_for(host: Any) -> RedisSettings | None:
     url = section.pop("url", None) or os.environ.get(ENV_URL)
     if not url:
         return None
+    from .backend import RedisSettings
     server = host.config.server
     session_ttl = float(section.pop("session_ttl", server.session_idle_timeout))
     return RedisSettings(
@@ -91,7 +105,10 @@ def mcphost_unconfigured(host: Any) -> str | None:
 @mcphost.hookimpl
 def mcphost_backend(host: Any) -> RedisBackend | None:
     settings = settings_for(host)
-    return None if settings is None else RedisBackend(settings)
+    if settings is None:
+        return None
+    from .backend import RedisBackend
+    return RedisBackend(settings)
 
 
 __all__ = [
