@@ -16,6 +16,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -181,3 +182,50 @@ def test_an_entry_point_may_name_a_fastmcp_server_object(tmp_path: Path) -> None
                             env=env, capture_output=True, text=True, timeout=60)
     assert json.loads(called.stdout)["content"][0]["text"] == "Oslo: rain, 9°C for 1 day(s)"
     assert "INFO" not in called.stderr  # no Rich handler printing the tool's ctx.info at the root logger
+
+
+def test_reload_survives_replacing_saves_and_a_syntax_error(tmp_path: Path) -> None:
+    """``sed -i`` (a new file renamed over the old), a normal save, an editor-style atomic save with
+    a syntax error (the server stops), then a fix: four reloads, the last serving the fixed code."""
+    module = tmp_path / "live_tools.py"
+    source = ("import mcphost\n\n@mcphost.tool\ndef version() -> str:\n    return 'one'\n\n"
+              "@mcphost.hookimpl\ndef mcphost_tools(host):\n    return [version]\n")
+    module.write_text(source)
+    served = dev(tmp_path, str(module))
+    url, log = next(served)
+
+    def call() -> str:
+        async def ask() -> str:
+            async with Client(url, mode="legacy", read_timeout_seconds=10) as client:
+                return str((await client.call_tool("version", {})).content[0].text)
+        return asyncio.run(ask())
+
+    def until(check: Any) -> None:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if check():
+                    return
+            except Exception:  # restarting: the connection is refused for a moment
+                pass
+            assert time.monotonic() < deadline, log.read_text()
+            time.sleep(0.3)
+
+    def restarts() -> int:
+        return log.read_text().count("changed; restarting")
+
+    try:
+        assert call() == "one"
+        subprocess.run(["sed", "-i", "s/'one'/'two'/", str(module)], check=True)
+        until(lambda: call() == "two")
+        module.write_text(source.replace("'one'", "'three'"))
+        until(lambda: call() == "three")
+        broken = tmp_path / ".live_tools.py.swp"  # an editor's atomic save: write beside, rename over
+        broken.write_text(source.replace("'one'", "'four'").replace("def version()", "def version(:"))
+        os.replace(broken, module)
+        until(lambda: restarts() == 3 and "the server exited with status" in log.read_text())
+        module.write_text(source.replace("'one'", "'four'"))
+        until(lambda: call() == "four")
+        assert restarts() == 4, log.read_text()
+    finally:
+        served.close()
