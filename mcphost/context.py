@@ -18,6 +18,14 @@ from mcphost.protocol.jsonrpc import check_encodable
 if TYPE_CHECKING:
     from mcphost.sessions.session import Principal, Session
 
+#: FastMCP's one-field shorthands for ``ctx.elicit(response_type=...)``, as JSON Schema types.
+_SCALARS: dict[Any, str] = {str: "string", int: "integer", float: "number", bool: "boolean"}
+
+
+def _single(field: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "object", "properties": {"value": field}, "required": ["value"]}
+
+
 LogLevel = Literal["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"]
 
 
@@ -141,47 +149,72 @@ class Context:
         ``data`` must be JSON (a string, mostly); anything else fails this call with ``-32603``."""
         await self._log(level, data, logger or logger_name)
 
-    async def debug(self, data: Any, *, logger: str | None = None, logger_name: str | None = None) -> None:
-        await self._log("debug", data, logger or logger_name)
+    async def debug(self, data: Any, *, logger: str | None = None, logger_name: str | None = None,
+                   extra: Mapping[str, Any] | None = None) -> None:
+        await self._log("debug", data, logger or logger_name, extra)
 
-    async def info(self, data: Any, *, logger: str | None = None, logger_name: str | None = None) -> None:
-        await self._log("info", data, logger or logger_name)
+    async def info(self, data: Any, *, logger: str | None = None, logger_name: str | None = None,
+                   extra: Mapping[str, Any] | None = None) -> None:
+        await self._log("info", data, logger or logger_name, extra)
 
-    async def warning(self, data: Any, *, logger: str | None = None, logger_name: str | None = None) -> None:
-        await self._log("warning", data, logger or logger_name)
+    async def warning(self, data: Any, *, logger: str | None = None, logger_name: str | None = None,
+                   extra: Mapping[str, Any] | None = None) -> None:
+        await self._log("warning", data, logger or logger_name, extra)
 
-    async def error(self, data: Any, *, logger: str | None = None, logger_name: str | None = None) -> None:
-        await self._log("error", data, logger or logger_name)
+    async def error(self, data: Any, *, logger: str | None = None, logger_name: str | None = None,
+                   extra: Mapping[str, Any] | None = None) -> None:
+        await self._log("error", data, logger or logger_name, extra)
 
-    async def _log(self, level: LogLevel, data: Any, logger: str | None) -> None:
+    async def _log(self, level: LogLevel, data: Any, logger: str | None,
+                   extra: Mapping[str, Any] | None = None) -> None:
+        if extra is not None:  # FastMCP's extra= travels beside the message
+            data = {"msg": data, "extra": dict(extra)}
         if not isinstance(data, str):  # sent later by the stream's writer: a fault must fail this call
             check_encodable(data, "the log message's data")
         await self._scope.log(level, data, logger)
 
-    async def elicit(self, message: str, schema: dict[str, Any] | type[Any], *, timeout: float | None = None,
-                     key: str | None = None) -> ElicitResult:
+    async def elicit(self, message: str, schema: dict[str, Any] | type[Any] | list[str] | None = None, *,
+                     response_type: dict[str, Any] | type[Any] | list[str] | None = None,
+                     timeout: float | None = None, key: str | None = None) -> ElicitResult:
         """Ask the user to fill a form (a flat object schema of primitive fields).
 
         ``schema`` is a JSON Schema, or a pydantic model class as in the official SDK and FastMCP
         (``await ctx.elicit(message="Sure?", schema=Confirm)``): its JSON Schema is asked for, and an
-        accepted answer's ``data`` is the model instance. ``key`` names the question for stateless
-        (2026-07-28) clients, which answer it in a retry of the request (the handler runs again; each
-        question gets its answer by key). Without one, questions are numbered in the order the
-        handler asks them.
+        accepted answer's ``data`` is the model instance. FastMCP's spelling ``response_type=`` is
+        accepted too, with its shorthands: ``str``, ``int``, ``float`` or ``bool`` (one field, ``data``
+        its value), a list of strings (one choice), ``None`` (no field: only accept or decline).
+        ``key`` names the question for stateless (2026-07-28) clients, which answer it in a retry of
+        the request (the handler runs again; each question gets its answer by key). Without one,
+        questions are numbered in the order the handler asks them.
         """
-        model = schema if isinstance(schema, type) else None
-        if model is not None:
-            json_schema = getattr(model, "model_json_schema", None)
+        wanted = schema if schema is not None else response_type
+        model: Any = None
+        single = False
+        if wanted is None:
+            form: dict[str, Any] = {"type": "object", "properties": {}}
+        elif isinstance(wanted, list):
+            form, single = _single({"type": "string", "enum": [str(choice) for choice in wanted]}), True
+        elif wanted in _SCALARS:
+            form, single = _single({"type": _SCALARS[wanted]}), True
+        elif isinstance(wanted, type):
+            json_schema = getattr(wanted, "model_json_schema", None)
             if not callable(json_schema):
                 raise TypeError(f"elicit: schema must be a JSON Schema dict or a pydantic model class, "
-                                f"not {model.__name__}")
-            schema = json_schema()
-        check_encodable(schema, "the elicitation's schema")
-        answer = await self._scope.elicit({"mode": "form", "message": message, "requestedSchema": schema}, timeout,
+                                f"not {wanted.__name__}")
+            model, form = wanted, json_schema()
+        else:
+            form = wanted
+        check_encodable(form, "the elicitation's schema")
+        answer = await self._scope.elicit({"mode": "form", "message": message, "requestedSchema": form}, timeout,
                                           key)
         if answer.action != "accept" or answer.content is None:
             return answer
-        data = answer.content if model is None else model.model_validate(answer.content)
+        if single:
+            data = answer.content.get("value")
+        elif model is not None:
+            data = model.model_validate(answer.content)
+        else:
+            data = answer.content
         return replace(answer, data=data)
 
     async def elicit_url(self, message: str, url: str, *, elicitation_id: str | None = None,

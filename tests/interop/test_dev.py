@@ -229,3 +229,54 @@ def test_reload_survives_replacing_saves_and_a_syntax_error(tmp_path: Path) -> N
         assert restarts() == 4, log.read_text()
     finally:
         served.close()
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+def test_a_fastmcp_4_module_served_as_it_is(tmp_path: Path, mode: str) -> None:
+    """A module written for the ``fastmcp`` package (4.x): tools, a resource, a template, a prompt,
+    logging, progress and ``ctx.elicit(response_type=Model)``, used by the official SDK client."""
+    pytest.importorskip("fastmcp", minversion="3")
+    import mcp_types as types
+
+    served = dev(tmp_path, str(REPO_ROOT / "tests" / "support" / "fastmcp_notes.py"), "--no-reload")
+    url, log = next(served)
+    asked: list[Any] = []
+    logged: list[Any] = []
+
+    async def answer(context: Any, params: Any) -> types.ElicitResult:
+        asked.append(params)
+        return types.ElicitResult(action="accept", content={"ok": True, "reason": "tidy"})
+
+    async def on_log(params: Any) -> None:
+        logged.append(params.data)
+
+    async def session() -> None:
+        async with Client(url, mode=mode, elicitation_callback=answer, logging_callback=on_log,
+                          read_timeout_seconds=30) as client:
+            names = {tool.name for tool in (await client.list_tools()).tools}
+            assert {"add_note", "clear_notes"} <= names
+            key = (await client.call_tool("add_note", {"text": "water plants"})).content[0].text
+            assert (await client.read_resource(f"notes://note/{key}")).contents[0].text == "water plants"
+            listing = (await client.read_resource("notes://all")).contents[0].text
+            assert "buy milk" in listing and "water plants" in listing
+            prompt = await client.get_prompt("summarize", {"topic": "chores"})
+            assert prompt.messages[0].content.text == "Summarize my notes about chores."
+            progress: list[Any] = []
+
+            async def on_progress(value: float, total: float | None, message: str | None) -> None:
+                progress.append((value, total, message))
+
+            result = await client.call_tool("clear_notes", {}, progress_callback=on_progress)
+            assert result.content[0].text.startswith("cleared ")
+            total = int(result.content[0].text.split()[1])
+            assert asked and asked[0].message == "Clear every note?"
+            assert set(asked[0].requested_schema["properties"]) == {"ok", "reason"}
+            if mode == "legacy":  # session era: progress and log messages arrive on the call's stream
+                assert [p[0] for p in progress] == list(range(1, total + 1))
+                assert "asking before clearing" in logged
+
+    try:
+        asyncio.run(session())
+    finally:
+        served.close()
+    assert "Traceback" not in log.read_text()
