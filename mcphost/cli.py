@@ -708,17 +708,15 @@ def new_plugin(name: str, directory: str) -> None:
     """Write a ready plugin package mcphost-NAME: entry point, a tool, a resource, a prompt, tests."""
     from pathlib import Path
 
-    from mcphost.scaffold import ScaffoldError, mcphost_is_editable
+    from mcphost.scaffold import ScaffoldError
     from mcphost.scaffold import new_plugin as scaffold_plugin
     try:
         root = scaffold_plugin(name, Path(directory))
     except (ScaffoldError, OSError) as exc:
         raise click.ClickException(str(exc)) from None
     click.echo(f"Created {root}")
-    # An editable mcphost (a development checkout) would be replaced by a regular install of the
-    # same checkout if pip resolved the package's mcphost dependency: leave it as it is.
-    no_deps = "--no-deps " if mcphost_is_editable() else ""
-    click.echo(f"Next: pip install {no_deps}-e '{root}[test]' && pytest {root} && mcphost plugins")
+    # Its mcphost requirement is a version range the installed mcphost satisfies: pip keeps it.
+    click.echo(f"Next: pip install -e '{root}[test]' && pytest {root} && mcphost plugins")
 
 
 def main() -> None:
