@@ -192,9 +192,11 @@ class Context:
         single = False
         if wanted is None:
             form: dict[str, Any] = {"type": "object", "properties": {}}
+        elif isinstance(wanted, dict):
+            form = wanted
         elif isinstance(wanted, list):
             form, single = _single({"type": "string", "enum": [str(choice) for choice in wanted]}), True
-        elif wanted in _SCALARS:
+        elif isinstance(wanted, type) and wanted in _SCALARS:
             form, single = _single({"type": _SCALARS[wanted]}), True
         elif isinstance(wanted, type):
             json_schema = getattr(wanted, "model_json_schema", None)
@@ -203,7 +205,7 @@ class Context:
                                 f"not {wanted.__name__}")
             model, form = wanted, json_schema()
         else:
-            form = wanted
+            raise TypeError(f"elicit: schema must be a JSON Schema dict or a pydantic model class, not {wanted!r}")
         check_encodable(form, "the elicitation's schema")
         answer = await self._scope.elicit({"mode": "form", "message": message, "requestedSchema": form}, timeout,
                                           key)
