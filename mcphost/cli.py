@@ -323,7 +323,7 @@ def _table(rows: list[list[str]], headers: list[str], width: int | None = None, 
 def _terminal_width() -> int | None:
     """The terminal's width; None when the output is piped (whole lines for grep), unless COLUMNS says."""
     import shutil
-    if "COLUMNS" not in os.environ and not sys.stdout.isatty():
+    if not os.environ.get("COLUMNS", "").strip().isdigit() and not sys.stdout.isatty():
         return None
     return max(60, shutil.get_terminal_size((100, 24)).columns)
 
