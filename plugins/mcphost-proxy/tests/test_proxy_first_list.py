@@ -4,13 +4,15 @@ official SDK client's first tools/list after initialize succeeds, and list_chang
 from __future__ import annotations
 
 import asyncio
+import json
 import shlex
 import sys
+from pathlib import Path
 
 import mcp_types as types
 import pytest
 from mcphost_proxy import ProxyPlugin
-from proxy_support import SDK_SERVER, Side
+from proxy_support import SDK_SERVER, Side, front
 
 from mcphost.testing import make_host, serve_http
 
@@ -61,3 +63,18 @@ async def test_host_without_upstreams_declares_no_tools():
     host = make_host(("proxy", ProxyPlugin()), config={"plugins": {"proxy": {"servers": {}}}})
     async with serve_http(host):
         assert "tools" not in host.catalog.capabilities()
+
+
+async def test_roots_asked_outside_any_call_get_an_empty_list(tmp_path):
+    """Many servers ask for roots once initialized, at the host's start: no call is in flight and no
+    client can be asked, so the answer is no roots (an error was logged by them at every clean start)."""
+    answer = tmp_path / "roots.json"
+    raw = {"command": sys.executable, "args": [str(Path(__file__).parent / "upstreams" / "raw_server.py")],
+           "env": {"RAW_ROOTS": str(answer)}}
+    async with front({"raw": raw}):
+        for _ in range(600):
+            if answer.exists() and answer.read_text():
+                break
+            await asyncio.sleep(0.05)
+    reply = json.loads(answer.read_text())
+    assert reply.get("result") == {"roots": []}, reply
