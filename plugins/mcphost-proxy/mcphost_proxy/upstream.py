@@ -23,6 +23,7 @@ import itertools
 import logging
 import secrets
 import time
+import warnings
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -31,7 +32,7 @@ import anyio
 import httpx2
 import mcp_types as types
 import pydantic
-from mcp import ClientSession, MCPError
+from mcp import ClientSession, MCPDeprecationWarning, MCPError
 from mcp.client.subscriptions import ResourceUpdated, listen
 from mcp.shared._context_streams import create_context_streams
 from opentelemetry import context as otel_context
@@ -47,6 +48,12 @@ from mcphost_proxy.settings import ServerSettings
 from mcphost_proxy.work import offload
 
 log = logging.getLogger("mcphost.proxy")
+
+# logging/setLevel is deprecated in 2026-07-28 only; it is sent to session-era upstreams, where it is
+# how a server learns which levels to send. The warning the mcp client gives for it, at every start
+# of such an upstream, says nothing an operator can act on.
+warnings.filterwarnings("ignore", message="The logging capability is deprecated", category=MCPDeprecationWarning,
+                        module=r"mcphost_proxy\.upstream")
 
 #: Upstream states, as ``mcphost plugins`` shows them.
 STOPPED, STARTING, RUNNING, RESTARTING, FAILED = "stopped", "starting", "running", "restarting", "failed"
