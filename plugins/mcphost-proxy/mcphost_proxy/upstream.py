@@ -23,7 +23,6 @@ import itertools
 import logging
 import secrets
 import time
-import warnings
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -32,7 +31,7 @@ import anyio
 import httpx2
 import mcp_types as types
 import pydantic
-from mcp import ClientSession, MCPDeprecationWarning, MCPError
+from mcp import ClientSession, MCPError
 from mcp.client.subscriptions import ResourceUpdated, listen
 from mcp.shared._context_streams import create_context_streams
 from opentelemetry import context as otel_context
@@ -48,12 +47,6 @@ from mcphost_proxy.settings import ServerSettings
 from mcphost_proxy.work import offload
 
 log = logging.getLogger("mcphost.proxy")
-
-# logging/setLevel is deprecated in 2026-07-28 only; it is sent to session-era upstreams, where it is
-# how a server learns which levels to send. The warning the mcp client gives for it, at every start
-# of such an upstream, says nothing an operator can act on.
-warnings.filterwarnings("ignore", message="The logging capability is deprecated", category=MCPDeprecationWarning,
-                        module=r"mcphost_proxy\.upstream")
 
 #: Upstream states, as ``mcphost plugins`` shows them.
 STOPPED, STARTING, RUNNING, RESTARTING, FAILED = "stopped", "starting", "running", "restarting", "failed"
@@ -310,8 +303,12 @@ class Upstream:
                 _forward_capabilities(session)
             elif session.server_capabilities is not None and session.server_capabilities.logging is not None:
                 # Everything: the host filters by each downstream client's own level.
+                # Sent as a plain request: ClientSession.set_logging_level warns (MCPDeprecationWarning)
+                # at every start, as logging is deprecated in 2026-07-28, but this upstream speaks the
+                # session era, where logging/setLevel is how it learns the levels to send.
                 with contextlib.suppress(MCPError):
-                    await session.set_logging_level("debug")
+                    await session.send_request(types.SetLevelRequest(params=types.SetLevelRequestParams(level="debug")),
+                                               types.EmptyResult)
             self._session = session
             if session.discover_result is not None:
                 group.start_soon(self._follow_changes, session)
