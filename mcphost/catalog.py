@@ -141,6 +141,9 @@ class Catalog:
         self._scopes_cache: dict[str, list[frozenset[str]]] = {}
         self._visible_cache: dict[tuple[str, str, frozenset[str]], list[dict[str, Any]]] = {}
         self._capabilities: dict[str, Any] | None = None
+        #: Kinds (``tools``, ``resources``, ``prompts``) a mounting provider (the proxy) will serve once
+        #: its upstreams list: declared at initialize even while none is mounted (:meth:`expect`).
+        self.expected: frozenset[str] = frozenset()
         #: Kinds (``tools``, ``resources``, ``resourceTemplates``, ``prompts``) with a record that needs scopes.
         self.scoped_kinds: set[str] = set()
         #: Mounted records not served because their name is taken: (kind, stamped record, clash).
@@ -216,6 +219,7 @@ class Catalog:
         for ident in gone:
             new._built.pop(ident, None)
         new.scoped_kinds = set(self.scoped_kinds)
+        new.expected = self.expected
         added: dict[str, set[str]] = {kind: set() for kind in CATALOG_KINDS}
         for kind, record in records:
             record = _with_checked_scopes(stamped(record, provenance), kind)
@@ -334,16 +338,27 @@ class Catalog:
         if self._capabilities is not None:
             return self._capabilities
         caps: dict[str, Any] = {"logging": {}}
-        if self.tools:
+        expected = self.expected
+        if self.tools or "tools" in expected:
             caps["tools"] = {"listChanged": True}
-        if self.resources or self.templates:
+        if self.resources or self.templates or "resources" in expected:
             caps["resources"] = {"subscribe": True, "listChanged": True}
-        if self.prompts:
+        if self.prompts or "prompts" in expected:
             caps["prompts"] = {"listChanged": True}
         if self.prompts or self.templates:
             caps["completions"] = {}
         self._capabilities = caps
         return caps
+
+    def expect(self, kinds: Iterable[str]) -> None:
+        """Declare ``kinds`` (``tools``, ``resources``, ``prompts``) served from now on, with or without
+        records: a client that initializes before a mounting provider's upstreams have listed still
+        finds the capability, lists (empty at first) and hears ``list_changed`` when they mount."""
+        unknown = set(kinds) - {"tools", "resources", "prompts"}
+        if unknown:
+            raise ValueError(f"expect: unknown kinds {sorted(unknown)} (tools, resources, prompts)")
+        self.expected = self.expected | frozenset(kinds)
+        self._capabilities = None
 
     def tool_header_params(self, name: str) -> dict[str, str] | None:
         """The ``x-mcp-header`` map of tool ``name`` (None for an unknown tool)."""

@@ -286,24 +286,41 @@ def _check_address(host: str, port: int) -> None:
                 raise click.ClickException(_address_problem(host, port, exc)) from None
 
 
-def _table(rows: list[list[str]], headers: list[str], width: int | None = None) -> str:
-    """Columns padded to fit; beyond ``width`` the last column is cut with an ellipsis (--json has it all)."""
-    widths = [max(len(str(x)) for x in column) for column in zip(headers, *rows, strict=False)]
-    lines = ["  ".join(str(h).ljust(w) for h, w in zip(headers, widths, strict=False))]
-    lines += ["  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=False)) for row in rows]
-    lines = [line.rstrip() for line in lines]
-    if width:
-        lines = [line if len(line) <= width else line[:width - 1] + "…" for line in lines]
+def _table(rows: list[list[str]], headers: list[str], width: int | None = None, wrap: Iterable[int] = (-1,)) -> str:
+    """Columns padded to fit. Beyond ``width`` the ``wrap`` columns (by index; the last by default) are
+    narrowed and their cells wrapped onto more lines, never cut; without a width, lines are whole."""
+    count = len(headers)
+    cells = [[str(c) for c in row] for row in [headers, *rows]]
+    widths = [max(len(row[i]) for row in cells) for i in range(count)]
+    wrapped = sorted({i % count for i in wrap})
+    if width and sum(widths) + 2 * (count - 1) > width and wrapped:
+        fixed = sum(w for i, w in enumerate(widths) if i not in wrapped) + 2 * (count - 1)
+        room = max(width - fixed, 12 * len(wrapped))
+        # Each wrapped column gets at least its longest word (so no word is broken) where the room
+        # allows; what is left is shared in proportion to what each would still take.
+        least = {i: min(widths[i], max(12, *(len(w) for row in cells for w in row[i].split()))) for i in wrapped}
+        if sum(least.values()) > room:
+            least = {i: 12 for i in wrapped}
+        spare, wanted = room - sum(least.values()), sum(widths[i] - least[i] for i in wrapped)
+        for i in wrapped:
+            widths[i] = least[i] + (spare * (widths[i] - least[i]) // wanted if wanted else 0)
+    import textwrap
+    lines = []
+    for row in cells:
+        parts = [textwrap.wrap(c, widths[i], break_on_hyphens=False) or [""] if i in wrapped else [c]
+                 for i, c in enumerate(row)]
+        for n in range(max(len(p) for p in parts)):
+            lines.append("  ".join((p[n] if n < len(p) else "").ljust(widths[i])
+                                   for i, p in enumerate(parts)).rstrip())
     return "\n".join(lines)
 
 
-def _terminal_width() -> int:
+def _terminal_width() -> int | None:
+    """The terminal's width; None when the output is piped (whole lines for grep), unless COLUMNS says."""
     import shutil
+    if not os.environ.get("COLUMNS", "").strip().isdigit() and not sys.stdout.isatty():
+        return None
     return max(60, shutil.get_terminal_size((100, 24)).columns)
-
-
-def _short(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
 def _provides(info: PluginInfo) -> str:
@@ -341,16 +358,8 @@ def plugins(options: Options, as_json: bool, show_all: bool) -> None:
     if not infos:
         click.echo("No plugins installed.")
         return
-    width = _terminal_width()
-    rows = [[i.name, i.version or "-", _short(_status(i), 48), _provides(i) or "-"] for i in infos]
-    click.echo(_table(rows, ["NAME", "VERSION", "STATUS", "PROVIDES"], width))
-    cut = [i for i in infos if _short(_status(i), 48) != _status(i)]
-    if cut:  # the table cut these statuses: the whole reason, wrapped, below it
-        import textwrap
-        click.echo("")
-        for info in cut:
-            click.echo(textwrap.fill(_status(info), width=width or 100, initial_indent=f"{info.name}: ",
-                                     subsequent_indent="    "))
+    rows = [[i.name, i.version or "-", _status(i), _provides(i) or "-"] for i in infos]
+    click.echo(_table(rows, ["NAME", "VERSION", "STATUS", "PROVIDES"], _terminal_width(), wrap=(2, 3)))
 
 
 @cli.command()
@@ -371,7 +380,7 @@ def tools(options: Options, as_json: bool, endpoint: str | None, query: str | No
                  "distribution": t.provenance.distribution if t.provenance else None} for t in entries]
         click.echo(json.dumps(data, indent=2))
         return
-    rows = [[t.name, t.provenance.plugin if t.provenance else "-", (t.description or "").split("\n")[0][:70]]
+    rows = [[t.name, t.provenance.plugin if t.provenance else "-", (t.description or "").split("\n")[0]]
             for t in entries]
     click.echo(_table(rows, ["TOOL", "PLUGIN", "DESCRIPTION"], _terminal_width()) if rows else "No tools.")
 
@@ -697,17 +706,15 @@ def new_plugin(name: str, directory: str) -> None:
     """Write a ready plugin package mcphost-NAME: entry point, a tool, a resource, a prompt, tests."""
     from pathlib import Path
 
-    from mcphost.scaffold import ScaffoldError, mcphost_is_editable
+    from mcphost.scaffold import ScaffoldError
     from mcphost.scaffold import new_plugin as scaffold_plugin
     try:
         root = scaffold_plugin(name, Path(directory))
     except (ScaffoldError, OSError) as exc:
         raise click.ClickException(str(exc)) from None
     click.echo(f"Created {root}")
-    # An editable mcphost (a development checkout) would be replaced by a regular install of the
-    # same checkout if pip resolved the package's mcphost dependency: leave it as it is.
-    no_deps = "--no-deps " if mcphost_is_editable() else ""
-    click.echo(f"Next: pip install {no_deps}-e '{root}[test]' && pytest {root} && mcphost plugins")
+    # Its mcphost requirement is a version range the installed mcphost satisfies: pip keeps it.
+    click.echo(f"Next: pip install -e '{root}[test]' && pytest {root} && mcphost plugins")
 
 
 def main() -> None:

@@ -10,11 +10,21 @@ type without importing the kernel.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar
+
+from mcphost.protocol.jsonrpc import check_encodable
 
 if TYPE_CHECKING:
     from mcphost.sessions.session import Principal, Session
+
+#: FastMCP's one-field shorthands for ``ctx.elicit(response_type=...)``, as JSON Schema types.
+_SCALARS: dict[Any, str] = {str: "string", int: "integer", float: "number", bool: "boolean"}
+
+
+def _single(field: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "object", "properties": {"value": field}, "required": ["value"]}
+
 
 LogLevel = Literal["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"]
 
@@ -25,6 +35,10 @@ class ElicitResult:
 
     action: Literal["accept", "decline", "cancel"]
     content: dict[str, Any] | None = None
+    #: The accepted answer as the question's schema type: an instance of the pydantic model class
+    #: given to :meth:`Context.elicit` (``answer.data.name``, as in the official SDK and FastMCP),
+    #: else the content itself; None unless accepted.
+    data: Any = None
 
     @property
     def accepted(self) -> bool:
@@ -150,31 +164,80 @@ class Context:
 
     async def log(self, level: LogLevel, data: Any, *, logger: str | None = None,
                   logger_name: str | None = None) -> None:
-        """Send a log message to the client, subject to the level the client chose."""
-        await self._scope.log(level, data, logger or logger_name)
+        """Send a log message to the client, subject to the level the client chose.
 
-    async def debug(self, data: Any, *, logger: str | None = None, logger_name: str | None = None) -> None:
-        await self._scope.log("debug", data, logger or logger_name)
+        ``data`` must be JSON (a string, mostly); anything else fails this call with ``-32603``."""
+        await self._log(level, data, logger or logger_name)
 
-    async def info(self, data: Any, *, logger: str | None = None, logger_name: str | None = None) -> None:
-        await self._scope.log("info", data, logger or logger_name)
+    async def debug(self, data: Any, *, logger: str | None = None, logger_name: str | None = None,
+                   extra: Mapping[str, Any] | None = None) -> None:
+        await self._log("debug", data, logger or logger_name, extra)
 
-    async def warning(self, data: Any, *, logger: str | None = None, logger_name: str | None = None) -> None:
-        await self._scope.log("warning", data, logger or logger_name)
+    async def info(self, data: Any, *, logger: str | None = None, logger_name: str | None = None,
+                   extra: Mapping[str, Any] | None = None) -> None:
+        await self._log("info", data, logger or logger_name, extra)
 
-    async def error(self, data: Any, *, logger: str | None = None, logger_name: str | None = None) -> None:
-        await self._scope.log("error", data, logger or logger_name)
+    async def warning(self, data: Any, *, logger: str | None = None, logger_name: str | None = None,
+                   extra: Mapping[str, Any] | None = None) -> None:
+        await self._log("warning", data, logger or logger_name, extra)
 
-    async def elicit(self, message: str, schema: dict[str, Any], *, timeout: float | None = None,
-                     key: str | None = None) -> ElicitResult:
+    async def error(self, data: Any, *, logger: str | None = None, logger_name: str | None = None,
+                   extra: Mapping[str, Any] | None = None) -> None:
+        await self._log("error", data, logger or logger_name, extra)
+
+    async def _log(self, level: LogLevel, data: Any, logger: str | None,
+                   extra: Mapping[str, Any] | None = None) -> None:
+        if extra is not None:  # FastMCP's extra= travels beside the message
+            data = {"msg": data, "extra": dict(extra)}
+        if not isinstance(data, str):  # sent later by the stream's writer: a fault must fail this call
+            check_encodable(data, "the log message's data")
+        await self._scope.log(level, data, logger)
+
+    async def elicit(self, message: str, schema: dict[str, Any] | type[Any] | list[str] | None = None, *,
+                     response_type: dict[str, Any] | type[Any] | list[str] | None = None,
+                     timeout: float | None = None, key: str | None = None) -> ElicitResult:
         """Ask the user to fill a form (a flat object schema of primitive fields).
 
-        ``key`` names the question for stateless (2026-07-28) clients, which answer it in a retry
-        of the request (the handler runs again; each question gets its answer by key). Without
-        one, questions are numbered in the order the handler asks them.
+        ``schema`` is a JSON Schema, or a pydantic model class as in the official SDK and FastMCP
+        (``await ctx.elicit(message="Sure?", schema=Confirm)``): its JSON Schema is asked for, and an
+        accepted answer's ``data`` is the model instance. FastMCP's spelling ``response_type=`` is
+        accepted too, with its shorthands: ``str``, ``int``, ``float`` or ``bool`` (one field, ``data``
+        its value), a list of strings (one choice), ``None`` (no field: only accept or decline).
+        ``key`` names the question for stateless (2026-07-28) clients, which answer it in a retry of
+        the request (the handler runs again; each question gets its answer by key). Without one,
+        questions are numbered in the order the handler asks them.
         """
-        return await self._scope.elicit({"mode": "form", "message": message, "requestedSchema": schema}, timeout,
-                                        key)
+        wanted = schema if schema is not None else response_type
+        model: Any = None
+        single = False
+        if wanted is None:
+            form: dict[str, Any] = {"type": "object", "properties": {}}
+        elif isinstance(wanted, dict):
+            form = wanted
+        elif isinstance(wanted, list):
+            form, single = _single({"type": "string", "enum": [str(choice) for choice in wanted]}), True
+        elif isinstance(wanted, type) and wanted in _SCALARS:
+            form, single = _single({"type": _SCALARS[wanted]}), True
+        elif isinstance(wanted, type):
+            json_schema = getattr(wanted, "model_json_schema", None)
+            if not callable(json_schema):
+                raise TypeError(f"elicit: schema must be a JSON Schema dict or a pydantic model class, "
+                                f"not {wanted.__name__}")
+            model, form = wanted, json_schema()
+        else:
+            raise TypeError(f"elicit: schema must be a JSON Schema dict or a pydantic model class, not {wanted!r}")
+        check_encodable(form, "the elicitation's schema")
+        answer = await self._scope.elicit({"mode": "form", "message": message, "requestedSchema": form}, timeout,
+                                          key)
+        if answer.action != "accept" or answer.content is None:
+            return answer
+        if single:
+            data = answer.content.get("value")
+        elif model is not None:
+            data = model.model_validate(answer.content)
+        else:
+            data = answer.content
+        return replace(answer, data=data)
 
     async def elicit_url(self, message: str, url: str, *, elicitation_id: str | None = None,
                          timeout: float | None = None, key: str | None = None) -> ElicitResult:
@@ -202,6 +265,7 @@ class Context:
         if stop_sequences is not None:
             params["stopSequences"] = stop_sequences
         params.update(extra)
+        check_encodable(params, "the sampling request")
         return await self._scope.client_request("sampling/createMessage", params, timeout, key)
 
     async def list_roots(self, *, timeout: float | None = None, key: str | None = None) -> list[dict[str, Any]]:

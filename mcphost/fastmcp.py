@@ -8,8 +8,9 @@ tool, resource, resource template and prompt becomes the record mcphost builds f
 function (its signature and docstring, a ``Context`` parameter included), with the name, URI,
 title, description and MIME type the module gave it. The URI is written once, in the module.
 
-It reads the server's registries (``_tool_manager``, ``_resource_manager``, ``_prompt_manager``),
-which both FastMCP and the SDK's ``MCPServer`` keep; nothing is written to them, and the server
+It reads the server's registries: ``_tool_manager``, ``_resource_manager`` and ``_prompt_manager``,
+which FastMCP 2.x and the SDK's ``MCPServer`` keep, or the components of the ``_local_provider`` the
+``fastmcp`` package keeps from 3.x on (4.x included); nothing is written to them, and the server
 object is never run.
 """
 
@@ -27,9 +28,22 @@ from mcphost.records import Prompt, Resource, ResourceTemplate, Tool
 
 
 def is_server(obj: Any) -> bool:
-    """Whether ``obj`` looks like a FastMCP / ``MCPServer`` server (its three registries)."""
-    return not isinstance(obj, type) and all(
-        hasattr(obj, name) for name in ("_tool_manager", "_resource_manager", "_prompt_manager"))
+    """Whether ``obj`` looks like a FastMCP / ``MCPServer`` server (its three registries, or the
+    ``fastmcp`` package's local provider of components)."""
+    if isinstance(obj, type):
+        return False
+    if all(hasattr(obj, name) for name in ("_tool_manager", "_resource_manager", "_prompt_manager")):
+        return True
+    return isinstance(getattr(getattr(obj, "_local_provider", None), "_components", None), dict)
+
+
+def _components(server: Any, kind: str) -> list[Any]:
+    """The ``fastmcp`` 3.x-4.x components of ``kind`` (``tool``, ``resource``, ``template``, ``prompt``):
+    its local provider keys them ``kind:name@version``."""
+    found = getattr(getattr(server, "_local_provider", None), "_components", None)
+    if not isinstance(found, dict):
+        return []
+    return [item for key, item in found.items() if isinstance(key, str) and key.split(":", 1)[0] == kind]
 
 
 def find_server(module: ModuleType) -> Any | None:
@@ -90,7 +104,7 @@ def _annotations(item: Any) -> dict[str, Any] | None:
 
 def tools(server: Any) -> list[Tool]:
     records = []
-    for item in _registry(getattr(server, "_tool_manager", None), "_tools"):
+    for item in _registry(getattr(server, "_tool_manager", None), "_tools") + _components(server, "tool"):
         fn = getattr(item, "fn", None)
         if callable(fn):
             records.append(mcphost.tool(**_common(item), annotations=_annotations(item))(fn))
@@ -99,7 +113,7 @@ def tools(server: Any) -> list[Tool]:
 
 def resources(server: Any) -> list[Resource]:
     records = []
-    for item in _registry(getattr(server, "_resource_manager", None), "_resources"):
+    for item in _registry(getattr(server, "_resource_manager", None), "_resources") + _components(server, "resource"):
         fn = getattr(item, "fn", None)
         if callable(fn):
             records.append(mcphost.resource(str(item.uri), **_common(item),
@@ -109,7 +123,7 @@ def resources(server: Any) -> list[Resource]:
 
 def resource_templates(server: Any) -> list[ResourceTemplate]:
     records = []
-    for item in _registry(getattr(server, "_resource_manager", None), "_templates"):
+    for item in _registry(getattr(server, "_resource_manager", None), "_templates") + _components(server, "template"):
         fn = getattr(item, "fn", None)
         if callable(fn):
             records.append(mcphost.resource_template(str(item.uri_template), **_common(item),
@@ -119,7 +133,7 @@ def resource_templates(server: Any) -> list[ResourceTemplate]:
 
 def prompts(server: Any) -> list[Prompt]:
     records = []
-    for item in _registry(getattr(server, "_prompt_manager", None), "_prompts"):
+    for item in _registry(getattr(server, "_prompt_manager", None), "_prompts") + _components(server, "prompt"):
         fn = getattr(item, "fn", None)
         if callable(fn):
             records.append(mcphost.prompt(**_common(item))(fn))

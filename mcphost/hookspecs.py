@@ -9,7 +9,7 @@ its result. Implement a hook with ``@mcphost.hookimpl``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import pluggy
@@ -89,6 +89,12 @@ class Host(Protocol):
 
     async def authenticate(self, connection: Connection) -> Principal | None:
         """Run ``mcphost_authenticate`` for ``connection``: the first principal wins; Refused propagates."""
+        ...
+
+    def expect_provider(self, kinds: Iterable[str]) -> None:
+        """Declare, before a mounting provider has listed, the kinds it serves (``tools``,
+        ``resources``, ``prompts``): their capabilities are declared at initialize and their lists
+        answer (empty at first) until :meth:`replace_provider` fills them."""
         ...
 
     async def replace_provider(self, provenance: Provenance, records: list[tuple[str, object]]) -> ProviderChange:

@@ -13,7 +13,7 @@ import hashlib
 import logging
 import math
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import pluggy
@@ -255,6 +255,7 @@ class Host:
         async with self._replacing:
             old = self.catalog
             self.catalog = collect_catalog(self.pm, self, self.plugin_infos, strict=self.selection.strict)
+            self.catalog.expect(old.expected)
             for name, entry in self.catalog.tools.items():  # a tool that stays keeps its counters
                 if name in old.tools:
                     entry.stats.carry(old.tools[name].stats)
@@ -267,6 +268,12 @@ class Host:
                 if set(before) != set(after) or any(record_of(before[k]) != record_of(after[k])
                                                     for k in after if k in before):
                     await self.kernel.notify_list_changed(kind)
+
+    def expect_provider(self, kinds: Iterable[str]) -> None:
+        """Declare that a mounting provider (the proxy, before its upstreams list) serves ``kinds``
+        (``tools``, ``resources``, ``prompts``): those capabilities are declared at initialize and
+        their lists answer (empty at first) from the start; :meth:`replace_provider` fills them."""
+        self.catalog.expect(kinds)
 
     async def replace_provider(self, provenance: Provenance, records: list[tuple[str, Any]]) -> ProviderChange:
         """Replace the records of one mounted provider (``provenance.origin``: an upstream a proxy

@@ -19,7 +19,7 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import FrameType
 
@@ -105,6 +105,35 @@ def _source_change(change: object, path: str) -> bool:
     return path.endswith(WATCHED_SUFFIXES) and "__pycache__" not in path
 
 
+def watch_targets(paths: Sequence[Path]) -> tuple[list[Path], Callable[[object, str], bool]]:
+    """The folders to watch for ``paths`` and the filter of the changes that count.
+
+    A file is watched through its folder, never by itself: a save that replaces the file (``sed -i``,
+    an editor's write-then-rename) gives the name a new inode, and a watch on the old one would never
+    hear of a change again. In such a folder only the file itself counts (not the editor's swap and
+    backup files beside it); in a plugin's own folder every source file does.
+    """
+    folders: list[Path] = []
+    files: set[str] = set()
+    trees: list[str] = []
+    for path in paths:
+        if path.is_file():
+            files.add(str(path.resolve()))
+            folder = path.resolve().parent
+        else:
+            folder = path.resolve()
+            trees.append(str(folder) + os.sep)
+        if folder not in folders:
+            folders.append(folder)
+
+    def counts(change: object, path: str) -> bool:
+        if path in files:
+            return True
+        return any(path.startswith(tree) for tree in trees) and _source_change(change, path)
+
+    return folders, counts
+
+
 def run_with_reload(argv: Sequence[str], *, extra_paths: Sequence[Path] = ()) -> int:
     """Supervise ``mcphost <argv>`` (without --reload) until SIGTERM/SIGINT; return an exit status."""
     try:
@@ -117,6 +146,7 @@ def run_with_reload(argv: Sequence[str], *, extra_paths: Sequence[Path] = ()) ->
         log.error("--reload: no installed plugin source to watch")
         return 2
     log.info("watching %s", ", ".join(str(p) for p in paths))
+    folders, counts = watch_targets(paths)
     command = child_command(argv)
     env = child_env(os.environ)
     stop = threading.Event()
@@ -128,7 +158,7 @@ def run_with_reload(argv: Sequence[str], *, extra_paths: Sequence[Path] = ()) ->
     child = subprocess.Popen(command, env=env)
     exited_reported = False
     try:
-        for changes in watchfiles.watch(*paths, watch_filter=_source_change, stop_event=stop,
+        for changes in watchfiles.watch(*folders, watch_filter=counts, stop_event=stop,
                                         rust_timeout=500, yield_on_timeout=True, raise_interrupt=False):
             if not changes:
                 if child.poll() is not None and not exited_reported:

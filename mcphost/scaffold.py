@@ -45,9 +45,7 @@ def new_plugin(name: str, parent: Path) -> Path:
     if root.exists():
         raise ScaffoldError(f"{root} already exists; choose another name or remove it")
     scheme = name.replace("_", "-")  # a URI scheme has no underscore
-    requirement = mcphost_requirement()
-    dependencies = (f'dependencies = ["{requirement}"]' if requirement else
-                    "dependencies = []  # install mcphost first, from a checkout: pip install /path/to/mcphost")
+    dependencies = f'dependencies = ["{mcphost_requirement()}"]'
     fields = {"name": name, "entry": entry, "module": module, "scheme": scheme, "dependencies": dependencies}
     files = {
         "pyproject.toml": _PYPROJECT.format(**fields),
@@ -91,20 +89,18 @@ def mcphost_is_editable() -> bool:
     return isinstance(dir_info, dict) and bool(dir_info.get("editable"))
 
 
-def mcphost_requirement() -> str | None:
-    """The requirement that installs this same mcphost: the place it was installed from (a checkout,
-    a git URL, a wheel), as pip recorded it. Never the bare name: the package index's ``mcphost`` is
-    an unrelated project. None when pip recorded no place."""
-    record = _direct_url()
-    if record is None:
-        return None
-    url = record.get("url")
-    if not isinstance(url, str):
-        return None
-    vcs = record.get("vcs_info")
-    if isinstance(vcs, dict) and vcs.get("vcs") and vcs.get("commit_id"):
-        url = f"{vcs['vcs']}+{url}@{vcs['commit_id']}"
-    return f"mcphost @ {url}"
+def mcphost_requirement() -> str:
+    """A plain ``mcphost`` requirement with the version range of this mcphost's API (``>=0.1,<0.2``).
+
+    Never a ``file://`` or URL pin: beside an editable mcphost (a checkout, ``make serve``) such a pin
+    asks pip to install the checkout a second time, and a scaffold under ``plugins/`` failed with
+    ResolutionImpossible. The range is satisfied by the mcphost already installed, which pip keeps;
+    it never fetches one (the package index's ``mcphost`` is an unrelated project).
+    """
+    from mcphost import __version__
+    major, minor = (int(part) for part in re.findall(r"\d+", __version__)[:2])
+    upper = f"{major}.{minor + 1}" if major == 0 else f"{major + 1}"
+    return f"mcphost>={major}.{minor},<{upper}"
 
 
 _PYPROJECT = '''\
@@ -118,9 +114,8 @@ version = "0.1.0"
 description = "An mcphost plugin: {name}"
 readme = "README.md"
 requires-python = ">=3.11"
-# mcphost as it was installed when this package was generated. The package index's "mcphost" is an
-# unrelated project, so never depend on the bare name; in CI point this at your copy of mcphost
-# ("mcphost @ git+https://.../mcphost@<tag>" or a path).
+# The mcphost API this plugin was written against. Install mcphost first, from its checkout (the
+# package index's "mcphost" is an unrelated project); pip then keeps that one, editable or not.
 {dependencies}
 
 [project.optional-dependencies]
@@ -148,6 +143,10 @@ _README = '''\
 An mcphost plugin with one tool (`{entry}_hello`), one resource (`{scheme}://about`) and one
 prompt (`{entry}_review`), in `{module}/__init__.py`. Their names start with the plugin's, so they
 never collide with another plugin's.
+
+Install mcphost first, from its checkout (`make serve` there, or `pip install -e /path/to/mcphost`):
+this package asks only for a version range of it, which the installed mcphost satisfies, so pip
+keeps it as it is (an editable checkout stays editable).
 
 ```sh
 pip install -e '.[test]'     # installs the plugin: its entry point is "{entry}"

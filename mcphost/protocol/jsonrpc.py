@@ -8,11 +8,14 @@ fail as one ``JSONDecodeError``, so a single except clause maps every malformed 
 from __future__ import annotations
 
 import enum
+import logging
 from typing import Any, TypeGuard
 
 import orjson
 
-from mcphost.protocol.errors import INVALID_REQUEST, PARSE_ERROR, McpError
+from mcphost.protocol.errors import INTERNAL_ERROR, INVALID_REQUEST, PARSE_ERROR, McpError
+
+log = logging.getLogger("mcphost.protocol")
 
 RequestId = str | int
 Message = dict[str, Any]
@@ -33,8 +36,45 @@ def parse(data: bytes | str) -> Any:
 
 
 def encode(message: Any) -> bytes:
-    """Serialize one message (or a batch) to compact UTF-8 JSON."""
-    return orjson.dumps(message)
+    """Serialize one message (or a batch) to compact UTF-8 JSON.
+
+    Nothing that cannot be encoded reaches the wire: a reply holding a value JSON cannot carry (a
+    class, a set, an object a handler returned) becomes that request's ``-32603`` error, its cause
+    logged; in a batch only that reply does. An unencodable request or notification raises
+    ``McpError(INTERNAL_ERROR)`` to whoever sends it (:func:`check_encodable` catches them earlier,
+    where a handler made them).
+    """
+    try:
+        return orjson.dumps(message)
+    except TypeError as exc:
+        return _unencodable(message, exc)
+
+
+def _unencodable(message: Any, exc: TypeError) -> bytes:
+    if isinstance(message, list):
+        return b"[" + b",".join(encode(item) for item in message) + b"]"
+    if isinstance(message, dict) and "id" in message and ("result" in message or "error" in message):
+        request_id = message["id"] if valid_id(message["id"]) else None
+        log.error("the reply to request %r cannot be encoded as JSON (%s); answered with an internal error",
+                  request_id, exc)
+        return orjson.dumps(error(request_id, McpError(
+            INTERNAL_ERROR, f"Internal error: the result cannot be encoded as JSON ({exc})")))
+    method = message.get("method") if isinstance(message, dict) else None
+    log.error("message %r cannot be encoded as JSON (%s); not sent", method, exc)
+    raise McpError(INTERNAL_ERROR, f"Internal error: {method or 'a message'} cannot be encoded as JSON ({exc})"
+                   ) from None
+
+
+def check_encodable(value: Any, what: str) -> None:
+    """Raise ``McpError(INTERNAL_ERROR)`` naming ``what`` when ``value`` cannot be encoded as JSON.
+
+    For what a handler hands over to be sent later, by another task (a log message's data, a question's
+    parameters): the fault then fails the handler's own call instead of the stream that writes it.
+    """
+    try:
+        orjson.dumps(value)
+    except TypeError as exc:
+        raise McpError(INTERNAL_ERROR, f"Internal error: {what} cannot be encoded as JSON ({exc})") from None
 
 
 def valid_id(value: object) -> TypeGuard[RequestId]:

@@ -211,7 +211,8 @@ async def _call_in_process(host: Any, tool: str, arguments: dict[str, Any]) -> d
 async def _started_host(**server: Any) -> Any:
     from mcphost_conformance import ConformancePlugin
 
-    host = make_host(("conformance", ConformancePlugin()), config={"server": {"task_after": 0.05, **server}})
+    host = make_host(("conformance", ConformancePlugin()), config={"plugins": {"conformance": {"enabled": True}},
+                                                                        "server": {"task_after": 0.05, **server}})
     host.prepare()
     await host.start()
     return host

@@ -16,6 +16,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -181,3 +182,101 @@ def test_an_entry_point_may_name_a_fastmcp_server_object(tmp_path: Path) -> None
                             env=env, capture_output=True, text=True, timeout=60)
     assert json.loads(called.stdout)["content"][0]["text"] == "Oslo: rain, 9°C for 1 day(s)"
     assert "INFO" not in called.stderr  # no Rich handler printing the tool's ctx.info at the root logger
+
+
+def test_reload_survives_replacing_saves_and_a_syntax_error(tmp_path: Path) -> None:
+    """``sed -i`` (a new file renamed over the old), a normal save, an editor-style atomic save with
+    a syntax error (the server stops), then a fix: four reloads, the last serving the fixed code."""
+    module = tmp_path / "live_tools.py"
+    source = ("import mcphost\n\n@mcphost.tool\ndef version() -> str:\n    return 'one'\n\n"
+              "@mcphost.hookimpl\ndef mcphost_tools(host):\n    return [version]\n")
+    module.write_text(source)
+    served = dev(tmp_path, str(module))
+    url, log = next(served)
+
+    def call() -> str:
+        async def ask() -> str:
+            async with Client(url, mode="legacy", read_timeout_seconds=10) as client:
+                return str((await client.call_tool("version", {})).content[0].text)
+        return asyncio.run(ask())
+
+    def until(check: Any) -> None:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if check():
+                    return
+            except Exception:  # restarting: the connection is refused for a moment
+                pass
+            assert time.monotonic() < deadline, log.read_text()
+            time.sleep(0.3)
+
+    def restarts() -> int:
+        return log.read_text().count("changed; restarting")
+
+    try:
+        assert call() == "one"
+        subprocess.run(["sed", "-i", "s/'one'/'two'/", str(module)], check=True)
+        until(lambda: call() == "two")
+        module.write_text(source.replace("'one'", "'three'"))
+        until(lambda: call() == "three")
+        broken = tmp_path / ".live_tools.py.swp"  # an editor's atomic save: write beside, rename over
+        broken.write_text(source.replace("'one'", "'four'").replace("def version()", "def version(:"))
+        os.replace(broken, module)
+        until(lambda: restarts() == 3 and "the server exited with status" in log.read_text())
+        module.write_text(source.replace("'one'", "'four'"))
+        until(lambda: call() == "four")
+        assert restarts() == 4, log.read_text()
+    finally:
+        served.close()
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+def test_a_fastmcp_4_module_served_as_it_is(tmp_path: Path, mode: str) -> None:
+    """A module written for the ``fastmcp`` package (4.x): tools, a resource, a template, a prompt,
+    logging, progress and ``ctx.elicit(response_type=Model)``, used by the official SDK client."""
+    pytest.importorskip("fastmcp", minversion="3")
+    import mcp_types as types
+
+    served = dev(tmp_path, str(REPO_ROOT / "tests" / "support" / "fastmcp_notes.py"), "--no-reload")
+    url, log = next(served)
+    asked: list[Any] = []
+    logged: list[Any] = []
+
+    async def answer(context: Any, params: Any) -> types.ElicitResult:
+        asked.append(params)
+        return types.ElicitResult(action="accept", content={"ok": True, "reason": "tidy"})
+
+    async def on_log(params: Any) -> None:
+        logged.append(params.data)
+
+    async def session() -> None:
+        async with Client(url, mode=mode, elicitation_callback=answer, logging_callback=on_log,
+                          read_timeout_seconds=30) as client:
+            names = {tool.name for tool in (await client.list_tools()).tools}
+            assert {"add_note", "clear_notes"} <= names
+            key = (await client.call_tool("add_note", {"text": "water plants"})).content[0].text
+            assert (await client.read_resource(f"notes://note/{key}")).contents[0].text == "water plants"
+            listing = (await client.read_resource("notes://all")).contents[0].text
+            assert "buy milk" in listing and "water plants" in listing
+            prompt = await client.get_prompt("summarize", {"topic": "chores"})
+            assert prompt.messages[0].content.text == "Summarize my notes about chores."
+            progress: list[Any] = []
+
+            async def on_progress(value: float, total: float | None, message: str | None) -> None:
+                progress.append((value, total, message))
+
+            result = await client.call_tool("clear_notes", {}, progress_callback=on_progress)
+            assert result.content[0].text.startswith("cleared ")
+            total = int(result.content[0].text.split()[1])
+            assert asked and asked[0].message == "Clear every note?"
+            assert set(asked[0].requested_schema["properties"]) == {"ok", "reason"}
+            if mode == "legacy":  # session era: progress and log messages arrive on the call's stream
+                assert [p[0] for p in progress] == list(range(1, total + 1))
+                assert "asking before clearing" in logged
+
+    try:
+        asyncio.run(session())
+    finally:
+        served.close()
+    assert "Traceback" not in log.read_text()

@@ -149,6 +149,9 @@ def memory_host(config: dict[str, Any] | None = None) -> Any:
 
     from mcphost.testing import make_host
 
+    config = dict(config or {})  # the conformance plugin is dormant unless configured
+    config["plugins"] = {**config.get("plugins", {}), "conformance": {
+        "enabled": True, **config.get("plugins", {}).get("conformance", {})}}
     host = make_host(("demo", mcphost_demo), ("conformance", ConformancePlugin()), config=config)
     host.prepare()
     return host

@@ -66,12 +66,32 @@ def test_plugins_table() -> None:
 
 def test_plugins_table_fits_the_terminal_and_names_what_wakes_a_dormant_plugin() -> None:
     """Every shipped plugin is installed here; the table stays within the terminal's width."""
-    lines = ok("plugins", env={"COLUMNS": "100", "MCPHOST_PLUGINS": None}).stdout.splitlines()
-    assert max(len(line) for line in lines) <= 100
-    rows = {line.split()[0]: line for line in lines[1:]}
-    assert "not configured: [plugins.jwt] issuer" in rows["jwt"]
-    assert "not configured: [plugins.redis] url" in rows["redis"]
-    assert "not configured: OTEL_EXPORTER_OTLP_ENDPOINT" in rows["otel"]
+    for columns in ("100", "70"):
+        lines = ok("plugins", env={"COLUMNS": columns, "MCPHOST_PLUGINS": None}).stdout.splitlines()
+        assert max(len(line) for line in lines) <= int(columns)
+        start, end = lines[0].index("STATUS"), lines[0].index("PROVIDES")
+        rows: dict[str, str] = {}
+        for line in lines[1:]:  # a wrapped cell goes on below, in its column
+            if not line.startswith(" "):
+                name = line.split()[0]
+                rows[name] = ""
+            rows[name] = f"{rows[name]} {line[start:end].strip()}".strip()
+        assert "not configured: [plugins.jwt] issuer" in rows["jwt"]
+        assert "not configured: [plugins.redis] url" in rows["redis"]
+        assert "not configured: OTEL_EXPORTER_OTLP_ENDPOINT" in rows["otel"]
+        assert "not configured: [plugins.conformance] enabled = true" in rows["conformance"]
+        assert "…" not in "".join(lines)
+
+
+def test_tables_print_whole_lines_when_piped() -> None:
+    """Not a terminal and no COLUMNS: one line per row, nothing cut (grep sees every word)."""
+    lines = ok("plugins", env={"COLUMNS": None, "MCPHOST_PLUGINS": None}).stdout.splitlines()
+    demo = next(line for line in lines if line.startswith("demo "))
+    assert demo.endswith("5 tools, 1 resource, 1 template, 1 prompt")
+    assert all(not line.startswith(" ") for line in lines)
+    tools = ok("tools", env={"COLUMNS": None}).stdout.splitlines()
+    progress = next(line for line in tools if line.startswith("progress "))
+    assert progress.endswith("then say how many steps ran.")
 
 
 def test_plugins_all_includes_builtins() -> None:
@@ -95,7 +115,7 @@ def test_plugins_json() -> None:
 
 
 def test_tools_table() -> None:
-    lines = ok("tools").stdout.splitlines()
+    lines = ok("tools", env={"COLUMNS": None}).stdout.splitlines()
     assert lines[0].split() == ["TOOL", "PLUGIN", "DESCRIPTION"]
     rows = {line.split()[0]: line for line in lines[1:]}
     assert list(rows) == DEMO_TOOLS

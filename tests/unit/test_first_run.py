@@ -55,6 +55,19 @@ def test_quick_commands_load_no_plugin(tmp_path: Path, args: list[str]) -> None:
     assert "mcphost" in done.stdout
 
 
+@pytest.mark.parametrize("args", [["plugins"], ["tools"], ["config", "check"]])
+def test_listing_commands_import_no_dormant_plugins_heavy_modules(tmp_path: Path, args: list[str]) -> None:
+    """Every shipped plugin installed, none configured: redis.asyncio, PyJWT and httpx (jwt) and Quart
+    (the console's pages) stay unimported: a dormant plugin costs nothing."""
+    probe = ("import sys\nsys.argv = ['mcphost', *sys.argv[1:]]\nfrom mcphost.cli import main\n"
+             "try:\n    main()\nexcept SystemExit:\n    pass\n"
+             "print(sorted(m for m in ('redis', 'jwt', 'httpx', 'quart', 'hypercorn') if m in sys.modules), "
+             "file=sys.stderr)\n")
+    done = subprocess.run([sys.executable, "-c", probe, *args], env=environment(tmp_path), capture_output=True,
+                          text=True, timeout=60)
+    assert done.stderr.strip().splitlines()[-1] == "[]", done.stderr
+
+
 def test_version_flag(tmp_path: Path) -> None:
     import mcphost as package
     assert mcphost(tmp_path, "--version").stdout == f"mcphost {package.__version__}\n"
@@ -72,7 +85,16 @@ def test_plugins_lists_the_dormant_ones_with_what_wakes_them(tmp_path: Path) -> 
     assert (data["jwt"]["status"], data["jwt"]["wake"]) == ("not configured", "[plugins.jwt] issuer")
     assert (data["redis"]["status"], data["redis"]["wake"]) == ("not configured", "[plugins.redis] url")
     assert (data["otel"]["status"], data["otel"]["wake"]) == ("not configured", "OTEL_EXPORTER_OTLP_ENDPOINT")
+    assert (data["conformance"]["status"], data["conformance"]["wake"]) == (
+        "not configured", "[plugins.conformance] enabled = true")
     assert data["demo"]["status"] == "active"
+
+
+def test_a_fresh_catalog_is_the_demo_plugins_and_no_conformance_fixture(tmp_path: Path) -> None:
+    tools = json.loads(mcphost(tmp_path, "tools", "--json").stdout)
+    names = {tool["name"] for tool in tools}
+    assert {"echo", "progress", "greet_user"} <= names
+    assert not [name for name in names if name.startswith("test_") or name.startswith("json_schema")]
 
 
 def write(tmp_path: Path, text: str) -> Path:

@@ -27,7 +27,8 @@ async def call(host: Any, **extra: Any) -> dict[str, Any]:
 async def test_a_replayed_request_state_is_refused_only_when_states_are_single_use(single_use: bool):
     from mcphost_conformance import ConformancePlugin
 
-    host = make_host(("conformance", ConformancePlugin()), config={"server": {
+    host = make_host(("conformance", ConformancePlugin()), config={
+        "plugins": {"conformance": {"enabled": True}}, "server": {
         "single_use_states": single_use, "state_keys": ["k" * 32]}})
     await host.start()
     try:

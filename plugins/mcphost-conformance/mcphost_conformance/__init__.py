@@ -58,6 +58,9 @@ LOG_MESSAGES = ("Tool execution started", "Tool processing data", "Tool executio
 class ConformanceSettings(mcphost.PluginSettings):
     """The conformance fixtures: how fast the watched resource changes, how long a reconnection waits."""
 
+    enabled: Annotated[bool | None, Field(description=(
+        "Serve the fixtures (the plugin is dormant without this, any other setting of this section, or its "
+        "name in the plugin allow list)"))] = None
     watched_interval_seconds: Annotated[float, Field(gt=0, description=(
         "How often test://watched-resource changes (notifications/resources/updated)"))] = 3.0
     reconnect_retry_ms: Annotated[int, Field(ge=0, le=60_000, description=(
@@ -417,6 +420,20 @@ class ConformancePlugin:
     @mcphost.hookimpl
     def mcphost_settings(self) -> type[ConformanceSettings]:
         return ConformanceSettings
+
+    @mcphost.hookimpl
+    def mcphost_unconfigured(self, host: mcphost.Host) -> str | None:
+        """Dormant unless asked for: its 35 fixtures are for the conformance suite, not for a first
+        ``mcphost serve``. ``enabled = true`` (or any other setting of the section) wakes it, and so
+        does naming it in the allow list (``--plugins demo,conformance``, ``MCPHOST_PLUGINS``)."""
+        if host.settings(ConformanceSettings).enabled is False:
+            return f"[plugins.{PLUGIN_NAME}] enabled = true"
+        if host.config.plugin(PLUGIN_NAME):
+            return None
+        allow = getattr(getattr(host, "selection", None), "allow", None)
+        if allow is not None and PLUGIN_NAME in allow:
+            return None
+        return f"[plugins.{PLUGIN_NAME}] enabled = true"
 
     @mcphost.hookimpl
     def mcphost_tools(self, host: mcphost.Host) -> list[mcphost.Tool]:

@@ -121,6 +121,7 @@ def make_host(mcphost_host: Callable[..., Host]) -> Callable[..., Host]:
     """``make_host(**section)``: a prepared Host serving a fresh plugin with ``[plugins.conformance]`` = section."""
 
     def factory(plugin: ConformancePlugin | None = None, **section: Any) -> Host:
+        section = {"enabled": True, **section}
         return mcphost_host(plugin or ConformancePlugin(), config={"plugins": {"conformance": section}})
 
     return factory
@@ -613,7 +614,7 @@ async def test_completion_for_arg1_returns_a_list(host, connect):
 # -- as installed ------------------------------------------------------------------------------------
 
 def _installed_host(section: dict[str, Any] | None = None) -> Host:
-    host = Host(config_from_dict({"plugins": {"conformance": section or {}}}), selection=None)
+    host = Host(config_from_dict({"plugins": {"conformance": section or {"enabled": True}}}), selection=None)
     host.prepare()
     return host
 

@@ -181,7 +181,7 @@ class ModernClient:
 
 @pytest.fixture
 async def host() -> AsyncIterator[Host]:
-    host = make_host(("conformance", ConformancePlugin()))
+    host = make_host(("conformance", ConformancePlugin()), config={"plugins": {"conformance": {"enabled": True}}})
     await host.start()
     try:
         yield host

@@ -15,15 +15,17 @@ from __future__ import annotations
 import hashlib
 import logging
 from importlib import resources
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
-from quart import Response, request
 
 import mcphost
 from mcphost import introspect
 from mcphost_console.access import Denied, check_action, check_read
 from mcphost_console.settings import ConsoleSettings
+
+if TYPE_CHECKING:  # Quart is imported when a page is served, not when a CLI command loads the plugin
+    from quart import Response
 
 log = logging.getLogger("mcphost.console")
 
@@ -138,6 +140,7 @@ class ConsolePlugin:
         return _json({**introspect.catalog(self.host), "digest": self._catalog_digest()}, 200)
 
     async def end_session(self, session_id: str) -> Response:
+        from quart import request
         try:
             await check_action(self.host, request, self.settings)
         except Denied as exc:
@@ -157,6 +160,7 @@ class ConsolePlugin:
         return self._digest[1]
 
     async def _read_denied(self) -> Response | None:
+        from quart import request
         try:
             await check_read(self.host, request, self.settings)
         except Denied as exc:
@@ -169,6 +173,7 @@ def _asset(name: str) -> str:
 
 
 def _answer(body: bytes, status: int, content_type: str, headers: dict[str, str] | None = None) -> Response:
+    from quart import Response
     return Response(body, status, {**SECURITY_HEADERS, **(headers or {})}, content_type=content_type)
 
 

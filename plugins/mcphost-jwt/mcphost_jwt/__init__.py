@@ -15,15 +15,31 @@ plugin and, as without one, refuses to listen beyond loopback unless told otherw
 
 from __future__ import annotations
 
+import importlib
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import mcphost
 from mcphost import Connection, Principal
-from mcphost_jwt.fetch import MAX_RESPONSE_BYTES, GuardedFetcher, IdentityProviderUnavailable, UnsafeTarget
-from mcphost_jwt.jwks import JwksUnavailable, KeySet
 from mcphost_jwt.settings import PLUGIN_NAME, JwtSettings, Settings, load_settings
-from mcphost_jwt.verify import Authenticator, bearer_token
+
+if TYPE_CHECKING:
+    from mcphost_jwt.fetch import MAX_RESPONSE_BYTES, GuardedFetcher, IdentityProviderUnavailable, UnsafeTarget
+    from mcphost_jwt.jwks import JwksUnavailable, KeySet
+    from mcphost_jwt.verify import Authenticator, bearer_token
+
+#: Where the verifier's names live, loaded on first use (httpx and PyJWT take most of a second to
+#: import): a CLI command that loads the plugins, with this one dormant, does not pay for them.
+_LAZY = {"MAX_RESPONSE_BYTES": "fetch", "GuardedFetcher": "fetch", "IdentityProviderUnavailable": "fetch",
+         "UnsafeTarget": "fetch", "JwksUnavailable": "jwks", "KeySet": "jwks", "Authenticator": "verify",
+         "bearer_token": "verify"}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"mcphost_jwt.{module}"), name)
 
 log = logging.getLogger("mcphost_jwt")
 
@@ -52,6 +68,9 @@ class NotConfigured(RuntimeError):
 
 def build_authenticator(settings: Settings, *, fetcher: GuardedFetcher | None = None) -> Authenticator:
     """An Authenticator for ``settings`` with its own fetcher and key cache."""
+    from mcphost_jwt.fetch import GuardedFetcher
+    from mcphost_jwt.jwks import KeySet
+    from mcphost_jwt.verify import Authenticator
     fetcher = fetcher or GuardedFetcher(allow_insecure=settings.allow_insecure, timeout=settings.timeout,
                                         ca_file=settings.ca_file)
     keys = KeySet(fetcher, issuer=settings.issuer, jwks_uri=settings.jwks_uri,

@@ -16,16 +16,18 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from opentelemetry import metrics, trace
-from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import MetricExporter, MetricReader, PeriodicExportingMetricReader
-from opentelemetry.sdk.resources import SERVICE_NAME, SERVICE_VERSION, Resource
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
+
+# The SDK is imported by the functions that build providers, not with the plugin: a CLI command that
+# loads the plugins, with this one dormant, does not pay for it (half a second).
+if TYPE_CHECKING:
+    from opentelemetry.sdk.metrics.export import MetricReader
+    from opentelemetry.sdk.resources import Resource
 
 log = logging.getLogger("mcphost.otel")
 
@@ -71,6 +73,10 @@ def destination(env: dict[str, str] | os._Environ[str] | None = None) -> str | N
     for name in DESTINATION_VARIABLES:
         if env.get(name, "").strip():
             return name
+    if "opentelemetry.sdk" not in sys.modules:  # nobody has imported the SDK: nobody installed its providers
+        return None
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.trace import TracerProvider
     if isinstance(trace.get_tracer_provider(), TracerProvider) or isinstance(metrics.get_meter_provider(),
                                                                             MeterProvider):
         return "a global OpenTelemetry provider"
@@ -79,6 +85,7 @@ def destination(env: dict[str, str] | os._Environ[str] | None = None) -> str | N
 
 def resource(service_name: str, service_version: str | None) -> Resource:
     """The environment's resource; mcphost's server name and version fill in what it leaves unset."""
+    from opentelemetry.sdk.resources import SERVICE_NAME, SERVICE_VERSION, Resource
     found = Resource.create()
     defaults: dict[str, str] = {}
     if str(found.attributes.get(SERVICE_NAME, "")).startswith("unknown_service"):
@@ -131,6 +138,8 @@ def exporter_classes(signal: str) -> list[tuple[str, type]]:
 
 def tracer_provider(res: Resource) -> tuple[Any, bool]:
     """The global SDK tracer provider, or a new one with the configured exporters (True: new)."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
     current = trace.get_tracer_provider()
     if isinstance(current, TracerProvider):
         return current, False
@@ -154,6 +163,8 @@ def meter_provider(res: Resource, extra_readers: list[MetricReader]) -> tuple[An
     provider; when there are some, a new provider is built even if a global one exists, so the
     scrape route always sees mcphost's metrics.
     """
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import MetricExporter, MetricReader, PeriodicExportingMetricReader
     current = metrics.get_meter_provider()
     if isinstance(current, MeterProvider) and not extra_readers:
         return current, False

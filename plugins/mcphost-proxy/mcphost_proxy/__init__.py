@@ -355,6 +355,9 @@ class ProxyPlugin:
         assert self.settings is not None
         if not self.upstreams:
             return
+        # Declared at initialize before any upstream has listed: a client that lists once, at once
+        # (most desktop clients), gets an empty list rather than "Method not found", then list_changed.
+        host.expect_provider(("tools", "resources", "prompts"))
         eager = [u for u in self.upstreams.values() if u.settings.start == "startup"]
         for upstream in eager:
             log.info("upstream %s: starting (%s: %s)", upstream.label, upstream.settings.transport,

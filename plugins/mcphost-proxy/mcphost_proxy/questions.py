@@ -161,7 +161,14 @@ class Questions:
         return await self.forward("sampling", lambda ctx: _sample(ctx, _dump(params)), meta=_meta_of(context, params))
 
     async def on_roots(self, context: Any) -> Any:
-        return await self.forward("roots/list", lambda ctx: _roots(ctx), meta=_meta_of(context, None))
+        meta = _meta_of(context, None)
+        if not self.callers and _trace_id(meta) not in self.ended_traces:
+            # Asked outside any call (many servers ask once they are initialized, at the host's
+            # start): no client to ask, so no roots. An error here was logged by such servers as a
+            # failure at every clean start.
+            log.debug("upstream %s asked for roots outside any call: answered with none", self.upstream.label)
+            return types.ListRootsResult(roots=[])
+        return await self.forward("roots/list", lambda ctx: _roots(ctx), meta=meta)
 
     async def answer_inputs(self, ctx: mcphost.Context | None, requests: dict[str, Any]) -> dict[str, Any]:
         """Answers to a 2026-07-28 upstream's InputRequiredResult, asked of the downstream client under

@@ -281,8 +281,12 @@ class Upstream:
                 forward_capabilities(session)
             elif session.server_capabilities is not None and session.server_capabilities.logging is not None:
                 # Everything: the host filters by each downstream client's own level.
+                # Sent as a plain request: ClientSession.set_logging_level warns (MCPDeprecationWarning)
+                # at every start, as logging is deprecated in 2026-07-28, but this upstream speaks the
+                # session era, where logging/setLevel is how it learns the levels to send.
                 with contextlib.suppress(MCPError):
-                    await session.set_logging_level("debug")
+                    await session.send_request(types.SetLevelRequest(params=types.SetLevelRequestParams(level="debug")),
+                                               types.EmptyResult)
             self._session = session
             if session.discover_result is not None:
                 group.start_soon(self._follow_changes, session)

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 from pydantic import Field
 
 import mcphost
 
-from .backend import RedisSettings
+if TYPE_CHECKING:  # the backend (redis.asyncio) is imported when one is made, not by `mcphost plugins`
+    from .backend import RedisSettings
 
 ENV_URL = "MCPHOST_REDIS_URL"
 
@@ -54,6 +55,8 @@ class RedisConfig(mcphost.PluginSettings):
         url = self.url or (os.environ if env is None else env).get(ENV_URL)
         if not url:
             return None
+        from .backend import RedisSettings
+
         session_ttl = server.session_idle_timeout if self.session_ttl is None else self.session_ttl
         return RedisSettings(
             url=url, prefix=self.prefix, op_timeout=self.op_timeout, connect_timeout=self.connect_timeout,

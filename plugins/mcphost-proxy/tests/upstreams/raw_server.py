@@ -19,6 +19,9 @@ out = sys.stdout.buffer
 #: With RAW_SUBSCRIBES (a file name): it serves the resource raw://status, whose subscriptions it
 #: records in that file, and sends an update 0.2 s after each subscribe.
 SUBSCRIBES = os.environ.get("RAW_SUBSCRIBES")
+#: With RAW_ROOTS (a file name): once initialized, it asks its client for roots (as many servers do
+#: at start, outside any call) and writes the answer it got into that file.
+ROOTS = os.environ.get("RAW_ROOTS")
 
 
 _lock = threading.Lock()
@@ -37,6 +40,13 @@ def reply(request_id, result: dict) -> None:
 for line in sys.stdin.buffer:
     message = json.loads(line)
     method, request_id = message.get("method"), message.get("id")
+    if method is None:  # a response: to the roots/list asked at start
+        if ROOTS and request_id == "roots-at-start":
+            with open(ROOTS, "w", encoding="utf-8") as file:
+                file.write(json.dumps(message))
+        continue
+    if method == "notifications/initialized" and ROOTS:
+        send({"jsonrpc": "2.0", "id": "roots-at-start", "method": "roots/list"})
     if request_id is None:
         continue  # notifications
     params = message.get("params") or {}
