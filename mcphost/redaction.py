@@ -49,6 +49,7 @@ NOT_SECRET_TAIL = frozenset({
     "url", "uri", "endpoint", "path", "file", "dir", "prefix", "timeout", "ttl", "seconds", "ms", "max",
     "min", "limit", "limits", "count", "size", "length", "header", "name", "names", "scope", "scopes", "type",
     "issuer", "audience", "algorithm", "algorithms", "mode", "enabled", "required", "id_claim", "claim",
+    "error", "exception",  # KeyError: 'depth' names what went wrong, never a secret
 })
 #: Tables whose every value is redacted, whatever its name.
 SECRET_TABLES = frozenset({"env", "environment", "headers"})

@@ -110,7 +110,7 @@ def test_a_misspelt_plugin_section_stops_serve_before_it_binds(tmp_path: Path, h
     assert done.returncode == 1
     assert done.stderr.splitlines() == [
         f"Error: {path}: [plugins.redsi] no plugin named 'redsi' is installed (did you mean 'redis'?); "
-        "installed: codemode, conformance, console, demo, jwt, otel, proxy, redis"]
+        "installed: codemode, conformance, console, demo, jwt, otel, proxy, redis, semantic"]
 
 
 def test_a_string_port_stops_serve_naming_the_key(tmp_path: Path) -> None:
@@ -132,7 +132,7 @@ def test_three_mistakes_give_three_messages_and_config_check_agrees(tmp_path: Pa
             f"{path}: [server] unknown key 'log_levle' (did you mean 'log_level'?)",
             f"{path}: [plugins.demo.root] Input should be a valid string, not 5",
             f"{path}: [plugins.redsi] no plugin named 'redsi' is installed (did you mean 'redis'?); "
-            "installed: codemode, conformance, console, demo, jwt, otel, proxy, redis"])
+            "installed: codemode, conformance, console, demo, jwt, otel, proxy, redis, semantic"])
     good = write(tmp_path, "[server]\nport = 9000\n")
     done = mcphost(tmp_path, "--config", str(good), "config", "check")
     assert (done.returncode, done.stdout) == (0, f"{good}: ok\n")

@@ -1132,6 +1132,48 @@ async def test_mcphost_shutdown_failure_is_logged_and_the_others_still_run(
 # -- one plugin implementing every hook at once -----------------------------------------------------------
 
 
+class Favourite:
+    """A ranker that puts one tool first for every query (and is told of the index's changes)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.told: set[str] = set()
+
+    def update(self, changes: Any) -> None:
+        self.told.update(document.name for documents in changes.values() for document in documents)
+
+    def rank(self, query: str, limit: int, accept: Any) -> list[tuple[str, float]]:
+        if self.name not in self.told or (accept is not None and not accept(self.name)):
+            return []
+        return [(self.name, 1.0)]
+
+
+async def test_mcphost_search_rankers_are_fused_with_the_lexical_search_within_the_callers_view() -> None:
+    favourite = Favourite("shout")
+
+    class Ranking:
+        @mcphost.hookimpl
+        def mcphost_search_rankers(self, host: Any) -> list[Any]:
+            return [favourite]
+
+    config = {"endpoints": {"find": {"discovery": "search"},
+                            "narrow": {"discovery": "search", "exclude": {"tools": ["shout"]}}}}
+    class Tools:
+        @mcphost.hookimpl
+        def mcphost_tools(self, host: Any) -> list[mcphost.Tool]:
+            return [shout, whoami]
+
+    host = make_host(Tools(), Ranking(), config=config)
+    found = {}
+    for endpoint in ("find", "narrow"):
+        async with MemoryClient(host, connection=Connection(transport="memory", endpoint=endpoint)) as client:
+            result = await client.call_tool("search_tools", {"query": "whoami", "limit": 3})
+            found[endpoint] = [tool["name"] for tool in result["structuredContent"]["tools"]]
+    assert "shout" in favourite.told  # the ranker was told of the catalog
+    assert "whoami" in found["find"] and "shout" in found["find"]  # lexical hit and the ranker's, fused
+    assert "shout" not in found["narrow"]  # the ranker only ranks what the caller's view accepts
+
+
 class EverySettings(mcphost.PluginSettings):
     motd: str = ""
 
@@ -1207,6 +1249,10 @@ class EveryHook:
         return self.backend
 
     @mcphost.hookimpl
+    def mcphost_search_rankers(self, host: Any) -> list[Any]:
+        return [Favourite("shout")]
+
+    @mcphost.hookimpl
     def mcphost_routes(self, app: Any) -> None:
         app.route("/every")(lambda: "every")
 
@@ -1262,7 +1308,7 @@ async def test_one_plugin_implementing_every_hook() -> None:
     assert info.status == "active"
     assert info.provides == {"prompts": ["hello_prompt"], "resourceTemplates": ["test://items/{item_id}"],
                              "resources": ["every://motd"], "tools": ["shout", "whoami", "fail"],
-                             "middleware": ["count"]}
+                             "middleware": ["count"], "search_rankers": ["Favourite"]}
     assert plugin.events == [
         "startup", "connect", "request initialize", "request tools/list", "request tools/call",
         "request tools/call", "exception fail RuntimeError", "request resources/read", "request resources/read",
