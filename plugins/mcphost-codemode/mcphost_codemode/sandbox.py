@@ -4,7 +4,9 @@ Monty (``pydantic-monty``) is a Python interpreter written in Rust that runs eac
 pool of ``monty`` worker processes: the host's event loop only waits on a pipe, a crash or a
 runaway program costs a worker (killed and replaced), never the host. The sandbox has no
 filesystem, network, environment or subprocess access: ``os`` and ``pathlib`` are inert
-stand-ins whose every such call is refused, ``subprocess`` and ``socket`` do not exist. Its own
+stand-ins whose every such call is refused, ``subprocess`` and ``socket`` do not exist; an import of
+a module that reaches files, the environment or processes (:data:`REFUSED_MODULES`) is refused before
+the program runs, naming its line and column, so a model learns at once what the sandbox is. Its own
 limits stop a program that computes too long (execution time, which does not run while a tool
 call is awaited), uses too much memory or recurses too deep; this module adds the cap on printed
 output. ``call_tool`` is the one way out, a host function that runs a real tool call.
@@ -12,6 +14,7 @@ output. ``call_tool`` is the one way out, a host function that runs a real tool 
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import contextlib
 import math
@@ -23,6 +26,13 @@ from typing import Any, Literal, Protocol
 import orjson
 import pydantic_monty as monty
 
+#: Modules whose import is refused before the program runs: in Python they reach files, the
+#: environment, processes or the network (Monty has none of it; ``os`` and ``pathlib`` would import as
+#: inert stand-ins, and an import that succeeds tells a model the wrong thing).
+REFUSED_MODULES = frozenset({
+    "os", "pathlib", "sys", "io", "shutil", "tempfile", "glob", "subprocess", "socket", "ssl", "signal",
+    "ctypes", "multiprocessing", "threading", "importlib", "builtins", "urllib", "http", "requests", "httpx",
+})
 #: Frames a program may nest (Monty's own default is 1000; a model's program needs far fewer).
 MAX_RECURSION = 200
 #: The workers' niceness (``nice``): below the host's priority, so the host's event loop wins a contended core.
@@ -138,6 +148,9 @@ class Sandbox:
         Cancelling the run kills its worker (the pool replaces it) and cancels the tool call it
         was waiting on.
         """
+        refused = await asyncio.to_thread(refused_import, code)  # parsing grows with the program: off the loop
+        if refused is not None:
+            return Outcome(output="", calls=0, error=refused)
         output = Output(limits.max_output_bytes)
         pool = await self._started()
         feed = asyncio.ensure_future(self._feed(pool, code, limits, caller, output))
@@ -179,6 +192,29 @@ class Sandbox:
                 with contextlib.suppress(monty.MontyRuntimeError):
                     value = await session.feed_run("result", print_callback=output)
         return value
+
+
+def refused_import(code: str) -> str | None:
+    """The error for the first import of a :data:`REFUSED_MODULES` module in ``code``; None when there
+    is none (or when Python cannot parse it: Monty then reports the syntax error itself)."""
+    try:
+        tree = ast.parse(code)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names = [node.module]
+        else:
+            continue
+        for name in names:
+            top = name.split(".", 1)[0]
+            if top in REFUSED_MODULES:
+                return (f"ImportError at line {node.lineno}, column {node.col_offset + 1}: the sandbox refuses "
+                        f"'import {name}' (no files, environment, processes or network; call tools with "
+                        "call_tool instead)")
+    return None
 
 
 def _yield_to_host(pid: int | None) -> None:

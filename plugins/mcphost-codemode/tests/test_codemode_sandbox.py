@@ -13,15 +13,16 @@ from codemode_support import CODE_ENDPOINT, Recorder, TokenAuth, serving, text_o
 BURN = "await call_tool('signal', {})\nn = 0\nwhile True:\n    n += 1"
 
 ESCAPES = {
-    "import os, read the environment": ("import os\nos.environ['HOME']", "RuntimeError: 'os.environ' is not supported"),
-    "os.getenv": ("import os\nos.getenv('PATH')", "RuntimeError: 'os.getenv' is not supported"),
-    "os.system": ("import os\nos.system('id')", "AttributeError"),
-    "import subprocess": ("import subprocess\nsubprocess.run(['id'])",
-                          "ModuleNotFoundError: No module named 'subprocess'"),
+    "import os, read the environment": ("import os\nos.environ['HOME']",
+                                        "ImportError at line 1, column 1: the sandbox refuses 'import os'"),
+    "os.getenv": ("x = 1\nfrom os import getenv\ngetenv('PATH')",
+                  "ImportError at line 2, column 1: the sandbox refuses 'import os'"),
+    "os.system": ("import json, os.path\nos.system('id')", "the sandbox refuses 'import os.path'"),
+    "import subprocess": ("import subprocess\nsubprocess.run(['id'])", "the sandbox refuses 'import subprocess'"),
     "import socket": ("import socket\nsocket.create_connection(('127.0.0.1', 80))",
-                      "ModuleNotFoundError: No module named 'socket'"),
+                      "the sandbox refuses 'import socket'"),
     "open a file": ("open('/etc/passwd').read()", "PermissionError: Permission denied: '/etc/passwd'"),
-    "pathlib": ("from pathlib import Path\nPath('/etc/hostname').read_text()", "PermissionError"),
+    "pathlib": ("from pathlib import Path\nPath('/etc/hostname').read_text()", "the sandbox refuses 'import pathlib'"),
     "write a file": ("open('/tmp/escaped', 'w').write('x')", "PermissionError"),
     "__import__": ("__import__('os').system('id')", "Error"),
     "an infinite loop": ("while True:\n    pass", "Limit reached: the program computed for more than 1 s (time_limit)"),
