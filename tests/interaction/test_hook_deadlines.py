@@ -23,11 +23,11 @@ import pytest
 import mcphost
 from mcphost.protocol.errors import McpError
 from mcphost.testing import MemoryClient, make_host, serve_http
-from tests.interaction.test_refusal import INITIALIZE, MODERN_META, REPO_ROOT, Trace
 from tests.support import hanging
 from tests.support.fixtures.distributions import make_distribution
-from tests.support.http_support import ACCEPT_BOTH
+from tests.support.http_support import ACCEPT_BOTH, INITIALIZE, MODERN_META, REPO_ROOT
 from tests.support.matrix import modern_headers
+from tests.support.refusing import Trace
 from tests.support.stdio_support import RawServer, server_env
 
 #: The connect deadline these tests set (seconds): short, so they run quickly; long enough for a busy CI.
