@@ -330,7 +330,7 @@ def test_session_errors_carry_the_request_id(server: HttpServer, client: httpx.C
 
 @pytest.mark.parametrize("sig", [15, 2])
 def test_stdio_sigterm_and_sigint_run_the_terminate_and_shutdown_hooks(tmp_path: Path, sig: int) -> None:
-    from tests.support.stdio_support import RawServer, server_env
+    from tests.support.stdio_support import RawServer, probe_trace, server_env
     server = RawServer(server_env(tmp_path, probe=True))
     try:
         server.initialize()
@@ -339,7 +339,7 @@ def test_stdio_sigterm_and_sigint_run_the_terminate_and_shutdown_hooks(tmp_path:
     finally:
         if server.proc.poll() is None:
             server.proc.kill()
-    trace = (tmp_path / "probe-trace.txt").read_text(encoding="utf-8").splitlines()
+    trace = probe_trace(tmp_path)
     assert trace[-3:] == ["disconnect shutdown", "terminate shutdown", "shutdown"], trace
 
 
