@@ -11,9 +11,15 @@ callbacks you give it. Fixtures:
 ``free_port()`` is a loopback port nothing listens on, for a server a test starts; under
 pytest-xdist each worker takes its ports from a block of its own, below the ephemeral range.
 
+``app_client(config)`` is an httpx client of the real ASGI app in this process: no socket, no
+server, no subprocess. The app's lifespan runs around the block (startup hooks on entry, the
+shutdown on exit), as under ``mcphost serve``. ``running_app(config)`` is the started app alone,
+for tests that call it with hand-made ASGI messages.
+
 ``serve_http(host)`` runs the real HTTP app (Hypercorn, the same wiring as ``mcphost serve``)
 in the test's own event loop on a free loopback port, for tests that need real HTTP requests
-and in-process access to what the plugins recorded.
+over a socket (streams read as they arrive, connection behaviour) and in-process access to what
+the plugins recorded.
 """
 
 from __future__ import annotations
@@ -29,9 +35,9 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import pytest
 
@@ -41,6 +47,11 @@ from mcphost.kernel.driver import SessionDriver
 from mcphost.protocol.errors import McpError
 from mcphost.protocol.versions import LATEST_LEGACY
 from mcphost.sessions.session import Connection, Session
+
+if TYPE_CHECKING:
+    import httpx
+
+    from mcphost.app import McpApp
 
 Callback = Callable[[dict[str, Any]], Any]
 
@@ -327,6 +338,101 @@ class ServeProcess:
         self._log.close()
 
 
+AppTarget = Host | Config | Mapping[str, Any] | None
+
+
+def _host_of(target: AppTarget) -> Host:
+    """``target`` as a Host: a Host as is; a Config or a config mapping (``{"server": ...,
+    "plugins": ...}``, read without the environment) served by the installed plugins."""
+    if isinstance(target, Host):
+        return target
+    if target is None or isinstance(target, Mapping):
+        target = config_from_dict(dict(target or {}), env={})
+    return Host(target)
+
+
+@contextlib.asynccontextmanager
+async def running_app(target: AppTarget = None, *, timeout: float = 30.0) -> AsyncIterator[McpApp]:
+    """The ASGI app serving ``target`` (see :func:`app_client`), its lifespan started.
+
+    Startup runs through the ASGI lifespan protocol, as Hypercorn drives it (the host's start,
+    startup hooks, the transport's start); a failed startup raises ``RuntimeError`` with its
+    message. On exit open streams are told to end (as on SIGTERM), then the lifespan shuts down.
+    """
+    from mcphost.app import create_app
+
+    app = create_app(_host_of(target))
+    inbox: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+    outbox: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+    scope = {"type": "lifespan", "asgi": {"version": "3.0", "spec_version": "2.0"}, "state": {}}
+
+    async def receive() -> dict[str, Any]:
+        return await inbox.get()
+
+    async def send(message: dict[str, Any]) -> None:
+        await outbox.put(message)
+
+    lifespan = asyncio.get_running_loop().create_task(app(scope, receive, send))
+
+    async def answer(event: str) -> None:
+        await inbox.put({"type": f"lifespan.{event}"})
+        reply = asyncio.ensure_future(outbox.get())
+        done, _ = await asyncio.wait({reply, lifespan}, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+        if reply not in done:
+            reply.cancel()
+            if lifespan in done:
+                lifespan.result()  # the app raised: raise it here
+            raise RuntimeError(f"the app's lifespan {event} did not finish within {timeout}s")
+        message = reply.result()
+        if message["type"] != f"lifespan.{event}.complete":
+            raise RuntimeError(f"lifespan {event} failed: {message.get('message', message)}")
+
+    try:
+        await answer("startup")
+    except BaseException:
+        lifespan.cancel()
+        with contextlib.suppress(BaseException):
+            await lifespan
+        raise
+    try:
+        yield app
+    finally:
+        app.begin_shutdown()
+        try:
+            await answer("shutdown")
+        finally:
+            if not lifespan.done():
+                lifespan.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await lifespan
+
+
+@contextlib.asynccontextmanager
+async def app_client(target: AppTarget = None, *, base_url: str = "http://127.0.0.1:8000",
+                     client: tuple[str, int] = ("127.0.0.1", 50000),
+                     **options: Any) -> AsyncIterator[httpx.AsyncClient]:
+    """An ``httpx.AsyncClient`` of the real ASGI app of ``target``, in this process.
+
+    ``target`` is a Host, a :class:`~mcphost.config.Config` or a config mapping
+    (``{"server": {...}, "plugins": {"allow": ["demo"]}}``, read without the environment; a Config
+    or mapping is served by the installed plugins). Requests go through httpx's ASGI transport:
+    no socket, no port, no process. The app's lifespan runs around the block (see
+    :func:`running_app`); the client's ``app`` attribute is the app, ``app.host`` the Host.
+
+    ``base_url`` must be a loopback address unless ``[server] allowed_hosts`` says otherwise (the
+    host header check); ``client`` is the peer address the app sees. httpx's ASGI transport
+    returns a response once the app has finished it: read SSE streams that end (a POST's answer),
+    not ones held open (a session's GET stream; use :func:`serve_http` for those).
+    """
+    import httpx
+
+    async with running_app(target) as app:
+        transport = httpx.ASGITransport(app=app, client=client)  # type: ignore[arg-type]  # httpx types ASGI apps with its own callables
+        async with httpx.AsyncClient(transport=transport, base_url=base_url, **options) as http:
+            http.app = app  # type: ignore[attr-defined]
+            yield http
+
+
 class LiveServer:
     """A running in-process HTTP server: ``url`` is the MCP endpoint, ``base`` the origin."""
 
@@ -399,5 +505,5 @@ def mcphost_client() -> Callable[..., MemoryClient]:
     return MemoryClient
 
 
-__all__ = ["LiveServer", "MemoryClient", "ServeProcess", "free_port", "make_host", "mcphost_client", "mcphost_host",
-           "serve_http"]
+__all__ = ["LiveServer", "MemoryClient", "ServeProcess", "app_client", "free_port", "make_host", "mcphost_client",
+           "mcphost_host", "running_app", "serve_http"]

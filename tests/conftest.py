@@ -2,15 +2,29 @@
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 import pytest
 
+from mcphost.redaction import RedactingFilter
 from tests.support.http_support import HttpServer
 from tests.support.js.run import ensure_ts_client
 from tests.support.stdio_support import RawServer, server_env
+
+
+@pytest.fixture(autouse=True)
+def _no_redacting_filter_left_behind() -> Iterator[None]:
+    """mcphost's CLI run in process (click's runner) puts a RedactingFilter on the root logger's
+    handlers, and pytest's own handlers there live for the whole session: one test's CLI call would
+    redact what every later test's ``caplog`` sees (a serial run of tests/unit failed that way).
+    Each test ends with the filter taken off again."""
+    yield
+    for handler in logging.getLogger().handlers:
+        for stale in [f for f in handler.filters if isinstance(f, RedactingFilter)]:
+            handler.removeFilter(stale)
 
 
 @pytest.fixture(scope="module")

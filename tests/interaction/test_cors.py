@@ -16,9 +16,8 @@ import httpx
 import mcphost_demo
 import pytest
 
-from mcphost.testing import free_port, make_host, serve_http
-from tests.interaction.test_refusal import INITIALIZE
-from tests.support.http_support import ACCEPT_BOTH
+from mcphost.testing import app_client, free_port, make_host, serve_http
+from tests.support.http_support import ACCEPT_BOTH, INITIALIZE
 
 FOREIGN = "http://evil.example"
 
@@ -37,8 +36,8 @@ def cors_headers(response: httpx.Response) -> dict[str, str]:
 async def test_an_allowed_origin_gets_its_preflight_and_exposed_headers_and_no_other_does(path: str) -> None:
     allowed = "https://app.example"
     host = make_host(mcphost_demo, config=config(allowed))
-    async with serve_http(host) as server, httpx.AsyncClient(timeout=10) as client:
-        url = server.base + path
+    async with app_client(host) as client:
+        url = path
         asked = {"access-control-request-method": "POST",
                  "access-control-request-headers": "content-type, mcp-session-id, mcp-protocol-version"}
         preflight = await client.options(url, headers={"origin": allowed, **asked})

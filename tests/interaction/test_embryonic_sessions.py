@@ -12,8 +12,7 @@ from pathlib import Path
 
 import httpx
 
-from tests.interaction.test_refusal import INITIALIZE
-from tests.support.http_support import ACCEPT_BOTH, HttpServer
+from tests.support.http_support import ACCEPT_BOTH, INITIALIZE, HttpServer
 
 #: Seconds an embryonic session lives here, and the flood: 500 initialize-and-leave requests.
 EMBRYONIC = 15

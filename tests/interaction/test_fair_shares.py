@@ -18,10 +18,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.interaction.test_isolation import modern_call, reply
-from tests.interaction.test_principal_limits import quota_env
 from tests.support.http_plugins.harness import call, probe_env
-from tests.support.http_support import INIT_PARAMS, HttpServer
+from tests.support.http_support import INIT_PARAMS, HttpServer, modern_call, quota_env, reply
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 UNRULY = "demo,httpunruly"

@@ -1,8 +1,8 @@
 """Liveness (``/healthz``) and readiness (``/readyz``) over real HTTP.
 
-A real ``mcphost serve`` answers both with the in-memory backend; an in-process server with a
-backend plugin whose health the test controls shows readiness following the backend, and the
-host's start and stop.
+A real ``mcphost serve`` answers both with the in-memory backend; the app in process (through
+``mcphost.testing.app_client``) with a backend plugin whose health the test controls shows readiness
+following the backend, and the host's start and stop.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import mcphost.host
 from mcphost.app import create_app
 from mcphost.builtin.memory import MemoryBackend
 from mcphost.sessions.backend import Backend
-from mcphost.testing import make_host, serve_http
+from mcphost.testing import app_client, make_host
 from tests.support.http_support import HttpServer
 
 
@@ -69,7 +69,7 @@ async def test_readiness_follows_the_backend_and_liveness_does_not(
     host = make_host(plugin)
     seen: list[tuple[Any, int, int, dict[str, Any]]] = []
     with caplog.at_level(logging.WARNING, logger="mcphost.host"):
-        async with serve_http(host) as server, httpx.AsyncClient(base_url=server.base) as client:
+        async with app_client(host) as client:
             for state in (True, False, "raise", "hang", False, True):
                 backend.state = state
                 ready = await client.get("/readyz")

@@ -22,12 +22,12 @@ import pytest
 
 import mcphost
 from mcphost.protocol.errors import McpError
-from mcphost.testing import MemoryClient, make_host, serve_http
-from tests.interaction.test_refusal import INITIALIZE, MODERN_META, REPO_ROOT, Trace
+from mcphost.testing import MemoryClient, app_client, make_host
 from tests.support import hanging
 from tests.support.fixtures.distributions import make_distribution
-from tests.support.http_support import ACCEPT_BOTH
+from tests.support.http_support import ACCEPT_BOTH, INITIALIZE, MODERN_META, REPO_ROOT
 from tests.support.matrix import modern_headers
+from tests.support.refusing import Trace
 from tests.support.stdio_support import RawServer, server_env
 
 #: The connect deadline these tests set (seconds): short, so they run quickly; long enough for a busy CI.
@@ -52,14 +52,14 @@ async def test_a_hanging_or_cancelling_connect_hook_refuses_over_http(
     monkeypatch.setenv(hanging.TRACE_ENV, str(trace.path))
     monkeypatch.setenv(hanging.MODE_ENV, mode)
     host = make_host(("hanger", hanging), config={"server": {"connect_timeout": DEADLINE, "log_level": "warning"}})
-    async with serve_http(host) as server, httpx.AsyncClient(timeout=30) as client:
+    async with app_client(host, timeout=30) as client:
         async def one(i: int) -> httpx.Response:
             if era == "modern":
                 params = {"_meta": MODERN_META}
-                return await client.post(server.url, headers=modern_headers("tools/list", params),
+                return await client.post("/mcp", headers=modern_headers("tools/list", params),
                                          content=json.dumps({"jsonrpc": "2.0", "id": i, "method": "tools/list",
                                                              "params": params}))
-            return await client.post(server.url, headers={"content-type": "application/json", "accept": ACCEPT_BOTH},
+            return await client.post("/mcp", headers={"content-type": "application/json", "accept": ACCEPT_BOTH},
                                      content=json.dumps({"jsonrpc": "2.0", "id": i, "method": "initialize",
                                                          "params": INITIALIZE}))
 
@@ -85,7 +85,7 @@ async def test_a_hanging_or_cancelling_connect_hook_refuses_over_http(
         assert host.manager.budgets.total("requests") == 0
         assert host.lifecycle.running.names() == []
         # The host still serves: a health check answers.
-        assert (await client.get(server.base + "/healthz")).status_code == 200
+        assert (await client.get("/healthz")).status_code == 200
 
 
 def stdio_env(tmp_path: Path, mode: str) -> dict[str, str]:

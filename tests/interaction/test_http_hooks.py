@@ -28,8 +28,8 @@ from tests.support.http_plugins.harness import (
     probe_env,
     rpc,
 )
-from tests.support.http_plugins.probe import CHALLENGE
 from tests.support.http_support import HttpServer, sse_messages
+from tests.support.probe import CHALLENGE
 
 
 @pytest.fixture(scope="module")

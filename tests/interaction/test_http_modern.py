@@ -20,7 +20,7 @@ import httpx
 import pytest
 
 from tests.support.http_plugins.harness import probe_env, raw_exchange, request_head
-from tests.support.http_support import HttpServer, sse_messages
+from tests.support.http_support import HttpServer, messages_of, modern, sse_messages
 from tests.support.wire import WireValidator
 
 MODERN = "2026-07-28"
@@ -31,53 +31,16 @@ METHOD_NOT_FOUND = -32601
 STATE_KEY = "k" * 16 + "0123456789abcdef"  # 32 characters
 PLUGINS = "demo,conformance,httpauth"
 SUBSCRIPTION_ID = "io.modelcontextprotocol/subscriptionId"
-CAPABILITIES = {"elicitation": {}, "sampling": {}, "roots": {}}
 WIRE = WireValidator(MODERN)
 
 
 
 # -- helpers -------------------------------------------------------------------------------------------
 
-def meta(**extra: Any) -> dict[str, Any]:
-    return {"io.modelcontextprotocol/protocolVersion": MODERN,
-            "io.modelcontextprotocol/clientCapabilities": CAPABILITIES, **extra}
-
-
-def modern(method: str, params: dict[str, Any] | None = None, *, request_id: Any = 1,
-           name: str | None = None, headers: dict[str, str | None] | None = None,
-           meta_extra: dict[str, Any] | None = None) -> tuple[dict[str, Any], dict[str, str]]:
-    """A modern request (``request_id=None``: a notification) and its conformant headers.
-
-    ``headers`` overrides them; a ``None`` value drops that header.
-    """
-    params = dict(params or {})
-    params["_meta"] = {**meta(), **(meta_extra or {})}
-    message: dict[str, Any] = {"jsonrpc": "2.0", "method": method, "params": params}
-    if request_id is not None:
-        message["id"] = request_id
-    sent = {"content-type": "application/json", "accept": "application/json, text/event-stream",
-            "MCP-Protocol-Version": MODERN, "Mcp-Method": method}
-    target = name if name is not None else params.get("name", params.get("uri"))
-    if isinstance(target, str):
-        sent["Mcp-Name"] = target
-    for key, value in (headers or {}).items():
-        for existing in [k for k in sent if k.lower() == key.lower()]:
-            del sent[existing]
-        if value is not None:
-            sent[key] = value
-    return message, sent
-
-
 def tool_call(tool: str, arguments: dict[str, Any] | None = None, **options: Any
               ) -> tuple[dict[str, Any], dict[str, str]]:
     extra = {key: options.pop(key) for key in ("requestState", "inputResponses") if key in options}
     return modern("tools/call", {"name": tool, "arguments": arguments or {}, **extra}, **options)
-
-
-def messages_of(response: httpx.Response) -> list[dict[str, Any]]:
-    if response.headers.get("content-type", "").startswith("text/event-stream"):
-        return sse_messages(response.text)
-    return [response.json()] if response.content else []
 
 
 def checked(response: httpx.Response, method: str | None) -> list[dict[str, Any]]:

@@ -23,9 +23,8 @@ import httpx
 import pytest
 
 from mcphost.testing import make_host
-from tests.interaction.test_http_modern import messages_of, modern
 from tests.support.http_plugins.harness import probe_env
-from tests.support.http_support import HttpServer
+from tests.support.http_support import HttpServer, messages_of, modern
 from tests.support.modern_support import modern_call
 
 TASKS = "io.modelcontextprotocol/tasks"

@@ -16,9 +16,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.interaction.test_http_modern import modern
 from tests.support.http_plugins.harness import call, probe_env, rpc
-from tests.support.http_support import HttpServer, sse_messages
+from tests.support.http_support import HttpServer, modern, modern_call, reply, sse_messages
 
 UNRULY = "demo,httpunruly"
 ANONYMOUS = "[server]\nallow_anonymous = true\n"
@@ -44,25 +43,9 @@ def client() -> Iterator[httpx.Client]:
         yield client
 
 
-def reply(response: httpx.Response) -> dict[str, Any]:
-    """The JSON-RPC reply in a JSON or SSE response body."""
-    if response.headers.get("content-type", "").startswith("text/event-stream"):
-        [message] = [m for m in sse_messages(response.text) if "id" in m]
-        return message
-    return response.json()  # type: ignore[no-any-return]
-
-
 def session_call(server: HttpServer, client: httpx.Client, session_id: str, message: dict[str, Any],
                  **headers: str) -> httpx.Response:
     return client.post(server.url, headers=server.headers(session_id, **headers), json=message)
-
-
-def modern_call(server: HttpServer, client: httpx.Client, message: dict[str, Any], **headers: str
-                ) -> httpx.Response:
-    params = message.get("params") or {}
-    payload, sent = modern(message["method"], params, request_id=message["id"])
-    sent.update({k.replace("_", "-"): v for k, v in headers.items()})
-    return client.post(server.url, headers=sent, json=payload)
 
 
 def assert_serving(server: HttpServer, client: httpx.Client) -> None:
@@ -347,7 +330,7 @@ def test_session_errors_carry_the_request_id(server: HttpServer, client: httpx.C
 
 @pytest.mark.parametrize("sig", [15, 2])
 def test_stdio_sigterm_and_sigint_run_the_terminate_and_shutdown_hooks(tmp_path: Path, sig: int) -> None:
-    from tests.support.stdio_support import RawServer, server_env
+    from tests.support.stdio_support import RawServer, probe_trace, server_env
     server = RawServer(server_env(tmp_path, probe=True))
     try:
         server.initialize()
@@ -356,7 +339,7 @@ def test_stdio_sigterm_and_sigint_run_the_terminate_and_shutdown_hooks(tmp_path:
     finally:
         if server.proc.poll() is None:
             server.proc.kill()
-    trace = (tmp_path / "probe-trace.txt").read_text(encoding="utf-8").splitlines()
+    trace = probe_trace(tmp_path)
     assert trace[-3:] == ["disconnect shutdown", "terminate shutdown", "shutdown"], trace
 
 

@@ -15,11 +15,8 @@ from pathlib import Path
 import httpx
 
 from mcphost.config import ServerSettings
-from tests.interaction.test_http_modern import modern
-from tests.interaction.test_isolation import reply
-from tests.interaction.test_refusal import REPO_ROOT
 from tests.support.fixtures.distributions import make_distribution
-from tests.support.http_support import HttpServer
+from tests.support.http_support import REPO_ROOT, HttpServer, modern, reply
 
 CALLS = 50
 SIZE = 3_800_000

@@ -9,7 +9,6 @@ a task-capable tool and scoped resources.
 from __future__ import annotations
 
 import json
-import os
 import threading
 import time
 from collections.abc import Iterator
@@ -19,8 +18,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.support.fixtures.distributions import make_distribution
-from tests.support.http_support import INIT_PARAMS, HttpServer, sse_messages
+from tests.support.http_support import INIT_PARAMS, HttpServer, quota_env, sse_messages
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 MODERN = "2026-07-28"
@@ -38,15 +36,6 @@ max_client_info_bytes = 2000
 max_streams_per_session = 2
 max_retained_bytes = 200000
 """
-
-
-def quota_env(root: Path) -> dict[str, str]:
-    """Make the ``httpquota`` plugin importable by a server subprocess (a fake dist-info)."""
-    site = root / "quota-site"
-    if not site.is_dir():
-        make_distribution(site, "mcphost-http-quota", "0.0.1", {"httpquota": "tests.support.http_plugins.quota"}, {})
-    paths = [str(site), str(REPO_ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]
-    return {"PYTHONPATH": os.pathsep.join(paths)}
 
 
 def start(root: Path, config: str = LIMITS) -> HttpServer:

@@ -26,13 +26,12 @@ from mcphost.testing import MemoryClient, make_host
 from mcphost.transports.memory import MemoryTransport
 from tests.support import refusing
 from tests.support.fixtures.distributions import make_distribution
-from tests.support.http_support import ACCEPT_BOTH, HttpServer
-from tests.support.matrix import CELLS, MODERN, SESSION_ERA, Cell, modern_headers
+from tests.support.http_support import ACCEPT_BOTH, INITIALIZE, MODERN_META, HttpServer
+from tests.support.matrix import CELLS, Cell, modern_headers
+from tests.support.refusing import Trace
 from tests.support.stdio_support import RawServer, server_env
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-MODERN_META = {"io.modelcontextprotocol/protocolVersion": MODERN, "io.modelcontextprotocol/clientCapabilities": {}}
-INITIALIZE = {"protocolVersion": SESSION_ERA, "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}
 
 
 def plugin_env(root: Path) -> dict[str, str]:
@@ -43,22 +42,6 @@ def plugin_env(root: Path) -> dict[str, str]:
     paths = [str(site), str(REPO_ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]
     return {"PYTHONPATH": os.pathsep.join(paths), "MCPHOST_PLUGINS": "demo,refuser",
             refusing.TRACE_ENV: str(root / "trace.txt")}
-
-
-class Trace:
-    def __init__(self, path: Path) -> None:
-        self.path = path
-
-    def lines(self) -> list[tuple[str, str, str]]:
-        if not self.path.exists():
-            return []
-        return [tuple(line.split(" ", 2)) for line in self.path.read_text().splitlines()]  # type: ignore[misc]
-
-    def wait(self, count: int, timeout: float = 5.0) -> list[tuple[str, str, str]]:
-        deadline = time.monotonic() + timeout
-        while len(self.lines()) < count and time.monotonic() < deadline:
-            time.sleep(0.02)
-        return self.lines()
 
 
 def assert_refused_once(lines: list[tuple[str, str, str]], transport: str) -> None:

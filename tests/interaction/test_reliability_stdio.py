@@ -23,6 +23,7 @@ from tests.support.stdio_support import (
     PROBE_SECRET,
     mcphost_argv,
     paired_server_messages,
+    probe_trace,
     server_env,
     validate_wire,
 )
@@ -293,7 +294,7 @@ def test_cancelling_an_in_flight_request_means_no_reply_for_it(stdio_server, tmp
     assert server.request("ping")["result"] == {}
     server.expect_silence(0.5)
     assert all(message.get("id") != request_id for message in server.received)
-    assert "cancelled slow" in (tmp_path / "probe-trace.txt").read_text()
+    assert "cancelled slow" in probe_trace(tmp_path)
     # The id is free again once the request is gone.
     again = server.request("tools/call", {"name": "slow", "arguments": {"seconds": 0.05}}, request_id=request_id)
     assert again["result"]["content"] == [{"type": "text", "text": "done"}]
@@ -438,9 +439,7 @@ def test_e9_eof_ends_the_process_with_0_and_runs_the_lifecycle_hooks(stdio_serve
     started = time.monotonic()
     assert server.close(timeout=10) == 0
     assert time.monotonic() - started < 5
-    trace = (tmp_path / "probe-trace.txt").read_text().split("\n")
-    assert [line for line in trace if line] == ["startup", "connect stdio", "disconnect eof", "terminate eof",
-                                                "shutdown"]
+    assert probe_trace(tmp_path) == ["startup", "connect stdio", "disconnect eof", "terminate eof", "shutdown"]
 
 
 def test_e9_eof_cancels_in_flight_work_and_exits_promptly(stdio_server, tmp_path):
@@ -452,7 +451,7 @@ def test_e9_eof_cancels_in_flight_work_and_exits_promptly(stdio_server, tmp_path
     assert server.close(timeout=10) == 0
     assert time.monotonic() - started < 5
     assert all(json.loads(line).get("id") != "stuck" for line in server.stdout_lines)
-    trace = (tmp_path / "probe-trace.txt").read_text()
+    trace = probe_trace(tmp_path)
     assert "cancelled slow" in trace and "terminate eof" in trace
 
 

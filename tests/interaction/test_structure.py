@@ -12,12 +12,11 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-import httpx
 import pytest
 
 import mcphost
 from mcphost.protocol.era import META_CLIENT_CAPABILITIES, META_CLIENT_INFO, META_PROTOCOL_VERSION
-from mcphost.testing import MemoryClient, make_host, serve_http
+from mcphost.testing import MemoryClient, app_client, make_host
 from mcphost.transports.stdio import StdioServer
 
 MODERN = "2026-07-28"
@@ -103,9 +102,9 @@ async def test_stdio_2026_requests_fire_connect_disconnect_and_terminate_once_ea
 async def test_http_2026_requests_fire_connect_disconnect_and_terminate_once_each() -> None:
     recorder = Recorder()
     host = make_host(recorder)
-    async with serve_http(host) as server, httpx.AsyncClient(timeout=20) as client:
+    async with app_client(host) as client:
         for number in range(3):
-            response = await client.post(server.url, json=modern_call(number + 1, f"hi {number}"), headers={
+            response = await client.post("/mcp", json=modern_call(number + 1, f"hi {number}"), headers={
                 "accept": "application/json, text/event-stream", "mcp-protocol-version": MODERN,
                 "mcp-method": "tools/call", "mcp-name": "echo"})
             assert response.status_code == 200, response.text
@@ -191,12 +190,12 @@ async def test_a_narrowed_static_resource_is_neither_listed_read_nor_subscribabl
 
 
 async def test_a_narrowed_static_resource_is_hidden_in_2026_requests_too(narrowed_host: Any) -> None:
-    async with serve_http(narrowed_host) as server, httpx.AsyncClient(timeout=20) as client:
+    async with app_client(narrowed_host) as client:
         headers = {"accept": "application/json, text/event-stream", "mcp-protocol-version": MODERN}
 
         async def post(request_id: int, method: str, params: dict[str, Any], **extra: str) -> dict[str, Any]:
             body = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": {**params, "_meta": modern_meta()}}
-            response = await client.post(server.url, json=body, headers={**headers, "mcp-method": method, **extra})
+            response = await client.post("/mcp", json=body, headers={**headers, "mcp-method": method, **extra})
             return response.json()  # type: ignore[no-any-return]
 
         listed = await post(1, "resources/list", {})

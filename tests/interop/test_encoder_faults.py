@@ -15,7 +15,7 @@ import mcp_types as types
 import pytest
 from mcp import Client, MCPError, StdioServerParameters
 
-from tests.interop.test_dev import dev
+from tests.support.dev_support import dev
 
 MODULE = Path(__file__).resolve().parents[1] / "support" / "http_plugins" / "encoder_faults.py"
 MCPHOST = Path(sys.executable).parent / "mcphost"

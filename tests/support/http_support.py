@@ -21,11 +21,21 @@ from typing import Any
 import httpx
 
 from mcphost.testing import free_port
+from tests.support.fixtures.distributions import make_distribution
 
 MCPHOST = Path(sys.executable).parent / "mcphost"
 ACCEPT_BOTH = "application/json, text/event-stream"
 INIT_PARAMS = {"protocolVersion": "2025-11-25", "capabilities": {},
                "clientInfo": {"name": "mcphost-tests", "version": "0"}}
+REPO_ROOT = Path(__file__).resolve().parents[2]
+MODERN = "2026-07-28"
+SESSION_ERA = "2025-11-25"
+#: Capabilities a 2026-07-28 request declares in its ``_meta`` (see :func:`meta`).
+CAPABILITIES = {"elicitation": {}, "sampling": {}, "roots": {}}
+#: ``_meta`` of a 2026-07-28 request that declares no client capabilities.
+MODERN_META = {"io.modelcontextprotocol/protocolVersion": MODERN, "io.modelcontextprotocol/clientCapabilities": {}}
+#: ``initialize`` params of a session-era client with no capabilities.
+INITIALIZE = {"protocolVersion": SESSION_ERA, "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}
 
 
 
@@ -198,3 +208,68 @@ def serve(tmp_path: Path, **options: Any) -> Iterator[HttpServer]:
         yield server
     finally:
         server.stop()
+
+
+# -- 2026-07-28 requests ---------------------------------------------------------------------------
+
+def meta(**extra: Any) -> dict[str, Any]:
+    return {"io.modelcontextprotocol/protocolVersion": MODERN,
+            "io.modelcontextprotocol/clientCapabilities": CAPABILITIES, **extra}
+
+
+def modern(method: str, params: dict[str, Any] | None = None, *, request_id: Any = 1,
+           name: str | None = None, headers: dict[str, str | None] | None = None,
+           meta_extra: dict[str, Any] | None = None) -> tuple[dict[str, Any], dict[str, str]]:
+    """A modern request (``request_id=None``: a notification) and its conformant headers.
+
+    ``headers`` overrides them; a ``None`` value drops that header.
+    """
+    params = dict(params or {})
+    params["_meta"] = {**meta(), **(meta_extra or {})}
+    message: dict[str, Any] = {"jsonrpc": "2.0", "method": method, "params": params}
+    if request_id is not None:
+        message["id"] = request_id
+    sent = {"content-type": "application/json", "accept": "application/json, text/event-stream",
+            "MCP-Protocol-Version": MODERN, "Mcp-Method": method}
+    target = name if name is not None else params.get("name", params.get("uri"))
+    if isinstance(target, str):
+        sent["Mcp-Name"] = target
+    for key, value in (headers or {}).items():
+        for existing in [k for k in sent if k.lower() == key.lower()]:
+            del sent[existing]
+        if value is not None:
+            sent[key] = value
+    return message, sent
+
+
+def messages_of(response: httpx.Response) -> list[dict[str, Any]]:
+    if response.headers.get("content-type", "").startswith("text/event-stream"):
+        return sse_messages(response.text)
+    return [response.json()] if response.content else []
+
+
+def reply(response: httpx.Response) -> dict[str, Any]:
+    """The JSON-RPC reply in a JSON or SSE response body."""
+    if response.headers.get("content-type", "").startswith("text/event-stream"):
+        [message] = [m for m in sse_messages(response.text) if "id" in m]
+        return message
+    return response.json()  # type: ignore[no-any-return]
+
+
+def modern_call(server: HttpServer, client: httpx.Client, message: dict[str, Any], **headers: str
+                ) -> httpx.Response:
+    params = message.get("params") or {}
+    payload, sent = modern(message["method"], params, request_id=message["id"])
+    sent.update({k.replace("_", "-"): v for k, v in headers.items()})
+    return client.post(server.url, headers=sent, json=payload)
+
+
+# -- plugins for a server subprocess ----------------------------------------------------------------
+
+def quota_env(root: Path) -> dict[str, str]:
+    """Make the ``httpquota`` plugin importable by a server subprocess (a fake dist-info)."""
+    site = root / "quota-site"
+    if not site.is_dir():
+        make_distribution(site, "mcphost-http-quota", "0.0.1", {"httpquota": "tests.support.http_plugins.quota"}, {})
+    paths = [str(site), str(REPO_ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]
+    return {"PYTHONPATH": os.pathsep.join(paths)}

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from mcphost.protocol.modern import validate_modern
-from tests.interaction.test_http_modern import modern
+from tests.support.http_support import modern
 
 
 async def modern_call(host: Any, method: str, params: dict[str, Any], *, principal: Any = None,

@@ -3,12 +3,15 @@
 The trace file is named by ``MCPHOST_REFUSE_TRACE``; each hook appends one line:
 ``connect <session id> <transport>``, ``disconnect <session id> <reason>``,
 ``terminate <session id> <reason>``. Used by ``tests/interaction/test_refusal.py`` in this
-process (memory cells) and in ``mcphost serve`` subprocesses (stdio and HTTP cells).
+process (memory cells) and in ``mcphost serve`` subprocesses (stdio and HTTP cells); :class:`Trace`
+reads the file back.
 """
 
 from __future__ import annotations
 
 import os
+import time
+from pathlib import Path
 
 import mcphost
 
@@ -36,3 +39,21 @@ def mcphost_disconnect(session, reason):
 @mcphost.hookimpl
 def mcphost_terminate(session, reason):
     _trace(f"terminate {session.id} {reason}")
+
+
+class Trace:
+    """The lines a refuser (or another tracing plugin) wrote to ``path``, as (hook, session, detail)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def lines(self) -> list[tuple[str, str, str]]:
+        if not self.path.exists():
+            return []
+        return [tuple(line.split(" ", 2)) for line in self.path.read_text().splitlines()]  # type: ignore[misc]
+
+    def wait(self, count: int, timeout: float = 5.0) -> list[tuple[str, str, str]]:
+        deadline = time.monotonic() + timeout
+        while len(self.lines()) < count and time.monotonic() < deadline:
+            time.sleep(0.02)
+        return self.lines()

@@ -3,7 +3,7 @@
 - :func:`mcphost_argv` / :func:`tee_argv`: the server command line, optionally wrapped in
   ``tests/support/stdio_tee.py`` so both directions of the traffic are recorded;
 - :func:`server_env`: an environment that isolates the server from the user's configuration
-  and can install the probe plugin (``tests/support/stdio_plugins/probe.py``) through a fake dist-info;
+  and can install the probe plugin (``tests/support/probe.py``) through a fake dist-info;
 - :func:`paired_server_messages` and :func:`validate_wire`: parse a recorded session and check
   every message the server sent against the official schema of the negotiated revision;
 - :class:`RawServer`: a subprocess spoken to with raw JSON lines over pipes, with timeouts.
@@ -54,11 +54,11 @@ def install_probe(root: Path) -> Path:
     """Write a fake installed distribution whose ``mcphost`` entry point is the probe plugin.
 
     Returns the directory to put on PYTHONPATH (the plugin module itself is imported from the
-    repository as ``tests.support.stdio_plugins.probe``).
+    repository as ``tests.support.probe``).
     """
     site = root / "probe-site"
     if not site.is_dir():
-        make_distribution(site, "mcphost-stdio-probe", "0.0.1", {"probe": "tests.support.stdio_plugins.probe"}, {})
+        make_distribution(site, "mcphost-stdio-probe", "0.0.1", {"probe": "tests.support.probe"}, {})
     return site
 
 
@@ -86,6 +86,16 @@ def server_env(tmp_path: Path, *, probe: bool = False, extra: Mapping[str, str] 
         env["MCPHOST_PROBE_TRACE"] = str(tmp_path / "probe-trace.txt")
     env.update(extra or {})
     return env
+
+
+
+def probe_trace(tmp_path: Path) -> list[str]:
+    """The probe's trace lines for a server started with ``server_env(tmp_path, probe=True)``, each
+    session's id left out (``connect stdio``, ``disconnect eof``...): a stdio process has one session."""
+    path = tmp_path / "probe-trace.txt"
+    lines = path.read_text(encoding="utf-8").splitlines() if path.exists() else []
+    return [f"{parts[0]} {parts[2]}" if len(parts) == 3 else line
+            for line in lines if line for parts in [line.split(" ")]]
 
 
 # -- recorded sessions ----------------------------------------------------------------------------

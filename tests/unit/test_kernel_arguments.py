@@ -15,8 +15,8 @@ import pytest
 from pydantic import Field
 
 import mcphost
+from tests.support.kernel_support import VERSIONS, connected, make, text_of
 from tests.support.modern_support import modern_call
-from tests.unit.test_kernel import VERSIONS, connected, make, text_of
 
 CALLS: list[Any] = []
 

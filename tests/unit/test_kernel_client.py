@@ -9,7 +9,7 @@ import pytest
 
 import mcphost
 from mcphost import Context
-from tests.unit.test_kernel import connected, make, notifications, text_of, wait_for
+from tests.support.kernel_support import connected, make, notifications, text_of, wait_for
 
 FORM = {
     "type": "object",

@@ -7,7 +7,7 @@ import math
 from typing import Any
 
 import mcphost
-from tests.unit.test_kernel import connected, make
+from tests.support.kernel_support import connected, make
 
 
 async def test_non_finite_progress_is_dropped_not_sent_as_null() -> None:

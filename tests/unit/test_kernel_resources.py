@@ -9,7 +9,7 @@ import pytest
 
 import mcphost
 from mcphost import Context
-from tests.unit.test_kernel import VERSIONS, connected, error_of, make, notifications, text_of
+from tests.support.kernel_support import VERSIONS, connected, error_of, make, notifications, text_of
 
 
 @pytest.fixture(params=VERSIONS)

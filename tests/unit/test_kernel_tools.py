@@ -13,7 +13,7 @@ import pytest
 
 import mcphost
 from mcphost import Context
-from tests.unit.test_kernel import (
+from tests.support.kernel_support import (
     VERSIONS,
     connected,
     error_of,

@@ -13,7 +13,6 @@ import importlib
 import json
 import logging
 import os
-import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -305,9 +304,6 @@ def test_entry_point_may_not_take_a_builtin_name(site: Path) -> None:
 # -- block and allow ---------------------------------------------------------------------------------
 
 
-DEMO_TOOLS = ["echo", "progress", "greet_user", "summarize", "list_roots"]
-
-
 def install_blockable(site: Path) -> None:
     install_good(site)
     install(site, "blocked-dist", "3.0", {"blocked": "blocked_plugin"},
@@ -409,28 +405,7 @@ def test_plugins_table_shows_failures(site: Path) -> None:
     assert good.split() == ["good", "1.2.3", "active", "1", "tool"]
 
 
-# -- the real installed plugin ------------------------------------------------------------------------
-
-
-def test_installed_demo_plugin_via_console_script(tmp_path: Path) -> None:
-    script = Path(sys.executable).parent / "mcphost"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MCPHOST_")}
-    env["XDG_CONFIG_HOME"] = str(tmp_path / "xdg")
-    done = subprocess.run([str(script), "plugins", "--json"], capture_output=True, text=True, env=env,
-                          timeout=60, check=False)
-    assert done.returncode == 0, done.stderr
-    plugins = json.loads(done.stdout)
-    demo = next(p for p in plugins if p["name"] == "demo")
-    assert (demo["distribution"], demo["status"], demo["error"], demo["builtin"]) == (
-        "mcphost-demo", "active", None, False)
-    assert demo["version"]
-    assert demo["provides"]["tools"] == DEMO_TOOLS
-    assert demo["provides"]["resources"] == ["demo://readme"]
-    assert demo["provides"]["resourceTemplates"] == ["demo://files/{+path}"]
-    assert demo["provides"]["prompts"] == ["review_code"]
-    assert "mcphost_tools" in demo["hooks"] and "mcphost_settings" in demo["hooks"]
-    assert all(not p["builtin"] for p in plugins)  # built-ins only with --all
-
+# -- misspelt hooks ----------------------------------------------------------------------------------
 
 MISSPELT_HOOK = '''
 import mcphost

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import copy
 from typing import Any
 
 import pytest
@@ -51,6 +52,20 @@ def headers(method: str = "tools/list", **extra: str) -> dict[str, str]:
 
 def call(name: str = "echo", arguments: dict[str, Any] | None = None) -> dict[str, Any]:
     return request("tools/call", {"name": name, "arguments": arguments if arguments is not None else {}})
+
+
+def accepted(message: dict[str, Any], hdrs: dict[str, str] | None, **kwargs: Any) -> ModernRequest:
+    """What ``validate_modern`` answers for a request it lets through: the sender as its ``_meta``
+    describes it, and the message left as it came (what the handler reads)."""
+    before = copy.deepcopy(message)
+    result = validate_modern(message, hdrs, **kwargs)
+    assert isinstance(result, ModernRequest)
+    meta = message["params"]["_meta"]
+    assert result.version == meta[PV] == V
+    assert result.client_capabilities == meta[CAPS]
+    assert result.meta == meta
+    assert message == before
+    return result
 
 
 def rejected(message: dict[str, Any], hdrs: dict[str, str] | None, **kwargs: Any) -> ModernError:
@@ -239,11 +254,13 @@ def test_mcp_method_value_is_case_sensitive() -> None:
 @pytest.mark.parametrize("name", ["mcp-method", "MCP-METHOD", "Mcp-Method", "mCp-MeThOd"])
 def test_header_names_case_insensitive(name: str) -> None:
     hdrs = {"MCP-Protocol-Version": V, name: "tools/list"}
-    validate_modern(request(), hdrs)
+    accepted(request(), hdrs)
+    assert rejected(request(), {"MCP-Protocol-Version": V, name: "tools/call"}).code == HEADER_MISMATCH
 
 
 def test_mcp_method_whitespace_trimmed() -> None:
-    validate_modern(request(), headers(" \ttools/list \t"))
+    accepted(request(), headers(" \ttools/list \t"))
+    assert rejected(request(), headers(" \ttools/call \t")).code == HEADER_MISMATCH  # trimmed, still compared
 
 
 def test_mcp_method_invalid_chars() -> None:
@@ -260,7 +277,11 @@ def test_notification_needs_no_mcp_method_but_a_sent_one_must_match() -> None:
 
 
 def test_stdio_skips_header_checks() -> None:
-    validate_modern(call("x", {"a": 1}), None, tool_header_params=lambda name: {"a": "a"})
+    accepted(call("x", {"a": 1}), None, tool_header_params=lambda name: {"a": "a"})
+    # The same request over HTTP without its Mcp-Param-a header is refused: the skip is stdio's alone.
+    error = rejected(call("x", {"a": 1}), headers("tools/call", mcp_name="x"),
+                     tool_header_params=lambda name: {"a": "a"})
+    assert (error.code, error.status) == (HEADER_MISMATCH, 400)
 
 
 def test_method_not_found_is_404() -> None:
@@ -293,18 +314,23 @@ def test_mcp_name(method: str, params: dict[str, Any], value: str) -> None:
 
 
 def test_mcp_name_padded_accepted() -> None:
-    validate_modern(call("tool"), headers("tools/call", mcp_name="  tool  "))
-    validate_modern(call("tool"), headers("tools/call", mcp_name="\ttool\t"))
+    accepted(call("tool"), headers("tools/call", mcp_name="  tool  "))
+    accepted(call("tool"), headers("tools/call", mcp_name="\ttool\t"))
+    assert rejected(call("tool"), headers("tools/call", mcp_name="  tol  ")).code == HEADER_MISMATCH
 
 
 def test_mcp_name_not_needed_elsewhere() -> None:
-    validate_modern(request("tools/list"), headers("tools/list"))
-    validate_modern(request("tools/list"), headers("tools/list", mcp_name="whatever"))
+    assert accepted(request("tools/list"), headers("tools/list")).version == V
+    assert accepted(request("tools/list"), headers("tools/list", mcp_name="whatever")).version == V  # ignored
 
 
 def test_mcp_name_body_missing_is_left_to_the_handler() -> None:
-    validate_modern(request("tools/call", {"arguments": {}}), headers("tools/call"))
-    validate_modern(request("tools/call", {"name": 5}), headers("tools/call", mcp_name="5"))
+    nameless = request("tools/call", {"arguments": {}})
+    accepted(nameless, headers("tools/call"))
+    assert "name" not in nameless["params"]  # the handler still sees the body as sent, and refuses it
+    numbered = request("tools/call", {"name": 5})
+    accepted(numbered, headers("tools/call", mcp_name="5"))
+    assert numbered["params"]["name"] == 5
 
 
 def test_mcp_name_sentinel() -> None:
@@ -400,8 +426,9 @@ def mapping(name: str) -> dict[str, str] | None:
 
 
 def deploy(arguments: dict[str, Any], **hdrs: str) -> ModernRequest:
-    return validate_modern(call("deploy", arguments), headers("tools/call", mcp_name="deploy", **hdrs),
-                           tool_header_params=mapping)
+    """A deploy call the headers let through (see :func:`accepted`)."""
+    return accepted(call("deploy", arguments), headers("tools/call", mcp_name="deploy", **hdrs),
+                    tool_header_params=mapping)
 
 
 def deploy_rejected(arguments: dict[str, Any], **hdrs: str) -> ModernError:
@@ -417,16 +444,22 @@ def test_x_mcp_headers_map() -> None:
 
 
 def test_params_match() -> None:
-    deploy({"region": "eu-west", "count": 3, "dry": True},
-           mcp_param_region="eu-west", mcp_param_count="3", mcp_param_dry_run="true")
+    matched = deploy({"region": "eu-west", "count": 3, "dry": True},
+                     mcp_param_region="eu-west", mcp_param_count="3", mcp_param_dry_run="true")
+    assert matched.version == V and matched.progress_token is None
     deploy({"dry": False}, mcp_param_dry_run="false")
     deploy({"note": "free"})  # no mirrored argument, no header needed
+    # Each of the three headers is compared: one wrong value is enough to refuse the call.
+    assert deploy_rejected({"region": "eu-west", "count": 3, "dry": True}, mcp_param_region="eu-west",
+                           mcp_param_count="3", mcp_param_dry_run="false").code == HEADER_MISMATCH
 
 
 def test_param_header_name_case_insensitive() -> None:
     message = call("deploy", {"region": "eu"})
     hdrs = {"MCP-PROTOCOL-VERSION": V, "MCP-METHOD": "tools/call", "MCP-NAME": "deploy", "MCP-PARAM-REGION": "eu"}
-    validate_modern(message, hdrs, tool_header_params=mapping)
+    accepted(message, hdrs, tool_header_params=mapping)
+    hdrs["MCP-PARAM-REGION"] = "us"  # found under the upper-case name, so compared
+    assert rejected(message, hdrs, tool_header_params=mapping).code == HEADER_MISMATCH
 
 
 def test_param_missing_when_argument_present() -> None:
@@ -448,14 +481,15 @@ def test_param_mismatch() -> None:
 @pytest.mark.parametrize(("body", "header"), [(42, "42"), (42, "42.0"), (42.0, "42"), (42, " 42 "), (-7, "-7"),
                                               (42, "4.2e1"), (2**53 - 1, "9007199254740991")])
 def test_param_numeric_compare(body: Any, header: str) -> None:
-    deploy({"count": body}, mcp_param_count=header)
+    assert deploy({"count": body}, mcp_param_count=header).version == V
+    assert deploy_rejected({"count": body}, mcp_param_count="1" + header.strip()).code == HEADER_MISMATCH
 
 
 def test_param_absent_or_null_needs_no_header_and_stray_is_ignored() -> None:
-    deploy({"region": None})
-    deploy({"region": None}, mcp_param_region="anything")
-    deploy({}, mcp_param_region="anything")
-    deploy({"region": "eu"}, mcp_param_region="eu", mcp_param_unknown="x")
+    assert deploy({"region": None}).version == V
+    assert deploy({"region": None}, mcp_param_region="anything").version == V
+    assert deploy({}, mcp_param_region="anything").version == V
+    assert deploy({"region": "eu"}, mcp_param_region="eu", mcp_param_unknown="x").version == V
 
 
 def test_stray_param_header_must_still_be_well_formed() -> None:
@@ -477,10 +511,11 @@ def test_params_checked_after_name() -> None:
 
 
 def test_unknown_tool_or_bad_arguments_left_to_handler() -> None:
-    validate_modern(call("other", {"region": "eu"}), headers("tools/call", mcp_name="other"),
-                    tool_header_params=mapping)
+    # A tool with no x-mcp-header map needs no Mcp-Param header, even for an argument deploy mirrors.
+    accepted(call("other", {"region": "eu"}), headers("tools/call", mcp_name="other"), tool_header_params=mapping)
     message = request("tools/call", {"name": "deploy", "arguments": "oops"})
-    validate_modern(message, headers("tools/call", mcp_name="deploy"), tool_header_params=mapping)
+    accepted(message, headers("tools/call", mcp_name="deploy"), tool_header_params=mapping)
+    assert message["params"]["arguments"] == "oops"  # untouched: the handler answers it with invalid params
 
 
 def test_duplicate_keys_compare_with_parsed_body() -> None:

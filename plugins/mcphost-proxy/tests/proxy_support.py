@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import json
+import os
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -12,10 +15,11 @@ import mcp_types as types
 from mcp import Client
 from mcphost_proxy import ProxyPlugin
 
-from mcphost.testing import make_host, serve_http
+from mcphost.testing import free_port, make_host, serve_http
 
 HERE = Path(__file__).resolve().parent
 SDK_SERVER = HERE / "upstreams" / "sdk_server.py"
+RAW_SERVER = HERE / "upstreams" / "raw_server.py"
 REPO = HERE.parents[2]
 TS_SERVER = REPO / "tests" / "support" / "js" / "upstream_server.mjs"
 
@@ -23,6 +27,38 @@ TS_SERVER = REPO / "tests" / "support" / "js" / "upstream_server.mjs"
 def sdk_upstream(**extra: Any) -> dict[str, Any]:
     """A [plugins.proxy.servers.X] table running the official Python SDK server over stdio."""
     return {"command": sys.executable, "args": [str(SDK_SERVER)], **extra}
+
+
+def raw_upstream(tmp_path: Path, tools: list[dict[str, Any]] | None = None, **extra: Any) -> dict[str, Any]:
+    """A [plugins.proxy.servers.X] table running tests/upstreams/raw_server.py (no SDK) with ``tools``."""
+    env: dict[str, str] = {}
+    if tools is not None:
+        path = tmp_path / "tools.json"
+        path.write_text(json.dumps(tools))
+        env["RAW_TOOLS"] = str(path)
+    return {"command": sys.executable, "args": [str(RAW_SERVER)], "env": env, **extra}
+
+
+@contextlib.asynccontextmanager
+async def sdk_http_upstream(json_response: bool = False) -> AsyncIterator[str]:
+    """The official Python SDK server over Streamable HTTP, as its own process on a free port
+    (``json_response``: its replies are JSON bodies, not SSE streams)."""
+    port = free_port()
+    process = await asyncio.create_subprocess_exec(sys.executable, str(HERE / "upstreams" / "sdk_server.py"),
+                                                   env={**os.environ, "PROXY_TEST_HTTP_PORT": str(port),
+                                                        "PROXY_TEST_JSON_RESPONSE": "1" if json_response else "0"})
+    try:
+        for _ in range(400):
+            try:
+                _, writer = await asyncio.open_connection("127.0.0.1", port)
+                writer.close()
+                break
+            except OSError:
+                await asyncio.sleep(0.05)
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        process.terminate()
+        await process.wait()
 
 
 class Side:

@@ -13,13 +13,11 @@ import textwrap
 
 import pytest
 from mcp import MCPError
-from proxy_support import HERE, REPO, Side, front, sdk_upstream
+from proxy_support import RAW_SERVER, REPO, Side, front, raw_upstream, sdk_http_upstream, sdk_upstream
 
 import mcphost
 from tests.support.http_support import HttpServer, free_port
 from tests.support.js.run import ensure_ts_client, node_executable
-
-RAW_SERVER = HERE / "upstreams" / "raw_server.py"
 
 
 def _text(result) -> str:
@@ -70,16 +68,6 @@ async def test_an_upstream_clashing_with_a_local_plugin_loses_only_the_clashing_
             assert live.host.plugin_infos["local"].status != "failed"
     assert "tool 'add' from upstream 'bare' (plugin 'proxy') is not served: plugin 'local' already serves it" \
         in caplog.text
-
-
-def raw_upstream(tmp_path, tools: list[dict] | None = None, **extra) -> dict:
-    """A [plugins.proxy.servers.X] table running tests/upstreams/raw_server.py (no SDK) with ``tools``."""
-    env = {}
-    if tools is not None:
-        path = tmp_path / "tools.json"
-        path.write_text(json.dumps(tools))
-        env["RAW_TOOLS"] = str(path)
-    return {"command": sys.executable, "args": [str(RAW_SERVER)], "env": env, **extra}
 
 
 async def test_upstream_names_and_sizes_are_checked(side, tmp_path, caplog):
@@ -287,28 +275,6 @@ async def test_a_log_flood_costs_little(side, tmp_path, caplog):
             assert 0 < len(_logs(side)) < 2_000  # the rest were dropped before they were parsed
             assert live.plugin.upstreams["raw"].restarts == 0
     assert sum(len(record.getMessage()) for record in caplog.records) < 1_000_000
-
-
-@contextlib.asynccontextmanager
-async def sdk_http_upstream(json_response: bool = False):
-    """The official Python SDK server over Streamable HTTP, as its own process on a free port
-    (``json_response``: its replies are JSON bodies, not SSE streams)."""
-    port = free_port()
-    process = await asyncio.create_subprocess_exec(sys.executable, str(HERE / "upstreams" / "sdk_server.py"),
-                                                   env={**os.environ, "PROXY_TEST_HTTP_PORT": str(port),
-                                                        "PROXY_TEST_JSON_RESPONSE": "1" if json_response else "0"})
-    try:
-        for _ in range(400):
-            try:
-                _, writer = await asyncio.open_connection("127.0.0.1", port)
-                writer.close()
-                break
-            except OSError:
-                await asyncio.sleep(0.05)
-        yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        process.terminate()
-        await process.wait()
 
 
 async def test_questions_of_concurrent_calls_reach_their_own_callers_over_http():

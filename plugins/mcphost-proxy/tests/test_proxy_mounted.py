@@ -110,7 +110,7 @@ async def test_an_upstream_task_becomes_the_hosts_task(conformance_upstream):
     """Tasks extension: the upstream runs slow_compute as a task; so does the host in front of it."""
     import httpx
 
-    from tests.interaction.test_http_modern import modern
+    from tests.support.http_support import modern
 
     tasks = {"io.modelcontextprotocol/clientCapabilities": {"extensions": {"io.modelcontextprotocol/tasks": {}}}}
     async with front({"conf": {"url": conformance_upstream.url, "era": "auto", "prefix": ""}}) as live, \

@@ -15,8 +15,7 @@ import contextlib
 import mcp_types as types
 import pytest
 from mcp import Client
-from proxy_support import front, sdk_upstream
-from test_proxy_gateway import sdk_http_upstream
+from proxy_support import front, sdk_http_upstream, sdk_upstream
 
 
 def _text(result) -> str:

@@ -17,8 +17,7 @@ import httpx
 from mcphost_proxy import ABANDONED_AFTER, instance_to_yield
 from proxy_support import Side, front, sdk_upstream
 
-from tests.interaction.test_refusal import INITIALIZE
-from tests.support.http_support import ACCEPT_BOTH, sse_messages
+from tests.support.http_support import ACCEPT_BOTH, INITIALIZE, sse_messages
 
 
 def key(n: int) -> tuple[str, str]:

@@ -17,8 +17,7 @@ import signal
 
 import pytest
 from mcp.client.subscriptions import ResourceUpdated
-from proxy_support import Side, front, sdk_upstream
-from test_proxy_gateway import raw_upstream, sdk_http_upstream
+from proxy_support import Side, front, raw_upstream, sdk_http_upstream, sdk_upstream
 
 URI = "raw://status"
 

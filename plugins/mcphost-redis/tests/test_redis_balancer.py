@@ -178,36 +178,36 @@ async def test_round_robin_spreads_requests_over_every_node(balanced: Balanced):
 # -- the official conformance suites against the balancer's address ------------------------------------
 
 def _conformance(balanced: Balanced, record_property: Any, *args: str) -> tuple[list[str], str]:
-    from tests.interop import test_http_conformance as conformance
+    from tests.support.conformance_support import run_suite
     if shutil.which("npm") is None:  # scripts/conformance installs the suite with npm
         if os.environ.get("CI"):
             pytest.fail("the conformance suite is required in CI but npm is not on PATH")
         pytest.skip("conformance suite unavailable: npm is not on PATH")
 
-    class _Target:  # what conformance._run needs of a server: a port and a log
+    class _Target:  # what run_suite needs of a server: a port and a log
         port = balanced.haproxy.port
 
         @staticmethod
         def log() -> str:
             return "\n".join(f"--- node {n.port} ---\n{n.log()[-1500:]}" for n in balanced.nodes)
 
-    return conformance._run(_Target, record_property, *args)  # type: ignore[arg-type]
+    return run_suite(_Target, record_property, *args)  # type: ignore[arg-type]
 
 
 def test_conformance_0_1_16_through_the_balancer(balanced: Balanced, record_property):
-    from tests.interop.test_http_conformance import _expect, _summary
+    from tests.support.conformance_support import expect_pass, scenarios
     lines, log = _conformance(balanced, record_property)
-    _expect(lines, log, "PASS 32/32")
-    assert len(_summary(log)) == 32
+    expect_pass(lines, log, "PASS 32/32")
+    assert len(scenarios(log)) == 32
 
 
 def test_conformance_alpha_suite_all_through_the_balancer(balanced: Balanced, record_property):
     """Every 2026-07-28 scenario, the eight input-required round trips whose retry lands on another
     node among them (they failed while each node sealed requestState with its own key)."""
-    from tests.interop.test_http_conformance import ALPHA, ALPHA_SUITE_ALL_SCENARIOS, _expect, _summary
+    from tests.support.conformance_support import ALPHA, ALPHA_SUITE_ALL_SCENARIOS, expect_pass, scenarios
     lines, log = _conformance(balanced, record_property, ALPHA, "--", "--suite", "all")
-    _expect(lines, log, f"PASS {ALPHA_SUITE_ALL_SCENARIOS}/{ALPHA_SUITE_ALL_SCENARIOS}")
-    summary = _summary(log)
+    expect_pass(lines, log, f"PASS {ALPHA_SUITE_ALL_SCENARIOS}/{ALPHA_SUITE_ALL_SCENARIOS}")
+    summary = scenarios(log)
     assert len(summary) == ALPHA_SUITE_ALL_SCENARIOS and all(summary.values()), summary
 
 
@@ -219,10 +219,10 @@ extended = pytest.mark.skipif(not os.environ.get("MCPHOST_EXTENDED_CONFORMANCE")
 
 @extended
 def test_conformance_alpha_2025_11_25_through_the_balancer(balanced: Balanced, record_property):
-    from tests.interop.test_http_conformance import ALPHA, _expect, _summary
+    from tests.support.conformance_support import ALPHA, expect_pass, scenarios
     lines, log = _conformance(balanced, record_property, ALPHA, "--", "--suite", "all", "--spec-version", LEGACY)
-    _expect(lines, log, "PASS 33/33")
-    assert all(_summary(log).values())
+    expect_pass(lines, log, "PASS 33/33")
+    assert all(scenarios(log).values())
 
 
 # -- the official Python SDK client, both eras ----------------------------------------------------------

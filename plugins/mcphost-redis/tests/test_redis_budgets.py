@@ -28,11 +28,8 @@ import mcphost
 from mcphost.budgets import Budget, Ledger
 from mcphost.sessions.backend import BackendUnavailable
 from mcphost.testing import free_port, make_host
-from tests.interaction.test_http_modern import modern
-from tests.interaction.test_isolation import reply
-from tests.interaction.test_principal_limits import quota_env
 from tests.support.http_plugins.harness import call
-from tests.support.http_support import HttpServer
+from tests.support.http_support import HttpServer, modern, quota_env, reply
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 

@@ -76,7 +76,7 @@ def test_crafted_last_event_ids_naming_internal_fields_get_400_never_500(
 
 
 def test_a_crafted_task_id_never_reaches_redis(served: HttpServer) -> None:
-    from tests.interaction.test_http_modern import modern
+    from tests.support.http_support import modern
     with httpx.Client(timeout=10) as client:
         for task_id in ("x:y", "{iso}", "a b", "t:" + "x" * 10, "../x"):
             message, headers = modern("tasks/get", {"taskId": task_id})

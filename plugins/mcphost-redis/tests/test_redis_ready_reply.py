@@ -15,7 +15,7 @@ from mcphost_redis.testing import RedisServer
 from redis.asyncio import connection
 
 from mcphost.transports.sse import SessionStreams
-from tests.interaction.test_http_fast_paths import echo, open_session, request, serving, session_headers, sse_events
+from tests.support.asgi_support import echo, open_session, request, serving, session_headers, sse_events
 
 
 @pytest.fixture

@@ -1,8 +1,9 @@
 """Helpers for the HTTP reliability and hook tests.
 
-- :func:`install` / :func:`probe_env`: install the ``httpprobe`` and ``httpauth`` plugins of this
-  package into a ``mcphost serve`` subprocess (a fake dist-info on PYTHONPATH) and point the
-  probe at a trace file; :class:`Trace` reads that file, waiting for lines to appear;
+- :func:`install` / :func:`probe_env`: install the probe (``tests/support/probe.py``, as
+  ``httpprobe``) and the ``httpauth`` plugins of this package into a ``mcphost serve`` subprocess
+  (a fake dist-info on PYTHONPATH) and point the probe at a trace file; :class:`Trace` reads that
+  file, waiting for lines to appear;
 - :func:`rpc`, :func:`check_wire`: build requests, validate what the server sent against the
   official 2025-11-25 schema;
 - :class:`SseReader`: read an httpx SSE response incrementally, with deadlines;
@@ -44,7 +45,7 @@ def install(root: Path) -> Path:
     """
     site = root / "http-probe-site"
     if not site.is_dir():
-        make_distribution(site, "mcphost-http-probe", "0.0.1", {"httpprobe": "tests.support.http_plugins.probe",
+        make_distribution(site, "mcphost-http-probe", "0.0.1", {"httpprobe": "tests.support.probe",
                                                                  "httpauth": "tests.support.http_plugins.auth",
                                                                  "httpbearer": "tests.support.http_plugins.bearer",
                                                                  "httpunruly": "tests.support.http_plugins.unruly"}, {})
@@ -59,14 +60,15 @@ def probe_env(root: Path, extra: Mapping[str, str] | None = None) -> dict[str, s
     paths = [str(install(root)), str(REPO_ROOT)]
     if os.environ.get("PYTHONPATH"):
         paths.append(os.environ["PYTHONPATH"])
-    env = {"PYTHONPATH": os.pathsep.join(paths), "MCPHOST_HTTP_PROBE_TRACE": str(root / "trace.txt"),
-           "MCPHOST_HTTP_PROBE_SECRET": SECRET}
+    env = {"PYTHONPATH": os.pathsep.join(paths), "MCPHOST_PROBE_TRACE": str(root / "trace.txt"),
+           "MCPHOST_PROBE_SECRET": SECRET}
     env.update(extra or {})
     return env
 
 
 class Trace:
-    """The probe's trace file: ``connect|disconnect|terminate <session id> <detail>`` lines."""
+    """The probe's trace file: its ``connect|disconnect|terminate <session id> <detail>`` lines
+    (the others, ``startup`` and the like, are skipped)."""
 
     def __init__(self, path: Path) -> None:
         self.path = path

@@ -1,35 +1,43 @@
-"""``httpprobe``: lifecycle hooks driven by request headers, with a trace file, for HTTP tests.
+"""``probe``: the one test plugin that misbehaves on purpose, for the stdio and the HTTP tests.
 
-Configuration comes from the environment, so a test controls it without a config file:
+Tools that print to stdout, raise exceptions holding a secret, take their time or announce changes;
+lifecycle hooks that leave a trace in a file and, over HTTP, obey request headers. It is installed
+into a server subprocess through a fake dist-info (``tests/support/stdio_support.py`` names it
+``probe``, ``tests/support/http_plugins/harness.py`` ``httpprobe``). Configuration comes from the
+environment, so a test controls it without a config file:
 
-- ``MCPHOST_HTTP_PROBE_TRACE``: a file that gets one line per lifecycle event:
-  ``connect <session id> <HTTP method>``, ``disconnect <session id> <reason>``,
-  ``terminate <session id> <reason>``;
-- ``MCPHOST_HTTP_PROBE_SECRET``: the secret the failing handlers put in their exception messages.
+- ``MCPHOST_PROBE_SECRET``: the secret the failing handlers put in their exception messages;
+- ``MCPHOST_PROBE_TRACE``: a file that gets one line per event: ``startup`` and ``shutdown``;
+  ``connect <session id> <HTTP method, or the transport>``, ``disconnect <session id> <reason>``,
+  ``terminate <session id> <reason>``; ``cancelled slow``;
+- ``MCPHOST_PROBE_IMPORT_NOISE=1``: print to stdout while the module is imported.
 
-Per request, ``mcphost_connect`` reads:
+Per HTTP request, ``mcphost_connect`` reads:
 
 - ``X-Probe-Refuse: 401`` → :class:`mcphost.Unauthorized` with the challenge :data:`CHALLENGE`;
   ``X-Probe-Refuse: 403`` → :class:`mcphost.Forbidden`;
 - ``X-Probe-Tools: a,b`` → narrows ``session.allowed_tools`` to those names;
 - ``X-Probe-Delay: 0.5`` → the (async) hook sleeps that long first.
 
-It also provides a tool that fails with a secret, a resource and a prompt that do the same, a
-tool that announces a resource update or a list change (standalone-stream traffic on demand),
-and a plugin route ``POST /probe/body`` that reads its body (for the body limit on other routes).
+It also offers a plugin route ``POST /probe/body`` that reads its body (for the body limit on
+other routes) and a resource ``probe://counter`` that ``announce`` says changed.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import sys
 
 import mcphost
 from mcphost import Context
 
-TRACE_ENV = "MCPHOST_HTTP_PROBE_TRACE"
-SECRET_ENV = "MCPHOST_HTTP_PROBE_SECRET"
+SECRET_ENV = "MCPHOST_PROBE_SECRET"
+TRACE_ENV = "MCPHOST_PROBE_TRACE"
 CHALLENGE = 'Bearer realm="probe", error="invalid_token", resource_metadata="http://127.0.0.1/.well-known/x"'
+
+if os.environ.get("MCPHOST_PROBE_IMPORT_NOISE") == "1":
+    print("probe: noise printed while the plugin is imported")
 
 
 def trace(line: str) -> None:
@@ -47,6 +55,27 @@ def _secret() -> str:
 def leak() -> str:
     """Fail with an exception whose message holds a secret."""
     raise RuntimeError(f"cannot reach the database: password={_secret()}")
+
+
+@mcphost.tool
+def noisy(text: str = "") -> str:
+    """Write to stdout three ways, then answer."""
+    print("probe: noise from print", text)
+    sys.stdout.write("probe: noise from sys.stdout\n")
+    sys.stdout.flush()
+    os.write(1, b"probe: noise written to descriptor 1\n")
+    return "quiet"
+
+
+@mcphost.tool
+async def slow(seconds: float = 1.0) -> str:
+    """Sleep, then answer "done"; a cancellation is traced."""
+    try:
+        await asyncio.sleep(seconds)
+    except asyncio.CancelledError:
+        trace("cancelled slow")
+        raise
+    return "done"
 
 
 @mcphost.tool
@@ -79,7 +108,7 @@ def leaky_prompt(topic: str = "") -> str:
 
 @mcphost.hookimpl
 def mcphost_tools(host):
-    return [leak, announce]
+    return [leak, noisy, slow, announce]
 
 
 @mcphost.hookimpl
@@ -103,8 +132,14 @@ def mcphost_routes(app):
 
 
 @mcphost.hookimpl
+def mcphost_startup(host):
+    print("probe: noise printed by the startup hook")
+    trace("startup")
+
+
+@mcphost.hookimpl
 async def mcphost_connect(session, request):
-    trace(f"connect {session.id} {request.method}")
+    trace(f"connect {session.id} {request.method or request.transport}")
     delay = request.headers.get("x-probe-delay")
     if delay:
         await asyncio.sleep(float(delay))
@@ -126,3 +161,8 @@ def mcphost_disconnect(session, reason):
 @mcphost.hookimpl
 def mcphost_terminate(session, reason):
     trace(f"terminate {session.id} {reason}")
+
+
+@mcphost.hookimpl
+def mcphost_shutdown(host):
+    trace("shutdown")
