@@ -268,7 +268,7 @@ class SessionManager:
         """
         held = await self.backend.sessions.count() if self.shared else len(self.sessions)
         if held >= self.settings.max_sessions:
-            raise TooManySessions(cap=self.settings.max_sessions, retry_after=self._next_expiry(None))
+            raise TooManySessions(cap=self.settings.max_sessions, retry_after=next_expiry(self, None))
         cap = self.settings.max_sessions_per_principal
         if cap:
             key = quota_key(principal, remote)
@@ -277,7 +277,7 @@ class SessionManager:
                     shared_count is not None or not await self._expire_idle(key) or self.held_by[key] >= cap):
                 self.admission.refused(key)
                 self.budgets.count_refusal(key, "sessions")
-                raise TooManySessions(per_principal=True, cap=cap, retry_after=self._next_expiry(key))
+                raise TooManySessions(per_principal=True, cap=cap, retry_after=next_expiry(self, key))
         session = self.new(principal, remote)
         session.embryonic = True  # until its next request (see open)
         if self.cluster is not None:
@@ -298,19 +298,6 @@ class SessionManager:
                 await self.end(session, "expired")
                 ended = True
         return ended
-
-    def _next_expiry(self, key: str | None) -> int:
-        """Whole seconds until the first session held here for ``key`` (None: for anyone) expires
-        if nothing else happens: a busy one counts its whole idle limit, since its idle time starts
-        once it is done. The Retry-After of a refusal at a sessions cap (never shorter than the wait)."""
-        now, wait = time.time(), self.settings.session_idle_timeout
-        for session in self.sessions.values():
-            if key is not None and session.quota != key:
-                continue
-            limit = idle_limit(session, self.settings)
-            busy = bool(session.inflight) or (self.driver is not None and self.driver.busy(session))
-            wait = min(wait, limit if busy else session.last_active + limit - now)
-        return max(1, math.ceil(wait))
 
     def ephemeral(self, request: Any, principal: Principal | None, outlet: Any, remote: str | None = None
                   ) -> Session:
@@ -682,6 +669,21 @@ class Upkeep:
                     log.warning("could not keep session %s… alive: %s", session.id[:8], exc)
                 except Exception:
                     log.exception("keeping session %s… alive failed", session.id[:8])
+
+
+def next_expiry(manager: SessionManager, key: str | None) -> int:
+    """Whole seconds until the first session ``manager`` holds for ``key`` (None: for anyone)
+    expires if nothing else happens: a busy one counts its whole idle limit, since its idle time
+    starts once it is done. The Retry-After of a refusal at a sessions cap (never shorter than the
+    wait)."""
+    now, wait = time.time(), manager.settings.session_idle_timeout
+    for session in manager.sessions.values():
+        if key is not None and session.quota != key:
+            continue
+        limit = idle_limit(session, manager.settings)
+        busy = bool(session.inflight) or (manager.driver is not None and manager.driver.busy(session))
+        wait = min(wait, limit if busy else session.last_active + limit - now)
+    return max(1, math.ceil(wait))
 
 
 def idle_limit(session: Session, settings: ServerSettings) -> float:

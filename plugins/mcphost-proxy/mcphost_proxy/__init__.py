@@ -196,7 +196,7 @@ class ProxyPlugin:
             raise UpstreamUnavailable(
                 f"Upstream server {server.name!r}: this principal already holds its share of instances "
                 f"(max_instances_per_principal = {share}); end a session or retry later")
-        if len(mine) >= server.max_instances and self._give_way(server, mine, owner):
+        if len(mine) >= server.max_instances and _give_way(self, server, mine, owner):
             mine = [k for k in self.bound if k[0] == server.name]
         if len(mine) >= server.max_instances:
             raise UpstreamUnavailable(
@@ -212,34 +212,6 @@ class ProxyPlugin:
         if self._reaper is None or self._reaper.done():
             self._reaper = asyncio.get_running_loop().create_task(self._reap(), name="proxy:reaper")
         return upstream
-
-    def _give_way(self, server: ServerSettings, keys: list[tuple[str, str]], newcomer: Any) -> bool:
-        """The pool of ``server`` is full and ``newcomer`` (a quota key) wants an instance: stop one
-        idle instance for it, if fair; True when one was stopped.
-
-        Fair (see :func:`instance_to_yield`): the newcomer holds less than half of ``max_instances``,
-        and the instance is one of a caller holding more than that (its largest holder's least
-        recently used), or one nobody used for :data:`ABANDONED_AFTER` seconds.
-        """
-        held: dict[Any, list[tuple[float, tuple[str, str]]]] = {}
-        for key in keys:
-            upstream = self.bound[key]
-            if upstream.in_flight == 0 and not upstream.subscribed:
-                held.setdefault(self._owners.get(key), []).append((upstream.last_used, key))
-        counts: dict[Any, int] = {}
-        for key in keys:
-            counts[self._owners.get(key)] = counts.get(self._owners.get(key), 0) + 1
-        chosen = instance_to_yield(server.max_instances, counts, held, newcomer, time.monotonic())
-        if chosen is None:
-            return False
-        upstream = self.bound.pop(chosen)
-        owner = self._owners.pop(chosen, None)
-        log.info("upstream %s: stopped (idle %.0f s; its caller held %d of max_instances %d) for another caller",
-                 upstream.label, time.monotonic() - upstream.last_used, counts.get(owner, 0), server.max_instances)
-        task = asyncio.get_running_loop().create_task(upstream.stop(), name=f"proxy:yield:{upstream.label}")
-        self._yielding.add(task)
-        task.add_done_callback(self._yielding.discard)
-        return True
 
     async def _reap(self) -> None:
         """Stop per_session instances idle longer than their server's idle_timeout."""
@@ -585,3 +557,32 @@ def instance_to_yield(max_instances: int, counts: dict[Any, int],
     abandoned = [entry for owner, entries in idle.items() if owner != newcomer for entry in entries
                  if now - entry[0] > ABANDONED_AFTER]
     return min(abandoned)[1] if abandoned else None
+
+
+def _give_way(plugin: ProxyPlugin, server: ServerSettings, keys: list[tuple[str, str]], newcomer: Any) -> bool:
+    """The pool of ``server`` is full and ``newcomer`` (a quota key) wants an instance: stop one
+    idle instance for it, if fair; True when one was stopped.
+
+    Fair (see :func:`instance_to_yield`): the newcomer holds less than half of ``max_instances``,
+    and the instance is one of a caller holding more than that (its largest holder's least
+    recently used), or one nobody used for :data:`ABANDONED_AFTER` seconds.
+    """
+    held: dict[Any, list[tuple[float, tuple[str, str]]]] = {}
+    for key in keys:
+        upstream = plugin.bound[key]
+        if upstream.in_flight == 0 and not upstream.subscribed:
+            held.setdefault(plugin._owners.get(key), []).append((upstream.last_used, key))
+    counts: dict[Any, int] = {}
+    for key in keys:
+        counts[plugin._owners.get(key)] = counts.get(plugin._owners.get(key), 0) + 1
+    chosen = instance_to_yield(server.max_instances, counts, held, newcomer, time.monotonic())
+    if chosen is None:
+        return False
+    upstream = plugin.bound.pop(chosen)
+    owner = plugin._owners.pop(chosen, None)
+    log.info("upstream %s: stopped (idle %.0f s; its caller held %d of max_instances %d) for another caller",
+             upstream.label, time.monotonic() - upstream.last_used, counts.get(owner, 0), server.max_instances)
+    task = asyncio.get_running_loop().create_task(upstream.stop(), name=f"proxy:yield:{upstream.label}")
+    plugin._yielding.add(task)
+    task.add_done_callback(plugin._yielding.discard)
+    return True

@@ -354,34 +354,8 @@ async def stdio_transport(command: str, args: list[str], *, env: dict[str, str] 
                 async for chunk in process.chunks():
                     booted()  # it answers: the next upstream may start
                     for line, dropped in lines.feed(chunk):
-                        if dropped is None and admit is not None and not admit(line):
-                            continue
-                        if dropped is not None:
-                            message: SessionMessage | Exception | None = too_large(label, line, dropped,
-                                                                                   max_message_bytes)
-                            if switch is not None and isinstance(message, SessionMessage) and switch.waiting:
-                                error = message.message.model_dump(by_alias=True, mode="json", exclude_none=True)
-                                if switch.take_parsed(error)[0]:
-                                    continue
-                        elif len(line) >= THREAD_PARSE_BYTES and switch is not None and switch.waiting:
-                            data: Any = await offload(_loads, line)
-                            taken, data = switch.take_parsed(data)
-                            if taken:
-                                if data is not None:
-                                    await data
-                                continue
-                            message = await offload(_parsed, data)
-                        elif len(line) >= THREAD_PARSE_BYTES:
-                            message = await offload(_parse, line)
-                        elif switch is not None and switch.waiting:
-                            taken, data = switch.take(line)
-                            if taken:
-                                if data is not None:
-                                    await data
-                                continue
-                            message = _parsed(data)
-                        else:
-                            message = _parse(line)
+                        message = await _read_line(line, dropped, admit=admit, switch=switch, label=label,
+                                                   max_message_bytes=max_message_bytes)
                         if message is not None:
                             await inbox_writer.send(message)
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream, OSError):
@@ -413,6 +387,39 @@ async def stdio_transport(command: str, args: list[str], *, env: dict[str, str] 
                 await _stop(process)
                 await inbox.aclose()
             group.cancel_scope.cancel()
+
+
+async def _read_line(line: bytes, dropped: int | None, *, admit: Callable[[bytes], bool] | None,
+                     switch: Switch | None, label: str, max_message_bytes: int) -> SessionMessage | Exception | None:
+    """What one line the upstream wrote becomes for the client session: a message, an error (a line
+    over the limit), or None (dropped by ``admit``, or a reply the lean path's ``switch`` took)."""
+    if dropped is None and admit is not None and not admit(line):
+        return None
+    if dropped is not None:
+        message = too_large(label, line, dropped, max_message_bytes)
+        if switch is not None and isinstance(message, SessionMessage) and switch.waiting:
+            error = message.message.model_dump(by_alias=True, mode="json", exclude_none=True)
+            if switch.take_parsed(error)[0]:
+                return None
+        return message
+    if len(line) >= THREAD_PARSE_BYTES and switch is not None and switch.waiting:
+        data: Any = await offload(_loads, line)
+        taken, data = switch.take_parsed(data)
+        if taken:
+            if data is not None:
+                await data
+            return None
+        return await offload(_parsed, data)
+    if len(line) >= THREAD_PARSE_BYTES:
+        return await offload(_parse, line)
+    if switch is not None and switch.waiting:
+        taken, data = switch.take(line)
+        if taken:
+            if data is not None:
+                await data
+            return None
+        return _parsed(data)
+    return _parse(line)
 
 
 async def _stop(process: _Child) -> None:
