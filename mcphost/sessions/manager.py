@@ -430,6 +430,8 @@ class SessionManager:
         subscriptions aside when the store keeps them apart)."""
         snapshot = session.to_state()
         del snapshot["last_active"]
+        if session.embryonic:  # the store keeps it for embryonic_timeout; saved again at its second request
+            snapshot["embryonic"] = True
         if self._subscriptions_apart:
             del snapshot["subscriptions"]
         if self.driver is not None:
