@@ -64,7 +64,10 @@ class Budget:
     per_principal: int
     #: The setting that moves the global limit.
     total_setting: str = ""
-    #: Seconds a refused caller is told to wait.
+    #: Seconds a refused caller is told to wait. 1 for every budget here: a slot comes back when one
+    #: of the caller's own holdings ends (a request returns, a parked call is answered), which no
+    #: deadline the host holds predicts, so 1 is a poll interval (docs/configuration.md, Budgets).
+    #: The sessions caps, whose wait is known, say it (SessionManager's TooManySessions).
     retry_after: int = 1
 
 
