@@ -18,6 +18,7 @@ from mcphost import Context
 from mcphost.protocol.errors import McpError
 from mcphost.sessions.session import Connection, Principal
 from mcphost.testing import MemoryClient, make_host
+from tests.support.modern_support import modern_call
 
 SIZE = 300_000  # bytes of each question's message
 LIMIT = 1_000_000  # three such questions fit, a fourth does not
@@ -110,5 +111,41 @@ async def test_without_the_limit_every_question_is_held() -> None:
                 await asyncio.sleep(0.01)
             release.set()
             assert all(r["content"][0]["text"] == "decline" for r in await asyncio.gather(*calls))
+    finally:
+        await host.stop()
+
+
+async def test_questions_of_parked_resumable_calls_count_too() -> None:
+    """2026-07-28: a resumable call's question stays held while the call is parked; the arguments are
+    small (the tool makes the large question), so the question bytes, not the parked bytes, refuse."""
+
+    @mcphost.tool(resumable=True)
+    async def parked(size: int, *, ctx: Context) -> str:
+        answer = await ctx.elicit("x" * size, {"type": "object", "properties": {"ok": {"type": "boolean"}}},
+                                  key="go")
+        return answer.action
+
+    class Plugin:
+        @mcphost.hookimpl
+        def mcphost_tools(self) -> list[mcphost.Tool]:
+            return [parked]
+
+    host = make_host(("parking", Plugin()), config={"server": {"max_question_bytes_per_principal": LIMIT}})
+    await host.start()
+    try:
+        assert host.kernel is not None
+        budgets = host.kernel.sessions.budgets
+        replies = [await modern_call(host, "tools/call", {"name": "parked", "arguments": {"size": SIZE}},
+                                     remote="10.0.0.1:1000") for _ in range(4)]
+        assert [r.get("result", {}).get("resultType") for r in replies[:3]] == ["input_required"] * 3, replies[0]
+        error = replies[3]["error"]
+        assert error["code"] == -32000 and error["data"]["budget"] == "question bytes", error
+        assert "bytes" in error["message"] and "max_question_bytes_per_principal" in error["message"]
+        assert 3 * SIZE < budgets.total("question bytes") <= LIMIT
+        assert budgets.total("parked bytes") < 1000  # the arguments were small
+        # Another address still parks its question.
+        other = await modern_call(host, "tools/call", {"name": "parked", "arguments": {"size": SIZE}},
+                                  remote="10.0.0.2:1000")
+        assert other["result"]["resultType"] == "input_required", other
     finally:
         await host.stop()
