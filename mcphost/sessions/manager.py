@@ -277,7 +277,9 @@ class SessionManager:
                     shared_count is not None or not await self._expire_idle(key) or self.held_by[key] >= cap):
                 self.admission.refused(key)
                 self.budgets.count_refusal(key, "sessions")
-                raise TooManySessions(per_principal=True, cap=cap, retry_after=self._next_expiry(key))
+                retry_after = await self._shared_expiry(key) if shared_count is not None else None
+                raise TooManySessions(per_principal=True, cap=cap,
+                                      retry_after=self._next_expiry(key) if retry_after is None else retry_after)
         session = self.new(principal, remote)
         session.embryonic = True  # until its next request (see open)
         if self.cluster is not None:
@@ -298,6 +300,17 @@ class SessionManager:
                 await self.end(session, "expired")
                 ended = True
         return ended
+
+    async def _shared_expiry(self, key: str) -> int | None:
+        """Whole seconds until the first of ``key``'s sessions counted by the shared store drops out
+        of its count (the store's ``first_expiry``: it counts sessions held by every process, and
+        the count drops then unless a save renews that session first); None when the store does
+        not say."""
+        first_expiry = getattr(self.backend.sessions, "first_expiry", None)
+        if first_expiry is None:
+            return None
+        wait = await first_expiry(key)
+        return None if wait is None else max(1, math.ceil(wait))
 
     def _next_expiry(self, key: str | None) -> int:
         """Whole seconds until the first session held here for ``key`` (None: for anyone) expires

@@ -454,6 +454,15 @@ class RedisSessionStore:
         drops out of the count after a TTL (the cap is then lenient, never too strict)."""
         return int(await self._op(self._redis.zcount(self._key("q:", quota), _now_ms(), "+inf")))
 
+    async def first_expiry(self, quota: str) -> float | None:
+        """Seconds until the first of one caller's counted sessions drops out of :meth:`count_of`
+        (None: it has none): the true wait of a refusal at its ``max_sessions_per_principal``,
+        unless a save renews that session first."""
+        now = _now_ms()
+        first = await self._op(self._redis.zrangebyscore(self._key("q:", quota), f"({now}", "+inf",
+                                                         start=0, num=1, withscores=True))
+        return max(0.0, (float(first[0][1]) - now) / 1000) if first else None
+
     async def ids(self) -> list[str]:
         """Ids of every live session (for notifications sent to all sessions)."""
         raw = await self._op(self._redis.zrangebyscore(self._index, _now_ms(), "+inf"))

@@ -2,8 +2,9 @@
 
 Two real ``mcphost serve`` processes on one redis-server. A caller fills its
 ``max_sessions_per_principal`` on one process with sessions that never send a second request; the
-other process refuses it too (the store counts them), but only until the embryonic timeout: then
-the same caller opens a session there. A session that did send its second request is kept (the
+other process refuses it too (the store counts them), with a ``Retry-After`` the store says (when the
+first of them drops out of the count), but only until the embryonic timeout: then the same caller
+opens a session there. A session that did send its second request is kept (the
 idle timeout), on either process.
 """
 
@@ -48,7 +49,11 @@ def test_initialize_and_leave_sessions_expire_from_the_store_after_the_embryonic
             for _ in range(CAP - 1):
                 assert initialize(client, a).status_code == 200
             refused = initialize(client, b)  # the store counts every one of them, on the other process too
+            refused_at = time.monotonic()
             assert refused.status_code == 429, refused.text
+            # Its Retry-After is the store's: when the first embryonic session drops out of the count.
+            retry_after = int(refused.headers["retry-after"])
+            assert 1 <= retry_after <= EMBRYONIC + 1, refused.headers
             # Within the embryonic timeout (and a reaper round), the caller has room again, there.
             while time.monotonic() - started < EMBRYONIC + 5:
                 opened = initialize(client, b)
@@ -59,6 +64,8 @@ def test_initialize_and_leave_sessions_expire_from_the_store_after_the_embryonic
             waited = time.monotonic() - started
             assert opened.status_code == 200, f"still refused {waited:.1f} s later: {opened.text}"
             assert waited >= EMBRYONIC - 0.5, f"room after {waited:.1f} s, before the embryonic timeout"
+            # ... and no later than its 429 said (whole seconds, rounded up; a poll's slack).
+            assert time.monotonic() - refused_at <= retry_after + 0.5, (retry_after, time.monotonic() - refused_at)
             # The session that sent its second request outlived the embryonic timeout, on either process.
             for server in (b, a):
                 listed = client.post(server.url, headers=server.headers(kept_id),
