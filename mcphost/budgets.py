@@ -1,7 +1,8 @@
 """Budgets: what each principal, and everyone together, may hold at once.
 
 Every admission asks one :class:`Ledger` (the SessionManager owns it): requests in flight (GET and
-listen streams included), tasks, parked resumable calls, retained reply bytes and subscriptions.
+listen streams included), tasks, parked resumable calls and their bytes, the bytes of questions out
+to clients, retained reply bytes and subscriptions.
 Each budget has a global limit and a per-principal one; principals are told apart by
 :func:`~mcphost.sessions.session.quota_key` (the principal's identity, or an anonymous client's
 address). A refusal (:class:`OverBudget`) names the budget and the setting that moves it, with a
@@ -63,7 +64,10 @@ class Budget:
     per_principal: int
     #: The setting that moves the global limit.
     total_setting: str = ""
-    #: Seconds a refused caller is told to wait.
+    #: Seconds a refused caller is told to wait. 1 for every budget here: a slot comes back when one
+    #: of the caller's own holdings ends (a request returns, a parked call is answered), which no
+    #: deadline the host holds predicts, so 1 is a poll interval (docs/configuration.md, Budgets).
+    #: The sessions caps, whose wait is known, say it (SessionManager's TooManySessions).
     retry_after: int = 1
 
 
@@ -425,6 +429,8 @@ def ledger_for(settings: Any) -> Ledger:
                "max_parked"),
         Budget("parked bytes", "max_parked_bytes_per_principal", settings.max_parked_bytes,
                settings.max_parked_bytes_per_principal, "max_parked_bytes"),
+        Budget("question bytes", "max_question_bytes_per_principal", settings.max_question_bytes,
+               settings.max_question_bytes_per_principal, "max_question_bytes"),
         Budget("retained bytes", "max_retained_bytes_per_principal", settings.max_retained_bytes_total,
                settings.max_retained_bytes_per_principal, "max_retained_bytes_total"),
         Budget("subscriptions", "max_subscriptions_per_principal", settings.max_subscriptions_total,

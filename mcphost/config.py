@@ -145,6 +145,11 @@ class ServerSettings:
     #: process: a resumable call beyond them gets -32000 saying "bytes" and naming the setting.
     max_parked_bytes_per_principal: int = 16 * 1024 * 1024
     max_parked_bytes: int = 256 * 1024 * 1024
+    #: Bytes of the questions (elicitation, sampling, roots requests) a principal's calls have out
+    #: to their client and wait on, per principal and in all in this process: the question beyond
+    #: them fails its call with -32000 saying "bytes" and naming the setting (0: no limit).
+    max_question_bytes_per_principal: int = 4 * 1024 * 1024
+    max_question_bytes: int = 64 * 1024 * 1024
     #: Addresses of proxies trusted to report the client's address (``X-Forwarded-For``,
     #: ``Forwarded``): behind them the forwarded address tells anonymous clients apart (their
     #: quotas are per address). Hypercorn's setting of the same name; ``*`` trusts any. Empty: the
@@ -484,6 +489,7 @@ def server_problems(server: ServerSettings, source: str) -> list[str]:
                  "sync_workers_per_principal", "max_requests", "max_subscriptions_per_principal",
                  "max_subscriptions_total", "max_parked_per_principal", "max_parked",
                  "max_parked_bytes_per_principal", "max_parked_bytes",
+                 "max_question_bytes_per_principal", "max_question_bytes",
                  "max_retained_bytes_per_principal", "max_retained_bytes_total"):
         check(getattr(server, name) >= 0, f"server.{name} must not be negative (0 means no limit)")
     for item in server.forwarded_allow_ips:

@@ -47,6 +47,10 @@ class MemorySessionStore:
         """Sessions stored for one caller (see ``SessionStore``); a scan: one process, few sessions."""
         return sum(1 for state in self._states.values() if state.get("quota") == quota)
 
+    async def first_expiry(self, quota: str) -> float | None:
+        """None: one process's store; the manager knows its own sessions' idle times better."""
+        return None
+
 
 class _Stream:
     """One stream's events; small until used (most streams hold two events and are read once)."""

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from mcphost.kernel.modern import InputRequired, ModernScope, Round
+from mcphost.kernel.scope import question_bytes
 from mcphost.protocol.errors import INTERNAL_ERROR, INVALID_PARAMS, SERVER_BUSY, McpError
 from mcphost.protocol.sealed import params_digest
 
@@ -98,15 +99,16 @@ class ContinuationScope(ModernScope):
         run = self.continuation
         if key in self.round.answers:  # answered, but unusable: ask again under a new key
             key = f"{key}~{len(self.round.answers)}"
-        self.round.asked[key] = {"method": method, "params": params}
-        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        run.waiters[key] = waiter
-        run.asked_now()
-        try:
-            await waiter
-        finally:
-            run.waiters.pop(key, None)
-            self.round.asked.pop(key, None)
+        async with question_bytes(self._kernel, run.principal, method, params):
+            self.round.asked[key] = {"method": method, "params": params}
+            waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            run.waiters[key] = waiter
+            run.asked_now()
+            try:
+                await waiter
+            finally:
+                run.waiters.pop(key, None)
+                self.round.asked.pop(key, None)
         return key
 
     def follow(self, request: RequestInfo, progress_token: Any) -> None:

@@ -9,17 +9,20 @@ client message that the kernel routes to the waiting future.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import math
 import uuid
+from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 import jsonschema
+import orjson
 
 from mcphost.context import Deferred, ElicitResult
 from mcphost.errors import ClientRequestError
 from mcphost.protocol import jsonrpc
-from mcphost.protocol.errors import INVALID_PARAMS, METHOD_NOT_FOUND, REQUEST_TIMEOUT
+from mcphost.protocol.errors import INVALID_PARAMS, METHOD_NOT_FOUND, REQUEST_TIMEOUT, SERVER_BUSY, McpError
 from mcphost.protocol.versions import at_least
 from mcphost.request import RequestInfo
 from mcphost.sessions.session import LOG_RANK, Principal, Session
@@ -30,6 +33,23 @@ if TYPE_CHECKING:
 log = logging.getLogger("mcphost.kernel")
 
 _ELICIT_ACTIONS = frozenset({"accept", "decline", "cancel"})
+
+
+@contextlib.asynccontextmanager
+async def question_bytes(kernel: Kernel, quota: str, method: str, params: dict[str, Any]) -> AsyncIterator[None]:
+    """Hold the bytes of a question (``params`` as JSON) in ``quota``'s "question bytes" budget while
+    it is out to the client; past the budget, the question's call fails with -32000 saying "bytes"
+    and naming the setting (``max_question_bytes_per_principal`` or ``max_question_bytes``)."""
+    budgets = kernel.sessions.budgets
+    size = len(orjson.dumps(params, default=str))
+    refused = await budgets.take(quota, "question bytes", size)  # across the cluster on a shared backend
+    if refused is not None:
+        kernel.sessions.admission.refused(quota)
+        raise McpError(SERVER_BUSY, f"{method} of {size} bytes: {refused.message}", refused.data)
+    try:
+        yield
+    finally:
+        budgets.release(quota, "question bytes", size)
 
 
 class RequestScope:
@@ -101,18 +121,19 @@ class RequestScope:
         loop = asyncio.get_running_loop()
         outbound_id = session.next_outbound_id()
         future: asyncio.Future[Any] = loop.create_future()
-        session.pending[outbound_id] = future
         limit = self._kernel.settings.client_request_timeout if timeout is None else timeout
-        try:
-            await self._send(jsonrpc.request(outbound_id, method, params))
+        async with question_bytes(self._kernel, session.quota, method, params):
+            session.pending[outbound_id] = future
             try:
-                answer = await asyncio.wait_for(future, limit)
-            except TimeoutError:
-                await self._send(jsonrpc.notification(
-                    "notifications/cancelled", {"requestId": outbound_id, "reason": "timed out"}))
-                raise ClientRequestError(REQUEST_TIMEOUT, f"Request '{method}' timed out") from None
-        finally:
-            session.pending.pop(outbound_id, None)
+                await self._send(jsonrpc.request(outbound_id, method, params))
+                try:
+                    answer = await asyncio.wait_for(future, limit)
+                except TimeoutError:
+                    await self._send(jsonrpc.notification(
+                        "notifications/cancelled", {"requestId": outbound_id, "reason": "timed out"}))
+                    raise ClientRequestError(REQUEST_TIMEOUT, f"Request '{method}' timed out") from None
+            finally:
+                session.pending.pop(outbound_id, None)
         if "error" in answer:
             error = answer["error"]
             raise ClientRequestError(int(error.get("code", 0)) if isinstance(error.get("code"), int) else 0,

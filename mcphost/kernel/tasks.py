@@ -28,6 +28,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from mcphost.kernel.modern import ModernScope, principal_key
+from mcphost.kernel.scope import question_bytes
 from mcphost.protocol.errors import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
@@ -309,7 +310,8 @@ class TaskScope(ModernScope):
             return await super()._missing(key, method, params)
         if key in self.round.answers:  # answered, but unusable: ask again under a new key
             key = self.run.next_key(key)
-        self.round.answers[key] = await self.run.ask(key, method, params)
+        async with question_bytes(self._kernel, self.session.quota, method, params):
+            self.round.answers[key] = await self.run.ask(key, method, params)
         return key
 
 

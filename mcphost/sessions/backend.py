@@ -89,7 +89,10 @@ class SessionStore(Protocol):
     across every process (who runs the terminate hook), and ``touch`` restarts the idle time.
     ``ids()`` lists the live sessions. ``count_of(quota)`` counts the live sessions whose state's
     ``quota`` is ``quota`` (on a shared store it makes ``max_sessions_per_principal`` hold across
-    processes)."""
+    processes). ``first_expiry(quota)``: seconds until the first of those sessions drops out of the
+    count (None: none, or the store cannot say), the ``Retry-After`` of a refusal at that cap.
+    A state saved with ``"embryonic": True`` (no second request yet) may be kept for
+    ``server.embryonic_timeout`` only; the manager saves it again, without the flag, at its second request."""
 
     async def load(self, session_id: str) -> dict[str, Any] | None: ...
     async def save(self, state: dict[str, Any]) -> None: ...
@@ -99,6 +102,7 @@ class SessionStore(Protocol):
     async def ids(self) -> list[str]: ...
     async def expired(self, limit: int = 100) -> list[tuple[str, dict[str, Any] | None]]: ...
     async def count_of(self, quota: str) -> int: ...
+    async def first_expiry(self, quota: str) -> float | None: ...
 
 
 class EventLog(Protocol):

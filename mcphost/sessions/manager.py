@@ -277,7 +277,9 @@ class SessionManager:
                     shared_count is not None or not await self._expire_idle(key) or self.held_by[key] >= cap):
                 self.admission.refused(key)
                 self.budgets.count_refusal(key, "sessions")
-                raise TooManySessions(per_principal=True, cap=cap, retry_after=next_expiry(self, key))
+                retry_after = await shared_expiry(self, key) if shared_count is not None else None
+                raise TooManySessions(per_principal=True, cap=cap,
+                                      retry_after=next_expiry(self, key) if retry_after is None else retry_after)
         session = self.new(principal, remote)
         session.embryonic = True  # until its next request (see open)
         if self.cluster is not None:
@@ -417,6 +419,8 @@ class SessionManager:
         subscriptions aside when the store keeps them apart)."""
         snapshot = session.to_state()
         del snapshot["last_active"]
+        if session.embryonic:  # the store keeps it for embryonic_timeout; saved again at its second request
+            snapshot["embryonic"] = True
         if self._subscriptions_apart:
             del snapshot["subscriptions"]
         if self.driver is not None:
@@ -669,6 +673,14 @@ class Upkeep:
                     log.warning("could not keep session %s… alive: %s", session.id[:8], exc)
                 except Exception:
                     log.exception("keeping session %s… alive failed", session.id[:8])
+
+
+async def shared_expiry(manager: SessionManager, key: str) -> int | None:
+    """Whole seconds until the first of ``key``'s sessions counted by the shared store drops out of
+    its count (the store's ``first_expiry``: it counts sessions held by every process, and the count
+    drops then unless a save renews that session first); None when the store does not say."""
+    wait = await manager.backend.sessions.first_expiry(key)
+    return None if wait is None else max(1, math.ceil(wait))
 
 
 def next_expiry(manager: SessionManager, key: str | None) -> int:

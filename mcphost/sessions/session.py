@@ -303,6 +303,7 @@ class Session:
         session.created_at = float(data.get("created_at", session.created_at))
         session.last_active = float(data.get("last_active", session.last_active))
         session.node = data.get("node")
+        session.embryonic = bool(data.get("embryonic"))  # saved by a shared store until its second request
         return session
 
     def __repr__(self) -> str:

@@ -236,8 +236,8 @@ async def test_budgets_show_what_each_caller_holds_and_its_429s() -> None:
         assert budgets["limits"]["sessions"] == 1
         # Every budget of the ledger, with its per-principal limit and the setting that moves it.
         listed = {b["name"]: b for b in budgets["budgets"]}
-        assert list(listed) == ["sessions", "requests", "tasks", "parked calls", "parked bytes", "retained bytes",
-                                "subscriptions", "sync pool"]
+        assert list(listed) == ["sessions", "requests", "tasks", "parked calls", "parked bytes", "question bytes",
+                                "retained bytes", "subscriptions", "sync pool"]
         assert listed["sessions"]["perPrincipal"] == 1 and listed["sessions"]["held"] == 1
         assert listed["requests"]["setting"] == "max_requests_per_principal"
         assert budgets["shared"] is False  # the memory backend: this process's own limits

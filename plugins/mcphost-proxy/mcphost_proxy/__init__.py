@@ -93,6 +93,8 @@ class ProxyPlugin:
         self._watchdog: asyncio.Task[None] | None = None
         self._freezes: bool | None = None
         self.parking = Parking()
+        #: Bytes of the calls each principal has waiting for an own_process server's process (all pools).
+        self._queued: Any = None
         self._paused = 0
         #: Turns of the shared stdio upstreams starting at once (max_starting).
         self._starting = asyncio.Semaphore(os.cpu_count() or 2)
@@ -115,9 +117,11 @@ class ProxyPlugin:
         for server in self.settings.servers:
             upstream = self.upstreams[server.name] = self._upstream(server, on_change=self._changed)
             if server.questions == "own_process":
-                from mcphost_proxy.pool import Pool
+                from mcphost_proxy.pool import Pool, QueuedBytes
 
-                upstream.pool = Pool(server, functools.partial(self._instance, server))
+                if self._queued is None:
+                    self._queued = QueuedBytes(self.settings.max_queued_bytes_per_principal)
+                upstream.pool = Pool(server, functools.partial(self._instance, server), self._queued)
             if server.per_session:  # its sessions follow resources on their own instances
                 upstream.relay = self._to_streams
         self._report()

@@ -4,7 +4,8 @@ With ``questions = "own_process"`` a call whose client can answer questions runs
 its own for as long as it is in flight, so a question that process asks has exactly one call it can
 belong to, whatever the upstream puts on the wire. At most ``max_instances`` processes run; a call
 that finds them all leased waits in line (at most ``max_queued`` calls, each at most ``timeout``
-seconds), then gets a clear error. Processes are reused by later calls and stopped after
+seconds, and the calls one principal has waiting at most ``max_queued_bytes_per_principal`` bytes of
+arguments over every pool of the proxy), then gets a clear error. Processes are reused by later calls and stopped after
 ``idle_timeout`` seconds unused. Each process has its own state: for stateless upstreams only.
 """
 
@@ -16,7 +17,7 @@ import contextlib
 import itertools
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 
 import mcp_types as types
 
@@ -26,12 +27,43 @@ from mcphost_proxy.upstream import FAILED, Upstream, UpstreamUnavailable
 
 log = logging.getLogger("mcphost.proxy")
 
+#: Default of [plugins.proxy] max_queued_bytes_per_principal.
+MAX_QUEUED_BYTES = 8 * 1024 * 1024
+
+
+class QueuedBytes:
+    """Bytes (of arguments, as JSON) of the calls each principal has waiting for a process, by quota
+    key, shared by every pool of the proxy: a principal past ``limit`` is refused at once rather
+    than queued (-32000 naming the setting), so one caller's queued calls hold at most ``limit``."""
+
+    def __init__(self, limit: int = MAX_QUEUED_BYTES) -> None:
+        self.limit = limit
+        self.held: collections.Counter[str] = collections.Counter()
+
+    @contextlib.contextmanager
+    def hold(self, key: str, size: int) -> Iterator[None]:
+        held = self.held[key]
+        if self.limit and held + size > self.limit:
+            raise mcphost.McpError(-32000, (
+                f"This caller's calls waiting for an upstream process would hold {held + size} bytes, over "
+                f"[plugins.proxy] max_queued_bytes_per_principal ({self.limit}); retry later"),
+                {"budget": "queued bytes", "perPrincipal": True, "retryAfter": 1})
+        self.held[key] += size
+        try:
+            yield
+        finally:
+            self.held[key] -= size
+            if self.held[key] <= 0:
+                del self.held[key]
+
 
 class Pool:
     """The leased processes of one server (``Upstream.pool`` of its shared connection)."""
 
-    def __init__(self, settings: ServerSettings, make: Callable[[str], Upstream]) -> None:
+    def __init__(self, settings: ServerSettings, make: Callable[[str], Upstream],
+                 queued: QueuedBytes | None = None) -> None:
         self.settings = settings
+        self.queued = queued or QueuedBytes()
         self._make = make
         #: Every process of the pool, leased or not.
         self.instances: list[Upstream] = []
@@ -42,9 +74,9 @@ class Pool:
         self._closed = False
 
     @contextlib.asynccontextmanager
-    async def lease(self) -> AsyncIterator[Upstream]:
-        """A process of its own for the caller, until the block ends."""
-        instance = await self._take()
+    async def lease(self, key: str = "", size: int = 0) -> AsyncIterator[Upstream]:
+        """A process of its own for the caller (quota ``key``, ``size`` bytes of arguments), until the block ends."""
+        instance = await self._take(key, size)
         try:
             yield instance
         except BaseException as exc:
@@ -55,7 +87,7 @@ class Pool:
         else:
             self._give(instance)
 
-    async def _take(self) -> Upstream:
+    async def _take(self, key: str = "", size: int = 0) -> Upstream:
         settings = self.settings
         if self._closed:
             raise UpstreamUnavailable(f"Upstream server {settings.name!r} is stopping")
@@ -70,6 +102,11 @@ class Pool:
             raise UpstreamUnavailable(
                 f"Upstream server {settings.name!r}: all its max_instances ({settings.max_instances}) processes "
                 f"are in use and max_queued ({settings.max_queued}) calls already wait; retry later")
+        with self.queued.hold(key, size):
+            return await self._wait()
+
+    async def _wait(self) -> Upstream:
+        settings = self.settings
         turn: asyncio.Future[Upstream] = asyncio.get_running_loop().create_future()
         self._waiting.append(turn)
         try:

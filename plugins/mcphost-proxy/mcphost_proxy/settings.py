@@ -154,6 +154,9 @@ class ProxyConfig(mcphost.PluginSettings):
         "calls one principal may have waiting for their answers (2026-07-28)"))] = 32
     max_parked_bytes: Annotated[int, Field(ge=1024, description=(
         "bytes (of arguments) those parked calls may hold, per principal"))] = 32 * 1024 * 1024
+    max_queued_bytes_per_principal: Annotated[int, Field(ge=0, description=(
+        "own_process: bytes (of arguments) the calls one principal has waiting for a free process may hold, "
+        "over every server; past it a call gets -32000 at once (0: no limit)"))] = 8 * 1024 * 1024
     #: stdio upstreams starting at once (None: the machine's CPUs).
     max_starting: Annotated[int | None, Field(ge=1, description=(
         "stdio upstreams starting at once (until each first answers); default: the machine's CPUs"))] = None
@@ -193,6 +196,10 @@ class ProxySettings:
     @property
     def max_parked_bytes(self) -> int:
         return self.config.max_parked_bytes
+
+    @property
+    def max_queued_bytes_per_principal(self) -> int:
+        return self.config.max_queued_bytes_per_principal
 
     @property
     def max_starting(self) -> int | None:

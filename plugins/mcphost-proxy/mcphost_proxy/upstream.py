@@ -51,7 +51,7 @@ class Lessor(Protocol):
 
     instances: list[Upstream]
 
-    def lease(self) -> contextlib.AbstractAsyncContextManager[Upstream]: ...
+    def lease(self, key: str = "", size: int = 0) -> contextlib.AbstractAsyncContextManager[Upstream]: ...
 
     async def close(self) -> None: ...
 
@@ -561,7 +561,7 @@ class Upstream:
         a process of its own (it may wait for one), so any question that process asks is the call's.
         """
         if self.pool is not None and ctx is not None and _may_be_asked(ctx):
-            async with self.pool.lease() as instance:
+            async with self.pool.lease(str(getattr(ctx.session, "quota", "") or ctx.session.id), size) as instance:
                 return await instance.request(ctx, call, wait=self.settings.timeout, size=size)
         self.in_flight += 1
         try:

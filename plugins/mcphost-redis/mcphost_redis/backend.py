@@ -104,6 +104,10 @@ class RedisSettings:
     lease: float
     #: Connections to Redis at most per process (stream readers wait on one shared connection).
     max_connections: int
+    #: Seconds a session saved as embryonic (no second request yet) is kept (``server.embryonic_timeout``;
+    #: 0: ``session_ttl``): an initialize-and-leave session stops counting against its caller's
+    #: ``max_sessions_per_principal`` on every process after it.
+    embryonic_ttl: float = 0.0
 
     @property
     def deadline(self) -> float:
@@ -359,6 +363,8 @@ class RedisSessionStore:
         self._index = backend.key("sessions")
         self._ttl = backend.settings.session_ttl
         self._key_ttl = _ms(self._ttl + SESSION_GRACE)
+        embryonic = backend.settings.embryonic_ttl
+        self._embryonic_ttl = min(embryonic, self._ttl) if embryonic > 0 else self._ttl
         register = backend.redis.register_script
         self._reap = register(scripts.REAP)
         self._touch = register(scripts.TOUCH)
@@ -396,12 +402,18 @@ class RedisSessionStore:
             pipe.delete(self._key("u:", session_id))
             if subscriptions:
                 pipe.sadd(self._key("u:", session_id), *subscriptions)
-        pipe.set(self._key("s:", session_id), orjson.dumps(state), px=self._key_ttl)
-        pipe.pexpire(self._key("u:", session_id), self._key_ttl)
-        pipe.zadd(self._index, {session_id: now + _ms(self._ttl)})
+        # An embryonic session (initialized, no second request yet) lives embryonic_ttl: one that
+        # never comes back leaves the index and its caller's count then, on every process.
+        ttl = self._embryonic_ttl if state.get("embryonic") else self._ttl
+        key_ttl = _ms(ttl + SESSION_GRACE)
+        pipe.set(self._key("s:", session_id), orjson.dumps(state), px=key_ttl)
+        pipe.pexpire(self._key("u:", session_id), key_ttl)
+        pipe.zadd(self._index, {session_id: now + _ms(ttl)})
         quota = state.get("quota")
         if isinstance(quota, str):  # the caller's sessions, for max_sessions_per_principal
-            pipe.zadd(self._key("q:", quota), {session_id: now + _ms(self._ttl)})
+            pipe.zadd(self._key("q:", quota), {session_id: now + _ms(ttl)})
+            # Its members count by score; the set itself outlives any of them (never shortened by an
+            # embryonic save, which would drop an ordinary session's entry).
             pipe.pexpire(self._key("q:", quota), _ms(self._ttl))
         await self._op(pipe.execute())
 
@@ -441,6 +453,15 @@ class RedisSessionStore:
         scored by expiry, written with each save. A session only touched since its last save
         drops out of the count after a TTL (the cap is then lenient, never too strict)."""
         return int(await self._op(self._redis.zcount(self._key("q:", quota), _now_ms(), "+inf")))
+
+    async def first_expiry(self, quota: str) -> float | None:
+        """Seconds until the first of one caller's counted sessions drops out of :meth:`count_of`
+        (None: it has none): the true wait of a refusal at its ``max_sessions_per_principal``,
+        unless a save renews that session first."""
+        now = _now_ms()
+        first = await self._op(self._redis.zrangebyscore(self._key("q:", quota), f"({now}", "+inf",
+                                                         start=0, num=1, withscores=True))
+        return max(0.0, (float(first[0][1]) - now) / 1000) if first else None
 
     async def ids(self) -> list[str]:
         """Ids of every live session (for notifications sent to all sessions)."""

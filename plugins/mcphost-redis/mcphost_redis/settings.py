@@ -63,4 +63,5 @@ class RedisConfig(mcphost.PluginSettings):
             retry_after=self.retry_after, session_ttl=session_ttl,
             stream_max_events=server.stream_max_events if self.stream_max_events is None else self.stream_max_events,
             stream_max_age=session_ttl if self.stream_max_age is None else self.stream_max_age,
-            lease=self.lease, max_connections=self.max_connections)
+            lease=self.lease, max_connections=self.max_connections,
+            embryonic_ttl=server.embryonic_timeout)

@@ -207,7 +207,7 @@ function renderTraffic(traffic) {
 // Every budget of the ledger, one column each: what the caller holds here / its limit, and
 // under it the 429s that budget answered it.
 function amount(name, value) {
-  if (name !== "retained bytes") return String(value);
+  if (!name.endsWith(" bytes")) return String(value);
   return value >= 1048576 ? `${(value / 1048576).toFixed(1)} MB` : value >= 1024 ? `${Math.round(value / 1024)} kB` : `${value} B`;
 }
 
