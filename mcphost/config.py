@@ -64,8 +64,9 @@ class ServerSettings:
     page_size: int = 100
     #: Seconds a server-to-client request (elicitation, sampling, roots) waits for its answer.
     client_request_timeout: float = 300.0
-    #: Seconds each plugin's ``mcphost_connect`` may take (at most 30); one that takes longer, or
-    #: raises CancelledError, refuses the client (503 over HTTP, -32001 over stdio) naming the plugin.
+    #: Seconds each plugin's ``mcphost_connect`` (and ``mcphost_authenticate``) may take (at most 30);
+    #: one that takes longer, or raises CancelledError, refuses the client (503 over HTTP, -32001 over
+    #: stdio) naming the plugin.
     connect_timeout: float = 10.0
     #: Seconds every other plugin hook without a deadline of its own may take (``mcphost_disconnect``,
     #: ``mcphost_terminate``, ``mcphost_exception``); one that takes longer is abandoned, logged with

@@ -360,14 +360,22 @@ class Host:
     async def authenticate(self, connection: Connection) -> Principal | None:
         """Run ``mcphost_authenticate``: the first principal wins; Refused propagates.
 
-        A hook that breaks (an identity provider that cannot be reached, say) refuses with 503
-        and no challenge, so clients do not start re-authenticating in a storm.
+        A hook that breaks (an identity provider that cannot be reached, say), or that runs past
+        ``server.connect_timeout``, refuses with 503 and no challenge, so clients do not start
+        re-authenticating in a storm.
         """
+        seconds = self.config.server.connect_timeout
         for impl in self._authenticate:
             try:
-                principal = await self._call_hook(impl, request=connection)
+                principal = await bounded(self._call_hook(impl, request=connection), seconds, impl.plugin_name,
+                                          "mcphost_authenticate")
             except Refused:
                 raise
+            except (HookOverran, HookCancelled) as exc:  # an identity provider that hangs: refused in time
+                log.warning("%s; the request is refused (server.connect_timeout = %g s)", exc, seconds)
+                raise Refused(f"Authentication is unavailable: it could not finish in time "
+                              f"(server.connect_timeout = {seconds:g} s); retry later", status=503,
+                              headers={"retry-after": str(max(1, math.ceil(seconds)))}) from None
             except PluginAborted as exc:  # SystemExit and the like: the plugin's bug, not an outage
                 self._auth_bug(impl.plugin_name, f"raised {exc}", exc.cause)
                 raise Refused("Internal error", status=500) from None

@@ -88,6 +88,38 @@ async def test_a_hanging_or_cancelling_connect_hook_refuses_over_http(
         assert (await client.get("/healthz")).status_code == 200
 
 
+@pytest.mark.parametrize("mode", ["sleep", "cancel"])
+async def test_an_authenticate_hook_that_hangs_or_cancels_is_refused_in_time(mode: str) -> None:
+    """An identity provider that never answers: mcphost_authenticate is held to server.connect_timeout
+    too, and the request is refused with 503 (no challenge, no session) while the host serves on."""
+
+    class StuckAuth:
+        @mcphost.hookimpl
+        async def mcphost_authenticate(self, request: object) -> mcphost.Principal | None:
+            if mode == "cancel":
+                raise asyncio.CancelledError
+            await asyncio.sleep(3600)
+            return None
+
+    host = make_host(("stuck", StuckAuth()), config={"server": {"connect_timeout": DEADLINE,
+                                                                 "log_level": "warning"}})
+    async with app_client(host, timeout=30) as client:
+        started = time.monotonic()
+        response = await client.post("/mcp", headers={"content-type": "application/json", "accept": ACCEPT_BOTH},
+                                     content=json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                                                         "params": INITIALIZE}))
+        took = time.monotonic() - started
+        assert response.status_code == 503, response.text
+        assert "server.connect_timeout" in response.json()["error"]["message"]
+        assert "mcp-session-id" not in response.headers and "www-authenticate" not in response.headers
+        assert int(response.headers["retry-after"]) >= 1
+        assert took < DEADLINE + 10
+        if mode == "sleep":
+            assert took >= DEADLINE * 0.9
+        assert host.manager.sessions == {}
+        assert (await client.get("/healthz")).status_code == 200
+
+
 def stdio_env(tmp_path: Path, mode: str) -> dict[str, str]:
     site = tmp_path / "hanger-site"
     make_distribution(site, "mcphost-hanger", "0.0.1", {"hanger": "tests.support.hanging"}, {})
