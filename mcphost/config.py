@@ -69,8 +69,8 @@ class ServerSettings:
     #: stdio) naming the plugin.
     connect_timeout: float = 10.0
     #: Seconds every other plugin hook without a deadline of its own may take (``mcphost_disconnect``,
-    #: ``mcphost_terminate``, ``mcphost_exception``); one that takes longer is abandoned, logged with
-    #: its plugin's name.
+    #: ``mcphost_terminate``, ``mcphost_exception``, ``mcphost_shutdown``); one that takes longer is
+    #: abandoned, logged with its plugin's name.
     hook_timeout: float = 10.0
     #: Seconds a tools/call may run before it is cancelled (0: no limit). Session era: error -32001;
     #: 2026-07-28: an isError result. Calls that became tasks are limited by task_ttl instead.

@@ -235,9 +235,12 @@ class Host:
             self.kernel.closing.set()  # open listen streams end with their final result
             await self.kernel.tasks.stop()  # tasks nobody will finish are marked failed
         await self.manager.stop()  # each session held here ends once (a shared store keeps them)
+        seconds = self.config.server.hook_timeout
         for impl in impls(self.pm, "mcphost_shutdown"):
-            try:
-                await run_plugin(call_impl, impl, host=self)
+            try:  # a hook that hangs must not keep the process from ending
+                await bounded(run_plugin(call_impl, impl, host=self), seconds, impl.plugin_name, "mcphost_shutdown")
+            except (HookOverran, HookCancelled) as exc:
+                log.warning("%s; abandoned (server.hook_timeout = %g s)", exc, seconds)
             except Exception:
                 log.exception("plugin %s: mcphost_shutdown raised", impl.plugin_name)
         if self.cluster is not None:

@@ -120,6 +120,29 @@ async def test_an_authenticate_hook_that_hangs_or_cancels_is_refused_in_time(mod
         assert (await client.get("/healthz")).status_code == 200
 
 
+async def test_a_shutdown_hook_that_hangs_is_abandoned_at_hook_timeout(caplog: pytest.LogCaptureFixture) -> None:
+    ended: list[str] = []
+
+    class StuckShutdown:
+        @mcphost.hookimpl
+        async def mcphost_shutdown(self, host: object) -> None:
+            await asyncio.sleep(3600)
+
+    class After:
+        @mcphost.hookimpl
+        def mcphost_shutdown(self, host: object) -> None:
+            ended.append("after")
+
+    host = make_host(("stuck", StuckShutdown()), ("after", After()),
+                     config={"server": {"hook_timeout": DEADLINE}})
+    await host.start()
+    started = time.monotonic()
+    await host.stop()
+    assert DEADLINE * 0.9 <= time.monotonic() - started < DEADLINE + 10
+    assert ended == ["after"]  # the next plugin's shutdown still ran
+    assert "stuck: mcphost_shutdown ran past its deadline" in caplog.text
+
+
 def stdio_env(tmp_path: Path, mode: str) -> dict[str, str]:
     site = tmp_path / "hanger-site"
     make_distribution(site, "mcphost-hanger", "0.0.1", {"hanger": "tests.support.hanging"}, {})
