@@ -12,16 +12,14 @@ import asyncio
 import os
 
 import mcphost
+from tests.support.refusing import trace_to
 
 TRACE_ENV = "MCPHOST_HANG_TRACE"
 MODE_ENV = "MCPHOST_HANG_MODE"
 
 
 def _trace(line: str) -> None:
-    path = os.environ.get(TRACE_ENV)
-    if path:
-        with open(path, "a", encoding="utf-8") as fh:
-            fh.write(line + "\n")
+    trace_to(TRACE_ENV, line)
 
 
 @mcphost.hookimpl

@@ -18,11 +18,16 @@ import mcphost
 TRACE_ENV = "MCPHOST_REFUSE_TRACE"
 
 
-def _trace(line: str) -> None:
-    path = os.environ.get(TRACE_ENV)
+def trace_to(env: str, line: str) -> None:
+    """Append ``line`` to the trace file the environment variable ``env`` names (none: nothing)."""
+    path = os.environ.get(env)
     if path:
         with open(path, "a", encoding="utf-8") as fh:
             fh.write(line + "\n")
+
+
+def _trace(line: str) -> None:
+    trace_to(TRACE_ENV, line)
 
 
 @mcphost.hookimpl

@@ -112,15 +112,15 @@ class ProxyPlugin:
         base = None if config_path is None else Path(config_path).parent
         self.settings = load_settings(host.settings(ProxyConfig), base=base)
         self.host = host
-        self.parking = Parking(self.settings.max_parked_calls, self.settings.max_parked_bytes)
-        self._starting = asyncio.Semaphore(self.settings.max_starting or os.cpu_count() or 2)
+        self.parking = Parking(self.settings.config.max_parked_calls, self.settings.config.max_parked_bytes)
+        self._starting = asyncio.Semaphore(self.settings.config.max_starting or os.cpu_count() or 2)
         for server in self.settings.servers:
             upstream = self.upstreams[server.name] = self._upstream(server, on_change=self._changed)
             if server.questions == "own_process":
                 from mcphost_proxy.pool import Pool, QueuedBytes
 
                 if self._queued is None:
-                    self._queued = QueuedBytes(self.settings.max_queued_bytes_per_principal)
+                    self._queued = QueuedBytes(self.settings.config.max_queued_bytes_per_principal)
                 upstream.pool = Pool(server, functools.partial(self._instance, server), self._queued)
             if server.per_session:  # its sessions follow resources on their own instances
                 upstream.relay = self._to_streams
@@ -131,8 +131,8 @@ class ProxyPlugin:
         assert self.settings is not None
         from mcphost_proxy.upstream import Upstream  # the mcp client: only once a server is configured
 
-        upstream = Upstream(server, backoff=self.settings.restart_backoff,
-                            backoff_max=self.settings.restart_backoff_max, on_change=on_change, label=label)
+        upstream = Upstream(server, backoff=self.settings.config.restart_backoff,
+                            backoff_max=self.settings.config.restart_backoff_max, on_change=on_change, label=label)
         upstream.host = self.host
         upstream.parking = self.parking
         if label is None:  # a shared connection (per_session ones start at once: a client waits for each)
@@ -340,13 +340,13 @@ class ProxyPlugin:
                      upstream.settings.describe())  # describe() redacts the command line and the URL
             upstream.start()
         self._watchdog = asyncio.get_running_loop().create_task(self._watch(eager), name="proxy:startup")
-        if self.settings.startup_wait:
-            await self.wait_mounted(self.settings.startup_wait)
+        if self.settings.config.startup_wait:
+            await self.wait_mounted(self.settings.config.startup_wait)
         self._report()
 
     async def _watch(self, eager: list[Upstream]) -> None:
         assert self.settings is not None
-        timeout = self.settings.startup_timeout
+        timeout = self.settings.config.startup_timeout
         # The host froze what it allocated at start-up out of the collector's view (mcphost serve; it
         # did so before this task first ran). The upstreams' first mounts are as long-lived: automatic
         # collection pauses until they are in (at most startup_timeout), then they join the frozen
@@ -401,7 +401,7 @@ class ProxyPlugin:
                 self._lazy_started = True
                 assert self.settings is not None
                 lazy = [u for u in self.upstreams.values() if u.settings.start == "lazy"]
-                await asyncio.gather(*(u.wait_ready(self.settings.startup_timeout) for u in lazy))
+                await asyncio.gather(*(u.wait_ready(self.settings.config.startup_timeout) for u in lazy))
             return await call_next(request)
 
         return [lazy_start, subscriptions]

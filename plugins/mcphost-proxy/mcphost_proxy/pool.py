@@ -27,16 +27,12 @@ from mcphost_proxy.upstream import FAILED, Upstream, UpstreamUnavailable
 
 log = logging.getLogger("mcphost.proxy")
 
-#: Default of [plugins.proxy] max_queued_bytes_per_principal.
-MAX_QUEUED_BYTES = 8 * 1024 * 1024
-
-
 class QueuedBytes:
     """Bytes (of arguments, as JSON) of the calls each principal has waiting for a process, by quota
     key, shared by every pool of the proxy: a principal past ``limit`` is refused at once rather
     than queued (-32000 naming the setting), so one caller's queued calls hold at most ``limit``."""
 
-    def __init__(self, limit: int = MAX_QUEUED_BYTES) -> None:
+    def __init__(self, limit: int) -> None:
         self.limit = limit
         self.held: collections.Counter[str] = collections.Counter()
 
@@ -61,9 +57,9 @@ class Pool:
     """The leased processes of one server (``Upstream.pool`` of its shared connection)."""
 
     def __init__(self, settings: ServerSettings, make: Callable[[str], Upstream],
-                 queued: QueuedBytes | None = None) -> None:
+                 queued: QueuedBytes) -> None:
         self.settings = settings
-        self.queued = queued or QueuedBytes()
+        self.queued = queued
         self._make = make
         #: Every process of the pool, leased or not.
         self.instances: list[Upstream] = []

@@ -172,39 +172,6 @@ class ProxySettings:
     config: ProxyConfig
     servers: tuple[ServerSettings, ...]
 
-    # The section's own settings, as the plugin reads them.
-    @property
-    def restart_backoff(self) -> float:
-        return self.config.restart_backoff
-
-    @property
-    def restart_backoff_max(self) -> float:
-        return self.config.restart_backoff_max
-
-    @property
-    def startup_timeout(self) -> float:
-        return self.config.startup_timeout
-
-    @property
-    def startup_wait(self) -> float:
-        return self.config.startup_wait
-
-    @property
-    def max_parked_calls(self) -> int:
-        return self.config.max_parked_calls
-
-    @property
-    def max_parked_bytes(self) -> int:
-        return self.config.max_parked_bytes
-
-    @property
-    def max_queued_bytes_per_principal(self) -> int:
-        return self.config.max_queued_bytes_per_principal
-
-    @property
-    def max_starting(self) -> int | None:
-        return self.config.max_starting
-
 
 def load_settings(section: ProxyConfig | Mapping[str, Any], *, base: Path | None = None) -> ProxySettings:
     """Resolve the checked ``[plugins.proxy]`` section (and the mcpServers files it names); a mapping is

@@ -87,7 +87,8 @@ def test_defaults_are_the_models_and_a_file_entry_is_checked_like_a_table(tmp_pa
     settings = load_settings({"servers": {"s": {"command": "x"}}})
     [server] = settings.servers
     assert (server.prefix, server.timeout, server.max_queued, server.idle_timeout) == ("s_", 60.0, 64, 300.0)
-    assert (settings.restart_backoff, settings.startup_wait, settings.max_starting) == (0.5, 0.0, None)
+    section = settings.config
+    assert (section.restart_backoff, section.startup_wait, section.max_starting) == (0.5, 0.0, None)
     servers = tmp_path / "servers.json"
     servers.write_text(json.dumps({"mcpServers": {"f": {"command": "x", "args": "not a list"}}}))
     with pytest.raises(ConfigError, match=re.escape("[plugins.proxy.servers.f.args] Input should be a valid tuple")):
