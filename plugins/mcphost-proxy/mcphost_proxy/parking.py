@@ -13,16 +13,17 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import mcphost
+from mcphost_proxy.settings import ProxyConfig
 
-#: Defaults of [plugins.proxy] max_parked_calls and max_parked_bytes (per principal).
-MAX_PARKED_CALLS = 32
-MAX_PARKED_BYTES = 32 * 1024 * 1024
+#: [plugins.proxy] as written when nothing is: where a Parking made before the settings are read
+#: takes its caps (max_parked_calls and max_parked_bytes are declared once, in the model).
+_UNSET = ProxyConfig()
 
 
 class Parking:
     """What each principal has parked: (calls, bytes), by its quota key."""
 
-    def __init__(self, max_calls: int = MAX_PARKED_CALLS, max_bytes: int = MAX_PARKED_BYTES) -> None:
+    def __init__(self, max_calls: int = _UNSET.max_parked_calls, max_bytes: int = _UNSET.max_parked_bytes) -> None:
         self.max_calls = max_calls
         self.max_bytes = max_bytes
         self.held: dict[Any, tuple[int, int]] = {}
