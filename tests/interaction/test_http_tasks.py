@@ -188,14 +188,15 @@ def test_listen_delivers_status_notifications_for_the_callers_own_tasks(server, 
 # -- expiry, shutdown --------------------------------------------------------------------------------
 
 def test_a_task_is_kept_for_its_ttl_and_then_forgotten(tmp_path: Path):
-    env = probe_env(tmp_path, {**ANONYMOUS_TOO, "MCPHOST_TASK_TTL": "1.5"})
+    env = probe_env(tmp_path, {**ANONYMOUS_TOO, "MCPHOST_TASK_TTL": "2.5"})
     server = HttpServer(tmp_path, plugins=PLUGINS, env=env)
     try:
         with httpx.Client(timeout=15) as client:
             created = call(client, server, "slow_compute", {"seconds": 0.5})
-            assert created["ttlMs"] == 1500
+            replied = time.monotonic()  # the ttl counts from creation, which came before this reply
+            assert created["ttlMs"] == 2500
             assert wait_for(client, server, created["taskId"], {"completed"})["status"] == "completed"
-            time.sleep(1.2)
+            time.sleep(max(0.0, replied + 2.5 + 0.3 - time.monotonic()))
             assert error(client, server, "tasks/get", {"taskId": created["taskId"]}, status=200)["code"] == -32602
     finally:
         server.stop()
