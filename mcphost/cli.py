@@ -7,17 +7,20 @@ import json
 import logging
 import os
 import sys
-from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable, Iterable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
 from mcphost import __version__
 from mcphost.errors import ConfigError, McpError, PluginError
 
+T = TypeVar("T")
+
 if TYPE_CHECKING:
     from mcphost.config import Config
     from mcphost.host import Host
+    from mcphost.pins import PinStore
     from mcphost.plugins import PluginInfo, PluginSelection
 
 
@@ -637,6 +640,107 @@ def rotate_state_key(options: Options) -> None:
     except (BackendUnavailable, KeyRingUnreadable) as exc:
         raise click.ClickException(str(exc)) from None
     click.echo(f"rotated: the new key signs in {KEY_ACTIVATION:.0f}s; {kept} key(s) in the ring")
+
+
+@cli.group()
+def pins() -> None:
+    """Pinned tool, prompt and template definitions (docs/pinning.md): list, diff, approve, reject.
+
+    The command reads the pin store directly: the backend's (the Redis of [plugins.redis] url or
+    $MCPHOST_REDIS_URL), else the file under the platform's state directory that belongs to this
+    configuration file. A running host notices a change within [plugins.proxy] pins_poll seconds.
+    """
+
+
+def _with_pins(options: Options, work: Callable[[PinStore], Awaitable[T]]) -> T:
+    from mcphost.sessions.backend import BackendUnavailable
+
+    host = options.host()
+
+    async def run() -> T:
+        await host.backend.start()
+        try:
+            return await work(host.pin_store())
+        finally:
+            await host.backend.close()
+
+    try:
+        return asyncio.run(run())
+    except (BackendUnavailable, OSError) as exc:
+        raise click.ClickException(f"the pin store cannot be used: {exc}") from None
+
+
+@pins.command("list")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.option("--upstream", metavar="U", help="Only the pins of upstream (provider) U.")
+@click.pass_obj
+def pins_list(options: Options, as_json: bool, upstream: str | None) -> None:
+    """List every pin: served, or held and awaiting approval."""
+    from mcphost import pins as pinning
+
+    listed = [(scope, entry) for scope, entry in _with_pins(options, pinning.everything)
+              if upstream is None or pinning.provider_of(scope) == upstream]
+    if as_json:
+        click.echo(json.dumps([{"upstream": pinning.provider_of(scope), **entry.to_json(),
+                                "awaiting": entry.awaiting} for scope, entry in listed], indent=2))
+        return
+    rows = [[entry.name, entry.kind, pinning.provider_of(scope),
+             "awaiting approval" if entry.awaiting else "rejected" if entry.pending is not None else "pinned",
+             (entry.hash or "-")[:12]] for scope, entry in listed]
+    click.echo(_table(rows, ["NAME", "KIND", "UPSTREAM", "STATE", "PIN"]) if rows else "no pins")
+
+
+@pins.command("diff")
+@click.argument("name")
+@click.option("--upstream", metavar="U", help="Only upstream (provider) U's definition of NAME.")
+@click.pass_obj
+def pins_diff(options: Options, name: str, upstream: str | None) -> None:
+    """The word diff of NAME's held definition against its pin ([-removed-] {+added+})."""
+    from mcphost import pins as pinning
+
+    found = [(scope, entry) for scope, entry in _with_pins(options, pinning.everything)
+             if name in (entry.name, entry.key) and (upstream is None or pinning.provider_of(scope) == upstream)]
+    if not found:
+        raise click.ClickException(f"no pin named {name!r}")
+    for scope, entry in found:
+        click.echo(f"{entry.kind[:-1]} {entry.name} (upstream {pinning.provider_of(scope)}): "
+                   + ("awaiting approval" if entry.awaiting else "nothing awaits approval"))
+        if entry.pending is not None:
+            click.echo(entry.diff())
+
+
+def _decide(options: Options, name: str | None, upstream: str | None, every: bool, approve: bool) -> None:
+    from mcphost import pins as pinning
+
+    if (name is None) == (not every):
+        raise click.UsageError("give NAME, or --all (with --upstream U for one upstream's)")
+    changed = _with_pins(options, lambda store: pinning.decide(store, name, approve=approve, provider=upstream,
+                                                               every=every))
+    verb = "approved" if approve else "rejected"
+    if not changed:
+        raise click.ClickException(f"nothing awaiting approval matches {name or 'all'!r}")
+    for scope, entry in changed:
+        click.echo(f"{verb}: {entry.kind[:-1]} {entry.name} (upstream {pinning.provider_of(scope)})")
+
+
+@pins.command("approve")
+@click.argument("name", required=False)
+@click.option("--upstream", metavar="U", help="Only upstream (provider) U's definitions.")
+@click.option("--all", "every", is_flag=True, help="Every definition awaiting approval (of U with --upstream).")
+@click.pass_obj
+def pins_approve(options: Options, name: str | None, upstream: str | None, every: bool) -> None:
+    """Approve NAME's new definition: it becomes the pin, and running hosts serve it again."""
+    _decide(options, name, upstream, every, True)
+
+
+@pins.command("reject")
+@click.argument("name", required=False)
+@click.option("--upstream", metavar="U", help="Only upstream (provider) U's definitions.")
+@click.option("--all", "every", is_flag=True, help="Every definition awaiting approval (of U with --upstream).")
+@click.pass_obj
+def pins_reject(options: Options, name: str | None, upstream: str | None, every: bool) -> None:
+    """Reject NAME's new definition: the pin stays, and the definition stays held (no longer awaiting)."""
+    _decide(options, name, upstream, every, False)
 
 
 @cli.command()

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 
     from mcphost.catalog import Catalog, ProviderChange
     from mcphost.config import Config
+    from mcphost.pins import PinStore
     from mcphost.records import Middleware, Prompt, Provenance, Resource, ResourceTemplate, Tool
     from mcphost.request import RequestInfo
     from mcphost.search import Ranker
@@ -89,6 +90,10 @@ class Host(Protocol):
 
     async def authenticate(self, connection: Connection) -> Principal | None:
         """Run ``mcphost_authenticate`` for ``connection``: the first principal wins; Refused propagates."""
+        ...
+
+    def pin_store(self) -> PinStore:
+        """Where pinned definitions live (:mod:`mcphost.pins`): the backend's, else a file in the state directory."""
         ...
 
     def expect_provider(self, kinds: Iterable[str]) -> None:

@@ -26,6 +26,7 @@ from mcphost.errors import PluginAborted, PluginError, PluginFailures, Refused
 from mcphost.kernel import Kernel
 from mcphost.kernel.services import Services
 from mcphost.kernel.tasks import EXTENSION as TASKS_EXTENSION
+from mcphost.pins import FilePinStore, PinStore, default_path
 from mcphost.plugins import (
     PluginInfo,
     PluginSelection,
@@ -108,6 +109,7 @@ class Host:
         self.resource_server = ResourceServer(self, self.pm, lambda: self.has_auth)
         #: Each plugin's checked settings instance, by its model class (bound by prepare(), else on first use).
         self._settings: dict[type, Any] = {}
+        self._pins: PinStore | None = None
 
     @property
     def sessions(self) -> dict[str, Session]:
@@ -271,6 +273,13 @@ class Host:
                 if set(before) != set(after) or any(record_of(before[k]) != record_of(after[k])
                                                     for k in after if k in before):
                     await self.kernel.notify_list_changed(kind)
+
+    def pin_store(self) -> PinStore:
+        """Where pinned definitions live (:mod:`mcphost.pins`): the backend's (shared by a cluster), else
+        a file under the platform's state directory, one per configuration file."""
+        if self._pins is None:
+            self._pins = self.backend.pins() or FilePinStore(default_path(self.config.path))
+        return self._pins
 
     def expect_provider(self, kinds: Iterable[str]) -> None:
         """Declare that a mounting provider (the proxy, before its upstreams list) serves ``kinds``

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from mcphost.budgets import BudgetShare
+from mcphost.pins import PinStore
 
 
 @dataclass(frozen=True, slots=True)
@@ -273,3 +274,8 @@ class Backend:
 
     async def read_keyring(self, name: str) -> list[SharedKey] | None:
         return await self.keyring(name)
+
+    def pins(self) -> PinStore | None:
+        """Where pinned definitions live on this backend (see :mod:`mcphost.pins`); None (the
+        default): the host keeps them in a file under the platform's state directory."""
+        return None

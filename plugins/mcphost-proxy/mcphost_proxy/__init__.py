@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import mcphost
 from mcphost.records import Provenance
+from mcphost_proxy.guard import Guard
 from mcphost_proxy.parking import Parking
 from mcphost_proxy.settings import ProxyConfig, ProxySettings, ServerSettings, load_settings
 from mcphost_proxy.work import busy, offload
@@ -88,6 +89,10 @@ class ProxyPlugin:
         self._mounted: dict[str, dict[str, list[Any]]] = {}
         #: Their names (URIs for resources), by hook kind, for ``mcphost plugins``.
         self._names: dict[str, dict[str, list[str]]] = {}
+        #: Every record each upstream's listing made (held ones too), and what cleaning found (guard.admit).
+        self._derived: dict[str, tuple[dict[str, list[Any]], Any]] = {}
+        #: Pins and held definitions (docs/pinning.md); the console's host API is ``guard.state()``.
+        self.guard = Guard()
         #: One derivation at a time per upstream (a burst of list_changed makes them in order).
         self._mounting: dict[str, asyncio.Lock] = {}
         self._watchdog: asyncio.Task[None] | None = None
@@ -267,15 +272,14 @@ class ProxyPlugin:
             if previous is listing:
                 return
             resolve = self._resolver(upstream.settings)
-            from mcphost_proxy.mount import records
+            from mcphost_proxy.mount import Report, records
 
-            def derive() -> tuple[dict[str, list[Any]], list[tuple[str, Any]], dict[str, list[str]]] | None:
-                """The records, as the catalog takes them, and their names (each of its size)."""
+            def derive() -> tuple[dict[str, list[Any]], Report] | None:
+                """The records, held ones included, and what cleaning them found."""
                 if previous is not None and _same(previous, listing):
                     return None  # reconnected with the same lists: nothing to re-derive
-                derived = records(upstream, resolve, listing)
-                pairs = [(_CATALOG_KINDS[kind], record) for kind, items in derived.items() for record in items]
-                return derived, pairs, {kind: [_key(record) for record in items] for kind, items in derived.items()}
+                report = Report()
+                return records(upstream, resolve, listing, report), report
 
             started = time.monotonic()
             # The new records would be scanned by every full collection from now on: with 10 000
@@ -294,9 +298,8 @@ class ProxyPlugin:
                 self._listed[name] = listing
                 if result is None:
                     return
-                self._mounted[name], pairs, self._names[name] = result
-                with busy():  # the host builds the new catalog in a thread
-                    change = await host.replace_provider(Provenance(plugin="proxy", origin=name), pairs)
+                self._derived[name] = result
+                change = await _publish(self, name)
                 if pause:
                     gc.freeze()
             finally:
@@ -334,6 +337,9 @@ class ProxyPlugin:
         # Declared at initialize before any upstream has listed: a client that lists once, at once
         # (most desktop clients), gets an empty list rather than "Method not found", then list_changed.
         host.expect_provider(("tools", "resources", "prompts"))
+        if any(u.settings.pinning != "off" for u in self.upstreams.values()):
+            self.guard.store = host.pin_store()
+            self.guard.start(self.settings.config.pins_poll, functools.partial(_republish, self))
         eager = [u for u in self.upstreams.values() if u.settings.start == "startup"]
         for upstream in eager:
             log.info("upstream %s: starting (%s: %s)", upstream.label, upstream.settings.transport,
@@ -392,8 +398,10 @@ class ProxyPlugin:
                     await self._subscription(server, uri, request.session, request.method == "resources/subscribe")
             return result
 
+        guarded = [_held_middleware(self.guard)] if any(
+            u.settings.pinning != "off" or u.settings.hidden_text == "hold" for u in self.upstreams.values()) else []
         if not any(u.settings.start == "lazy" for u in self.upstreams.values()):
-            return [subscriptions]
+            return [*guarded, subscriptions]
 
         @mcphost.middleware(name="proxy-lazy-start")
         async def lazy_start(request: Any, call_next: Any) -> Any:
@@ -404,7 +412,7 @@ class ProxyPlugin:
                 await asyncio.gather(*(u.wait_ready(self.settings.config.startup_timeout) for u in lazy))
             return await call_next(request)
 
-        return [lazy_start, subscriptions]
+        return [*guarded, lazy_start, subscriptions]
 
     def _server_of(self, uri: str) -> str | None:
         """The upstream serving resource ``uri`` (a static resource or a template), if one does."""
@@ -526,6 +534,7 @@ class ProxyPlugin:
 
     @mcphost.hookimpl
     async def mcphost_shutdown(self, host: mcphost.Host) -> None:
+        self.guard.stop()
         for task in (self._watchdog, self._reaper, *self._releases):
             if task is not None:
                 task.cancel()
@@ -533,6 +542,44 @@ class ProxyPlugin:
         self.bound.clear()
         await asyncio.gather(*(u.stop() for u in everything), *self._yielding, return_exceptions=True)
         self._report()
+
+
+async def _publish(plugin: ProxyPlugin, name: str) -> Any:
+    """Serve upstream ``name``'s derived records less the held ones (see mcphost_proxy.guard)."""
+    assert plugin.host is not None
+    derived, report = plugin._derived[name]
+    kept = await plugin.guard.admit(plugin.upstreams[name].settings, derived, report)
+    plugin._mounted[name] = kept
+    plugin._names[name] = {kind: [_key(record) for record in items] for kind, items in kept.items()}
+    pairs = [(_CATALOG_KINDS[kind], record) for kind, items in kept.items() for record in items]
+    with busy():  # the host builds the new catalog in a thread
+        return await plugin.host.replace_provider(Provenance(plugin="proxy", origin=name), pairs)
+
+
+async def _republish(plugin: ProxyPlugin, name: str) -> None:
+    """Pins changed (an approval): serve upstream ``name`` again from the records last derived."""
+    if name not in plugin._derived:
+        return
+    async with plugin._mounting.setdefault(name, asyncio.Lock()):
+        await _publish(plugin, name)
+    plugin._report()
+
+
+def _held_middleware(guard: Guard) -> mcphost.Middleware:
+    """A call to a held definition (a tool, a prompt) is refused with an error naming its upstream and
+    saying it awaits approval, instead of "Unknown tool" (it is not listed either)."""
+
+    @mcphost.middleware(name="proxy-held", fail_closed=True)
+    async def held(request: Any, call_next: Any) -> Any:
+        kind = {"tools/call": "tools", "prompts/get": "prompts"}.get(request.method)
+        name = (request.params or {}).get("name") if kind is not None else None
+        if isinstance(name, str):
+            refusal = guard.refusal(str(kind), name)
+            if refusal is not None:
+                raise mcphost.McpError(-32602, refusal, {"held": True, "name": name})
+        return await call_next(request)
+
+    return held
 
 
 #: Seconds without a call after which a per_session instance counts as abandoned: when its pool is

@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import jsonschema
@@ -27,6 +28,7 @@ from mcphost import signature as sig
 from mcphost.catalog import compile_validator
 from mcphost.protocol.uritemplate import UriTemplate, UriTemplateError
 from mcphost.records import TOOL_NAME, Provenance
+from mcphost_proxy.cleaning import Caps, Removal, clean
 from mcphost_proxy.rounds import rounds
 from mcphost_proxy.upstream import Listing, Upstream
 
@@ -291,20 +293,51 @@ def _template_record(upstream: Upstream, resolve: Resolver, item: Mapping[str, A
         context_param=CTX, cache_scope="private", provenance=origin_of(upstream))
 
 
-def records(upstream: Upstream, resolve: Resolver, listing: Listing | None = None) -> dict[str, list[Any]]:
-    """The records ``listing`` (by default the upstream's current one) mounts, by kind, include/exclude
-    applied. Plain computation (schemas compiled through the host's cache): safe in a worker thread."""
+@dataclass
+class Report:
+    """What :func:`records` did besides building records: hidden text removed (by catalog kind and name
+    as served) and definitions held for it (``hidden_text = "hold"``)."""
+
+    hidden: dict[tuple[str, str], list[Removal]] = field(default_factory=dict)
+    held: dict[tuple[str, str], str] = field(default_factory=dict)
+
+
+def _served(settings: Any, kind: str, item: Mapping[str, Any]) -> str:
+    if kind in ("tools", "prompts"):
+        return str(settings.prefix) + str(item.get("name", ""))
+    return str(item.get("uri" if kind == "resources" else "uriTemplate", ""))
+
+
+def records(upstream: Upstream, resolve: Resolver, listing: Listing | None = None,
+            report: Report | None = None) -> dict[str, list[Any]]:
+    """The records ``listing`` (by default the upstream's current one) mounts, by kind, include/exclude,
+    the caps and hidden-text cleaning applied. Plain computation (schemas compiled through the host's
+    cache): safe in a worker thread."""
     settings = upstream.settings
     listing = upstream.listing if listing is None else listing
+    report = Report() if report is None else report
+    caps = Caps(settings.max_tools, settings.max_definition_bytes, settings.max_catalog_bytes)
     out: dict[str, list[Any]] = {"tools": [], "prompts": [], "resources": [], "templates": []}
     for kind, items, build, key in (("tools", listing.tools, _tool_record, "name"),
                                     ("prompts", listing.prompts, _prompt_record, "name"),
                                     ("resources", listing.resources, _resource_record, "uri"),
                                     ("templates", listing.templates, _template_record, "uriTemplate")):
-        for item in items:
-            if not settings.mounts(str(item.get(key, ""))):
-                continue
-            record = build(upstream, resolve, item, listing)
+        wanted = [item for item in items if settings.mounts(str(item.get(key, "")))]
+        catalog_kind = "resourceTemplates" if kind == "templates" else kind
+        for item in caps.capped(settings.name, kind, wanted):
+            cleaned, removed = clean(item)
+            if removed:
+                served = (catalog_kind, _served(settings, kind, item))
+                report.hidden[served] = removed
+                if settings.hidden_text == "hold":
+                    report.held[served] = "it carries hidden text (" + ", ".join(
+                        sorted({r.kind for r in removed})) + ")"
+                    log.warning("upstream %s: %s %r is held: hidden text in %s (hidden_text = 'hold')",
+                                settings.name, kind[:-1], served[1], ", ".join(sorted({r.where for r in removed})))
+                    continue
+                log.info("upstream %s: %s %r: hidden text removed from %s", settings.name, kind[:-1], served[1],
+                         ", ".join(sorted({r.where for r in removed})))
+            record = build(upstream, resolve, cleaned, listing)
             if record is not None:
                 out[kind].append(record)
     return out

@@ -78,6 +78,20 @@ class UpstreamConfig(mcphost.PluginSettings):
         "per_session: most instances one principal holds"))] = None
     idle_timeout: Annotated[float, Field(gt=0, description=(
         "per_session, own_process: seconds an unused instance is kept before it is stopped"))] = 300.0
+    # -- what the upstream's definitions may be (docs/pinning.md); None: the [plugins.proxy] default --
+    pinning: Annotated[Literal["off", "tofu", "approve"] | None, Field(description=(
+        "'off': serve definitions as listed; 'tofu': pin what is first seen; 'approve': serve nothing new "
+        "until approved (a definition that differs from its pin is held; default: [plugins.proxy] pinning)"))] = None
+    hidden_text: Annotated[Literal["strip", "hold"] | None, Field(description=(
+        "zero-width characters, bidi controls, ANSI escapes and HTML comments in titles and descriptions: "
+        "'strip' them or 'hold' the definition (default: [plugins.proxy] hidden_text)"))] = None
+    max_tools: Annotated[int | None, Field(ge=0, description=(
+        "most tools (and most prompts, resources, templates) mounted; past it the rest are refused with one "
+        "warning and paging stops (default: [plugins.proxy] max_tools)"))] = None
+    max_definition_bytes: Annotated[int | None, Field(ge=256, description=(
+        "largest definition (one record's JSON) mounted (default: [plugins.proxy] max_definition_bytes)"))] = None
+    max_catalog_bytes: Annotated[int | None, Field(ge=1024, description=(
+        "bytes of all the upstream's definitions together (default: [plugins.proxy] max_catalog_bytes)"))] = None
 
     @model_validator(mode="after")
     def _consistent(self) -> Self:
@@ -99,6 +113,12 @@ class ServerSettings(UpstreamConfig):
 
     name: str
     prefix: str  # settled: "NAME_" unless the table names one
+    # settled from [plugins.proxy] when the table leaves them unset
+    pinning: Literal["off", "tofu", "approve"] = "off"
+    hidden_text: Literal["strip", "hold"] = "strip"
+    max_tools: int = 2000
+    max_definition_bytes: int = 512 * 1024
+    max_catalog_bytes: int = 64 * 1024 * 1024
 
     @property
     def transport(self) -> str:
@@ -163,6 +183,18 @@ class ProxyConfig(mcphost.PluginSettings):
     startup_wait: Annotated[float, Field(ge=0, description=(
         "seconds the host's startup waits for the upstreams to list before it serves (default 0: it serves "
         "at once)"))] = 0.0
+    # -- defaults of the per-server definition settings (docs/pinning.md) --
+    pinning: Annotated[Literal["off", "tofu", "approve"], Field(description=(
+        "default pinning of every server: 'off', 'tofu' (pin what is first seen) or 'approve'"))] = "off"
+    hidden_text: Annotated[Literal["strip", "hold"], Field(description=(
+        "default for hidden text in titles and descriptions: 'strip' it or 'hold' the definition"))] = "strip"
+    max_tools: Annotated[int, Field(ge=0, description="default most tools (and of each other kind) per server")] = 2000
+    max_definition_bytes: Annotated[int, Field(ge=256, description=(
+        "default largest definition (one record's JSON) per server"))] = 512 * 1024
+    max_catalog_bytes: Annotated[int, Field(ge=1024, description=(
+        "default bytes of one server's definitions together"))] = 64 * 1024 * 1024
+    pins_poll: Annotated[float, Field(gt=0, le=60, description=(
+        "seconds between looks at the pin store for approvals made elsewhere (mcphost pins, other processes)"))] = 1.0
 
 
 @dataclass(frozen=True)
@@ -186,7 +218,7 @@ def load_settings(section: ProxyConfig | Mapping[str, Any], *, base: Path | None
             tables[name] = _checked(UpstreamConfig, table, f"proxy.servers.{name}",
                                     f"[plugins.proxy.mcp_servers_file] {path}")
     tables.update(section.servers)
-    servers = tuple(server_settings(name, table) for name, table in tables.items() if table.enabled)
+    servers = tuple(server_settings(name, table, section) for name, table in tables.items() if table.enabled)
     return ProxySettings(config=section, servers=servers)
 
 
@@ -232,10 +264,18 @@ def read_mcp_servers_file(path: Path) -> dict[str, dict[str, Any]]:
     return tables
 
 
-def server_settings(name: str, table: UpstreamConfig) -> ServerSettings:
-    """The checked table of server ``name``, its name and prefix settled."""
+#: Per-server settings whose default is the [plugins.proxy] key of the same name.
+DEFAULTED = ("pinning", "hidden_text", "max_tools", "max_definition_bytes", "max_catalog_bytes")
+
+
+def server_settings(name: str, table: UpstreamConfig, defaults: ProxyConfig | None = None) -> ServerSettings:
+    """The checked table of server ``name``, its name, prefix and defaulted settings settled."""
     if not _NAME.match(name):
         raise ConfigError(f"[plugins.proxy.servers.{name}]: server names are 1-64 characters of A-Z a-z 0-9 _ . -")
     fields = dict(table)
     fields["prefix"] = f"{name}_" if table.prefix is None else table.prefix
+    defaults = defaults or ProxyConfig()
+    for key in DEFAULTED:
+        if fields.get(key) is None:
+            fields[key] = getattr(defaults, key)
     return ServerSettings.model_construct(table.model_fields_set | {"name", "prefix"}, name=name, **fields)

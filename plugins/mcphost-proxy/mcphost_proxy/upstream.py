@@ -352,14 +352,19 @@ class Upstream:
         client's own tool cache (output schemas, x-mcp-header maps) learns the tools in a worker thread."""
         caps = session.server_capabilities
         listing = Listing(capabilities=_dump(caps) if caps is not None else {})
+        # Paging stops at max_tools items (ten times that with include patterns, which may pick later
+        # ones): a listing never grows without bound.
+        most = self.settings.max_tools * (10 if self.settings.include else 1)
         if caps is None or caps.tools is not None:
-            pages = await _raw_pages(session, "tools/list")
+            pages = await _raw_pages(session, "tools/list", "tools", most, self.label)
             listing.tools = await offload(_absorb_tools, session, pages, self.label)
         if caps is None or caps.prompts is not None:
-            listing.prompts = _items(await _raw_pages(session, "prompts/list"), "prompts")
+            listing.prompts = _items(await _raw_pages(session, "prompts/list", "prompts", most, self.label), "prompts")
         if caps is None or caps.resources is not None:
-            listing.resources = _items(await _raw_pages(session, "resources/list"), "resources")
-            listing.templates = _items(await _raw_pages(session, "resources/templates/list"), "resourceTemplates")
+            listing.resources = _items(await _raw_pages(session, "resources/list", "resources", most, self.label),
+                                       "resources")
+            listing.templates = _items(await _raw_pages(session, "resources/templates/list", "resourceTemplates",
+                                                        most, self.label), "resourceTemplates")
         return listing
 
     # -- notifications and questions from the upstream ------------------------------------------
@@ -648,10 +653,13 @@ class _Plain(pydantic.BaseModel):
     model_config = pydantic.ConfigDict(extra="allow")
 
 
-async def _raw_pages(session: ClientSession, method: str) -> list[dict[str, Any]]:
-    """Every page of a */list result, as plain dicts (at most 1 000 pages)."""
+async def _raw_pages(session: ClientSession, method: str, key: str = "", most: int | None = None,
+                     label: str = "") -> list[dict[str, Any]]:
+    """Every page of a */list result, as plain dicts (at most 1 000 pages, and none after the one that
+    brings the items under ``key`` past ``most``: the caps refuse the rest, so they are not read)."""
     pages: list[dict[str, Any]] = []
     cursor: str | None = None
+    count = 0
     # The client's own send_request validates every result against its method's model on the event
     # loop (20 000 tools: a second); its stamp and dispatcher send the request without that, and
     # the tools are validated one by one in a worker thread (_absorb_tools). Private parts (sdk.py):
@@ -666,6 +674,11 @@ async def _raw_pages(session: ClientSession, method: str) -> list[dict[str, Any]
             page = dict(result.__pydantic_extra__ or {})
         pages.append(page)
         cursor = page.get("nextCursor") if isinstance(page.get("nextCursor"), str) else None
+        count += len(page[key]) if isinstance(page.get(key), list) else 0
+        if cursor and most is not None and count >= most:
+            log.warning("upstream %s: %s lists more than max_tools (%d): paging stopped after %d pages (%d items)",
+                        label, method, most, len(pages), count)
+            break
         if not cursor:
             break
     return pages

@@ -60,6 +60,7 @@ from mcphost.sessions.backend import (
 
 from . import scripts
 from .packing import lighter
+from .pins import RedisPinStore
 from .waker import StreamWaker, shrink_idle
 
 log = logging.getLogger("mcphost.redis")
@@ -157,6 +158,10 @@ class RedisBackend(Backend):
 
     def key(self, *parts: str) -> str:
         return self.settings.prefix + "".join(parts)
+
+    def pins(self) -> RedisPinStore:
+        """Pinned definitions, shared by every process on this Redis (mcphost_redis.pins)."""
+        return RedisPinStore(self)
 
     async def start(self) -> None:
         """Start the broker's listener. Redis need not be up yet: everything reconnects by itself."""
