@@ -58,21 +58,40 @@ def text_of(defined: Mapping[str, Any] | None) -> str:
     return "" if defined is None else json.dumps(defined, sort_keys=True, indent=2, ensure_ascii=False)
 
 
-_WORDS = re.compile(r"\s+|[^\s]+")
+_WORDS = re.compile(r"\s+|\w+|[^\w\s]+")
 
 
 def word_diff(old: str, new: str) -> str:
-    """A word diff: unchanged words as they are, removed ones as ``[-words-]``, added ones as ``{+words+}``."""
+    """A word diff: unchanged words as they are, removed ones as ``[-words-]``, added ones as ``{+words+}``
+    (a change spanning several words, with only spaces unchanged between them, is shown as one)."""
     a, b = _WORDS.findall(old), _WORDS.findall(new)
-    out: list[str] = []
+    runs: list[list[Any]] = []  # [changed, old text, new text]
     for op, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
-        if op == "equal":
-            out.append("".join(a[i1:i2]))
+        run = [op != "equal", "".join(a[i1:i2]), "".join(b[j1:j2])]
+        if runs and runs[-1][0] and run[0]:
+            runs[-1][1] += run[1]
+            runs[-1][2] += run[2]
+        else:
+            runs.append(run)
+    # unchanged spaces between two changes join them
+    merged: list[list[Any]] = []
+    for index, run in enumerate(runs):
+        between = (not run[0] and not run[1].strip() and index + 1 < len(runs) and runs[index + 1][0]
+                   and bool(merged) and merged[-1][0])
+        if between or (run[0] and merged and merged[-1][0]):
+            merged[-1][1] += run[1]
+            merged[-1][2] += run[2]
+        else:
+            merged.append(list(run))
+    out: list[str] = []
+    for changed, before, after in merged:
+        if not changed:
+            out.append(before)
             continue
-        if i2 > i1:
-            out.append("[-" + "".join(a[i1:i2]) + "-]")
-        if j2 > j1:
-            out.append("{+" + "".join(b[j1:j2]) + "+}")
+        if before:
+            out.append("[-" + before + "-]")
+        if after:
+            out.append("{+" + after + "+}")
     return "".join(out)
 
 

@@ -3,7 +3,10 @@
 ``RAW_TOOLS`` names a JSON file with the tools it lists (any names, sizes). Its tools answer
 ``called NAME``, except ``big`` (argument ``mib``), whose result line is that many MiB long, and
 ``flood`` (argument ``count``), which first sends that many log notifications, and ``later``, which
-sends one log notification 0.3 s after its reply (outside any call).
+sends one log notification 0.3 s after its reply (outside any call), and ``announce``, which sends
+``notifications/tools/list_changed`` after its reply. The ``RAW_TOOLS`` file is read again at each
+tools/list (a test rewrites it, then calls ``announce``: a "rug pull"). ``RAW_PAGES=N`` lists N pages
+of 1 000 generated tools instead (each page asked for is recorded in ``RAW_PAGE_LOG``, a file).
 """
 
 from __future__ import annotations
@@ -70,7 +73,18 @@ for line in sys.stdin.buffer:
             update = {"jsonrpc": "2.0", "method": "notifications/resources/updated",
                       "params": {"uri": params.get("uri")}}
             threading.Timer(0.2, send, (update,)).start()
+    elif method == "tools/list" and os.environ.get("RAW_PAGES"):
+        page = int(params.get("cursor") or "0")
+        if os.environ.get("RAW_PAGE_LOG"):
+            with open(os.environ["RAW_PAGE_LOG"], "a", encoding="utf-8") as file:
+                file.write(f"{page}\n")
+        tools = [{"name": f"p{page}_t{i}", "description": f"generated tool {i} of page {page}",
+                  "inputSchema": {"type": "object", "properties": {}}} for i in range(1000)]
+        more = {"nextCursor": str(page + 1)} if page + 1 < int(os.environ["RAW_PAGES"]) else {}
+        reply(request_id, {"tools": tools, **more})
     elif method == "tools/list":
+        if os.environ.get("RAW_TOOLS"):
+            TOOLS = json.loads(open(os.environ["RAW_TOOLS"], encoding="utf-8").read())
         reply(request_id, {"tools": TOOLS})
     elif method == "tools/call":
         name = params.get("name")
@@ -88,6 +102,9 @@ for line in sys.stdin.buffer:
             out.write(head[cut:] + b"\n")
             out.flush()
             continue
+        if name == "announce":  # the tools changed (the test rewrote RAW_TOOLS): say so after the reply
+            note = {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}
+            threading.Timer(0.05, send, (note,)).start()
         if name == "later":  # a log message 0.3 s after the reply: outside any call
             note = {"jsonrpc": "2.0", "method": "notifications/message",
                     "params": {"level": "warning", "logger": "later", "data": "after the call"}}
