@@ -67,7 +67,7 @@ def word_diff(old: str, new: str) -> str:
     a, b = _WORDS.findall(old), _WORDS.findall(new)
     runs: list[list[Any]] = []  # [changed, old text, new text]
     for op, i1, i2, j1, j2 in difflib.SequenceMatcher(None, a, b, autojunk=False).get_opcodes():
-        run = [op != "equal", "".join(a[i1:i2]), "".join(b[j1:j2])]
+        run: list[Any] = [op != "equal", "".join(a[i1:i2]), "".join(b[j1:j2])]
         if runs and runs[-1][0] and run[0]:
             runs[-1][1] += run[1]
             runs[-1][2] += run[2]
