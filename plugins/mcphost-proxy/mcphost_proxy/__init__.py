@@ -154,6 +154,11 @@ class ProxyPlugin:
         if host is None or info is None or not self.upstreams:
             return
         info.provides["upstreams"] = [u.status() for u in self.upstreams.values()]
+        held = [f"{h.name} ({h.upstream}: {h.reason})" for by in self.guard.held.values() for h in by.values()]
+        if held:
+            info.provides["held"] = held
+        else:
+            info.provides.pop("held", None)
         clashes = [c for c in host.catalog.clashes if c.loser.plugin == "proxy"]
         if clashes:
             info.provides["clashes"] = [clash.describe() for clash in clashes]
