@@ -84,6 +84,11 @@ def _event(held: Held, entry: pins.Entry) -> None:
                                             "mcphost.pin.pending_hash": entry.pending_hash or ""})
 
 
+def _without(derived: dict[str, list[Any]], held: dict[tuple[str, str], Held]) -> dict[str, list[Any]]:
+    return {mine: [r for r in records if (CATALOG[mine], served_name(CATALOG[mine], r)) not in held]
+            for mine, records in derived.items()}
+
+
 class Guard:
     """The pins and held definitions of every upstream of one host (the console's view: :meth:`state`)."""
 
@@ -108,9 +113,17 @@ class Guard:
                                                           pins.definition(kind, wire(kind, r)))
                        for mine, kind in PINNED.items() for r in derived[mine]}
             scope = scope_of(server.name)
-            entries = await self.store.load(scope)
-            verdict = await offload(pins.judge, server.pinning, entries, offered)
-            await self.store.save(scope, verdict.writes)
+            try:
+                entries = await self.store.load(scope)
+                verdict = await offload(pins.judge, server.pinning, entries, offered)
+                await self.store.save(scope, verdict.writes)
+            except Exception as exc:  # fail closed: nothing pinned is served unchecked
+                log.error("upstream %s: the pin store (%s) cannot be used (%s): its tools, prompts and templates "
+                          "are held until it can", server.name, self.store.where, exc)
+                held.update({(kind, name): Held(server.name, kind, name, "the pin store cannot be read")
+                             for kind, name, _ in offered.values()})
+                self.held[server.name] = held
+                return _without(derived, held)
             entries.update(verdict.writes)
             self._seen[server.name] = {key: entry.to_json() for key, entry in entries.items()}
             for key, entry in verdict.held.items():
@@ -122,10 +135,7 @@ class Guard:
                 if key in verdict.newly_held:
                     _event(item, entry)
         self.held[server.name] = held
-        if not held:
-            return derived
-        return {mine: [r for r in records if (CATALOG[mine], served_name(CATALOG[mine], r)) not in held]
-                for mine, records in derived.items()}
+        return _without(derived, held) if held else derived
 
     def refusal(self, kind: str, name: str) -> str | None:
         """The error for a call to a held definition (None when ``name`` is not held)."""
