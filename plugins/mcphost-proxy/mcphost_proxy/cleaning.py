@@ -100,36 +100,43 @@ def clean(item: Mapping[str, Any]) -> tuple[dict[str, Any], list[Removal]]:
 
 @dataclass
 class Caps:
-    """The caps of one server and what they refused (counted, for one warning each)."""
+    """The caps of one server and what they refused (counted, for one warning per kind and cap).
+
+    :meth:`capped` keeps the first ``max_items`` items; :meth:`fits` is asked of each item after
+    the record-level checks (``max_description_chars``, ``max_schema_bytes``: their own warnings
+    come first) and counts its bytes; :meth:`report` warns once per cap that refused any."""
 
     max_items: int
     max_definition_bytes: int
     max_catalog_bytes: int
     total: int = 0
+    over_count: int = 0
+    over_size: int = 0
+    over_total: int = 0
 
-    def capped(self, server: str, kind: str, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        kept: list[dict[str, Any]] = []
-        over_count = over_size = over_total = 0
-        for item in items:
-            if len(kept) >= self.max_items:
-                over_count += 1
-                continue
-            size = len(orjson.dumps(item, option=orjson.OPT_NON_STR_KEYS))
-            if size > self.max_definition_bytes:
-                over_size += 1
-                continue
-            if self.total + size > self.max_catalog_bytes:
-                over_total += 1
-                continue
-            self.total += size
-            kept.append(item)
-        if over_count:
+    def capped(self, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        self.over_count = max(0, len(items) - self.max_items)
+        return items[:self.max_items]
+
+    def fits(self, item: Mapping[str, Any]) -> bool:
+        size = len(orjson.dumps(item, option=orjson.OPT_NON_STR_KEYS))
+        if size > self.max_definition_bytes:
+            self.over_size += 1
+            return False
+        if self.total + size > self.max_catalog_bytes:
+            self.over_total += 1
+            return False
+        self.total += size
+        return True
+
+    def report(self, server: str, kind: str) -> None:
+        if self.over_count:
             log.warning("upstream %s: %d %s are not mounted: past max_tools (%d mounted)", server,
-                        over_count, kind, self.max_items)
-        if over_size:
+                        self.over_count, kind, self.max_items)
+        if self.over_size:
             log.warning("upstream %s: %d %s are not mounted: each over max_definition_bytes (%d)", server,
-                        over_size, kind, self.max_definition_bytes)
-        if over_total:
+                        self.over_size, kind, self.max_definition_bytes)
+        if self.over_total:
             log.warning("upstream %s: %d %s are not mounted: past max_catalog_bytes (%d bytes in all)", server,
-                        over_total, kind, self.max_catalog_bytes)
-        return kept
+                        self.over_total, kind, self.max_catalog_bytes)
+        self.over_count = self.over_size = self.over_total = 0

@@ -324,7 +324,7 @@ def records(upstream: Upstream, resolve: Resolver, listing: Listing | None = Non
                                     ("templates", listing.templates, _template_record, "uriTemplate")):
         wanted = [item for item in items if settings.mounts(str(item.get(key, "")))]
         catalog_kind = "resourceTemplates" if kind == "templates" else kind
-        for item in caps.capped(settings.name, kind, wanted):
+        for item in caps.capped(wanted):
             cleaned, removed = clean(item)
             if removed:
                 served = (catalog_kind, _served(settings, kind, item))
@@ -338,6 +338,7 @@ def records(upstream: Upstream, resolve: Resolver, listing: Listing | None = Non
                 log.info("upstream %s: %s %r: hidden text removed from %s", settings.name, kind[:-1], served[1],
                          ", ".join(sorted({r.where for r in removed})))
             record = build(upstream, resolve, cleaned, listing)
-            if record is not None:
+            if record is not None and caps.fits(cleaned):
                 out[kind].append(record)
+        caps.report(settings.name, kind)
     return out
