@@ -122,6 +122,7 @@ class Guard:
                           "are held until it can", server.name, self.store.where, exc)
                 held.update({(kind, name): Held(server.name, kind, name, "the pin store cannot be read")
                              for kind, name, _ in offered.values()})
+                self._seen[server.name] = {"": {}}  # never what the store holds: served again once it reads
                 self.held[server.name] = held
                 return _without(derived, held)
             entries.update(verdict.writes)
@@ -158,22 +159,25 @@ class Guard:
         """Serve again each server whose pins changed elsewhere (an approval from the CLI or another process)."""
         assert self.store is not None
         version: str | None = None
+        failing = False
         while True:
             await asyncio.sleep(every)
             try:
                 now = await self.store.version()
-                if now == version:
+                if now == version and not failing:
                     continue
-                version = now
                 for server, seen in list(self._seen.items()):
                     stored = await self.store.load(scope_of(server))
                     if {key: entry.to_json() for key, entry in stored.items()} != seen:
                         log.info("upstream %s: its pins changed; serving its definitions again", server)
                         await republish(server)
+                version, failing = now, False
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
-                log.warning("the pin store (%s) could not be read: %s", self.store.where, exc)
+                if not failing:  # once per outage
+                    log.warning("the pin store (%s) could not be read: %s", self.store.where, exc)
+                failing = True
 
     async def state(self) -> dict[str, Any]:
         """Every pin, what is held and why, and the hidden text removed: what a console shows

@@ -244,3 +244,24 @@ async def test_approve_serves_nothing_new_until_approved(state, tmp_path):
         assert "rejected: tool vendor_lookup" in await _pins(config, "reject", "vendor_lookup")
         assert "rejected" in await _pins(config, "list", "--upstream", "vendor")
         assert "vendor_lookup" not in {t.name for t in (await client.list_tools()).tools}
+
+
+async def test_a_pin_store_that_cannot_be_read_holds_everything_pinned(state, tmp_path, monkeypatch, caplog):
+    """Fail closed: with the state directory unusable (a file where it should be), nothing is served
+    unchecked; once it can be used, the upstream is served again."""
+    blocker = tmp_path / "not-a-directory"
+    blocker.write_text("")
+    monkeypatch.setenv("XDG_STATE_HOME", str(blocker))
+    config = _config(tmp_path, FIRST)
+    async with _front(config) as live, Side().client(live.url) as client:
+        assert (await client.list_tools()).tools == []
+        with pytest.raises(MCPError, match=r"upstream 'vendor' is held: the pin store cannot be read"):
+            await client.call_tool("vendor_lookup", {})
+        # The store usable again: its pins are taken (tofu) and the tools served, with no new listing.
+        blocker.unlink()
+
+        async def served() -> bool:
+            return len((await client.list_tools()).tools) == 2
+
+        await _until(served, "the tools served once the store can be used")
+    assert "the pin store" in caplog.text and "cannot be used" in caplog.text
