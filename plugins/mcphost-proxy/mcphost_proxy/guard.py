@@ -40,7 +40,8 @@ class Held:
     reason: str
 
     def message(self) -> str:
-        what = {"tools": "Tool", "prompts": "Prompt", "resourceTemplates": "Resource template"}[self.kind]
+        what = {"tools": "Tool", "prompts": "Prompt", "resources": "Resource",
+                "resourceTemplates": "Resource template"}.get(self.kind, "Definition")
         return (f"{what} {self.name!r} of upstream {self.upstream!r} is held: {self.reason}. It awaits approval "
                 f"by an operator (mcphost pins diff {self.name}; mcphost pins approve {self.name})")
 
