@@ -28,6 +28,8 @@ log = logging.getLogger("mcphost.proxy")
 PINNED = {"tools": "tools", "prompts": "prompts", "templates": "resourceTemplates"}
 #: Every kind the plugin mounts, as the catalog names it.
 CATALOG = {**PINNED, "resources": "resources"}
+#: How the reason of a definition held for its hidden text begins (mount.records writes it).
+HIDDEN = "it carries hidden text"
 #: Called with a server's name when its pins changed elsewhere: serve its records again.
 Republish = Callable[[str], Awaitable[None]]
 
@@ -42,6 +44,9 @@ class Held:
     def message(self) -> str:
         what = {"tools": "Tool", "prompts": "Prompt", "resources": "Resource",
                 "resourceTemplates": "Resource template"}.get(self.kind, "Definition")
+        if self.reason.startswith(HIDDEN):  # not a pin: approving it means serving it cleaned
+            return (f"{what} {self.name!r} of upstream {self.upstream!r} is held: {self.reason}. It awaits approval: "
+                    f"an operator serves it cleaned with hidden_text = 'strip' for this upstream")
         return (f"{what} {self.name!r} of upstream {self.upstream!r} is held: {self.reason}. It awaits approval "
                 f"by an operator (mcphost pins diff {self.name}; mcphost pins approve {self.name})")
 
