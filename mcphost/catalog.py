@@ -465,6 +465,19 @@ def _with_checked_scopes(record: Any, kind: str) -> Any:
     return dataclasses.replace(record, scopes=frozenset(scopes))
 
 
+def count_refused(catalog: Catalog, message: Any, reason: str) -> None:
+    """Count a refused ``tools/call`` against its tool (``reason``: one of
+    :data:`mcphost.stats.REFUSALS`); anything else, or an unknown tool, is not counted. Refusals
+    are rare, so this costs nothing on the path of the calls that are served."""
+    if not isinstance(message, dict) or message.get("method") != "tools/call":
+        return
+    params = message.get("params")
+    name = params.get("name") if isinstance(params, dict) else None
+    entry = catalog.tools.get(name) if isinstance(name, str) else None
+    if entry is not None:
+        entry.stats.refuse(reason)
+
+
 def record_of(entry: Any) -> Any:
     """The record behind a catalog entry: tools and templates are held in an entry (with the
     compiled validator, the counters), resources and prompts as the record itself."""

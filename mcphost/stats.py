@@ -23,6 +23,13 @@ BUCKETS = 30
 #: How many recent latencies are kept for percentiles (the most recent calls, within the span).
 RING = 512
 _RING_MASK = RING - 1  # RING is a power of two
+#: Why a call was refused before its tool ran, as counted (:meth:`ToolStats.refuse`): its arguments
+#: broke the tool's schema, the caller's token lacked a scope the tool needs, or a budget of the
+#: caller (requests, tasks, parked calls) was full.
+INVALID_ARGUMENTS = "invalid arguments"
+SCOPE = "scope"
+BUDGET = "budget"
+REFUSALS = (INVALID_ARGUMENTS, SCOPE, BUDGET)
 _NO_RING: array[float] = array("d")
 _NO_BUCKETS: list[int] = []
 
@@ -31,12 +38,14 @@ class ToolStats:
     """Calls, errors and latencies of one tool in this process."""
 
     __slots__ = ("_at", "_bucket", "_bucket_calls", "_bucket_end", "_bucket_errors", "_latency", "_next",
-                 "_position", "calls", "errors")
+                 "_position", "calls", "errors", "refused")
 
     def __init__(self) -> None:
         #: Calls that ran the tool's handler, and those whose result was an error, since start.
         self.calls = 0
         self.errors = 0
+        #: Calls refused before the handler ran, by reason (:data:`REFUSALS`); None until the first.
+        self.refused: dict[str, int] | None = None
         # The ring and the buckets are allocated by the first call (a gateway may mount thousands
         # of tools that are never called): the first call always moves to a new bucket.
         self._latency: array[float] = _NO_RING
@@ -62,6 +71,13 @@ class ToolStats:
             self.errors += 1
             self._bucket_errors[self._position] += 1
 
+    def refuse(self, reason: str) -> None:
+        """Count one call refused before the tool ran (``reason``: one of :data:`REFUSALS`)."""
+        refused = self.refused
+        if refused is None:
+            refused = self.refused = {}
+        refused[reason] = refused.get(reason, 0) + 1
+
     def _advance(self, now: float) -> None:
         """Move to the bucket holding ``now``, clearing those skipped (at most once per bucket)."""
         if not self._bucket_calls:
@@ -74,6 +90,18 @@ class ToolStats:
         self._bucket = bucket
         self._bucket_end = (bucket + 1) * BUCKET_SECONDS
         self._position = bucket % BUCKETS
+
+    def recent(self, now: float | None = None) -> tuple[int, int]:
+        """Calls and errors over the last ``BUCKETS * BUCKET_SECONDS`` seconds (no latencies: cheap)."""
+        if not self.calls:
+            return 0, 0
+        now = time.perf_counter() if now is None else now
+        current = int(now // BUCKET_SECONDS)
+        calls = errors = 0
+        for index in range(max(current, self._bucket) - BUCKETS + 1, min(current, self._bucket) + 1):
+            calls += self._bucket_calls[index % BUCKETS]
+            errors += self._bucket_errors[index % BUCKETS]
+        return calls, errors
 
     def snapshot(self, now: float | None = None) -> dict[str, Any]:
         """What an operator sees: totals; over the last ``BUCKETS * BUCKET_SECONDS`` seconds the
@@ -97,7 +125,7 @@ class ToolStats:
             calls.append(self._bucket_calls[index % BUCKETS] if fresh else 0)
             errors.append(self._bucket_errors[index % BUCKETS] if fresh else 0)
             p99s.append(percentile(by_bucket.get(index, []), 0.99))
-        return {"calls": self.calls, "errors": self.errors,
+        return {"calls": self.calls, "errors": self.errors, "refused": dict(self.refused or {}),
                 "recent": {"seconds": span, "calls": sum(calls), "errors": sum(errors),
                            "p50": percentile(latencies, 0.50), "p99": percentile(latencies, 0.99)},
                 "buckets": {"seconds": BUCKET_SECONDS, "calls": calls, "errors": errors, "p99": p99s}}
@@ -106,7 +134,8 @@ class ToolStats:
         """Take over ``other``'s figures (the catalog was rebuilt on reload; the tool is the same)."""
         for name in self.__slots__:
             value = getattr(other, name)
-            setattr(self, name, value[:] if isinstance(value, list | array) else value)
+            setattr(self, name, value[:] if isinstance(value, list | array) else
+                    dict(value) if isinstance(value, dict) else value)
 
 
 def percentile(values: list[float], fraction: float) -> float | None:
