@@ -13,22 +13,27 @@ reports what it serves.
 
 from __future__ import annotations
 
+import asyncio
+import bisect
 import dataclasses
 import os
 import time
-from collections.abc import Mapping
+import weakref
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from mcphost.budgets import sync_share
 from mcphost.catalog import record_key
 from mcphost.host import Host
-from mcphost.plugins import call_impl, impls
+from mcphost.plugins import call_impl, declared_settings, impls
 from mcphost.records import Record
 from mcphost.redaction import REDACTED as REDACTED  # the config view's first home; callers still import it
 from mcphost.redaction import redact as redact
 from mcphost.redaction import redact_text
 from mcphost.sessions.backend import BackendUnavailable
 from mcphost.sessions.session import Session, this_node
+from mcphost.settings import PluginSettings
+from mcphost.stats import BUCKET_SECONDS, BUCKETS
 
 # -- plugins ------------------------------------------------------------------------------------------
 
@@ -90,12 +95,7 @@ def catalog(host: Host) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for kind, records in kinds.items():
         out[kind] = [_record(record) for record in records]
-    refused = getattr(current, "refused", None)
-    if refused is not None:  # a catalog that records refused clashes one by one
-        out["refused"] = [_refusal(item) for item in refused]
-    else:  # a clash refuses the whole plugin: its failure says why
-        out["refused"] = [{"plugin": info.name, "reason": info.error} for info in host.plugin_infos.values()
-                          if info.status == "failed" and info.error and "provided by both" in info.error]
+    out["refused"] = catalog_refused(host)
     return out
 
 
@@ -103,6 +103,7 @@ def _record(record: Record) -> dict[str, Any]:
     provenance = record.provenance
     return {"name": record_key(record), "title": record.title, "description": (record.description or "")[:300],
             "plugin": provenance.plugin if provenance else None,
+            "origin": provenance.origin if provenance else None,
             "distribution": provenance.distribution if provenance else None,
             "version": provenance.version if provenance else None, "scopes": sorted(record.scopes)}
 
@@ -113,6 +114,135 @@ def _refusal(item: Any) -> dict[str, Any]:
     if dataclasses.is_dataclass(item) and not isinstance(item, type):
         return {k: _plain(v) for k, v in dataclasses.asdict(item).items()}
     return {"reason": str(item)}
+
+
+#: Kinds of record in the order the catalog's pages list them, with the catalog's attribute.
+PAGED_KINDS = (("tools", "tools"), ("resources", "resources"), ("resourceTemplates", "templates"),
+               ("prompts", "prompts"))
+#: Most records one page holds, and most refusals a page lists (the catalog may hold 200 000 tools).
+PAGE_MAX = 500
+REFUSED_LISTED = 100
+#: A search stops counting its matches here (the page says "more").
+MATCHES_COUNTED = 10_000
+
+
+def catalog_records(host: Host, kind: str | None = None) -> list[tuple[str, list[Any]]]:
+    """The catalog's records by kind (``kind``: only that one), each kind's list copied at once
+    (a C-speed copy of the catalog's dict: about a millisecond per 100 000 records)."""
+    current = host.catalog
+    out = []
+    for name, attribute in PAGED_KINDS:
+        if kind is None or kind == name:
+            values = getattr(current, attribute).values()
+            out.append((name, [entry.record for entry in values] if attribute in ("tools", "templates")
+                        else list(values)))
+    return out
+
+
+async def catalog_page(host: Host, offset: int = 0, limit: int = 100, query: str = "",
+                       kind: str | None = None) -> dict[str, Any]:
+    """One page of the catalog, whatever its size: ``records`` (each with ``kind`` and its provider:
+    ``plugin``, ``origin`` (the upstream a proxy mounted it from), ``distribution``, ``version``),
+    ``total`` (records in the catalog, or of ``kind``), ``matched`` (those matching ``query``, a
+    case-blind substring of name, title, description or provider; counting stops at
+    :data:`MATCHES_COUNTED` and ``more`` says so), ``offset``, ``limit``, ``counts`` per kind and
+    the first :data:`REFUSED_LISTED` refused records with ``refused_total``. A search reads an
+    index of the catalog's text built once per catalog in a worker thread, so a search of 200 000
+    tools holds the event loop for a few milliseconds."""
+    limit = max(1, min(PAGE_MAX, limit))
+    offset = max(0, offset)
+    groups = catalog_records(host, kind)
+    counts = {name: len(records) for name, records in groups}
+    total = sum(counts.values())
+    query = " ".join(query.lower().split())[:200]
+    more = False
+    if query:
+        index = await _search_index(host, kind, groups)
+        hits, more = index.find(query, offset + limit)
+        matched = len(hits)
+        picked = [index.entries[i] for i in hits[offset:offset + limit]]
+    else:
+        matched = total
+        picked = []
+        skip = offset
+        for name, records in groups:
+            if skip >= len(records):
+                skip -= len(records)
+                continue
+            picked += [(name, record) for record in records[skip:skip + limit - len(picked)]]
+            skip = 0
+            if len(picked) >= limit:
+                break
+    refused = catalog_refused(host)
+    return {"records": [{"kind": name, **_record(record)} for name, record in picked], "total": total,
+            "matched": matched, "more": more, "offset": offset, "limit": limit, "counts": counts,
+            "query": query, "refused": refused[:REFUSED_LISTED], "refused_total": len(refused)}
+
+
+def catalog_refused(host: Host) -> list[dict[str, Any]]:
+    """The records the catalog refused (a name another plugin already provides) with why."""
+    refused = getattr(host.catalog, "refused", None)
+    if refused is not None:  # a catalog that records refused clashes one by one
+        return [_refusal(item) for item in refused]
+    # a clash refuses the whole plugin: its failure says why
+    return [{"plugin": info.name, "reason": info.error} for info in host.plugin_infos.values()
+            if info.status == "failed" and info.error and "provided by both" in info.error]
+
+
+class _Index:
+    """The catalog's searchable text, one line per record, lower-cased, in one string: a search is
+    ``str.find`` over it (C speed) and a bisect per match."""
+
+    def __init__(self, groups: list[tuple[str, list[Any]]]) -> None:
+        self.entries = [(name, record) for name, records in groups for record in records]
+        lines = [_searchable(name, record) for name, record in self.entries]
+        self.starts: list[int] = []
+        at = 0
+        for line in lines:
+            self.starts.append(at)
+            at += len(line) + 1
+        self.text = "\n".join(lines)
+
+    def find(self, query: str, needed: int) -> tuple[list[int], bool]:
+        """The indexes of the records matching ``query`` (at least ``needed`` of them when there are,
+        counting on to :data:`MATCHES_COUNTED`), and whether more match than were counted."""
+        hits: list[int] = []
+        text, starts = self.text, self.starts
+        position = text.find(query)
+        cap = max(needed, MATCHES_COUNTED)
+        while position >= 0:
+            if len(hits) >= cap:
+                return hits, True
+            index = bisect.bisect_right(starts, position) - 1
+            hits.append(index)
+            if index + 1 >= len(starts):
+                break
+            position = text.find(query, starts[index + 1])
+        return hits, False
+
+
+def _searchable(kind: str, record: Any) -> str:
+    provenance = record.provenance
+    provider = f"{provenance.plugin} {provenance.origin or ''} {provenance.distribution or ''}" if provenance else ""
+    return " ".join(f"{kind} {record_key(record)} {record.title or ''} {provider} {record.description or ''}"
+                    .lower().split())
+
+
+#: Per host and kind: the catalog indexed and its index (being) built.
+_indexes: weakref.WeakKeyDictionary[Host, dict[str | None, tuple[Any, asyncio.Future[_Index]]]] = (
+    weakref.WeakKeyDictionary())
+
+
+async def _search_index(host: Host, kind: str | None, groups: list[tuple[str, list[Any]]]) -> _Index:
+    """The search index of the host's current catalog (of ``kind``), built once in a worker thread
+    (records are frozen; the lists were copied on the loop); a rebuilt catalog gets a new one."""
+    current = host.catalog
+    built = _indexes.setdefault(host, {})
+    cached = built.get(kind)
+    if cached is None or cached[0] is not current:
+        future = asyncio.ensure_future(asyncio.to_thread(_Index, groups))
+        built[kind] = cached = (current, future)
+    return await asyncio.shield(cached[1])
 
 
 # -- sessions -----------------------------------------------------------------------------------------
@@ -225,13 +355,115 @@ async def end_session(host: Host, session_id: str) -> bool:
 
 # -- traffic and budgets ------------------------------------------------------------------------------
 
-def traffic(host: Host) -> dict[str, Any]:
-    """Per tool called in this process, its calls, errors and latencies (see :meth:`ToolStats.snapshot`);
-    tools never called are left out (a gateway may mount thousands)."""
-    return {name: entry.stats.snapshot() for name, entry in list(host.catalog.tools.items()) if entry.stats.calls}
+#: Most tools :func:`traffic` shows (the busiest), whatever the number called.
+TRAFFIC_SHOWN = 24
 
 
-def budgets(host: Host) -> dict[str, Any]:
+def used_tools(host: Host) -> list[tuple[str, Any]]:
+    """The tools called or refused in this process, as (name, counters)."""
+    return [(name, entry.stats) for name, entry in list(host.catalog.tools.items())
+            if entry.stats.calls or entry.stats.refused]
+
+
+def traffic(host: Host, limit: int | None = None) -> dict[str, Any]:
+    """Per tool called (or refused) in this process, its calls, errors, refusals by reason and
+    latencies (see :meth:`ToolStats.snapshot`); tools never called are left out (a gateway may
+    mount thousands). ``limit``: only the busiest that many (calls in the last minutes, then
+    refusals, then calls since start)."""
+    used = used_tools(host)
+    if limit is not None and len(used) > limit:
+        def busy(item: tuple[str, Any]) -> tuple[int, int, int]:
+            return item[1].recent()[0], sum((item[1].refused or {}).values()), item[1].calls
+        used = sorted(used, key=busy, reverse=True)[:limit]
+    return {name: stats.snapshot() for name, stats in used}
+
+
+# -- problems -----------------------------------------------------------------------------------------
+
+#: A budget that refused within this many seconds is "refusing".
+REFUSING_SECONDS = 60.0
+#: A tool's error rate over the last minutes is above normal with at least this many errors, at
+#: least this rate, and more than twice its rate before.
+ERRORS_NOTICED = 5
+ERROR_RATE_NOTICED = 0.2
+#: Most problems listed (errors first).
+PROBLEMS_LISTED = 50
+_SEVERITY = {"error": 0, "warning": 1}
+
+
+def problem(kind: str, severity: str, title: str, detail: str, link: str) -> dict[str, str]:
+    """One problem as the console's strip shows it (see the ``mcphost_problems`` hook)."""
+    return {"kind": kind, "severity": severity, "title": title, "detail": detail, "link": link}
+
+
+async def problems(host: Host, healthy: bool | None = None) -> list[dict[str, str]]:
+    """What needs the operator now, errors first: failed plugins, an unhealthy backend, budgets
+    refusing (within :data:`REFUSING_SECONDS`), tools whose error rate is above normal, and what
+    plugins report through ``mcphost_problems`` (mcphost-proxy: upstreams restarting or failed).
+    ``healthy``: the backend's health when the caller already asked. Text is redacted."""
+    found = [problem("plugin", "error", f"Plugin {info.name} failed", info.error or "", f"#plugin-{info.name}")
+             for info in host.plugin_infos.values() if info.status == "failed"]
+    if host.started:
+        healthy = await host.backend_healthy() if healthy is None else healthy
+        if not healthy:
+            found.append(problem("backend", "error", f"Backend {host.backend.name} is unhealthy",
+                                 "sessions and budgets shared through it may fail", "#health"))
+    found += _budget_problems(host)
+    found += _error_problems(host)
+    for impl in impls(host.pm, "mcphost_problems"):
+        try:
+            reported: Iterable[Any] = call_impl(impl, host=host) or ()
+            found += [_reported(item, impl.plugin_name) for item in reported]
+        except Exception as exc:
+            found.append(problem("plugin", "error", f"Plugin {impl.plugin_name} could not report its problems",
+                                 f"mcphost_problems raised {type(exc).__name__}: {exc}",
+                                 f"#plugin-{impl.plugin_name}"))
+    found.sort(key=lambda p: _SEVERITY.get(p["severity"], 2))
+    return [{**p, "title": redact_text(p["title"]), "detail": redact_text(p["detail"])}
+            for p in found[:PROBLEMS_LISTED]]
+
+
+def _reported(item: Any, plugin: str) -> dict[str, str]:
+    if not isinstance(item, Mapping):
+        return problem("plugin", "warning", f"Plugin {plugin} reported a problem", str(item), f"#plugin-{plugin}")
+    severity = str(item.get("severity") or "warning")
+    return problem(str(item.get("kind") or plugin), severity if severity in _SEVERITY else "warning",
+                   str(item.get("title") or f"Plugin {plugin} reported a problem"), str(item.get("detail") or ""),
+                   str(item.get("link") or f"#plugin-{plugin}"))
+
+
+def _budget_problems(host: Host) -> list[dict[str, str]]:
+    ledger = host.manager.budgets
+    now = time.monotonic()
+    found = []
+    for name, at in sorted(ledger.last_refused.items()):
+        if now - at <= REFUSING_SECONDS:
+            spec = ledger.budgets.get(name)
+            setting = f" (server.{spec.setting})" if spec is not None else ""
+            found.append(problem("budget", "error", f"Budget {name} is refusing callers",
+                                 f"{ledger.refused[name]} refusals since start, the latest {now - at:.0f} s ago"
+                                 f"{setting}", "#budgets"))
+    return found
+
+
+def _error_problems(host: Host) -> list[dict[str, str]]:
+    found = []
+    for name, stats in used_tools(host):
+        calls, errors = stats.recent()
+        if errors < ERRORS_NOTICED or errors < ERROR_RATE_NOTICED * calls:
+            continue
+        before_calls, before_errors = stats.calls - calls, stats.errors - errors
+        rate = errors / calls
+        if before_calls and rate <= 2 * before_errors / before_calls:
+            continue  # as it usually is
+        found.append(problem("errors", "warning", f"Tool {name}: {rate:.0%} of its calls failed",
+                             f"{errors} of {calls} calls in the last {BUCKETS * BUCKET_SECONDS // 60} min"
+                             + (f", {before_errors / before_calls:.0%} before" if before_calls else ""),
+                             f"#tool-{name}"))
+    return found
+
+
+def budgets(host: Host, offset: int = 0, limit: int | None = None) -> dict[str, Any]:
     """Per caller (principal, or address for anonymous clients): what it holds of every budget in
     this process against the per-principal limit, and how often each budget refused it (429s).
 
@@ -239,7 +471,8 @@ def budgets(host: Host) -> dict[str, Any]:
     here holds; ``shared`` says whether the per-principal limits hold across the cluster (a shared
     backend's budget share, not fallen back to per-process limits). Each caller row has ``held``
     and ``refusals`` by budget name, and the older flat figures (``sessions``, ``requests``,
-    ``tasks``, ``parked``, ``refused``: every refusal together)."""
+    ``tasks``, ``parked``, ``refused``: every refusal together). ``limit``: only that many caller
+    rows from ``offset`` (in the callers' order; ``callers_total`` counts them all)."""
     manager = host.manager
     settings = host.config.server
     ledger = manager.budgets
@@ -259,7 +492,8 @@ def budgets(host: Host) -> dict[str, Any]:
     for held in rows.values():
         callers |= set(held)
     table = []
-    for key in sorted(callers):
+    ordered = sorted(callers)
+    for key in ordered[offset:] if limit is None else ordered[offset:offset + limit]:
         held = {name: by_key.get(key, 0) for name, by_key in rows.items()}
         table.append({"caller": key, "sessions": held["sessions"], "requests": held["requests"],
                       "tasks": held["tasks"], "parked": held["parked calls"],
@@ -271,7 +505,7 @@ def budgets(host: Host) -> dict[str, Any]:
                        "sessions_total": settings.max_sessions},
             "budgets": listed,
             "shared": ledger.share is not None and not ledger.degraded,
-            "callers": table}
+            "callers": table, "callers_total": len(ordered), "offset": offset}
 
 
 # -- health and configuration -------------------------------------------------------------------------
@@ -295,6 +529,47 @@ def config(host: Host) -> dict[str, Any]:
         "block": list(cfg.block), "allow": None if cfg.allow is None else list(cfg.allow),
         "path": str(cfg.path) if cfg.path else None})
     return shown
+
+
+def config_changes(host: Host) -> list[dict[str, Any]]:
+    """Each setting in effect that differs from its default, secrets redacted: ``section``
+    (``server`` or ``plugins.NAME``), ``key``, ``value``, ``default``. A plugin section is read
+    through the plugin's settings model (``mcphost_settings``); a section without one lists every
+    key it sets."""
+    changes: list[dict[str, Any]] = []
+    server = host.config.server
+    for spec in dataclasses.fields(server):
+        if spec.default is not dataclasses.MISSING:
+            default = spec.default
+        elif spec.default_factory is not dataclasses.MISSING:
+            default = spec.default_factory()
+        else:
+            continue
+        value = getattr(server, spec.name)
+        if value != default:
+            changes.append(_change("server", spec.name, value, default))
+    declared, _ = declared_settings(host.pm)
+    for name, section in sorted(host.config.plugins.items()):
+        model = declared.get(name)
+        if isinstance(model, type) and issubclass(model, PluginSettings):
+            try:
+                bound = host.settings(model)
+            except Exception:  # a section that does not check: shown as written
+                bound = None
+            if bound is not None:
+                for key, field in type(bound).model_fields.items():
+                    default = field.get_default(call_default_factory=True)
+                    value = getattr(bound, key)
+                    if value != default:
+                        changes.append(_change(f"plugins.{name}", key, value, default))
+                continue
+        changes += [_change(f"plugins.{name}", key, value, None) for key, value in dict(section).items()]
+    return changes
+
+
+def _change(section: str, key: str, value: Any, default: Any) -> dict[str, Any]:
+    return {"section": section, "key": key, "value": redact(_plain(value), key),
+            "default": redact(_plain(default), key)}
 
 
 def _plain(value: Any) -> Any:
