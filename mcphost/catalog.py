@@ -116,6 +116,9 @@ class ToolEntry:
     #: Calls, errors and latencies of this tool in this process (read by operators' tools).
     stats: ToolStats = field(default_factory=ToolStats)
 
+    def __post_init__(self) -> None:
+        self.stats.name = self.record.name
+
 
 @dataclass(eq=False)
 class TemplateEntry:

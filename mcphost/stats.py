@@ -3,7 +3,8 @@
 They sit on the request path, so they cost a few integer adds and two array stores per call: each
 tool's :class:`ToolStats` comes with its catalog entry, its latency ring (an array of doubles) and
 its time buckets are fixed-size and allocated by the tool's first call (a gateway may mount
-thousands of tools that are never called: about 120 bytes each until then, 9.4 KiB after), nothing
+thousands of tools that are never called: about 130 bytes each until then, 9.4 KiB after), and the
+first call or refusal adds it to a weak set of the counters in use (:func:`used`), nothing
 is locked (every update runs on the event loop) and nothing is called through pluggy. Percentiles
 and per-bucket figures are worked out only when read.
 
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import math
 import time
+import weakref
 from array import array
 from typing import Any
 
@@ -37,10 +39,12 @@ _NO_BUCKETS: list[int] = []
 class ToolStats:
     """Calls, errors and latencies of one tool in this process."""
 
-    __slots__ = ("_at", "_bucket", "_bucket_calls", "_bucket_end", "_bucket_errors", "_latency", "_next",
-                 "_position", "calls", "errors", "refused")
+    __slots__ = ("__weakref__", "_at", "_bucket", "_bucket_calls", "_bucket_end", "_bucket_errors", "_latency",
+                 "_next", "_position", "calls", "errors", "name", "refused")
 
-    def __init__(self) -> None:
+    def __init__(self, name: str = "") -> None:
+        #: The tool's name (its catalog entry sets it), so operators' tools find the used ones by name.
+        self.name = name
         #: Calls that ran the tool's handler, and those whose result was an error, since start.
         self.calls = 0
         self.errors = 0
@@ -76,6 +80,7 @@ class ToolStats:
         refused = self.refused
         if refused is None:
             refused = self.refused = {}
+            _USED.add(self)
         refused[reason] = refused.get(reason, 0) + 1
 
     def _advance(self, now: float) -> None:
@@ -83,6 +88,7 @@ class ToolStats:
         if not self._bucket_calls:
             self._latency, self._at = array("d", bytes(8 * RING)), array("d", bytes(8 * RING))
             self._bucket_calls, self._bucket_errors = [0] * BUCKETS, [0] * BUCKETS
+            _USED.add(self)
         bucket = int(now // BUCKET_SECONDS)
         for index in range(max(self._bucket + 1, bucket - BUCKETS + 1), bucket + 1):
             self._bucket_calls[index % BUCKETS] = 0
@@ -133,9 +139,23 @@ class ToolStats:
     def carry(self, other: ToolStats) -> None:
         """Take over ``other``'s figures (the catalog was rebuilt on reload; the tool is the same)."""
         for name in self.__slots__:
+            if name in ("__weakref__", "name"):
+                continue
             value = getattr(other, name)
             setattr(self, name, value[:] if isinstance(value, list | array) else
                     dict(value) if isinstance(value, dict) else value)
+        if self.calls or self.refused:
+            _USED.add(self)
+
+
+#: Every ToolStats that has counted a call or a refusal, held weakly (those of a dropped catalog go
+#: with it): operators' tools list the tools used without walking a catalog of 200 000.
+_USED: weakref.WeakSet[ToolStats] = weakref.WeakSet()
+
+
+def used() -> list[ToolStats]:
+    """The counters (of every catalog in this process) that counted a call or a refusal."""
+    return list(_USED)
 
 
 def percentile(values: list[float], fraction: float) -> float | None:
