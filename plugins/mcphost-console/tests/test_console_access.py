@@ -15,6 +15,7 @@ from mcphost_console import ConsolePlugin
 
 import mcphost
 from mcphost.app import create_app
+from mcphost.records import Provenance, Tool
 from mcphost.testing import make_host, serve_http
 
 ACCEPT = "application/json, text/event-stream"
@@ -233,6 +234,42 @@ async def test_a_large_catalog_stays_out_of_every_poll() -> None:
         assert [r["name"] for r in found["records"]] == [f"t{i}" for i in range(1989, 2000)]
         wrong = await client.get(live.base + "/console/api/catalog?kind=widgets")
         assert wrong.status_code == 400
+
+
+async def test_no_answer_grows_with_the_catalog_or_the_callers() -> None:
+    """20 000 tools mounted from an upstream, 5 000 callers refused, a hundred tools called: every
+    answer the page asks for stays small (benchmarks/bench_console.py measures 200 000)."""
+    schema = {"type": "object", "properties": {"q": {"type": "string"}}}
+    origin = Provenance(plugin="many", origin="vendor")
+    many = [Tool(name=f"vendor_tool_{i}", fn=lambda q="": q, input_schema=schema, provenance=origin,
+                 description=f"Look up vendor record {i}") for i in range(20_000)]
+
+    class Many:
+        @mcphost.hookimpl
+        def mcphost_tools(self, host: Any) -> list[Any]:
+            return many
+
+    host = make_host(("console", ConsolePlugin()), ("many", Many()))
+    async with serve_http(host) as live, httpx.AsyncClient(timeout=30) as client:
+        for i in range(5000):
+            host.manager.budgets.count_refusal(f"a:10.0.{i // 256}.{i % 256}", "requests")
+        session_id = await _open_session(client, live.url)
+        for i in range(100):
+            assert (await _call(client, live.url, session_id, f"vendor_tool_{i}", {})).status_code == 200
+        answers = {path: await client.get(live.base + path) for path in (
+            "/console/api/state", "/console/api/catalog?limit=500", "/console/api/catalog?offset=19900",
+            "/console/api/catalog?q=vendor&limit=500", "/console/api/budgets?limit=500")}
+        sizes = {path: len(answer.content) for path, answer in answers.items()}
+        assert all(answer.status_code == 200 for answer in answers.values())
+        assert max(sizes.values()) < 1_000_000, sizes
+        state = answers["/console/api/state"].json()
+        assert len(state["traffic"]) == 24 and state["traffic_tools"] == 100
+        assert len(state["budgets"]["callers"]) == 50 and state["budgets"]["callers_total"] > 1000  # the ledger keeps 1000
+        searched = answers["/console/api/catalog?q=vendor&limit=500"].json()
+        assert len(searched["records"]) == 500 and searched["matched"] == 10_000 and searched["more"] is True
+        assert searched["records"][0]["origin"] == "vendor"
+        last = answers["/console/api/catalog?offset=19900"].json()
+        assert last["records"][-1]["name"] == "vendor_tool_19999" and last["total"] == 20_000
 
 
 async def test_budgets_show_what_each_caller_holds_and_its_429s() -> None:
