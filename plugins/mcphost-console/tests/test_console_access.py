@@ -264,7 +264,8 @@ async def test_no_answer_grows_with_the_catalog_or_the_callers() -> None:
         assert max(sizes.values()) < 1_000_000, sizes
         state = answers["/console/api/state"].json()
         assert len(state["traffic"]) == 24 and state["traffic_tools"] == 100
-        assert len(state["budgets"]["callers"]) == 50 and state["budgets"]["callers_total"] > 1000  # the ledger keeps 1000
+        assert len(state["budgets"]["callers"]) == 50
+        assert state["budgets"]["callers_total"] > 1000  # the ledger remembers 1000 refused callers
         searched = answers["/console/api/catalog?q=vendor&limit=500"].json()
         assert len(searched["records"]) == 500 and searched["matched"] == 10_000 and searched["more"] is True
         assert searched["records"][0]["origin"] == "vendor"

@@ -78,7 +78,15 @@ async def test_page_shows_plugins_sessions_and_traffic_and_ends_a_session(served
                     assert not result.is_error
                 calls = page.locator('.tool-traffic[data-tool="echo"] .tool-calls')
                 await expect(calls).to_have_text("3", timeout=3000)
-                assert await page.locator('.tool-traffic[data-tool="echo"] svg.chart rect').count() >= 1
+                card = page.locator('.tool-traffic[data-tool="echo"]')
+                assert await card.locator("svg.chart rect").count() >= 1
+                # The chart has its axes and units: calls per 10 s, the p99 latency, time.
+                await expect(card.locator("svg.chart")).to_contain_text("calls / 10 s")
+                drawn = await card.locator("svg.chart").text_content() or ""
+                assert all(label in drawn for label in ("p99 latency", "\u22125 min", "now")), drawn
+                chart_shot = screenshot_path(served.tmp_path, "console-traffic.png")
+                await card.screenshot(path=str(chart_shot))
+                check_png(chart_shot, 300)
                 # The budgets panel draws every budget of the ledger for the caller: held / limit.
                 budgets = page.locator("#budgets-table")
                 for name in ("sessions", "requests", "tasks", "parked calls", "retained bytes", "subscriptions",

@@ -202,7 +202,7 @@ function axisText(x, y, text, anchor, cls) {
 }
 
 function chart(buckets) {
-  const width = 340, height = 120, left = 34, right = 44, top = 12, bottom = 20;
+  const width = 360, height = 130, left = 34, right = 48, top = 20, bottom = 18;
   const plotW = width - left - right, plotH = height - top - bottom, n = buckets.calls.length;
   const barWidth = plotW / n;
   const most = nice(Math.max(1, ...buckets.calls));
@@ -217,11 +217,11 @@ function chart(buckets) {
   svg.append(svgEl("line", {class: "axis-line", x1: left, y1: top + plotH, x2: left + plotW, y2: top + plotH}));
   svg.append(axisText(left - 3, top + 4, String(most), "end"), axisText(left - 3, top + plotH / 2 + 4, String(most / 2), "end"),
              axisText(left - 3, top + plotH + 4, "0", "end"),
-             axisText(2, top - 3, `calls / ${buckets.seconds} s`, "start", "axis unit"));
+             axisText(2, 10, `calls / ${buckets.seconds} s`, "start", "axis unit"));
   const span = n * buckets.seconds;
-  svg.append(axisText(left, height - 5, `−${span / 60} min`, "start"),
-             axisText(left + plotW / 2, height - 5, `−${span / 120} min`, "middle"),
-             axisText(left + plotW, height - 5, "now", "end"));
+  svg.append(axisText(left, height - 4, `−${span / 60} min`, "start"),
+             axisText(left + plotW / 2, height - 4, `−${span / 120} min`, "middle"),
+             axisText(left + plotW, height - 4, "now", "end"));
   buckets.calls.forEach((calls, i) => {
     if (!calls) return;
     svg.append(svgEl("rect", {x: left + i * barWidth, y: y(calls), width: Math.max(1, barWidth - 1), height: top + plotH - y(calls)}));
@@ -234,7 +234,7 @@ function chart(buckets) {
     svg.append(svgEl("line", {class: "axis-line p99-axis", x1: left + plotW, y1: top, x2: left + plotW, y2: top + plotH}));
     svg.append(axisText(left + plotW + 3, top + 4, ms(slowest), "start", "axis p99-label"),
                axisText(left + plotW + 3, top + plotH + 4, "0", "start", "axis p99-label"),
-               axisText(width - 2, top - 3, "p99 ms", "end", "axis unit p99-label"));
+               axisText(width - 2, 10, "p99 latency", "end", "axis unit p99-label"));
     const points = p99.map(([i, v]) => `${left + i * barWidth + barWidth / 2},${ly(v)}`);
     svg.append(p99.length > 1 ? svgEl("polyline", {points: points.join(" ")})
                               : svgEl("circle", {class: "p99-dot", cx: points[0].split(",")[0], cy: points[0].split(",")[1], r: 2}));
