@@ -155,7 +155,7 @@ async def test_a_budget_refusing_callers_is_a_problem_and_a_refused_call_counts_
     assert state["traffic"]["slow"]["refused"] == {"budget": 1}
     [budget] = [p for p in state["problems"] if p["kind"] == "budget"]
     assert budget["title"] == "Budget requests is refusing callers" and budget["link"] == "#budgets"
-    assert budget["severity"] == "error" and "server.max_requests_per_principal" in budget["detail"]
+    assert budget["severity"] == "warning" and "server.max_requests_per_principal" in budget["detail"]
 
 
 async def test_config_changes_list_what_differs_from_the_defaults_redacted() -> None:
