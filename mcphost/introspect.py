@@ -487,8 +487,7 @@ def _budget_problems(host: Host) -> list[dict[str, str]]:
             spec = ledger.budgets.get(name)
             setting = f" (server.{spec.setting})" if spec is not None else ""
             found.append(problem("budget", "warning", f"Budget {name} is refusing callers",
-                                 f"{ledger.refused[name]} refusals since start, the latest {now - at:.0f} s ago"
-                                 f"{setting}", "#budgets"))
+                                 f"{ledger.refused[name]} refusals since start{setting}", "#budgets"))
     return found
 
 

@@ -81,12 +81,10 @@ async def test_a_crash_looping_upstream_is_on_the_first_screen_within_2_s(tmp_pa
         await problem.wait_for(state="visible", timeout=10000)
         seen_after = time.monotonic() - down
         assert seen_after < 2.0, seen_after
-        box = await problem.bounding_box()
-        assert box is not None and box["y"] + box["height"] <= 800, box  # on the first screen
+        await expect(problem).to_be_in_viewport(ratio=1)  # wholly on the first screen, nothing scrolled
         row = page.locator('#upstreams-table tr[data-upstream="inventory"]')
-        row_box = await row.bounding_box()
-        assert row_box is not None and row_box["y"] + row_box["height"] <= 800, row_box
-        assert "sys.exit(3)" in await row.inner_text()
+        await expect(row).to_be_in_viewport(ratio=1)
+        await expect(row).to_contain_text("sys.exit(3)")
 
         # The problem links to its row; the catalog names the upstream a tool comes from.
         await expect(page.locator('#upstreams-table tr[data-upstream="sdk"] .upstream-state .badge')).to_have_text(

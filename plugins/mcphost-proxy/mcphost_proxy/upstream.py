@@ -731,9 +731,7 @@ def upstream_problem(upstream: Upstream) -> dict[str, str] | None:
         title = f"Upstream {name} is crash-looping"
     else:
         title = f"Upstream {name} is restarting"
-    detail = f"{upstream.restarts} restart{'s' if upstream.restarts != 1 else ''}"
-    if upstream.retry_at is not None and state == RESTARTING:
-        detail += f", next try in {max(0.0, upstream.retry_at - time.monotonic()):.1f} s"
+    detail = f"{upstream.restarts} restart{'s' if upstream.restarts != 1 else ''}"  # its row counts down to the next
     if upstream.error:
         detail += f"; last error: {upstream.error}"
     return {"kind": "upstream", "severity": "error", "title": title, "detail": detail,

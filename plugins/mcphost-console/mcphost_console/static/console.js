@@ -361,6 +361,16 @@ function setLive(state, text) {
   live.textContent = text;
 }
 
+// A section is drawn again only when its data changed: what the operator is reading, hovering or
+// about to click stays where it is.
+const drawn = new Map();
+function changed(name, data, draw) {
+  const text = JSON.stringify(data);
+  if (drawn.get(name) === text) return;
+  draw();
+  drawn.set(name, text);
+}
+
 let polling = false;
 async function poll() {
   if (polling) return;
@@ -372,14 +382,14 @@ async function poll() {
       return;
     }
     const state = await response.json();
-    renderProblems(state.problems || []);
-    renderUpstreams(state.upstreams);
-    renderHealth(state);
-    renderPlugins(state.plugins);
-    renderSessions(state.sessions, state.sessions_listing);
-    renderTraffic(state.traffic, state.traffic_tools || 0);
-    renderBudgets(state.budgets);
-    renderConfig(state.health, state.config_changes || []);
+    changed("problems", state.problems, () => renderProblems(state.problems || []));
+    changed("upstreams", state.upstreams, () => renderUpstreams(state.upstreams));
+    changed("health", [state.server, {...state.health, config: null}], () => renderHealth(state));
+    changed("plugins", state.plugins, () => renderPlugins(state.plugins));
+    renderSessions(state.sessions, state.sessions_listing);  // ages change every poll
+    changed("traffic", [state.traffic, state.traffic_tools], () => renderTraffic(state.traffic, state.traffic_tools || 0));
+    changed("budgets", state.budgets, () => renderBudgets(state.budgets));
+    changed("config", [state.health.config, state.config_changes], () => renderConfig(state.health, state.config_changes || []));
     if (state.catalog_digest !== catalogDigest && await loadCatalog()) catalogDigest = state.catalog_digest;
     setLive("live", `live · ${new Date().toLocaleTimeString()}`);
   } catch (error) {
