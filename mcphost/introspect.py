@@ -98,7 +98,7 @@ def catalog(host: Host) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for kind, records in kinds.items():
         out[kind] = [_record(record) for record in records]
-    out["refused"] = catalog_refused(host)
+    out["refused"] = catalog_refused(host)[0]
     return out
 
 
@@ -178,20 +178,23 @@ async def catalog_page(host: Host, offset: int = 0, limit: int = 100, query: str
             skip = 0
             if len(picked) >= limit:
                 break
-    refused = catalog_refused(host)
+    refused, refused_total = catalog_refused(host, REFUSED_LISTED)
     return {"records": [{"kind": name, **_record(record)} for name, record in picked], "total": total,
             "matched": matched, "more": more, "offset": offset, "limit": limit, "counts": counts,
-            "query": query, "refused": refused[:REFUSED_LISTED], "refused_total": len(refused)}
+            "query": query, "refused": refused, "refused_total": refused_total}
 
 
-def catalog_refused(host: Host) -> list[dict[str, Any]]:
-    """The records the catalog refused (a name another plugin already provides) with why."""
+def catalog_refused(host: Host, limit: int | None = None) -> tuple[list[dict[str, Any]], int]:
+    """The records the catalog refused (a name another plugin already provides) with why: the first
+    ``limit`` of them (None: all), and how many there are."""
     refused = getattr(host.catalog, "refused", None)
     if refused is not None:  # a catalog that records refused clashes one by one
-        return [_refusal(item) for item in refused]
+        items = list(refused)
+        return [_refusal(item) for item in items[:limit]], len(items)
     # a clash refuses the whole plugin: its failure says why
-    return [{"plugin": info.name, "reason": info.error} for info in host.plugin_infos.values()
-            if info.status == "failed" and info.error and "provided by both" in info.error]
+    failed = [{"plugin": info.name, "reason": info.error} for info in host.plugin_infos.values()
+              if info.status == "failed" and info.error and "provided by both" in info.error]
+    return failed[:limit], len(failed)
 
 
 class _Index:
