@@ -163,6 +163,9 @@ class Ledger:
         self.degraded = False
         #: Refusals per principal and budget (for operators); at most REFUSALS_KEPT principals.
         self.refusals: dict[str, Counter[str]] = {}
+        #: Per budget: all its refusals, and when the latest was (``time.monotonic()``), for operators.
+        self.refused: Counter[str] = Counter()
+        self.last_refused: dict[str, float] = {}
 
     def use_share(self, share: BudgetShare | None) -> None:
         """Hold the per-principal limits across the processes of ``share`` (None: this process only)."""
@@ -238,6 +241,8 @@ class Ledger:
 
     def count_refusal(self, key: str, budget: str) -> None:
         """Count one refusal of ``key`` by ``budget`` (for operators)."""
+        self.refused[budget] += 1
+        self.last_refused[budget] = time.monotonic()
         counts = self.refusals.get(key)
         if counts is None:
             if len(self.refusals) >= REFUSALS_KEPT:

@@ -116,6 +116,9 @@ class ToolEntry:
     #: Calls, errors and latencies of this tool in this process (read by operators' tools).
     stats: ToolStats = field(default_factory=ToolStats)
 
+    def __post_init__(self) -> None:
+        self.stats.name = self.record.name
+
 
 @dataclass(eq=False)
 class TemplateEntry:
@@ -463,6 +466,19 @@ def _with_checked_scopes(record: Any, kind: str) -> Any:
             raise PluginError(f"{where}: invalid scope {scope!r} (printable ASCII without spaces, quotes or "
                               "backslashes)")
     return dataclasses.replace(record, scopes=frozenset(scopes))
+
+
+def count_refused(catalog: Catalog, message: Any, reason: str) -> None:
+    """Count a refused ``tools/call`` against its tool (``reason``: one of
+    :data:`mcphost.stats.REFUSALS`); anything else, or an unknown tool, is not counted. Refusals
+    are rare, so this costs nothing on the path of the calls that are served."""
+    if not isinstance(message, dict) or message.get("method") != "tools/call":
+        return
+    params = message.get("params")
+    name = params.get("name") if isinstance(params, dict) else None
+    entry = catalog.tools.get(name) if isinstance(name, str) else None
+    if entry is not None:
+        entry.stats.refuse(reason)
 
 
 def record_of(entry: Any) -> Any:

@@ -354,6 +354,22 @@ def mcphost_status(host: Host) -> Mapping[str, Any] | None:
 
 
 @hookspec
+def mcphost_problems(host: Host) -> Iterable[Mapping[str, Any]] | None:
+    """What in this plugin needs the operator now, as a list of problems (or None: nothing).
+
+    Each problem is a mapping with ``kind`` (a short word operators' tools may group by, such as
+    ``upstream``, ``held``, ``budget``), ``severity`` (``"error"``: something is down or refusing;
+    ``"warning"``: something needs a look), ``title`` (one line naming what), ``detail`` (one
+    line saying why: the error, since when) and ``link`` (where the console shows it: a fragment
+    such as ``#upstream-NAME``, ``#plugin-NAME``, ``#tool-NAME``, or a section such as
+    ``#catalog``). Gathered with the host's own (failed plugins, budgets refusing, error rates above
+    normal) by :func:`mcphost.introspect.problems`, which the console's top strip shows. Called on
+    demand, never per request: it must be cheap and must not block. Text is redacted before it is
+    shown. An exception becomes a problem of its own naming this plugin.
+    """
+
+
+@hookspec
 def mcphost_startup(host: Host) -> None:
     """The host is starting; the catalog is built. May be async (awaited before serving)."""
 

@@ -24,10 +24,12 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from mcphost.catalog import count_refused
 from mcphost.kernel.modern import InputRequired, ModernScope, Round
 from mcphost.kernel.scope import question_bytes
 from mcphost.protocol.errors import INTERNAL_ERROR, INVALID_PARAMS, SERVER_BUSY, McpError
 from mcphost.protocol.sealed import params_digest
+from mcphost.stats import BUDGET
 
 if TYPE_CHECKING:
     from mcphost.kernel.services import ScopeKernel as Kernel
@@ -147,6 +149,7 @@ class Continuations:
                 budgets.release(session.quota, "parked bytes", size)
         if refused is not None:
             self.kernel.sessions.admission.refused(session.quota)
+            count_refused(self.kernel.catalog, {"method": request.method, "params": request.params}, BUDGET)
             raise McpError(SERVER_BUSY, refused.message, refused.data)
         run = Continuation(session.quota, params_digest(request.method, request.params))
         run.held = True

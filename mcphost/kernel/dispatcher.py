@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from mcphost.budgets import FairPool, Short, current_quota, sync_share
+from mcphost.catalog import count_refused
 from mcphost.context import Deferred
 from mcphost.errors import InsufficientScope, PluginFailures, Refused
 from mcphost.kernel import handlers
@@ -48,6 +49,7 @@ from mcphost.protocol.sealed import StateSealer
 from mcphost.records import Middleware
 from mcphost.request import RequestInfo
 from mcphost.sessions.session import Connection, Principal, Session
+from mcphost.stats import BUDGET, SCOPE
 
 if TYPE_CHECKING:
 
@@ -248,6 +250,7 @@ class Kernel:
                 SERVER_BUSY, "Too many requests in flight on this session; retry later")), deliver)
         refused = self.sessions.admission.admit(session)
         if refused is not None and not isinstance(refused, Short):
+            count_refused(self.catalog, message, BUDGET)
             return _done(jsonrpc.error(request_id, _crowded(self.sessions, session)), deliver)
         return self._launch(session, message, refused is None, connection, principal, deliver)
 
@@ -258,12 +261,12 @@ class Kernel:
         hold = _Slot(admitted)
         run = self._run(session, message, connection, principal, deliver)
         task = asyncio.get_running_loop().create_task(
-            run if admitted else self._admit_then(hold, session, message["id"], run, deliver))
+            run if admitted else self._admit_then(hold, session, message, run, deliver))
         session.inflight[message["id"]] = task
         task.add_done_callback(functools.partial(_finished, self.sessions, session, message["id"], hold))
         return task
 
-    async def _admit_then(self, hold: _Slot, session: Session, request_id: RequestId,
+    async def _admit_then(self, hold: _Slot, session: Session, message: Message,
                           run: Coroutine[Any, Any, Message | None], deliver: Deliver | None) -> Message | None:
         """Take the request's slot from the cluster's budget (one round trip), then ``run`` it; the
         refusal as its reply when the principal holds its limit over all processes."""
@@ -276,6 +279,8 @@ class Kernel:
             hold.held = True
             return await run
         run.close()
+        count_refused(self.catalog, message, BUDGET)
+        request_id: RequestId = message["id"]
         reply = jsonrpc.error(request_id, McpError(SERVER_BUSY, refused.message, refused.data))
         if session.inflight.get(request_id) is asyncio.current_task():
             del session.inflight[request_id]
@@ -302,6 +307,7 @@ class Kernel:
             view = self.views.get(endpoint)
             if view is not None and view.hides(catalog, message["method"], params):
                 return
+            count_refused(catalog, message, SCOPE)
             raise InsufficientScope(needed)
 
     def receive_modern(self, session: Session, message: Message, connection: Connection | None = None
@@ -320,6 +326,7 @@ class Kernel:
             return _done(jsonrpc.error(message["id"], method_not_found(message["method"])))
         refused = self.sessions.admission.admit(session)
         if refused is not None and not isinstance(refused, Short):
+            count_refused(self.catalog, message, BUDGET)
             return _done(jsonrpc.error(message["id"], _crowded(self.sessions, session)))
         return self._launch(session, message, refused is None, connection)
 

@@ -16,7 +16,7 @@ from mcphost.content import Completion
 from mcphost.context import Context
 from mcphost.deadline import deadline
 from mcphost.endpoints import CODE_TOOL, is_code_tool
-from mcphost.errors import ClientRequestError, ToolError
+from mcphost.errors import ClientRequestError, InsufficientScope, ToolError
 from mcphost.kernel import results, search
 from mcphost.kernel.listen import SUBSCRIPTION_ID, Listener
 from mcphost.kernel.modern import ModernScope
@@ -41,6 +41,7 @@ from mcphost.protocol.opening import check_initialize
 from mcphost.protocol.versions import SUPPORTED_VERSIONS, at_least, negotiate
 from mcphost.records import Prompt, Resource, ResourceTemplate, Tool
 from mcphost.sessions.session import LOG_RANK, stream_seconds
+from mcphost.stats import INVALID_ARGUMENTS, SCOPE
 
 if TYPE_CHECKING:
     from mcphost.kernel.view import KernelView as Kernel
@@ -316,11 +317,16 @@ async def _call_tool(kernel: Kernel, request: RequestInfo, name: str) -> dict[st
     visibility = _visibility(kernel, request)
     if entry is None or not visibility.allows(entry.record):
         raise invalid_params(f"Unknown tool: {name[:100]}")
-    visibility.require(entry.record.scopes)
+    try:
+        visibility.require(entry.record.scopes)
+    except InsufficientScope:
+        entry.stats.refuse(SCOPE)
+        raise
     arguments = request.params.get("arguments")
     if arguments is None:
         arguments = {}
     elif not isinstance(arguments, dict):
+        entry.stats.refuse(INVALID_ARGUMENTS)
         raise invalid_params('Invalid params: "arguments" must be an object')
     record = entry.record
     signature = record.signature
@@ -334,6 +340,7 @@ async def _call_tool(kernel: Kernel, request: RequestInfo, name: str) -> dict[st
         except RecursionError:
             errors, details = [True], "the arguments are nested too deeply"
         if errors:
+            entry.stats.refuse(INVALID_ARGUMENTS)
             return results.error_result(f"Invalid arguments for tool {name!r}: {details}")
     try:
         if signature is None:
@@ -341,6 +348,7 @@ async def _call_tool(kernel: Kernel, request: RequestInfo, name: str) -> dict[st
         else:
             kwargs = signature.bind(arguments) if derived else signature.convert(arguments)
     except ValueError as exc:  # names the argument and the rule it breaks
+        entry.stats.refuse(INVALID_ARGUMENTS)
         return results.error_result(f"Invalid arguments for tool {name!r}: {exc}")
     run = kernel.tasks.begin(session, name, record.task)
     if record.resumable and request.round is not None and run is None and request.scope is None:

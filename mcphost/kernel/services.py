@@ -97,6 +97,7 @@ class ScopeKernel(Protocol):
     settings: ServerSettings
     services: Services
     sessions: SessionManager
+    catalog: Catalog
     host: HostView
     sealer: StateSealer
     cluster: Cluster | None

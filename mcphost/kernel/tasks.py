@@ -37,6 +37,7 @@ from mcphost.protocol.errors import (
     McpError,
 )
 from mcphost.sessions.session import Session
+from mcphost.stats import BUDGET
 
 if TYPE_CHECKING:
     from mcphost.kernel.services import ScopeKernel as Kernel
@@ -146,6 +147,9 @@ class TaskRun:
             refused = await budgets.take(self.session.quota, "tasks")
             if refused is not None:
                 manager.kernel.sessions.admission.refused(self.session.quota)
+                entry = manager.kernel.catalog.tools.get(self.tool)
+                if entry is not None:
+                    entry.stats.refuse(BUDGET)
                 raise McpError(SERVER_BUSY, refused.message, refused.data)
             held = True
             now = _now()

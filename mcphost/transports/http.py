@@ -29,6 +29,7 @@ from collections.abc import Callable
 from typing import Any
 
 from mcphost.budgets import OverBudget
+from mcphost.catalog import count_refused
 from mcphost.deadline import deadline
 from mcphost.errors import InsufficientScope, Refused, Unauthorized
 from mcphost.host import Host
@@ -41,6 +42,7 @@ from mcphost.protocol.versions import LEGACY_VERSIONS, allows_batches, is_modern
 from mcphost.sessions.backend import BackendUnavailable, UnknownEvent
 from mcphost.sessions.manager import Link, TooManySessions
 from mcphost.sessions.session import Connection, Principal, Session, quota_key, stream_seconds
+from mcphost.stats import BUDGET
 from mcphost.transports import http_modern
 from mcphost.transports.asgi import (
     ClientAddress,
@@ -333,6 +335,7 @@ class HttpTransport:
             # Only requests: answers and notifications (which may finish requests in flight) go on.
             refused = await self.manager.admission.crowding(quota_key(connection.principal, connection.remote))
             if refused is not None:
+                count_refused(self.host.catalog, payload, BUDGET)
                 raise over_budget(refused, jsonrpc.readable_id(payload))
         work = self.host.kernel.serve(payload, _Exchange(self, call, connection, receive, send))
         if work is None:  # the session era: run through the caller's session here

@@ -1284,6 +1284,11 @@ class EveryHook:
     def mcphost_status(self, host: Any) -> dict[str, Any]:
         return {"events": len(self.events)}
 
+    @mcphost.hookimpl
+    def mcphost_problems(self, host: Any) -> list[dict[str, str]]:
+        return [{"kind": "every", "severity": "warning", "title": "every hook at once",
+                 "detail": f"{len(self.events)} events", "link": "#plugin-every"}]
+
 
 def hook_names() -> list[str]:
     return sorted(name for name, obj in vars(hookspecs).items()
@@ -1330,6 +1335,8 @@ async def test_one_plugin_implementing_every_hook() -> None:
     host.pm.hook.mcphost_register_commands(cli=fresh)
     assert CliRunner().invoke(fresh, ["every"]).output == "every command\n"
     assert introspect.status_reports(host) == {"every": {"events": 13}}
+    assert await introspect.problems(host) == [{"kind": "every", "severity": "warning", "title": "every hook at once",
+                                                "detail": "13 events", "link": "#plugin-every"}]
 
     bad = make_host(EveryHook(), config={"plugins": {"every": {"motd": 1}}})
     with pytest.raises(ConfigError, match=r"plugins\.every\.motd"):
@@ -1363,6 +1370,49 @@ def test_mcphost_status_reports_live_state_on_demand_and_contains_failures() -> 
     queue.depth = 5  # asked again, it says what is true now
     assert introspect.status_reports(host)["queue"] == {"depth": 5}
     assert {p["name"]: p["report"] for p in introspect.plugins(host)}["silent"] is None
+
+
+async def test_mcphost_problems_are_gathered_with_the_hosts_own_errors_first_and_redacted() -> None:
+    class Pins:
+        def __init__(self) -> None:
+            self.held = ["vendor_lookup"]
+
+        @mcphost.hookimpl
+        def mcphost_problems(self, host: Any) -> list[dict[str, str]]:
+            return [{"kind": "held", "severity": "warning", "title": f"Tool {name} awaits approval",
+                     "detail": "fetched from https://bot:hunter2@vendor.example/mcp", "link": "#catalog"}
+                    for name in self.held]
+
+    class Odd:
+        @mcphost.hookimpl
+        def mcphost_problems(self, host: Any) -> list[Any]:
+            return ["the disk is nearly full", {"severity": "fatal"}]
+
+    class Broken:
+        @mcphost.hookimpl
+        def mcphost_problems(self, host: Any) -> None:
+            raise KeyError("held")
+
+    class Failing:
+        @mcphost.hookimpl
+        def mcphost_tools(self, host: Any) -> list[Any]:
+            raise RuntimeError("no database")
+
+    pins = Pins()
+    host = make_host(("pins", pins), ("odd", Odd()), ("broken", Broken()), ("failing", Failing()))
+    host.prepare()
+    found = await introspect.problems(host)
+    assert [(p["kind"], p["severity"], p["title"]) for p in found] == [
+        ("plugin", "error", "Plugin failing failed"),
+        ("plugin", "error", "Plugin broken could not report its problems"),
+        ("held", "warning", "Tool vendor_lookup awaits approval"),
+        ("plugin", "warning", "Plugin odd reported a problem"),
+        ("odd", "warning", "Plugin odd reported a problem")]  # an unknown severity is a warning
+    assert found[2]["detail"] == "fetched from https://bot:[redacted]@vendor.example/mcp"
+    assert found[3]["detail"] == "the disk is nearly full" and found[4]["link"] == "#plugin-odd"
+    assert "KeyError" in found[1]["detail"] and found[0]["link"] == "#plugin-failing"
+    pins.held = []  # asked again, it says what is true now
+    assert [p["kind"] for p in await introspect.problems(host)] == ["plugin", "plugin", "plugin", "odd"]
 
 
 def test_every_hookspec_has_a_test_here() -> None:

@@ -2,8 +2,9 @@
 
 One page at ``/console`` (``[plugins.console] path``) and its data as JSON under it, read from the
 host's own records and counters through :mod:`mcphost.introspect` (nothing else needs to be
-installed). The page polls ``<path>/api/state`` every second; the catalog, which can be large, is
-fetched again only when it changed. See docs/console.md.
+installed). The page polls ``<path>/api/state`` every second: problems first, then upstreams and
+the rest. The catalog and the budgets table are paged here, on the server: no answer grows with
+the catalog or the number of callers. See docs/console.md.
 
 Access (see :mod:`mcphost_console.access`): loopback clients only unless ``allow_remote``; with an
 auth plugin installed, a principal holding ``scope`` (default ``mcphost:admin``); the one action,
@@ -33,6 +34,9 @@ __version__ = "0.1.0"
 
 #: Names per kind shown with each plugin on every poll (the catalog section has them all).
 PROVIDES_SHOWN = 20
+#: Rows of the budgets table per page, and records of the catalog per page (at most PAGE_MAX).
+BUDGETS_PAGE = 50
+CATALOG_PAGE = 100
 #: Files the page loads, with their content types (nothing else is served from the package).
 STATIC = {"console.css": "text/css; charset=utf-8", "console.js": "text/javascript; charset=utf-8"}
 #: Headers on every answer: no caching, no framing (clickjacking), no sniffing, no referrer, and a
@@ -56,6 +60,7 @@ class ConsolePlugin:
         #: of the host's inner state, beyond the plugin API of mcphost.Host).
         self.host: Any = None
         self._digest: tuple[Any, str] | None = None  # (the catalog, its digest)
+        self._generation = 0  # catalogs seen: the digest changes with each
 
     @mcphost.hookimpl
     def mcphost_settings(self) -> type[ConsoleSettings]:
@@ -87,6 +92,7 @@ class ConsolePlugin:
         app.add_url_rule(f"{path}/static/<name>", "mcphost_console_static", self.static, methods=["GET"])
         app.add_url_rule(f"{path}/api/state", "mcphost_console_state", self.state, methods=["GET"])
         app.add_url_rule(f"{path}/api/catalog", "mcphost_console_catalog", self.catalog, methods=["GET"])
+        app.add_url_rule(f"{path}/api/budgets", "mcphost_console_budgets", self.budgets, methods=["GET"])
         app.add_url_rule(f"{path}/api/sessions/<session_id>/end", "mcphost_console_end", self.end_session,
                          methods=["POST"])
 
@@ -109,6 +115,10 @@ class ConsolePlugin:
         return _answer(_asset(name).encode(), 200, STATIC[name])
 
     async def state(self) -> Response:
+        """Everything the page polls, each part bounded: problems first, the upstreams, plugins (20
+        names of each kind they provide), sessions (500), the busiest tools' traffic, one page of
+        the budgets table (``budgets_offset``), health, the settings that differ from defaults."""
+        from quart import request
         denied = await self._read_denied()
         if denied is not None:
             return denied
@@ -121,23 +131,44 @@ class ConsolePlugin:
         upstreams = [u for p in plugins if isinstance(p["report"], dict)
                      for u in p["report"].get("upstreams", ()) if isinstance(u, dict)]
         listing = await introspect.sessions(host)
+        health = await introspect.health(host)
         return _json({
             "server": {"name": host.config.server.name, "version": mcphost.__version__},
+            "problems": await introspect.problems(host, health["backend"]["healthy"]),
             "plugins": plugins,
             "upstreams": upstreams,
             "sessions": listing.pop("sessions"),
             "sessions_listing": listing,
-            "traffic": introspect.traffic(host),
-            "budgets": introspect.budgets(host),
-            "health": await introspect.health(host),
+            "traffic": introspect.traffic(host, introspect.TRAFFIC_SHOWN),
+            "traffic_tools": len(introspect.used_tools(host)),
+            "budgets": introspect.budgets(host, _number(request.args.get("budgets_offset"), 0), BUDGETS_PAGE),
+            "health": health,
+            "config_changes": introspect.config_changes(host),
             "catalog_digest": self._catalog_digest(),
         }, 200)
 
     async def catalog(self) -> Response:
+        """One page of the catalog: ``offset``, ``limit`` (at most 500), ``q`` (a search), ``kind``."""
+        from quart import request
         denied = await self._read_denied()
         if denied is not None:
             return denied
-        return _json({**introspect.catalog(self.host), "digest": self._catalog_digest()}, 200)
+        args = request.args
+        kind = args.get("kind") or None
+        if kind is not None and kind not in {name for name, _ in introspect.PAGED_KINDS}:
+            return _json({"error": f"Unknown kind: {kind[:40]}"}, 400)
+        page = await introspect.catalog_page(self.host, _number(args.get("offset"), 0),
+                                             _number(args.get("limit"), CATALOG_PAGE), args.get("q", ""), kind)
+        return _json({**page, "digest": self._catalog_digest()}, 200)
+
+    async def budgets(self) -> Response:
+        """One page of the budgets table: ``offset``, ``limit`` (at most 500)."""
+        from quart import request
+        denied = await self._read_denied()
+        if denied is not None:
+            return denied
+        limit = max(1, min(introspect.PAGE_MAX, _number(request.args.get("limit"), BUDGETS_PAGE)))
+        return _json(introspect.budgets(self.host, _number(request.args.get("offset"), 0), limit), 200)
 
     async def end_session(self, session_id: str) -> Response:
         from quart import request
@@ -153,10 +184,10 @@ class ConsolePlugin:
     def _catalog_digest(self) -> str:
         """Changes when the catalog is rebuilt (startup, reload); worked out once per catalog."""
         current = self.host.catalog
-        if self._digest is None or self._digest[0] is not current:
-            names = (sorted(current.tools), sorted(current.resources), sorted(current.templates),
-                     sorted(current.prompts))
-            self._digest = (current, hashlib.sha256(repr((id(current), names)).encode()).hexdigest()[:16])
+        if self._digest is None or self._digest[0] is not current:  # no walk of a catalog that may be huge
+            self._generation += 1
+            seed = repr((id(self), id(current), self._generation, len(current.tools), len(current.prompts)))
+            self._digest = (current, hashlib.sha256(seed.encode()).hexdigest()[:16])
         return self._digest[1]
 
     async def _read_denied(self) -> Response | None:
@@ -166,6 +197,14 @@ class ConsolePlugin:
         except Denied as exc:
             return _denied(exc)
         return None
+
+
+def _number(value: str | None, default: int) -> int:
+    """A query's non-negative integer (``default`` when absent or not one)."""
+    try:
+        return max(0, int(value)) if value is not None else default
+    except ValueError:
+        return default
 
 
 def _asset(name: str) -> str:

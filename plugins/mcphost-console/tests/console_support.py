@@ -3,10 +3,12 @@ Debian's Chromium driven headless by Playwright (``scripts/ensure-tools`` instal
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import shutil
 import sys
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -36,6 +38,18 @@ def check_png(path: Path, min_width: int) -> None:
     data = path.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n", path
     assert int.from_bytes(data[16:20], "big") >= min_width, path
+async def shoot(page: Any, locator: Any, path: Path) -> None:
+    """A screenshot of what ``locator`` shows, taken by its place on the page (the page redraws a
+    section when its data changes, so the element itself may be replaced while it is taken)."""
+    deadline = time.monotonic() + 30
+    box = await locator.bounding_box()
+    while box is None:
+        assert time.monotonic() < deadline, f"{locator} never showed"
+        await asyncio.sleep(0.05)
+        box = await locator.bounding_box()
+    await page.screenshot(path=str(path), clip=box)
+
+
 #: What the failing plugin's import raises: the page must show it.
 BROKEN_REASON = "cannot reach the inventory database at db.internal:5432"
 BROKEN_MODULE = f"""

@@ -15,6 +15,7 @@ from mcphost_console import ConsolePlugin
 
 import mcphost
 from mcphost.app import create_app
+from mcphost.records import Provenance, Tool
 from mcphost.testing import make_host, serve_http
 
 ACCEPT = "application/json, text/event-stream"
@@ -205,7 +206,7 @@ async def test_config_is_shown_with_secrets_redacted() -> None:
 
 async def test_a_large_catalog_stays_out_of_every_poll() -> None:
     """A gateway's thousands of tools: the state the page polls names a few per plugin and only the
-    tools called; the catalog, fetched when it changes, has them all."""
+    tools called; the catalog comes a page at a time, searched on the server."""
     many = [mcphost.tool(name=f"t{i}")(lambda: "x") for i in range(2000)]
 
     class Gateway:
@@ -222,7 +223,54 @@ async def test_a_large_catalog_stays_out_of_every_poll() -> None:
         assert gateway["provides_total"] == {"tools": 2000} and len(gateway["provides"]["tools"]) == 20
         assert list(state["traffic"]) == ["t7"]
         catalog = (await client.get(live.base + "/console/api/catalog")).json()
-        assert len(catalog["tools"]) == 2000 and catalog["digest"] == state["catalog_digest"]
+        assert catalog["total"] == 2000 and catalog["digest"] == state["catalog_digest"]
+        assert [r["name"] for r in catalog["records"]] == [f"t{i}" for i in range(100)]
+        assert catalog["records"][0]["kind"] == "tools" and catalog["records"][0]["plugin"] == "gateway"
+        later = (await client.get(live.base + "/console/api/catalog?offset=1950&limit=500")).json()
+        assert [r["name"] for r in later["records"]] == [f"t{i}" for i in range(1950, 2000)]
+        # t19, t190-t199, t1900-t1999; the second page of 100 has the last 11
+        found = (await client.get(live.base + "/console/api/catalog?q=T19&offset=100")).json()
+        assert found["matched"] == 111 and found["more"] is False and found["query"] == "t19"
+        assert [r["name"] for r in found["records"]] == [f"t{i}" for i in range(1989, 2000)]
+        wrong = await client.get(live.base + "/console/api/catalog?kind=widgets")
+        assert wrong.status_code == 400
+
+
+async def test_no_answer_grows_with_the_catalog_or_the_callers() -> None:
+    """20 000 tools mounted from an upstream, 5 000 callers refused, a hundred tools called: every
+    answer the page asks for stays small (benchmarks/bench_console.py measures 200 000)."""
+    schema = {"type": "object", "properties": {"q": {"type": "string"}}}
+    origin = Provenance(plugin="many", origin="vendor")
+    many = [Tool(name=f"vendor_tool_{i}", fn=lambda q="": q, input_schema=schema, provenance=origin,
+                 description=f"Look up vendor record {i}") for i in range(20_000)]
+
+    class Many:
+        @mcphost.hookimpl
+        def mcphost_tools(self, host: Any) -> list[Any]:
+            return many
+
+    host = make_host(("console", ConsolePlugin()), ("many", Many()))
+    async with serve_http(host) as live, httpx.AsyncClient(timeout=30) as client:
+        for i in range(5000):
+            host.manager.budgets.count_refusal(f"a:10.0.{i // 256}.{i % 256}", "requests")
+        session_id = await _open_session(client, live.url)
+        for i in range(100):
+            assert (await _call(client, live.url, session_id, f"vendor_tool_{i}", {})).status_code == 200
+        answers = {path: await client.get(live.base + path) for path in (
+            "/console/api/state", "/console/api/catalog?limit=500", "/console/api/catalog?offset=19900",
+            "/console/api/catalog?q=vendor&limit=500", "/console/api/budgets?limit=500")}
+        sizes = {path: len(answer.content) for path, answer in answers.items()}
+        assert all(answer.status_code == 200 for answer in answers.values())
+        assert max(sizes.values()) < 1_000_000, sizes
+        state = answers["/console/api/state"].json()
+        assert len(state["traffic"]) == 24 and state["traffic_tools"] == 100
+        assert len(state["budgets"]["callers"]) == 50
+        assert state["budgets"]["callers_total"] > 1000  # the ledger remembers 1000 refused callers
+        searched = answers["/console/api/catalog?q=vendor&limit=500"].json()
+        assert len(searched["records"]) == 500 and searched["matched"] == 10_000 and searched["more"] is True
+        assert searched["records"][0]["origin"] == "vendor"
+        last = answers["/console/api/catalog?offset=19900"].json()
+        assert last["records"][-1]["name"] == "vendor_tool_19999" and last["total"] == 20_000
 
 
 async def test_budgets_show_what_each_caller_holds_and_its_429s() -> None:

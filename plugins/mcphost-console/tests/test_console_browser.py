@@ -7,11 +7,12 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx2
 import mcp_types as types
 import pytest
-from console_support import BROKEN_REASON, Served, broken_distribution, browser, check_png, screenshot_path
+from console_support import BROKEN_REASON, Served, broken_distribution, browser, check_png, screenshot_path, shoot
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from playwright.async_api import expect
@@ -78,7 +79,7 @@ async def test_page_shows_plugins_sessions_and_traffic_and_ends_a_session(served
                     assert not result.is_error
                 calls = page.locator('.tool-traffic[data-tool="echo"] .tool-calls')
                 await expect(calls).to_have_text("3", timeout=3000)
-                assert await page.locator('.tool-traffic[data-tool="echo"] svg.chart rect').count() >= 1
+                await _check_chart(page, page.locator('.tool-traffic[data-tool="echo"]'), served.tmp_path)
                 # The budgets panel draws every budget of the ledger for the caller: held / limit.
                 budgets = page.locator("#budgets-table")
                 for name in ("sessions", "requests", "tasks", "parked calls", "retained bytes", "subscriptions",
@@ -108,3 +109,15 @@ async def test_page_shows_plugins_sessions_and_traffic_and_ends_a_session(served
                 statuses = [e.status for e in recorder.exchanges if e.method == "POST"]
                 assert statuses[-1] == 404, statuses
         assert not errors, errors
+
+
+async def _check_chart(page: Any, card: Any, tmp_path: Path) -> None:
+    """A tool's traffic card: bars for its calls, and the chart's axes with their units (calls per
+    10 s, the p99 latency, time from -5 min to now); its screenshot is in docs/console.md."""
+    assert await card.locator("svg.chart rect").count() >= 1
+    await expect(card.locator("svg.chart")).to_contain_text("calls / 10 s")
+    drawn = await card.locator("svg.chart").text_content() or ""
+    assert all(label in drawn for label in ("p99 latency", "\u22125 min", "now")), drawn
+    shot = screenshot_path(tmp_path, "console-traffic.png")
+    await shoot(page, card, shot)
+    check_png(shot, 300)

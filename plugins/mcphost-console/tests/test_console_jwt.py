@@ -81,5 +81,5 @@ async def test_the_page_works_in_a_browser_that_sends_an_admin_token(
         page = await context.new_page()
         answer = await page.goto(_base(server) + "/console")
         assert answer is not None and answer.status == 200
-        await page.locator('#live[data-state="live"]').wait_for(timeout=5000)
-        await page.locator('.plugin[data-plugin="jwt"] .badge[data-state="active"]').wait_for(timeout=5000)
+        await page.locator('#live[data-state="live"]').wait_for(timeout=15000)
+        await page.locator('.plugin[data-plugin="jwt"] .badge[data-state="active"]').wait_for(timeout=15000)

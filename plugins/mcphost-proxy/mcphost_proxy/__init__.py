@@ -126,7 +126,7 @@ class ProxyPlugin:
 
                 if self._queued is None:
                     self._queued = QueuedBytes(self.settings.config.max_queued_bytes_per_principal)
-                upstream.pool = Pool(server, functools.partial(self._instance, server), self._queued)
+                upstream.pool = Pool(server, functools.partial(self._upstream, server), self._queued)
             if server.per_session:  # its sessions follow resources on their own instances
                 upstream.relay = self._to_streams
         self._report()
@@ -143,9 +143,6 @@ class ProxyPlugin:
         if label is None:  # a shared connection (per_session ones start at once: a client waits for each)
             upstream.starting = self._starting
         return upstream
-
-    def _instance(self, server: ServerSettings, label: str) -> Upstream:
-        return self._upstream(server, label=label)
 
     def _report(self) -> None:
         """Show each upstream's state in ``mcphost plugins`` (PROVIDES: upstreams)."""
@@ -182,6 +179,15 @@ class ProxyPlugin:
             return None
         pooled = [i for u in self.upstreams.values() if u.pool is not None for i in u.pool.instances]
         return {"upstreams": [u.describe() for u in [*self.upstreams.values(), *pooled, *self.bound.values()]]}
+
+    @mcphost.hookimpl
+    def mcphost_problems(self, host: mcphost.Host) -> list[dict[str, str]]:
+        """Each shared upstream that is restarting or failed (see ``upstream.upstream_problem``)."""
+        if not self.upstreams:
+            return []
+        from mcphost_proxy.upstream import upstream_problem  # the mcp client: only once a server is configured
+
+        return [problem for u in self.upstreams.values() if (problem := upstream_problem(u)) is not None]
 
     # -- catalog ------------------------------------------------------------------------------------
 

@@ -728,3 +728,24 @@ def _describe(exc: BaseException) -> str:
         return f"{mcphost.redact_text(exc.error.message)} ({exc.error.code})"
     text = mcphost.redact_text(str(exc)) or type(exc).__name__  # an error may quote the URL or command
     return f"{type(exc).__name__}: {text}"[:300] if text != type(exc).__name__ else text
+
+
+def upstream_problem(upstream: Upstream) -> dict[str, str] | None:
+    """What the console's problems strip says of ``upstream`` (``mcphost_problems``): nothing while
+    it runs, starts for the first time or was stopped; an error while it is restarting (a
+    crash loop when it restarted more than once) or failed for good."""
+    state = upstream.state
+    if state not in (RESTARTING, FAILED):
+        return None
+    name = upstream.label
+    if state == FAILED:
+        title = f"Upstream {name} failed"
+    elif upstream.restarts > 1:
+        title = f"Upstream {name} is crash-looping"
+    else:
+        title = f"Upstream {name} is restarting"
+    detail = f"{upstream.restarts} restart{'s' if upstream.restarts != 1 else ''}"  # its row counts down to the next
+    if upstream.error:
+        detail += f"; last error: {upstream.error}"
+    return {"kind": "upstream", "severity": "error", "title": title, "detail": detail,
+            "link": f"#upstream-{name}"}

@@ -6,7 +6,10 @@ const base = document.body.dataset.base;
 const pollMs = Number(document.body.dataset.poll) || 1000;
 const confirming = new Set();  // sessions whose End button was pressed once
 let catalogDigest = null;
-let catalog = null;
+let catalogOffset = 0;     // the catalog and budgets tables are paged by the server
+let budgetsOffset = 0;
+let budgetsPage = 50;
+const CATALOG_PAGE = 100;
 
 function el(tag, attrs, ...children) {
   const node = document.createElement(tag);
@@ -75,7 +78,20 @@ function renderHealth(state) {
        dl([["node", h.node], ["workers", String(h.workers)], ["sessions here", String(h.sessions)]])),
     el("div", {class: "card"}, el("h3", {}, "Backend ", badge(h.backend.healthy ? "ready" : "unavailable", h.backend.healthy ? "healthy" : "unhealthy")),
        dl([["name", h.backend.name], ["shared", h.backend.shared ? "yes (cluster)" : "no (this process)"]])));
-  byId("config-text").textContent = JSON.stringify(h.config, null, 2);
+}
+
+// -- problems first -------------------------------------------------------------------------------
+
+function renderProblems(problems) {
+  const errors = problems.filter(p => p.severity === "error").length;
+  byId("problems-count").textContent = problems.length
+    ? `${problems.length}${errors ? `, ${errors} ${errors === 1 ? "error" : "errors"}` : ""}` : "";
+  byId("problems-none").hidden = problems.length > 0;
+  byId("problems").dataset.state = errors ? "error" : problems.length ? "warning" : "ok";
+  fill(byId("problems-list"), problems.map(p => el("li", {class: `problem sev-${p.severity}`, "data-kind": p.kind, "data-severity": p.severity},
+    badge(p.severity === "error" ? "failed" : "restarting", p.kind),
+    " ", el("a", {class: "problem-title", href: p.link || "#"}, p.title),
+    p.detail ? el("span", {class: "problem-detail muted"}, ` ${p.detail}`) : null)));
 }
 
 function renderPlugins(plugins) {
@@ -90,7 +106,8 @@ function renderPlugins(plugins) {
     const shown = ([k]) => k !== "upstreams";
     const report = p.report && Object.entries(p.report).filter(shown).length
       ? Object.fromEntries(Object.entries(p.report).filter(shown)) : null;
-    return el("div", {class: `card plugin${p.status === "failed" ? " failed" : ""}`, "data-plugin": p.name},
+    return el("div", {class: `card plugin${p.status === "failed" ? " failed" : ""}`, "data-plugin": p.name,
+                      id: `plugin-${p.name}`},
       el("h3", {}, el("span", {class: "plugin-name"}, p.name),
          unconfigured ? badge("unconfigured", "not configured") : badge(p.status),
          el("small", {class: "muted"}, [p.distribution, p.version].filter(Boolean).join(" ") + (p.builtin ? " (built in)" : ""))),
@@ -111,7 +128,12 @@ function renderPlugins(plugins) {
 
 function renderUpstreams(upstreams) {
   byId("upstreams").hidden = !upstreams.length;
-  fill(byId("upstreams-table").tBodies[0], upstreams.map(u => el("tr", {"data-upstream": u.name},
+  const down = upstreams.filter(u => u.state !== "running").length;
+  byId("upstreams-count").textContent = upstreams.length ? `${upstreams.length}${down ? `, ${down} not running` : ""}` : "";
+  // Those not running first: they are what the operator came for.
+  const ordered = [...upstreams].sort((a, b) => (a.state === "running") - (b.state === "running"));
+  fill(byId("upstreams-table").tBodies[0], ordered.map(u => el("tr", {"data-upstream": u.name, id: `upstream-${u.name}`,
+                                                                   class: u.state === "running" ? null : "down"},
     el("td", {}, el("code", {}, u.name)),
     el("td", {class: "upstream-state"}, badge(u.state),
        u.retry_in !== null && u.retry_in !== undefined ? el("small", {class: "muted"}, ` next try in ${duration(u.retry_in)}`) : null),
@@ -164,42 +186,82 @@ async function endSession(id) {
   poll();
 }
 
+// A bar per 10 s bucket (calls; errors in red) with the p99 latency as a line, over the last
+// 5 minutes: the left axis counts calls per bucket, the right one is milliseconds, the bottom one time.
+function nice(value) {
+  if (value <= 1) return 1;
+  const power = 10 ** Math.floor(Math.log10(value));
+  const step = [1, 2, 5, 10].find(m => m * power >= value);
+  return step * power;
+}
+
+function axisText(x, y, text, anchor, cls) {
+  const node = svgEl("text", {x, y, "text-anchor": anchor, class: cls || "axis"});
+  node.textContent = text;
+  return node;
+}
+
 function chart(buckets) {
-  const width = 300, height = 48, n = buckets.calls.length, gap = 1;
-  const barWidth = width / n;
-  const top = Math.max(1, ...buckets.calls);
-  const svg = svgEl("svg", {class: "chart", viewBox: `0 0 ${width} ${height}`, preserveAspectRatio: "none", role: "img"});
+  const width = 360, height = 130, left = 34, right = 48, top = 20, bottom = 18;
+  const plotW = width - left - right, plotH = height - top - bottom, n = buckets.calls.length;
+  const barWidth = plotW / n;
+  const most = nice(Math.max(1, ...buckets.calls));
+  const p99 = buckets.p99.map((v, i) => [i, v]).filter(([, v]) => v !== null);
+  const slowest = nice(Math.max(0, ...p99.map(([, v]) => v)) * 1000) / 1000;
+  const y = calls => top + plotH - (calls / most) * plotH;
+  const svg = svgEl("svg", {class: "chart", viewBox: `0 0 ${width} ${height}`, role: "img"});
+  // axes and grid
+  svg.append(svgEl("line", {class: "grid", x1: left, y1: top, x2: left + plotW, y2: top}));
+  svg.append(svgEl("line", {class: "grid", x1: left, y1: top + plotH / 2, x2: left + plotW, y2: top + plotH / 2}));
+  svg.append(svgEl("line", {class: "axis-line", x1: left, y1: top, x2: left, y2: top + plotH}));
+  svg.append(svgEl("line", {class: "axis-line", x1: left, y1: top + plotH, x2: left + plotW, y2: top + plotH}));
+  svg.append(axisText(left - 3, top + 4, String(most), "end"), axisText(left - 3, top + plotH / 2 + 4, String(most / 2), "end"),
+             axisText(left - 3, top + plotH + 4, "0", "end"),
+             axisText(2, 10, `calls / ${buckets.seconds} s`, "start", "axis unit"));
+  const span = n * buckets.seconds;
+  svg.append(axisText(left, height - 4, `−${span / 60} min`, "start"),
+             axisText(left + plotW / 2, height - 4, `−${span / 120} min`, "middle"),
+             axisText(left + plotW, height - 4, "now", "end"));
   buckets.calls.forEach((calls, i) => {
     if (!calls) return;
-    const h = Math.max(1, (calls / top) * (height - 4));
-    svg.append(svgEl("rect", {x: i * barWidth, y: height - h, width: barWidth - gap, height: h}));
+    svg.append(svgEl("rect", {x: left + i * barWidth, y: y(calls), width: Math.max(1, barWidth - 1), height: top + plotH - y(calls)}));
     const errors = buckets.errors[i];
-    if (errors) {
-      const eh = Math.max(1, (errors / top) * (height - 4));
-      svg.append(svgEl("rect", {class: "err", x: i * barWidth, y: height - eh, width: barWidth - gap, height: eh}));
-    }
+    if (errors) svg.append(svgEl("rect", {class: "err", x: left + i * barWidth, y: y(errors), width: Math.max(1, barWidth - 1),
+                                          height: top + plotH - y(errors)}));
   });
-  const p99 = buckets.p99.map((v, i) => [i, v]).filter(([, v]) => v !== null);
-  const slowest = Math.max(0, ...p99.map(([, v]) => v));
-  if (p99.length > 1 && slowest > 0) {
-    svg.append(svgEl("polyline", {points: p99.map(([i, v]) => `${i * barWidth + barWidth / 2},${height - 2 - (v / slowest) * (height - 6)}`).join(" ")}));
+  if (p99.length && slowest > 0) {
+    const ly = v => top + plotH - (v / slowest) * plotH;
+    svg.append(svgEl("line", {class: "axis-line p99-axis", x1: left + plotW, y1: top, x2: left + plotW, y2: top + plotH}));
+    svg.append(axisText(left + plotW + 3, top + 4, ms(slowest), "start", "axis p99-label"),
+               axisText(left + plotW + 3, top + plotH + 4, "0", "start", "axis p99-label"),
+               axisText(width - 2, 10, "p99 latency", "end", "axis unit p99-label"));
+    const points = p99.map(([i, v]) => `${left + i * barWidth + barWidth / 2},${ly(v)}`);
+    svg.append(p99.length > 1 ? svgEl("polyline", {points: points.join(" ")})
+                              : svgEl("circle", {class: "p99-dot", cx: points[0].split(",")[0], cy: points[0].split(",")[1], r: 2}));
   }
   const title = svgEl("title", {});
-  title.textContent = `calls per ${buckets.seconds} s (errors in red), p99 line`;
+  title.textContent = `calls per ${buckets.seconds} s over the last ${span / 60} min (errors in red), p99 latency line (right axis, ms)`;
   svg.append(title);
   return svg;
 }
 
-function renderTraffic(traffic) {
-  const used = Object.entries(traffic).filter(([, t]) => t.calls > 0).sort((a, b) => b[1].calls - a[1].calls);
+function renderTraffic(traffic, total) {
+  const refusedOf = t => Object.values(t.refused || {}).reduce((a, b) => a + b, 0);
+  const used = Object.entries(traffic).sort((a, b) => (b[1].calls + refusedOf(b[1])) - (a[1].calls + refusedOf(a[1])));
   byId("traffic-empty").hidden = used.length > 0;
-  fill(byId("traffic-list"), used.map(([name, t]) => el("div", {class: "card tool-traffic", "data-tool": name},
+  byId("traffic-count").textContent = total > used.length
+    ? `per tool, last 5 minutes: the ${used.length} busiest of ${total}` : "per tool, last 5 minutes";
+  fill(byId("traffic-list"), used.map(([name, t]) => el("div", {class: "card tool-traffic", "data-tool": name, id: `tool-${name}`},
     el("h3", {}, el("code", {}, name)),
     el("div", {class: "figures"},
       el("span", {}, el("b", {class: "tool-calls"}, t.calls), " calls"),
       el("span", {}, el("b", {class: "tool-errors"}, t.errors), " errors"),
       el("span", {}, "p50 ", el("b", {}, ms(t.recent.p50))),
       el("span", {}, "p99 ", el("b", {}, ms(t.recent.p99)))),
+    el("div", {class: "figures refused"},
+      el("span", {}, "refused: "),
+      ["invalid arguments", "scope", "budget"].map(reason => el("span", {"data-reason": reason},
+        el("b", {class: "tool-refused"}, (t.refused || {})[reason] || 0), ` ${reason}`))),
     chart(t.buckets),
     el("div", {class: "legend"}, `last ${t.recent.seconds / 60} min: ${t.recent.calls} calls, ${t.recent.errors} errors`))));
 }
@@ -211,12 +273,25 @@ function amount(name, value) {
   return value >= 1048576 ? `${(value / 1048576).toFixed(1)} MB` : value >= 1024 ? `${Math.round(value / 1024)} kB` : `${value} B`;
 }
 
+function pager(id, offset, size, total, go) {
+  const node = byId(id);
+  node.hidden = total <= size && offset === 0;
+  node.querySelector(".page-info").textContent = total ? `${offset + 1}–${Math.min(total, offset + size)} of ${total}` : "";
+  const prev = node.querySelector(".page-prev"), next = node.querySelector(".page-next");
+  prev.disabled = offset <= 0;
+  next.disabled = offset + size >= total;
+  prev.onclick = () => go(Math.max(0, offset - size));
+  next.onclick = () => go(offset + size);
+}
+
 function renderBudgets(budgets) {
   const list = budgets.budgets;
   const table = byId("budgets-table");
   byId("budgets-limits").textContent = budgets.shared
     ? "Per-principal limits hold across the cluster; figures are this process's."
     : "Per-principal limits hold in this process.";
+  pager("budgets-pager", budgets.offset || 0, budgetsPage, budgets.callers_total ?? budgets.callers.length,
+        offset => { budgetsOffset = offset; poll(); });
   fill(table.tHead.rows[0], el("th", {}, "caller"), list.map(b => el("th", {title: `server.${b.setting}`}, b.name)),
        el("th", {}, "refused (429)"));
   fill(table.tBodies[0], budgets.callers.map(c => el("tr", {},
@@ -232,30 +307,50 @@ function renderBudgets(budgets) {
   label(table);
 }
 
-function renderCatalog() {
-  if (!catalog) return;
-  const query = byId("catalog-search").value.trim().toLowerCase();
-  const rows = [];
-  const kinds = {tools: "tool", resources: "resource", resourceTemplates: "template", prompts: "prompt"};
-  let total = 0;
-  for (const [kind, label] of Object.entries(kinds)) {
-    for (const r of catalog[kind] || []) {
-      total += 1;
-      const provider = [r.plugin, r.distribution && `(${r.distribution} ${r.version || ""})`].filter(Boolean).join(" ");
-      const text = `${label} ${r.name} ${r.title || ""} ${provider} ${r.description}`.toLowerCase();
-      if (query && !text.includes(query)) continue;
-      if (rows.length >= 500) continue;
-      rows.push(el("tr", {"data-record": r.name},
-        el("td", {}, label), el("td", {}, el("code", {}, r.name)), el("td", {}, provider),
-        el("td", {class: "muted"}, r.description)));
-    }
-  }
-  byId("catalog-count").textContent = query ? `${rows.length} of ${total} shown` : `${total}`;
-  fill(byId("catalog-table").tBodies[0], rows);
-  const refused = catalog.refused || [];
+const KIND_LABEL = {tools: "tool", resources: "resource", resourceTemplates: "template", prompts: "prompt"};
+
+function provider(r) {
+  // A mounted record credits the upstream it came from (the proxy plugin only carries it).
+  const via = r.origin ? `${r.origin} (upstream via ${r.plugin})` : r.plugin;
+  return [via, r.distribution && `(${r.distribution} ${r.version || ""})`].filter(Boolean).join(" ");
+}
+
+function renderCatalog(page) {
+  const query = page.query;
+  byId("catalog-count").textContent = query
+    ? `${page.matched}${page.more ? "+" : ""} of ${page.total} match “${query}”` : `${page.total}`;
+  fill(byId("catalog-table").tBodies[0], page.records.map(r => el("tr", {"data-record": r.name},
+    el("td", {}, KIND_LABEL[r.kind] || r.kind), el("td", {}, el("code", {}, r.name)),
+    el("td", {class: "provider"}, provider(r)), el("td", {class: "muted"}, r.description))));
+  pager("catalog-pager", page.offset, page.limit, page.matched, offset => { catalogOffset = offset; loadCatalog(); });
+  const refused = page.refused || [];
   byId("refused-empty").hidden = refused.length > 0;
   fill(byId("refused-list"), refused.map(r => el("li", {class: "error"},
-    [r.plugin, r.kind, r.name].filter(Boolean).join(" · ") + (r.reason ? `: ${r.reason}` : ""))));
+    [r.plugin, r.kind, r.name].filter(Boolean).join(" · ") + (r.reason ? `: ${r.reason}` : ""))),
+    page.refused_total > refused.length ? el("li", {class: "muted"}, `… and ${page.refused_total - refused.length} more`) : null);
+}
+
+let catalogAsked = 0;
+async function loadCatalog() {
+  const asked = ++catalogAsked;  // a later search wins over an earlier answer
+  const query = byId("catalog-search").value.trim();
+  const url = `${base}/api/catalog?offset=${catalogOffset}&limit=${CATALOG_PAGE}&q=${encodeURIComponent(query)}`;
+  const answer = await fetch(url, {cache: "no-store", credentials: "same-origin"});
+  if (!answer.ok || asked !== catalogAsked) return false;
+  const page = await answer.json();
+  if (asked !== catalogAsked) return false;
+  renderCatalog(page);
+  return true;
+}
+
+function renderConfig(health, changes) {
+  byId("config-text").textContent = JSON.stringify(health.config, null, 2);
+  byId("config-changed-count").textContent = changes.length ? `${changes.length}` : "";
+  byId("config-defaults-only").hidden = changes.length > 0;
+  const shown = v => v === null || v === undefined ? "–" : typeof v === "string" ? v : JSON.stringify(v);
+  fill(byId("config-changes").tBodies[0], changes.map(c => el("tr", {"data-setting": `${c.section}.${c.key}`},
+    el("td", {}, el("code", {}, `[${c.section}] ${c.key}`)), el("td", {}, el("code", {}, shown(c.value))),
+    el("td", {class: "muted"}, el("code", {}, shown(c.default))))));
 }
 
 // -- polling -------------------------------------------------------------------------------------
@@ -266,31 +361,36 @@ function setLive(state, text) {
   live.textContent = text;
 }
 
+// A section is drawn again only when its data changed: what the operator is reading, hovering or
+// about to click stays where it is.
+const drawn = new Map();
+function changed(name, data, draw) {
+  const text = JSON.stringify(data);
+  if (drawn.get(name) === text) return;
+  draw();
+  drawn.set(name, text);
+}
+
 let polling = false;
 async function poll() {
   if (polling) return;
   polling = true;
   try {
-    const response = await fetch(`${base}/api/state`, {cache: "no-store", credentials: "same-origin"});
+    const response = await fetch(`${base}/api/state?budgets_offset=${budgetsOffset}`, {cache: "no-store", credentials: "same-origin"});
     if (!response.ok) {
       setLive("offline", `error ${response.status}`);
       return;
     }
     const state = await response.json();
-    renderHealth(state);
-    renderPlugins(state.plugins);
-    renderUpstreams(state.upstreams);
-    renderSessions(state.sessions, state.sessions_listing);
-    renderTraffic(state.traffic);
-    renderBudgets(state.budgets);
-    if (state.catalog_digest !== catalogDigest) {
-      const answer = await fetch(`${base}/api/catalog`, {cache: "no-store", credentials: "same-origin"});
-      if (answer.ok) {
-        catalog = await answer.json();
-        catalogDigest = state.catalog_digest;
-        renderCatalog();
-      }
-    }
+    changed("problems", state.problems, () => renderProblems(state.problems || []));
+    changed("upstreams", state.upstreams, () => renderUpstreams(state.upstreams));
+    changed("health", [state.server, {...state.health, config: null}], () => renderHealth(state));
+    changed("plugins", state.plugins, () => renderPlugins(state.plugins));
+    renderSessions(state.sessions, state.sessions_listing);  // ages change every poll
+    changed("traffic", [state.traffic, state.traffic_tools], () => renderTraffic(state.traffic, state.traffic_tools || 0));
+    changed("budgets", state.budgets, () => renderBudgets(state.budgets));
+    changed("config", [state.health.config, state.config_changes], () => renderConfig(state.health, state.config_changes || []));
+    if (state.catalog_digest !== catalogDigest && await loadCatalog()) catalogDigest = state.catalog_digest;
     setLive("live", `live · ${new Date().toLocaleTimeString()}`);
   } catch (error) {
     setLive("offline", "offline");
@@ -299,6 +399,10 @@ async function poll() {
   }
 }
 
-byId("catalog-search").addEventListener("input", renderCatalog);
+let searching = null;
+byId("catalog-search").addEventListener("input", () => {  // the server searches; ask once typing pauses
+  clearTimeout(searching);
+  searching = setTimeout(() => { catalogOffset = 0; loadCatalog(); }, 200);
+});
 poll();
 setInterval(poll, pollMs);
