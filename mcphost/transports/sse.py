@@ -232,6 +232,8 @@ class SessionStreams:
         priming, after = (frame(stream, 1, None, self.retry_ms), 1) if self.shared else (b"", 0)
         storing = False
         closer: tuple[asyncio.Event, list[int | None]] | None = None
+        unread: int | None = None  # replies stored here but not yet counted as retained (bytes)
+        encoded: dict[int, bytes] = {}  # those replies as encoded for the log, by sequence number
         try:
             try:
                 await asyncio.sleep(0)
@@ -248,13 +250,18 @@ class SessionStreams:
                         # leaving meanwhile cannot cut it short; this one only waits for it.
                         await asyncio.shield(self._store_replies(session, state, stream, replies, request_ids))
                     else:  # nothing this backend does waits: stored here, in this task
-                        await self._finish_stream(session, state, stream, replies, request_ids)
+                        # Written next, in this task: counted as retained only if that fails.
+                        unread = await self._finish_stream(session, state, stream, replies, request_ids,
+                                                           retain=False, encoded=encoded)
             except BaseException:
                 if not storing:  # cancelled (the connection broke): the session still stores the replies
                     self._store_replies(session, state, stream, replies, request_ids)
                 await self.manager.close(session, "dropped")
                 raise
-            written = ready and await self.write_stored(session, state, stream, send, extra, after, priming)
+            written = ready and await self.write_stored(session, state, stream, send, extra, after, priming,
+                                                        unread=unread, encoded=encoded)
+            if not written and unread is not None and stream not in state.written:
+                await self._retain(session, state, stream, unread)  # the pump below follows it
         finally:
             if closer is not None and state.closers.get(stream) is closer:
                 del state.closers[stream]
@@ -262,7 +269,7 @@ class SessionStreams:
             await self.pump(session, stream, after, receive, send, extra, priming=priming)
 
     def _store_replies(self, session: Session, state: HttpSessionState, stream: str,
-                       replies: list[asyncio.Future[Any]], request_ids: list[Any]) -> asyncio.Task[None]:
+                       replies: list[asyncio.Future[Any]], request_ids: list[Any]) -> asyncio.Task[int]:
         """Store each reply in the stream as it completes, in a task the session owns."""
         finisher = asyncio.get_running_loop().create_task(
             self._finish_stream(session, state, stream, replies, request_ids))
@@ -438,13 +445,18 @@ class SessionStreams:
         await self.manager.close(session, reason)
 
     async def write_stored(self, session: Session, state: HttpSessionState, stream: str, send: Send,
-                           extra: dict[str, str], after: int, priming: bytes) -> bool:
+                           extra: dict[str, str], after: int, priming: bytes, unread: int | None = None,
+                           encoded: Mapping[int, bytes] | None = None) -> bool:
         """Write a request stream that is already complete in the log as one response.
 
         What :meth:`pump` would write for it (from ``after``, ``priming`` first), byte for byte,
         without its watcher tasks: the events were stored first (so the stream stays resumable
         like any other), and nothing more can come. False, having written nothing, when the
-        stream is not complete after all.
+        stream is not complete after all. ``unread``: the bytes of replies stored but not yet
+        counted as retained (the caller skipped that, this write coming next); they are counted
+        when the write fails, so the stream stays resumable within the retention budgets.
+        ``encoded``: replies already encoded by the caller, by sequence number (a log that keeps
+        no encoded copy would otherwise have them encoded a second time here).
         """
         try:
             result = await self.events.read(session.id, stream, after, 0)
@@ -452,7 +464,9 @@ class SessionStreams:
             return False
         if not result.done or not result.events:
             return False
-        body = priming + b"".join([frame(stream, event.seq, event.message, self.retry_ms, event.data)
+        known = encoded or {}
+        body = priming + b"".join([frame(stream, event.seq, event.message, self.retry_ms,
+                                         event.data if event.data is not None else known.get(event.seq))
                                    for event in result.events])
         # The whole stream is known: it goes out with a Content-Length, so the server frames it
         # as one body (no chunked encoding, one write less); clients read SSE to its end either way.
@@ -473,6 +487,8 @@ class SessionStreams:
             raise
         finally:
             session.last_active = time.time()
+            if reason == "dropped" and unread is not None and stream not in state.written:
+                await self._retain(session, state, stream, unread)
             await self.manager.close(session, reason)
         return True
 
@@ -497,8 +513,14 @@ class SessionStreams:
             await self.events.discard(session_id, oldest)
 
     async def _finish_stream(self, session: Session, state: HttpSessionState, stream: str,
-                             replies: list[asyncio.Future[Any]], request_ids: list[Any]) -> None:
-        """Append each reply as it completes; then mark the stream done. Owned by the session."""
+                             replies: list[asyncio.Future[Any]], request_ids: list[Any], *,
+                             retain: bool = True, encoded: dict[int, bytes] | None = None) -> int:
+        """Append each reply as it completes; then mark the stream done. Owned by the session.
+
+        The stream is then retained for resumption (counted in the retention budgets) unless
+        ``retain`` is False (its writer, about to write it, retains it if that fails). Returns
+        the bytes of its replies; ``encoded`` collects them as encoded, by sequence number.
+        """
         size = 0  # bytes of the replies, counted against the session's retention budget
         try:
             # The usual case is one request: await it directly, without as_completed's machinery.
@@ -517,7 +539,9 @@ class SessionStreams:
                     size += len(data)
                 if not self.shared:
                     if message is not None:
-                        await self.events.append(session.id, stream, message, final=single, data=data)
+                        seq = await self.events.append(session.id, stream, message, final=single, data=data)
+                        if encoded is not None and data is not None:
+                            encoded[seq] = data
                         finished = single
                     continue
                 # What the request changed (initialize, setLevel, subscribe) is saved before its
@@ -531,7 +555,7 @@ class SessionStreams:
             if not finished:  # a batch, or no reply: mark the stream done
                 await (patiently(lambda: self.events.finish(session.id, stream)) if self.shared
                        else self.events.finish(session.id, stream))
-            if stream not in state.written:
+            if retain and stream not in state.written:
                 await self._retain(session, state, stream, size)
         except UnknownEvent:
             pass  # the session ended meanwhile and its streams were dropped
@@ -541,6 +565,7 @@ class SessionStreams:
             for request_id in request_ids:
                 if state.request_streams.get(request_id) == stream:
                     del state.request_streams[request_id]
+        return size
 
     async def _retain(self, session: Session, state: HttpSessionState, stream: str, size: int) -> None:
         """A request stream finished with ``size`` bytes of replies: keep it for resumption within

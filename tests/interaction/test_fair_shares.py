@@ -18,6 +18,7 @@ from typing import Any
 import httpx
 import pytest
 
+from mcphost.testing import app_client
 from tests.support.http_plugins.harness import call, probe_env
 from tests.support.http_support import INIT_PARAMS, HttpServer, modern_call, quota_env, reply
 
@@ -230,18 +231,17 @@ def test_behind_haproxy_the_forwarded_address_tells_anonymous_clients_apart(tmp_
         server.stop()
 
 
-def test_a_forwarded_header_from_an_untrusted_peer_is_ignored(tmp_path: Path) -> None:
+async def test_a_forwarded_header_from_an_untrusted_peer_is_ignored() -> None:
     """A client that is not a trusted proxy cannot pick its own quota with X-Forwarded-For."""
-    server = HttpServer(tmp_path, plugins="demo",
-                        config=ANONYMOUS + "max_sessions_per_principal = 1\nforwarded_allow_ips = [\"10.0.0.0/8\"]\n")
-    try:
-        with httpx.Client(timeout=10) as client:
-            statuses = [client.post(server.url, headers={**server.headers(), "x-forwarded-for": f"192.0.2.{n}"},
-                                    json={"jsonrpc": "2.0", "id": 1, "method": "initialize",
-                                          "params": INIT_PARAMS}).status_code for n in range(2)]
-        assert statuses == [200, 429]
-    finally:
-        server.stop()
+    config = {"server": {"allow_anonymous": True, "max_sessions_per_principal": 1,
+                         "forwarded_allow_ips": ["10.0.0.0/8"], "log_level": "warning"},
+              "plugins": {"allow": ["demo"]}}
+    headers = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
+    async with app_client(config, client=("127.0.0.1", 50000)) as client:  # the peer: not a trusted proxy
+        statuses = [(await client.post("/mcp", headers={**headers, "x-forwarded-for": f"192.0.2.{n}"},
+                                       json={"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                                             "params": INIT_PARAMS})).status_code for n in range(2)]
+    assert statuses == [200, 429]
 
 
 def test_sessions_whose_idle_window_ended_return_their_slots_at_once(tmp_path: Path, greedy: httpx.Client) -> None:

@@ -81,3 +81,36 @@ async def test_a_reply_larger_than_the_retention_budget_is_still_written() -> No
         status, _, body = await request(app, "POST", echo(3, "x" * 200), session_headers(session_id))
         assert status == 200
         assert json.loads(sse_events(body)[-1]["data"])["result"]["content"][0]["text"] == "x" * 200
+
+
+async def test_a_reply_ready_at_once_whose_write_fails_is_retained_and_resumable(app: Any) -> None:
+    # The stream is counted as retained only when writing it fails: then it is unread, held in
+    # the retention budget like any abandoned reply, and a resume replays it.
+    from mcphost.transports.sse import state_of
+
+    session_id = await open_session(app)
+
+    async def broken(scope: Any, receive: Any, send: Any) -> None:
+        async def failing(message: dict[str, Any]) -> None:
+            if message["type"] == "http.response.body":
+                raise OSError("connection reset by peer")
+            await send(message)
+        await app(scope, receive, failing)
+
+    with pytest.raises(OSError):
+        await request(broken, "POST", echo(5, "lost"), session_headers(session_id))
+    session = app.host.manager.sessions[session_id]
+    state = state_of(session)
+    assert state is not None
+    [stream] = list(state.retained)
+    assert state.retained[stream] > 0
+    assert app.host.manager.budgets.held(state.quota, "retained bytes") == state.retained[stream]
+    resume = {"accept": "text/event-stream", "mcp-session-id": session_id, "mcp-protocol-version": "2025-11-25",
+              "last-event-id": f"{stream}.1"}
+    status, _, body = await request(app, "GET", b"", resume)
+    assert status == 200
+    replayed = [json.loads(e["data"]) for e in sse_events(body) if e.get("data")]
+    assert [m["result"]["content"][0]["text"] for m in replayed] == ["lost"]
+    # Written in full now: no longer counted.
+    assert stream not in state.retained
+    assert app.host.manager.budgets.held(state.quota, "retained bytes") == 0

@@ -21,6 +21,7 @@ from typing import Any
 import httpx
 import pytest
 
+from mcphost.testing import app_client
 from tests.support.http_plugins.harness import (
     PROBE_PLUGINS,
     SECRET,
@@ -523,20 +524,19 @@ def test_b4_a_body_slower_than_body_timeout_is_408_and_the_server_keeps_serving(
 
 # -- C1-C4: sessions -----------------------------------------------------------------------------------
 
-def test_c1_session_ids_are_unique_visible_ascii_and_random(tmp_path: Path) -> None:
+async def test_c1_session_ids_are_unique_visible_ascii_and_random() -> None:
     count = 1200
-    # One client address opens them all: lift its per-principal cap too.
-    server = HttpServer(tmp_path, plugins="demo", env={"MCPHOST_MAX_SESSIONS": str(count + 10),
-                                                        "MCPHOST_MAX_SESSIONS_PER_PRINCIPAL": "0"})
-    try:
-        with httpx.Client(timeout=10) as client:
-            ids = []
-            for n in range(count):
-                response = client.post(server.url, headers=server.headers(), json=rpc(n, "initialize", INIT))
-                assert response.status_code == 200
-                ids.append(response.headers["mcp-session-id"])
-    finally:
-        server.stop()
+    # One client address opens them all: lift its per-principal cap too. In process (the ids are
+    # the app's, not the socket's): 1 200 initializes over loopback to a process took most of a minute.
+    config = {"server": {"max_sessions": count + 10, "max_sessions_per_principal": 0, "log_level": "warning"},
+              "plugins": {"allow": ["demo"]}}
+    headers = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
+    async with app_client(config, timeout=30) as client:
+        ids = []
+        for n in range(count):
+            response = await client.post("/mcp", headers=headers, json=rpc(n, "initialize", INIT))
+            assert response.status_code == 200
+            ids.append(response.headers["mcp-session-id"])
     assert len(set(ids)) == count
     assert all(re.fullmatch(r"[\x21-\x7E]+", session_id) for session_id in ids)
     # 256 bits, URL-safe base64 without padding (documented): at least 128 bits of randomness.
