@@ -280,10 +280,18 @@ def stems(text: str) -> list[str]:
 
 def query_terms(query: str) -> dict[str, float]:
     """Stems of ``query`` with their weights: its own words 1, parts of split words less."""
+    return _query_terms(query)[0]
+
+
+def _query_terms(query: str) -> tuple[dict[str, float], dict[str, str]]:
+    """:func:`query_terms`, and the word each stem came from (a typo is looked for in both)."""
+    found = tokens(query)
     terms: dict[str, float] = {}
-    for stem, weight in _stemmed(tokens(query)):
+    surface: dict[str, str] = {}
+    for (word, _), (stem, weight) in zip(found, _stemmed(found), strict=True):
         terms[stem] = max(terms.get(stem, 0.0), weight)
-    return terms
+        surface.setdefault(stem, word)
+    return terms, surface
 
 
 def intent_of_query(query: str) -> int:
@@ -530,13 +538,18 @@ class SearchIndex:
 
     def _lexical(self, state: _State, query: str, limit: int, accept: Callable[[str], bool] | None,
                  mask: np.ndarray[Any, Any] | None) -> list[tuple[str, float]]:
-        terms = query_terms(query)
+        terms, surface = _query_terms(query)
         size = state.size
         if not terms or not size:
             return []
         merged = state.merged
-        for term in [t for t in terms if t not in merged and len(t) >= TYPO_MIN]:
-            for near in self._near(term, merged):
+        for term in [t for t in terms if t not in merged and len(surface[t]) >= TYPO_MIN]:
+            # One edit from the stem or from the word as written: "calender" stems to "calend",
+            # two edits from the stem "calendar", but the word itself is one edit from it.
+            found = set(self._near(term, merged)) if len(term) >= TYPO_MIN else set()
+            if surface[term] != term:
+                found.update(self._near(surface[term], merged))
+            for near in sorted(found):
                 terms[near] = max(terms.get(near, 0.0), terms[term] * TYPO_WEIGHT)
         scores: np.ndarray[Any, Any] | None = None
         covered: np.ndarray[Any, Any] | None = None

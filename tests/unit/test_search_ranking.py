@@ -84,6 +84,16 @@ def test_a_word_one_edit_away_still_finds_the_tool():
     assert names(index.search("raed a fiel", 1)) == ["read_file"]
 
 
+def test_a_typo_is_looked_for_from_the_word_as_written_as_well_as_from_its_stem():
+    # "calender" and "proces" stem to "calend" and "proce", two edits from the stems the tools have
+    # ("calendar", "process"); the words as written are one edit from them.
+    index = index_of([("c", Document("list_events", "", "List the events of a calendar")),
+                      ("c", Document("kill_process", "", "Terminate a running process by its id")),
+                      ("c", Document("list_mail", "", "List the messages of a mailbox"))])
+    assert names(index.search("my calender", 1)) == ["list_events"]
+    assert names(index.search("end the proces 1234", 1)) == ["kill_process"]
+
+
 def test_the_provider_named_in_a_query_decides():
     index = SearchIndex()
     issue = Document("create_issue", "", "Create an issue in a project", (("title", ""), ("body", "")))
