@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import hashlib
 import inspect
 import json
 import sys
@@ -60,6 +61,23 @@ def load_queries() -> list[dict[str, Any]]:
     """The queries, in file order."""
     lines = QUERIES.read_text(encoding="utf-8").splitlines()
     return [json.loads(line) for line in lines if line.strip() and not line.startswith("//")]
+
+
+#: The two halves of the queries (``--half``): ranking changes are studied on ``dev`` and checked on ``test``.
+HALVES = ("dev", "test")
+
+
+def half_of_server(key: str) -> str:
+    """``dev`` or ``test``: the half a server's queries belong to, by the first byte of a BLAKE2b
+    hash of its key (deterministic, independent of the queries, of the ranking and of Python's
+    hash seed)."""
+    return HALVES[hashlib.blake2b(key.encode(), digest_size=8).digest()[0] % 2]
+
+
+def half_of(query: dict[str, Any]) -> str:
+    """The half of a query: that of its gold tools' server (the first in sorted order when its gold
+    tools come from several servers), so that every query about one server lies in one half."""
+    return half_of_server(min(gold.split("/", 1)[0] for gold in query["gold"]))
 
 
 def tool_name(key: str, tool: str) -> str:
@@ -227,12 +245,15 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=27, help="seed of the generated distractors")
     parser.add_argument("--semantic", action="store_true", help="add the mcphost_search_semantic stage")
     parser.add_argument("--tag", choices=TAGS, help="only the queries with this tag")
+    parser.add_argument("--half", choices=HALVES, help="only the queries of this half (split by server; "
+                        "study failures on dev, report both)")
     parser.add_argument("--show-misses", action="store_true", help="list queries whose gold ranked below 5")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
 
     index, servers, providers = build(args.tools, args.seed)
-    queries = [q for q in load_queries() if args.tag is None or args.tag in q["tags"]]
+    queries = [q for q in load_queries() if (args.tag is None or args.tag in q["tags"])
+               and (args.half is None or half_of(q) == args.half)]
     known = {document.name for _, documents in providers for document in documents}
     real = {tool_name(server["key"], tool["name"]): server["key"] for server in servers for tool in server["tools"]}
 
@@ -251,14 +272,15 @@ def main() -> None:
     result = evaluate(rank, queries, known, real)
     real = sum(len(s["tools"]) for s in servers)
     result["set"] = {"servers": len(servers), "real_tools": real, "tools": len(known),
-                     "distractors": len(known) - real, "queries": len(queries), "mode": mode, "seed": args.seed}
+                     "distractors": len(known) - real, "queries": len(queries), "mode": mode, "seed": args.seed,
+                     "half": args.half or "all"}
     if args.json:
         print(json.dumps({k: v for k, v in result.items() if k != "outcomes" or args.show_misses}, indent=2,
                          ensure_ascii=False))
         return
     s = result["set"]
     print(f"{s['queries']} queries over {s['tools']} tools ({s['real_tools']} real, from {s['servers']} servers; "
-          f"{s['distractors']} generated distractors); ranking: {mode}")
+          f"{s['distractors']} generated distractors); ranking: {mode}; half: {s['half']}")
     print(f"{'':16}{'queries':>8}{'R@1':>8}{'R@5':>8}{'R@10':>8}{'MRR':>8}")
     rows = [("all", result["overall"])] + [(tag, figures) for tag, figures in result["tags"].items()]
     for label, f in rows:

@@ -93,6 +93,20 @@ def test_recall_and_mrr_count_the_first_gold_tool_found() -> None:
     assert result["wrong_first"] == {"same server": 0, "other real server": 0, "distractor": 2, "nothing": 0}
 
 
+def test_the_halves_split_by_server_and_never_change(servers: list[dict[str, Any]],
+                                                      queries: list[dict[str, Any]]) -> None:
+    halves = {server["key"]: harness.half_of_server(server["key"]) for server in servers}
+    # The split is a hash of the key (documented in docs/search-evaluation.md): these stay put.
+    assert (halves["github"], halves["gitlab"], halves["slack"]) == ("test", "dev", "test")
+    assert set(halves.values()) == {"dev", "test"}
+    counts = {half: sum(1 for q in queries if harness.half_of(q) == half) for half in harness.HALVES}
+    assert counts == {"dev": 302, "test": 271}
+    for query in queries:  # a query whose gold tools are all of one server goes with it
+        keys = {gold.split("/", 1)[0] for gold in query["gold"]}
+        if len(keys) == 1:
+            assert harness.half_of(query) == halves[next(iter(keys))]
+
+
 def test_a_gold_tool_outside_the_catalog_stops_the_evaluation() -> None:
     with pytest.raises(SystemExit, match="not in the catalog"):
         harness.evaluate(lambda query, limit: [], [{"query": "a", "gold": ["s/gone"], "tags": ["short"]}],

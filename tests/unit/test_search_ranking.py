@@ -10,7 +10,17 @@ import numpy as np
 
 import mcphost
 from mcphost.records import Provenance
-from mcphost.search import Document, Provider, SearchIndex, fold, index_of, intent_of, intent_of_query, words
+from mcphost.search import (
+    Document,
+    Provider,
+    SearchIndex,
+    fold,
+    fuse_scores,
+    index_of,
+    intent_of,
+    intent_of_query,
+    words,
+)
 from mcphost.sessions.session import Connection
 from mcphost.testing import MemoryClient, make_host
 
@@ -84,6 +94,16 @@ def test_a_word_one_edit_away_still_finds_the_tool():
     assert names(index.search("raed a fiel", 1)) == ["read_file"]
 
 
+def test_a_typo_is_looked_for_from_the_word_as_written_as_well_as_from_its_stem():
+    # "calender" and "proces" stem to "calend" and "proce", two edits from the stems the tools have
+    # ("calendar", "process"); the words as written are one edit from them.
+    index = index_of([("c", Document("list_events", "", "List the events of a calendar")),
+                      ("c", Document("kill_process", "", "Terminate a running process by its id")),
+                      ("c", Document("list_mail", "", "List the messages of a mailbox"))])
+    assert names(index.search("my calender", 1)) == ["list_events"]
+    assert names(index.search("end the proces 1234", 1)) == ["kill_process"]
+
+
 def test_the_provider_named_in_a_query_decides():
     index = SearchIndex()
     issue = Document("create_issue", "", "Create an issue in a project", (("title", ""), ("body", "")))
@@ -133,6 +153,18 @@ def test_a_ranker_is_told_of_changes_and_fused():
     assert ranker.seen == {"fs": ["create_directory", "folder_colour", "read_file"]}
     assert names(index.search("make a folder", 2))[0] == "create_directory"
     assert names(index.search("make a folder", 2, accept=lambda n: n != "create_directory")) == ["folder_colour"]
+
+
+def test_fusion_by_scores_keeps_a_clear_lead_and_counts_agreement():
+    lexical = [("exact", 9.0), ("partial", 3.0), ("weak", 1.0)]
+    dense = [("close", 0.62), ("exact", 0.60), ("partial", 0.59), ("far", 0.20)]
+    # "exact" leads the words by far and is nearly the dense ranking's first: it stays first (by
+    # reciprocal rank fusion "close", first by a hair among the vectors, would come near it).
+    fused = fuse_scores(lexical, [dense], 4)
+    assert [name for name, _ in fused][:2] == ["exact", "partial"]
+    assert 0.0 <= fused[-1][1] <= fused[0][1] <= 1.0
+    assert [name for name, _ in fuse_scores(lexical, [], 2)] == ["exact", "partial"]  # no ranker: the words
+    assert fuse_scores([], [[("only", 0.5)]], 1) == [("only", 0.5)]  # nothing lexical: the ranker's (halved)
 
 
 class Broken:

@@ -40,6 +40,8 @@ class SemanticSettings(mcphost.PluginSettings):
     enabled: Annotated[bool, Field(description="rank tools by meaning as well as by words")] = False
     cache: Annotated[str | None, Field(description=(
         "file the tool embeddings are kept in (default: $XDG_CACHE_HOME/mcphost/semantic-minilm.npz)"))] = None
+    threads: Annotated[int | None, Field(ge=1, le=64, description=(
+        "threads that embed a catalog, at a lower priority than the event loop (default: one per CPU)"))] = None
 
 
 def default_cache() -> Path:
@@ -56,12 +58,12 @@ def load_model() -> MiniLM:
     return MiniLM(path)
 
 
-def ranker(cache: Path | None = None, *, background: bool = False) -> SemanticRanker:
+def ranker(cache: Path | None = None, *, background: bool = False, threads: int | None = None) -> SemanticRanker:
     """A ranker for harnesses and benchmarks: by default it embeds in ``update`` itself, so every
     tool is ranked once ``update`` returns (the host's embeds in a background thread)."""
     from .ranker import SemanticRanker
 
-    return SemanticRanker(load_model, cache or default_cache(), background=background)
+    return SemanticRanker(load_model, cache or default_cache(), background=background, threads=threads)
 
 
 class SemanticPlugin:
@@ -88,8 +90,9 @@ class SemanticPlugin:
     def mcphost_search_rankers(self, host: mcphost.Host) -> list[Any]:
         from .ranker import SemanticRanker
 
-        cache = host.settings(SemanticSettings).cache
-        self.ranker = SemanticRanker(load_model, Path(cache) if cache else default_cache())
+        settings = host.settings(SemanticSettings)
+        cache = settings.cache
+        self.ranker = SemanticRanker(load_model, Path(cache) if cache else default_cache(), threads=settings.threads)
         return [self.ranker]
 
     @mcphost.hookimpl

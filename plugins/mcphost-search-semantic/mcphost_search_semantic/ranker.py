@@ -1,9 +1,11 @@
 """The dense ranking: tool texts embedded in a background thread, cached on disk, searched by cosine.
 
 ``update`` (called by the search index on its own thread) only notes each provider's tool texts
-and wakes the embedding thread; that thread embeds the texts it has no vector for (in batches,
-publishing what it has after each), and writes the vectors to a cache file keyed by a hash of
-each text, so a restart, a reload or a provider listing the same tools again embeds nothing.
+and wakes the embedding thread; that thread embeds the texts it has no vector for (ordered by
+their length in tokens, so that a batch carries little padding, in chunks shared by one embedding
+thread per CPU at a lower priority than the event loop; what is embedded is published every few
+seconds), and writes the vectors to a cache file keyed by a hash of each text, so a restart, a
+reload or a provider listing the same tools again embeds nothing.
 ``rank`` embeds the query (one short forward pass; the last queries are remembered) and scores
 it against the published matrix: tools not embedded yet are simply absent from this ranking
 (the lexical one still finds them).
@@ -14,10 +16,12 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import re
 import tempfile
 import threading
+import time
 from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -27,23 +31,52 @@ from mcphost.search import Document
 
 log = logging.getLogger("mcphost.search.semantic")
 
-#: Texts embedded per forward pass (the vectors made so far are published after each).
-BATCH = 32
+#: Texts one embedding thread takes at a time (the model cuts them into batches of like length).
+CHUNK = 256
+#: Seconds between publications of the vectors made so far, while a catalog is being embedded.
+PUBLISH_SECONDS = 2.0
+#: Niceness of the embedding threads (Linux sets it per thread): the event loop's thread goes first.
+NICENESS = 10
 #: Queries whose vectors are remembered.
 QUERY_CACHE = 256
 #: Characters of a tool's description that are embedded (the model reads 64 tokens at most).
 TEXT_CHARS = 400
 
 
+#: Where a name in camelCase or with digits splits into words (``getPullRequests`` -> get Pull Requests).
+_CAMEL = re.compile(r"(?<=[a-z])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])|(?<=[A-Za-z])(?=[0-9])|(?<=[0-9])(?=[A-Za-z])")
+
+
 def text_of(document: Document) -> str:
-    """What is embedded of a tool: its name in words, its title, the start of its description."""
-    name = document.name.replace("_", " ").replace("-", " ").replace(".", " ")
+    """What is embedded of a tool: its name in words, its title, the start of its description.
+
+    The name is split at ``_ - . /`` and at camelCase and letter/digit changes: the model's
+    tokenizer reads ``getPullRequests`` as one unknown word cut into pieces, ``get Pull Requests``
+    as three it knows."""
+    name = _CAMEL.sub(" ", re.sub(r"[_\-./]+", " ", document.name)).strip()
     parts = [name, document.title, document.description[:TEXT_CHARS]]
     return ": ".join(part for part in parts if part)
 
 
 def _key(text: str) -> bytes:
     return hashlib.blake2b(text.encode(), digest_size=16).digest()
+
+
+def default_threads() -> int:
+    """Embedding threads by default: one per CPU this process may run on (they run at a lower
+    priority than the event loop's thread)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def _lower_priority() -> None:
+    """Lower this thread's priority (Linux: niceness is per thread); elsewhere nothing."""
+    try:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), NICENESS)
+    except (AttributeError, OSError):
+        pass
 
 
 class _Published(NamedTuple):
@@ -54,10 +87,14 @@ class _Published(NamedTuple):
 class SemanticRanker:
     """A :class:`mcphost.search.Ranker` over a sentence-embedding model's vectors."""
 
-    def __init__(self, load: Callable[[], Any], cache: Path | None = None, *, background: bool = True) -> None:
+    def __init__(self, load: Callable[[], Any], cache: Path | None = None, *, background: bool = True,
+                 threads: int | None = None) -> None:
         """``load()`` gives the model (called once, off the event loop); ``cache``: the file the
-        vectors are kept in; ``background=False`` embeds in ``update`` itself (harnesses)."""
+        vectors are kept in; ``background=False`` embeds in ``update`` itself (harnesses);
+        ``threads``: how many threads embed a catalog (default: one per CPU)."""
         self._load = load
+        self._threads = threads or default_threads()
+        self._feed_lock = threading.Lock()
         self._background = background
         self._model: Any = None
         self._cache_path = cache
@@ -151,19 +188,47 @@ class SemanticRanker:
     def _embed_missing(self) -> None:
         with self._lock:
             wanted = {name: text for texts in self._texts.values() for name, text in texts.items()}
-        missing = sorted({text for text in wanted.values() if _key(text) not in self._vectors})
+        missing = list({text for text in wanted.values() if _key(text) not in self._vectors})
         self._publish(wanted)
         model = self.model()  # loaded here, off the searches, even when the cache had every vector
         if not missing:
             return
-        for start in range(0, len(missing), BATCH):
-            if self._closed or (self._background and self._wake.is_set()):  # changed: start over
-                break
-            chunk = missing[start:start + BATCH]
-            for text, vector in zip(chunk, model.embed(chunk), strict=True):
-                self._vectors[_key(text)] = vector
-            self._publish(wanted)
+        # Texts of like length go together (a batch is as wide as its longest text), shortest first.
+        lengths = model.lengths(missing) if hasattr(model, "lengths") else [len(text) for text in missing]
+        order = sorted(range(len(missing)), key=lambda i: (lengths[i], missing[i]))
+        chunks = [[missing[i] for i in order[start:start + CHUNK]] for start in range(0, len(order), CHUNK)]
+        workers = max(1, min(self._threads, len(chunks)))
+        if workers == 1:
+            self._embed_chunks(model, iter(chunks), wanted)
+        else:
+            feed = iter(chunks)
+            threads = [threading.Thread(target=self._embed_chunks, args=(model, feed, wanted),
+                                        name=f"mcphost-semantic-{i}", daemon=True) for i in range(workers)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+        self._publish(wanted)
         self._write_cache()
+
+    def _embed_chunks(self, model: Any, feed: Iterator[list[str]], wanted: Mapping[str, str]) -> None:
+        """Embed chunks from ``feed`` (shared by the embedding threads) until it is empty or the
+        catalog changes; publish what is embedded at most every PUBLISH_SECONDS."""
+        if self._background:
+            _lower_priority()
+        published = time.monotonic()
+        while not (self._closed or (self._background and self._wake.is_set())):  # changed: start over
+            with self._feed_lock:
+                chunk = next(feed, None)
+            if chunk is None:
+                return
+            vectors = model.embed(chunk)
+            with self._feed_lock:
+                for text, vector in zip(chunk, vectors, strict=True):
+                    self._vectors[_key(text)] = vector
+            if time.monotonic() - published > PUBLISH_SECONDS:
+                self._publish(wanted)
+                published = time.monotonic()
 
     def _publish(self, wanted: Mapping[str, str]) -> None:
         names, rows = [], []

@@ -63,6 +63,24 @@ def test_the_ranker_embeds_off_the_caller_and_keeps_a_cache(model: Any, tmp_path
     ranker.close()
 
 
+def test_threads_share_a_catalog_in_chunks_ordered_by_length_and_give_each_text_its_own_vector(
+        model: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from mcphost_search_semantic import ranker as ranker_module
+    from mcphost_search_semantic.ranker import text_of
+
+    monkeypatch.setattr(ranker_module, "CHUNK", 2)  # 3 threads over 7 chunks of 2 texts
+    documents = FS + [Document(f"getPullRequests{i}", "", "Pull requests of a repository " * i) for i in range(1, 11)]
+    ranker = SemanticRanker(lambda: model, tmp_path / "v.npz", background=False, threads=3)
+    ranker.update({"mixed": documents})
+    alone = model.embed([text_of(d) for d in documents])
+    published = dict(zip(ranker._published.names, ranker._published.matrix, strict=True))
+    assert set(published) == {d.name for d in documents}
+    for document, vector in zip(documents, alone, strict=True):  # batching by length changes no vector
+        assert np.allclose(published[document.name], vector, atol=1e-4), document.name
+    assert text_of(documents[-1]).startswith("get Pull Requests 10: ")
+    assert model.lengths(["make a folder", "create a new directory for me"]) == [5, 8]
+
+
 class Tools:
     @mcphost.hookimpl
     def mcphost_tools(self, host: Any) -> list[mcphost.Tool]:
