@@ -8,7 +8,8 @@ the catalog or the number of callers. See docs/console.md.
 
 Access (see :mod:`mcphost_console.access`): loopback clients only unless ``allow_remote``; with an
 auth plugin installed, a principal holding ``scope`` (default ``mcphost:admin``); the one action,
-ending a session, is a POST that must carry the console's own header and a same-origin ``Origin``.
+ending a session or approving a held definition, is a POST that must carry the console's own header
+and a same-origin ``Origin``.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 import mcphost
-from mcphost import introspect
+from mcphost import introspect, pins
 from mcphost_console.access import Denied, check_action, check_read
 from mcphost_console.settings import ConsoleSettings
 
@@ -37,6 +38,8 @@ PROVIDES_SHOWN = 20
 #: Rows of the budgets table per page, and records of the catalog per page (at most PAGE_MAX).
 BUDGETS_PAGE = 50
 CATALOG_PAGE = 100
+#: Definitions awaiting approval listed on each poll (with their word diffs); the count says the rest.
+PINS_SHOWN = 50
 #: Files the page loads, with their content types (nothing else is served from the package).
 STATIC = {"console.css": "text/css; charset=utf-8", "console.js": "text/javascript; charset=utf-8"}
 #: Headers on every answer: no caching, no framing (clickjacking), no sniffing, no referrer, and a
@@ -95,6 +98,8 @@ class ConsolePlugin:
         app.add_url_rule(f"{path}/api/budgets", "mcphost_console_budgets", self.budgets, methods=["GET"])
         app.add_url_rule(f"{path}/api/sessions/<session_id>/end", "mcphost_console_end", self.end_session,
                          methods=["POST"])
+        app.add_url_rule(f"{path}/api/pins", "mcphost_console_pins", self.pins, methods=["GET"])
+        app.add_url_rule(f"{path}/api/pins/decide", "mcphost_console_decide", self.decide_pin, methods=["POST"])
 
     # -- views ----------------------------------------------------------------------------------------
 
@@ -145,6 +150,7 @@ class ConsolePlugin:
             "health": health,
             "config_changes": introspect.config_changes(host),
             "catalog_digest": self._catalog_digest(),
+            "pins_version": await _pins_version(self.host),
         }, 200)
 
     async def catalog(self) -> Response:
@@ -181,6 +187,42 @@ class ConsolePlugin:
             return _json({"error": "No such session"}, 404)
         return _json({"ended": session_id}, 200)
 
+    async def pins(self) -> Response:
+        """The definitions awaiting approval (docs/pinning.md), each with its word diff: at most
+        PINS_SHOWN of them, and how many pins there are in all."""
+        denied = await self._read_denied()
+        if denied is not None:
+            return denied
+        listed = await pins.everything(self.host.pin_store())
+        awaiting = [{"upstream": pins.provider_of(scope), "kind": entry.kind, "name": entry.name,
+                     "new": entry.hash is None,
+                     "diff": entry.diff()} for scope, entry in listed if entry.awaiting]
+        return _json({"pins": len(listed), "awaiting": len(awaiting), "shown": awaiting[:PINS_SHOWN]}, 200)
+
+    async def decide_pin(self) -> Response:
+        """Approve or reject one definition awaiting approval: ``{"name", "upstream", "approve"}``, as
+        ``mcphost pins approve|reject NAME --upstream U`` does. The upstream serves it again within
+        ``pins_poll`` (a second)."""
+        from quart import request
+        try:
+            principal = await check_action(self.host, request, self.settings)
+        except Denied as exc:
+            return _denied(exc)
+        try:
+            body = orjson.loads(await request.get_data())
+            name, upstream, approve = body["name"], body["upstream"], body["approve"]
+            if not (isinstance(name, str) and isinstance(upstream, str) and isinstance(approve, bool)):
+                raise TypeError
+        except (orjson.JSONDecodeError, KeyError, TypeError):
+            return _json({"error": 'Send {"name": str, "upstream": str, "approve": bool}'}, 400)
+        changed = await pins.decide(self.host.pin_store(), name, approve=approve, provider=upstream)
+        if not changed:
+            return _json({"error": f"Nothing of upstream {upstream[:80]!r} named {name[:200]!r} awaits approval"},
+                         404)
+        who = principal.subject if principal is not None else "a loopback operator"
+        log.warning("console: %s %s %s of upstream %s", who, "approved" if approve else "rejected", name, upstream)
+        return _json({"decided": [entry.to_json() for _, entry in changed]}, 200)
+
     def _catalog_digest(self) -> str:
         """Changes when the catalog is rebuilt (startup, reload); worked out once per catalog."""
         current = self.host.catalog
@@ -196,6 +238,15 @@ class ConsolePlugin:
             await check_read(self.host, request, self.settings)
         except Denied as exc:
             return _denied(exc)
+        return None
+
+
+async def _pins_version(host: mcphost.Host) -> str | None:
+    """The pin store's version (the page reloads its pins when it changes); None while unreadable."""
+    try:
+        return await host.pin_store().version()
+    except Exception as exc:  # a store that cannot be read must not cost the rest of the page
+        log.debug("the pin store cannot be read: %s", exc)
         return None
 
 

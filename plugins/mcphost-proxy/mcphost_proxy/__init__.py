@@ -182,12 +182,14 @@ class ProxyPlugin:
 
     @mcphost.hookimpl
     def mcphost_problems(self, host: mcphost.Host) -> list[dict[str, str]]:
-        """Each shared upstream that is restarting or failed (see ``upstream.upstream_problem``)."""
+        """Each shared upstream that is restarting or failed (see ``upstream.upstream_problem``), then
+        each definition held until an operator approves it (``Guard.problems``)."""
         if not self.upstreams:
             return []
         from mcphost_proxy.upstream import upstream_problem  # the mcp client: only once a server is configured
 
-        return [problem for u in self.upstreams.values() if (problem := upstream_problem(u)) is not None]
+        down = [problem for u in self.upstreams.values() if (problem := upstream_problem(u)) is not None]
+        return down + self.guard.problems()
 
     # -- catalog ------------------------------------------------------------------------------------
 

@@ -41,9 +41,12 @@ class Held:
     name: str
     reason: str
 
-    def message(self) -> str:
-        what = {"tools": "Tool", "prompts": "Prompt", "resources": "Resource",
+    def what(self) -> str:
+        return {"tools": "Tool", "prompts": "Prompt", "resources": "Resource",
                 "resourceTemplates": "Resource template"}.get(self.kind, "Definition")
+
+    def message(self) -> str:
+        what = self.what()
         if self.reason.startswith(HIDDEN):  # not a pin: approving it means serving it cleaned
             return (f"{what} {self.name!r} of upstream {self.upstream!r} is held: {self.reason}. It awaits approval: "
                     f"an operator serves it cleaned with hidden_text = 'strip' for this upstream")
@@ -184,6 +187,17 @@ class Guard:
                 if not failing:  # once per outage
                     log.warning("the pin store (%s) could not be read: %s", self.store.where, exc)
                 failing = True
+
+    def problems(self, shown: int = 20) -> list[dict[str, str]]:
+        """The console's problems strip: each held definition (the first ``shown``), then how many more."""
+        held = [h for by in self.held.values() for h in by.values()]
+        out = [{"kind": "held", "severity": "warning",
+                "title": f"{h.what()} {h.name} of upstream {h.upstream} awaits approval",
+                "detail": h.reason, "link": f"#pin-{h.upstream}-{h.name}"} for h in held[:shown]]
+        if len(held) > shown:
+            out.append({"kind": "held", "severity": "warning", "title": f"{len(held) - shown} more definitions held",
+                        "detail": "mcphost pins list", "link": "#pins"})
+        return out
 
     async def state(self) -> dict[str, Any]:
         """Every pin, what is held and why, and the hidden text removed: what a console shows

@@ -6,6 +6,7 @@ const base = document.body.dataset.base;
 const pollMs = Number(document.body.dataset.poll) || 1000;
 const confirming = new Set();  // sessions whose End button was pressed once
 let catalogDigest = null;
+let pinsVersion = null;   // the pin store's version when the pins section was last drawn
 let catalogOffset = 0;     // the catalog and budgets tables are paged by the server
 let budgetsOffset = 0;
 let budgetsPage = 50;
@@ -183,6 +184,49 @@ async function endSession(id) {
   const response = await fetch(`${base}/api/sessions/${encodeURIComponent(id)}/end`, {
     method: "POST", credentials: "same-origin", headers: {"x-mcphost-console": "1"}});
   if (!response.ok) setLive("offline", `ending failed: ${response.status}`);
+  poll();
+}
+
+// A word diff as mcphost.pins writes it: [-removed-] and {+added+}, drawn as <del> and <ins>.
+function wordDiff(text) {
+  const parts = [];
+  const marks = /\[-([\s\S]*?)-\]|\{\+([\s\S]*?)\+\}/g;
+  let at = 0;
+  for (const m of text.matchAll(marks)) {
+    if (m.index > at) parts.push(text.slice(at, m.index));
+    parts.push(m[1] !== undefined ? el("del", {}, m[1]) : el("ins", {}, m[2]));
+    at = m.index + m[0].length;
+  }
+  parts.push(text.slice(at));
+  return el("pre", {class: "pin-diff"}, ...parts);
+}
+
+function renderPins(answer) {
+  byId("pins").hidden = answer.awaiting === 0;
+  byId("pins-count").textContent = answer.awaiting > answer.shown.length
+    ? `${answer.shown.length} of ${answer.awaiting}` : `${answer.awaiting}`;
+  fill(byId("pins-list"), answer.shown.map(p => el("li", {class: "pin", id: `pin-${p.upstream}-${p.name}`, "data-name": p.name, "data-upstream": p.upstream},
+    el("b", {}, p.name), " ", el("span", {class: "muted"}, `${p.kind.replace(/s$/, "")} of upstream ${p.upstream}${p.new ? " (new)" : " (changed)"}`), " ",
+    el("button", {type: "button", class: "pin-approve", onclick: () => decidePin(p, true)}, "Approve"), " ",
+    el("button", {type: "button", class: "pin-reject", onclick: () => decidePin(p, false)}, "Reject"),
+    wordDiff(p.diff))));
+}
+
+async function loadPins() {
+  const answer = await fetch(`${base}/api/pins`, {cache: "no-store", credentials: "same-origin"});
+  if (!answer.ok) return false;
+  const data = await answer.json();
+  changed("pins", data, () => renderPins(data));
+  return true;
+}
+
+async function decidePin(pin, approve) {
+  const response = await fetch(`${base}/api/pins/decide`, {
+    method: "POST", credentials: "same-origin",
+    headers: {"x-mcphost-console": "1", "content-type": "application/json"},
+    body: JSON.stringify({name: pin.name, upstream: pin.upstream, approve})});
+  if (!response.ok) setLive("offline", `${approve ? "approving" : "rejecting"} failed: ${response.status}`);
+  pinsVersion = null;  // drawn again on the next poll
   poll();
 }
 
@@ -384,6 +428,7 @@ async function poll() {
     const state = await response.json();
     changed("problems", state.problems, () => renderProblems(state.problems || []));
     changed("upstreams", state.upstreams, () => renderUpstreams(state.upstreams));
+    if (state.pins_version !== pinsVersion && await loadPins()) pinsVersion = state.pins_version;
     changed("health", [state.server, {...state.health, config: null}], () => renderHealth(state));
     changed("plugins", state.plugins, () => renderPlugins(state.plugins));
     renderSessions(state.sessions, state.sessions_listing);  // ages change every poll
