@@ -273,3 +273,25 @@ class Backend:
 
     async def read_keyring(self, name: str) -> list[SharedKey] | None:
         return await self.keyring(name)
+
+    # -- small values (plugins' records: the proxy's upstream credentials, sign-in states) --------
+    # ``put_value(key, value, ttl)`` stores opaque bytes under ``key`` (``ttl`` seconds, None: kept
+    # until deleted), ``get_value`` reads them (None when absent or expired), ``take_value`` reads and
+    # deletes them at once (single use: only one caller across processes gets them), ``delete_value``
+    # removes them (True when they were there), ``value_keys(prefix)`` lists the keys under ``prefix``.
+    # Callers encrypt what must not be readable at rest: the backend stores the bytes as given.
+
+    async def put_value(self, key: str, value: bytes, ttl: float | None = None) -> None:
+        raise NotImplementedError
+
+    async def get_value(self, key: str) -> bytes | None:
+        raise NotImplementedError
+
+    async def take_value(self, key: str) -> bytes | None:
+        raise NotImplementedError
+
+    async def delete_value(self, key: str) -> bool:
+        raise NotImplementedError
+
+    async def value_keys(self, prefix: str) -> list[str]:
+        raise NotImplementedError
