@@ -25,6 +25,7 @@ from mcphost_proxy.settings import ProxyConfig, ProxySettings, ServerSettings, l
 from mcphost_proxy.work import busy, offload
 
 if TYPE_CHECKING:
+    from mcphost_proxy.credentials import Credentials
     from mcphost_proxy.upstream import Upstream, UpstreamUnavailable
 
 log = logging.getLogger("mcphost.proxy")
@@ -98,6 +99,8 @@ class ProxyPlugin:
         self._paused = 0
         #: Turns of the shared stdio upstreams starting at once (max_starting).
         self._starting = asyncio.Semaphore(os.cpu_count() or 2)
+        #: Per-user credentials of the auth mode "oauth" servers (credentials.py; None: there are none).
+        self.credentials: Credentials | None = None
 
     # -- configuration --------------------------------------------------------------------------
 
@@ -124,6 +127,10 @@ class ProxyPlugin:
                 upstream.pool = Pool(server, functools.partial(self._instance, server), self._queued)
             if server.per_session:  # its sessions follow resources on their own instances
                 upstream.relay = self._to_streams
+        if any(server.auth.mode == "oauth" for server in self.settings.servers):
+            from mcphost_proxy.credentials import Credentials
+
+            self.credentials = Credentials(host, self.settings, self._instance)
         self._report()
 
     def _upstream(self, server: ServerSettings, label: str | None = None,
@@ -176,6 +183,9 @@ class ProxyPlugin:
     # -- catalog ------------------------------------------------------------------------------------
 
     def _resolver(self, server: ServerSettings) -> Any:
+        if server.auth.mode == "oauth" and self.credentials is not None:
+            return self.credentials.resolver(server)
+
         def resolve(ctx: mcphost.Context | None) -> Upstream:
             shared = self.upstreams[server.name]
             if not server.per_session or ctx is None or ctx.session.era == "modern":
@@ -239,7 +249,16 @@ class ProxyPlugin:
 
     @mcphost.hookimpl
     def mcphost_tools(self, host: mcphost.Host) -> list[Any]:
-        return self._records(host, "tools")
+        records = self._records(host, "tools")
+        if self.credentials is not None:  # a principal signs out of an oauth upstream (credentials.py)
+            records.append(self.credentials.sign_out_tool())
+        return records
+
+    @mcphost.hookimpl
+    def mcphost_routes(self, app: Any) -> None:
+        """The sign-in start and callback routes, when an upstream is called per user (auth mode oauth)."""
+        if self.credentials is not None:
+            self.credentials.routes(app)
 
     @mcphost.hookimpl
     def mcphost_prompts(self, host: mcphost.Host) -> list[Any]:
@@ -450,7 +469,7 @@ class ProxyPlugin:
                 changes = [change for server, uri in followed
                            if (change := self._count(server, uri, session, False)) is not None]
                 if changes:
-                    task = asyncio.get_running_loop().create_task(self._send(changes), name="proxy:unsubscribe")
+                    task = asyncio.get_running_loop().create_task(_send(changes), name="proxy:unsubscribe")
                     self._releases.add(task)
                     task.add_done_callback(self._releases.discard)
 
@@ -502,14 +521,10 @@ class ProxyPlugin:
             del self._subscribers[(upstream, uri)]
         return (upstream, uri, bool(sessions)) if bool(sessions) != before else None
 
-    @staticmethod
-    async def _send(changes: list[tuple[Upstream, str, bool]]) -> None:
-        await asyncio.gather(*(upstream.subscription(uri, on) for upstream, uri, on in changes))
-
     async def _subscription(self, server: str, uri: str, session: Any, on: bool) -> None:
         change = self._count(server, uri, session, on)
         if change is not None:
-            await self._send([change])
+            await _send([change])
 
     @mcphost.hookimpl
     async def mcphost_terminate(self, session: Any, reason: str) -> None:
@@ -531,8 +546,15 @@ class ProxyPlugin:
                 task.cancel()
         everything = [*self.bound.values(), *self.upstreams.values()]
         self.bound.clear()
+        if self.credentials is not None:
+            await self.credentials.close()
         await asyncio.gather(*(u.stop() for u in everything), *self._yielding, return_exceptions=True)
         self._report()
+
+
+async def _send(changes: list[tuple[Upstream, str, bool]]) -> None:
+    """Subscribe (or unsubscribe) upstream connections to resources, as counted."""
+    await asyncio.gather(*(upstream.subscription(uri, on) for upstream, uri, on in changes))
 
 
 #: Seconds without a call after which a per_session instance counts as abandoned: when its pool is

@@ -8,7 +8,8 @@
 //   mcphost-gateway / mcphost-gateway-secret  authorization code + PKCE, refresh tokens, token exchange;
 //                                             native, so any loopback port of its redirect URI matches
 //                                             (RFC 8252): http://127.0.0.1:ANY/oauth/callback
-//   mcp-client / mcp-client-secret            client credentials (the gateway's own listing token)
+//   mcp-client, mcp-client-2 / ID-secret      client credentials (the gateway's own listing token, and
+//                                             the downstream callers' tokens: two principals)
 // Resource indicators (RFC 8707) are required; access tokens are JWTs (ES256) whose aud is the resource
 // and whose sub is the signed-in user. Prints "ready" once listening.
 import { generateKeyPairSync, randomBytes } from 'node:crypto';
@@ -35,14 +36,14 @@ const provider = new Provider(issuer, {
       response_types: ['code'],
       token_endpoint_auth_method: 'client_secret_basic',
     },
-    {
-      client_id: 'mcp-client',
-      client_secret: 'mcp-client-secret',
+    ...['mcp-client', 'mcp-client-2'].map((id) => ({
+      client_id: id,
+      client_secret: `${id}-secret`,
       grant_types: ['client_credentials'],
       redirect_uris: [],
       response_types: [],
       token_endpoint_auth_method: 'client_secret_basic',
-    },
+    })),
   ],
   clientDefaults: { id_token_signed_response_alg: 'ES256' },
   cookies: { keys: [randomBytes(32).toString('hex')] },

@@ -1,0 +1,187 @@
+"""Per-user upstream credentials, end to end (issue 33): a real OpenID provider (``oidc-provider``, see
+tests/support/oidc.py), an upstream mcphost whose mcphost-jwt accepts only that provider's tokens for
+its own URL, and a gateway mcphost whose mcphost-proxy mounts it with ``auth.mode = "oauth"``. The
+official Python SDK client calls the upstream's tool through the gateway, gets the URL elicitation, a
+real headless Chromium opens the link and signs in at the provider, and the call then goes through as
+that user. The gateway authenticates its own callers with mcphost-jwt too (client-credentials tokens of
+two clients: two principals)."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import mcp_types as types
+import pytest
+from mcp import Client, MCPError
+from mcp.client.streamable_http import streamable_http_client
+
+from mcphost.testing import ServeProcess
+from tests.support.browser import browser
+from tests.support.fixtures.distributions import make_distribution
+from tests.support.oidc import AuthorizationServer, ensure_oidc_provider
+
+MCPHOST = Path(sys.executable).parent / "mcphost"
+CALLERS = {"alice": ("mcp-client", "mcp-client-secret"), "bob": ("mcp-client-2", "mcp-client-2-secret")}
+WHOAMI = '''
+import mcphost
+
+
+@mcphost.tool
+def whoami(ctx: mcphost.Context) -> str:
+    """The subject of the token this call came with."""
+    return ctx.principal.subject if ctx.principal is not None else "anonymous"
+
+
+@mcphost.hookimpl
+def mcphost_tools(host):
+    return [whoami]
+'''
+
+
+def _jwt(issuer: str) -> str:
+    return (f'[plugins.jwt]\nissuer = "{issuer}"\naudience = "{{url}}"\nrequired_scopes = ["mcp:tools"]\n'
+            f'allow_insecure = true\n')
+
+
+class Deployment:
+    """The provider, the protected upstream and the gateway in front of it."""
+
+    def __init__(self, tmp: Path) -> None:
+        self.tmp = tmp
+        self.provider = AuthorizationServer(ensure_oidc_provider(), "authcode.mjs")
+        extra = tmp / "site"
+        make_distribution(extra, "whoami-probe", "1.0", {"whoami": "whoami_probe"}, {"whoami_probe": WHOAMI})
+        self.upstream = ServeProcess(tmp, _jwt(self.provider.issuer), plugins="whoami,jwt", extra_path=extra)
+        listing = self.provider.token(self.upstream.url)  # the gateway's own token: it lists the catalog
+        self.config = (
+            f"{_jwt(self.provider.issuer)}\n[plugins.proxy]\nstartup_wait = 30\n\n"
+            f'[plugins.proxy.servers.up]\nurl = "{self.upstream.url}"\n'
+            f'headers = {{ Authorization = "Bearer {listing}" }}\n\n'
+            f'[plugins.proxy.servers.up.auth]\nmode = "oauth"\nclient_id = "mcphost-gateway"\n'
+            f'client_secret = "mcphost-gateway-secret"\nscopes = ["openid", "offline_access", "mcp:tools"]\n'
+            f"allow_insecure_http = true\n")
+        self.gateway = ServeProcess(tmp, self.config, plugins="proxy,jwt")
+
+    def stop(self) -> None:
+        for process in (self.gateway, self.upstream):
+            process.stop()
+        self.provider.stop()
+
+
+@pytest.fixture(scope="module")
+def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
+    deployed = Deployment(tmp_path_factory.mktemp("upstream-oauth"))
+    yield deployed
+    deployed.stop()
+
+
+async def sign_in(url: str, login: str) -> str:
+    """Open ``url`` in headless Chromium, sign in at the provider's login page as ``login`` and consent;
+    the text of the page the gateway's callback shows."""
+    async with browser() as context:
+        page = await context.new_page()
+        await page.goto(url)
+        await page.fill("input[name=login]", login)
+        await page.fill("input[name=password]", "any")
+        await page.click("button[type=submit]")
+        await page.wait_for_selector("text=Continue", timeout=30_000)
+        await page.click("button[type=submit]")
+        await page.wait_for_url("**/oauth/callback**", timeout=30_000)
+        return str(await page.inner_text("body"))
+
+
+class Caller:
+    """The SDK client of one principal: records the URL elicitations it gets and signs in as ``login``."""
+
+    def __init__(self, deployment: Deployment, who: str, *, login: str | None = None, can_open: bool = True) -> None:
+        self.deployment = deployment
+        self.token = deployment.provider.token(deployment.gateway.url, client=CALLERS[who])
+        self.login = login or who
+        self.asked: list[dict[str, Any]] = []
+        self.pages: list[str] = []
+        self.can_open = can_open
+        self.notes: list[str] = []
+
+    async def elicit(self, context: Any, params: Any) -> types.ElicitResult:
+        self.asked.append(params.model_dump(by_alias=True, exclude_none=True))
+        self.pages.append(await sign_in(params.url, self.login))
+        return types.ElicitResult(action="accept")
+
+    async def on_message(self, message: Any) -> None:
+        method = getattr(getattr(message, "root", message), "method", None)
+        if method:
+            self.notes.append(method)
+
+    async def call(self, name: str, arguments: dict[str, Any] | None = None, mode: str = "legacy") -> Any:
+        http = httpx2.AsyncClient(headers={"authorization": f"Bearer {self.token}"}, timeout=httpx2.Timeout(120))
+        options: dict[str, Any] = {"elicitation_callback": self.elicit} if self.can_open else {}
+        client = Client(streamable_http_client(self.deployment.gateway.url, http_client=http), mode=mode,
+                        read_timeout_seconds=120, message_handler=self.on_message, **options)
+        async with http, client:
+            return await client.call_tool(name, arguments or {})
+
+
+def _text(result: Any) -> str:
+    return str(result.content[0].text)
+
+
+async def test_a_call_asks_the_user_to_sign_in_in_band_and_then_goes_through_as_that_user(deployment):
+    alice = Caller(deployment, "alice")
+    result = await alice.call("up_whoami")
+    assert not result.is_error, result
+    assert _text(result) == "alice"  # the upstream saw the provider's token for alice, not the gateway's
+    assert len(alice.asked) == 1
+    asked = alice.asked[0]
+    assert asked["mode"] == "url" and asked["url"].startswith(deployment.gateway.base + "/oauth/start?state=")
+    assert "up" in asked["message"]
+    assert "You may close this page" in alice.pages[0]
+    assert "notifications/elicitation/complete" in alice.notes
+    # Signed in once: the next call (a new session) asks nothing.
+    again = await alice.call("up_whoami")
+    assert _text(again) == "alice" and len(alice.asked) == 1
+
+
+async def test_two_principals_get_two_upstream_identities(deployment):
+    alice, bob = Caller(deployment, "alice", login="alice"), Caller(deployment, "bob", login="bob")
+    assert _text(await bob.call("up_whoami")) == "bob"
+    assert len(bob.asked) == 1  # bob has his own sign-in, whatever alice did
+    assert _text(await alice.call("up_whoami")) == "alice"
+    assert _text(await bob.call("up_whoami")) == "bob"
+
+
+async def test_a_used_or_unknown_sign_in_link_is_refused(deployment):
+    with httpx2.Client(timeout=30) as http:
+        response = http.get(deployment.gateway.base + "/oauth/callback", params={"state": "nope", "code": "x"})
+        assert response.status_code == 400 and "expired" in response.text
+        response = http.get(deployment.gateway.base + "/oauth/start", params={"state": "nope"})
+        assert response.status_code == 400
+
+
+async def test_a_client_without_url_elicitation_gets_an_error_naming_the_url(deployment):
+    carol = Caller(deployment, "alice", can_open=False)
+    carol.token = deployment.provider.token(deployment.gateway.url, client=CALLERS["alice"])
+    # alice may already be signed in (another test): sign her out first, through the tool.
+    await Caller(deployment, "alice").call("sign_out", {"upstream": "up"})
+    with pytest.raises(BaseException) as raised:
+        await carol.call("up_whoami")
+    error = raised.value
+    while isinstance(error, BaseExceptionGroup):
+        error = error.exceptions[0]
+    assert isinstance(error, MCPError), repr(error)
+    assert error.error.code == -32042  # URL elicitation required (2025-11-25), naming the URL to open
+    assert deployment.gateway.base + "/oauth/start?state=" in error.error.message and "browser" in error.error.message
+    assert error.error.data["elicitations"][0]["url"].startswith(deployment.gateway.base + "/oauth/start?state=")
+
+
+async def test_the_user_signs_out_and_the_next_call_asks_again(deployment):
+    alice = Caller(deployment, "alice")
+    assert _text(await alice.call("up_whoami")) == "alice"
+    asked = len(alice.asked)
+    signed_out = await alice.call("sign_out", {"upstream": "up"})
+    assert _text(signed_out) == "Signed out of up."
+    assert _text(await alice.call("up_whoami")) == "alice"
+    assert len(alice.asked) == asked + 1
