@@ -105,6 +105,7 @@ class Caller:
         self.pages: list[str] = []
         self.can_open = can_open
         self.notes: list[str] = []
+        self.versions: list[str | None] = []
 
     async def elicit(self, context: Any, params: Any) -> types.ElicitResult:
         self.asked.append(params.model_dump(by_alias=True, exclude_none=True))
@@ -122,6 +123,7 @@ class Caller:
         client = Client(streamable_http_client(self.deployment.gateway.url, http_client=http), mode=mode,
                         read_timeout_seconds=120, message_handler=self.on_message, **options)
         async with http, client:
+            self.versions.append(client.protocol_version)
             return await client.call_tool(name, arguments or {})
 
 
@@ -140,6 +142,7 @@ async def test_a_call_asks_the_user_to_sign_in_in_band_and_then_goes_through_as_
     assert "up" in asked["message"]
     assert "You may close this page" in alice.pages[0]
     assert "notifications/elicitation/complete" in alice.notes
+    assert alice.versions == ["2025-11-25"]
     # Signed in once: the next call (a new session) asks nothing.
     again = await alice.call("up_whoami")
     assert _text(again) == "alice" and len(alice.asked) == 1
@@ -185,3 +188,14 @@ async def test_the_user_signs_out_and_the_next_call_asks_again(deployment):
     assert _text(signed_out) == "Signed out of up."
     assert _text(await alice.call("up_whoami")) == "alice"
     assert len(alice.asked) == asked + 1
+
+
+async def test_in_2026_07_28_the_sign_in_comes_as_an_input_required_round(deployment):
+    await Caller(deployment, "bob").call("sign_out", {"upstream": "up"}, mode="auto")
+    bob = Caller(deployment, "bob")
+    result = await bob.call("up_whoami", mode="auto")
+    assert not result.is_error, result
+    assert _text(result) == "bob"
+    assert len(bob.asked) == 1 and bob.asked[0]["mode"] == "url"
+    assert bob.versions == ["2026-07-28"]
+    assert _text(await bob.call("up_whoami", mode="auto")) == "bob" and len(bob.asked) == 1
