@@ -255,6 +255,13 @@ class ProxyPlugin:
         return records
 
     @mcphost.hookimpl
+    def mcphost_register_commands(self, cli: Any) -> None:
+        """``mcphost credentials list | revoke`` (per-user upstream credentials; credentials.py)."""
+        from mcphost_proxy.credentials import register_commands
+
+        register_commands(cli)
+
+    @mcphost.hookimpl
     def mcphost_routes(self, app: Any) -> None:
         """The sign-in start and callback routes, when an upstream is called per user (auth mode oauth)."""
         if self.credentials is not None:
@@ -406,7 +413,7 @@ class ProxyPlugin:
             result = await call_next(request)
             if request.method in ("resources/subscribe", "resources/unsubscribe"):
                 uri = (request.params or {}).get("uri")
-                server = self._server_of(uri) if isinstance(uri, str) else None
+                server = _server_of(self, uri) if isinstance(uri, str) else None
                 if server is not None and isinstance(uri, str):
                     await self._subscription(server, uri, request.session, request.method == "resources/subscribe")
             return result
@@ -425,14 +432,6 @@ class ProxyPlugin:
 
         return [lazy_start, subscriptions]
 
-    def _server_of(self, uri: str) -> str | None:
-        """The upstream serving resource ``uri`` (a static resource or a template), if one does."""
-        found = self.host.catalog.find_resource(uri) if self.host is not None else None
-        provenance = getattr(found[0], "provenance", None) if found is not None else None
-        if provenance is None or provenance.plugin != "proxy" or provenance.origin not in self.upstreams:
-            return None
-        return str(provenance.origin)
-
     async def _listening(self, request: Any, call_next: Any) -> Any:
         """A 2026-07-28 ``subscriptions/listen`` stream follows, while it is open, the resources its
         acknowledgement honours (the kernel leaves out what the caller may not see). The upstream
@@ -450,7 +449,7 @@ class ProxyPlugin:
                 session.outlet = outlet  # the acknowledgement is all this stream's watcher needs to see
                 honoured = ((message.get("params") or {}).get("notifications") or {}).get("resourceSubscriptions")
                 for uri in honoured if isinstance(honoured, list) else ():
-                    server = self._server_of(uri) if isinstance(uri, str) else None
+                    server = _server_of(self, uri) if isinstance(uri, str) else None
                     if server is not None:
                         followed.append((server, uri))
                 if followed:
@@ -550,6 +549,15 @@ class ProxyPlugin:
             await self.credentials.close()
         await asyncio.gather(*(u.stop() for u in everything), *self._yielding, return_exceptions=True)
         self._report()
+
+
+def _server_of(plugin: ProxyPlugin, uri: str) -> str | None:
+    """The upstream serving resource ``uri`` (a static resource or a template), if one does."""
+    found = plugin.host.catalog.find_resource(uri) if plugin.host is not None else None
+    provenance = getattr(found[0], "provenance", None) if found is not None else None
+    if provenance is None or provenance.plugin != "proxy" or provenance.origin not in plugin.upstreams:
+        return None
+    return str(provenance.origin)
 
 
 async def _send(changes: list[tuple[Upstream, str, bool]]) -> None:

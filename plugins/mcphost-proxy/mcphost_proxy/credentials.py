@@ -15,6 +15,8 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+import click
+
 import mcphost
 from mcphost_proxy.oauth import (
     CALLBACK_PATH,
@@ -271,3 +273,84 @@ class Credentials:
         held = list(self.personal.values())
         self.personal.clear()
         await asyncio.gather(*(upstream.stop() for _, upstream in held), return_exceptions=True)
+
+
+# -- the operator's command line: mcphost credentials list | revoke ----------------------------------------
+
+def _subject(principal: str) -> str | None:
+    """The subject of a principal key ``p:(issuer, subject, client id)``, if it is one."""
+    import ast
+
+    if not principal.startswith("p:("):
+        return None
+    try:
+        key = ast.literal_eval(principal[2:])
+    except (ValueError, SyntaxError):
+        return None
+    return str(key[1]) if isinstance(key, tuple) and len(key) >= 2 else None
+
+
+def register_commands(cli: click.Group) -> None:
+    """``mcphost credentials list`` (principal, upstream, expiry; never a token) and ``mcphost credentials
+    revoke PRINCIPAL UPSTREAM`` (PRINCIPAL as listed, or a bare subject that names one principal)."""
+    def broker(options: Any) -> Credentials:
+        from mcphost_proxy.settings import ProxyConfig, load_settings
+
+        host = options.host()
+        path = host.config.path
+        settings = load_settings(host.settings(ProxyConfig), base=None if path is None else path.parent)
+        credentials = Credentials(host, settings, lambda server, label: None)  # type: ignore[arg-type,return-value]
+        if not host.backend.shared:
+            click.echo("note: the backend is this process's own memory: a running host's credentials live in its "
+                       "own process (a shared backend such as [plugins.redis] lets the operator see them)", err=True)
+        return credentials
+
+    async def run(credentials: Credentials, work: Callable[[], Awaitable[Any]]) -> Any:
+        await credentials.host.backend.start()
+        try:
+            return await work()
+        finally:
+            await credentials.host.backend.close()
+
+    @cli.group()
+    def credentials() -> None:
+        """Per-user upstream credentials (mcphost-proxy auth mode "oauth"): who is signed in to what."""
+
+    @credentials.command("list")
+    @click.option("--json", "as_json", is_flag=True, help="print JSON")
+    @click.pass_obj
+    def list_credentials(options: Any, as_json: bool) -> None:
+        """Principal, upstream and expiry of each stored credential (never a token)."""
+        held = broker(options)
+        entries = asyncio.run(run(held, held.vault.entries))
+        if as_json:
+            click.echo(json.dumps(entries, indent=2))
+            return
+        for entry in entries:
+            expiry = entry["expires_at"]
+            when = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(expiry)) if expiry else "-"
+            click.echo(f"{entry['principal']}\t{entry['upstream']}\texpires {when}"
+                       f"{'' if entry['refreshable'] else ' (no refresh token)'}")
+
+    @credentials.command("revoke")
+    @click.argument("principal")
+    @click.argument("upstream")
+    @click.pass_obj
+    def revoke_credentials(options: Any, principal: str, upstream: str) -> None:
+        """Delete (and revoke at the authorization server) PRINCIPAL's tokens for UPSTREAM."""
+        held = broker(options)
+
+        async def work() -> list[str]:
+            entries = [e for e in await held.vault.entries() if e["upstream"] == upstream]
+            exact = [e["principal"] for e in entries if e["principal"] == principal]
+            matched = exact or [e["principal"] for e in entries if _subject(e["principal"]) == principal]
+            if len(matched) == 1:
+                await held.revoke(matched[0], upstream)
+            return matched
+
+        matched = asyncio.run(run(held, work))
+        if not matched:
+            raise click.ClickException(f"no credential of {principal!r} for upstream {upstream!r}")
+        if len(matched) > 1:
+            raise click.ClickException(f"{principal!r} names {len(matched)} principals; give one as listed")
+        click.echo(f"revoked: {matched[0]} -> {upstream}")

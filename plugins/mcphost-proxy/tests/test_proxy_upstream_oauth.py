@@ -8,6 +8,9 @@ two clients: two principals)."""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -48,9 +51,10 @@ def _jwt(issuer: str) -> str:
 
 
 class Deployment:
-    """The provider, the protected upstream and the gateway in front of it."""
+    """The provider, the protected upstream and the gateway node(s) in front of it (on Redis: every node
+    shares one redis-server, ``nodes`` of them)."""
 
-    def __init__(self, tmp: Path) -> None:
+    def __init__(self, tmp: Path, *, redis: Any = None, nodes: int = 1, auth: str = "") -> None:
         self.tmp = tmp
         self.provider = AuthorizationServer(ensure_oidc_provider(), "authcode.mjs")
         extra = tmp / "site"
@@ -63,11 +67,16 @@ class Deployment:
             f'headers = {{ Authorization = "Bearer {listing}" }}\n\n'
             f'[plugins.proxy.servers.up.auth]\nmode = "oauth"\nclient_id = "mcphost-gateway"\n'
             f'client_secret = "mcphost-gateway-secret"\nscopes = ["openid", "offline_access", "mcp:tools"]\n'
-            f"allow_insecure_http = true\n")
-        self.gateway = ServeProcess(tmp, self.config, plugins="proxy,jwt")
+            f"allow_insecure_http = true\n{auth}")
+        self.plugins = "proxy,jwt"
+        if redis is not None:
+            self.config += f'\n[plugins.redis]\nurl = "{redis.url}"\n'
+            self.plugins += ",redis"
+        self.nodes = [ServeProcess(tmp, self.config, plugins=self.plugins) for _ in range(nodes)]
+        self.gateway = self.nodes[0]
 
     def stop(self) -> None:
-        for process in (self.gateway, self.upstream):
+        for process in (*self.nodes, self.upstream):
             process.stop()
         self.provider.stop()
 
@@ -77,6 +86,23 @@ def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]
     deployed = Deployment(tmp_path_factory.mktemp("upstream-oauth"))
     yield deployed
     deployed.stop()
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
+    """Two gateway nodes on one redis-server; tokens are refreshed whenever used (refresh_before is longer
+    than the provider's 300 s access tokens live), so every call after the first refreshes."""
+    from mcphost_redis.testing import RedisServer, redis_server_path
+
+    if redis_server_path() is None:
+        pytest.fail("redis-server is required (scripts/ensure-tools installs it)")
+    tmp = tmp_path_factory.mktemp("upstream-oauth-redis")
+    redis = RedisServer(tmp / "redis")
+    deployed = Deployment(tmp, redis=redis, nodes=2, auth="refresh_before = 3600\n")
+    deployed.redis = redis  # type: ignore[attr-defined]
+    yield deployed
+    deployed.stop()
+    redis.stop()
 
 
 async def sign_in(url: str, login: str) -> str:
@@ -97,9 +123,11 @@ async def sign_in(url: str, login: str) -> str:
 class Caller:
     """The SDK client of one principal: records the URL elicitations it gets and signs in as ``login``."""
 
-    def __init__(self, deployment: Deployment, who: str, *, login: str | None = None, can_open: bool = True) -> None:
+    def __init__(self, deployment: Deployment, who: str, *, login: str | None = None, can_open: bool = True,
+                 node: int = 0) -> None:
         self.deployment = deployment
-        self.token = deployment.provider.token(deployment.gateway.url, client=CALLERS[who])
+        self.url = deployment.nodes[node].url
+        self.token = deployment.provider.token(self.url, client=CALLERS[who])
         self.login = login or who
         self.asked: list[dict[str, Any]] = []
         self.pages: list[str] = []
@@ -120,7 +148,7 @@ class Caller:
     async def call(self, name: str, arguments: dict[str, Any] | None = None, mode: str = "legacy") -> Any:
         http = httpx2.AsyncClient(headers={"authorization": f"Bearer {self.token}"}, timeout=httpx2.Timeout(120))
         options: dict[str, Any] = {"elicitation_callback": self.elicit} if self.can_open else {}
-        client = Client(streamable_http_client(self.deployment.gateway.url, http_client=http), mode=mode,
+        client = Client(streamable_http_client(self.url, http_client=http), mode=mode,
                         read_timeout_seconds=120, message_handler=self.on_message, **options)
         async with http, client:
             self.versions.append(client.protocol_version)
@@ -199,3 +227,56 @@ async def test_in_2026_07_28_the_sign_in_comes_as_an_input_required_round(deploy
     assert len(bob.asked) == 1 and bob.asked[0]["mode"] == "url"
     assert bob.versions == ["2026-07-28"]
     assert _text(await bob.call("up_whoami", mode="auto")) == "bob" and len(bob.asked) == 1
+
+
+def credentials(deployment: Deployment, *args: str) -> subprocess.CompletedProcess[str]:
+    """``mcphost credentials ARGS`` with the gateway's configuration, as an operator runs it."""
+    config = deployment.tmp / "operator.toml"
+    config.write_text(deployment.config.replace("{url}", deployment.gateway.url), encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MCPHOST_")}
+    env.update({"MCPHOST_CONFIG": str(config), "MCPHOST_PLUGINS": deployment.plugins})
+    return subprocess.run([str(MCPHOST), "credentials", *args], capture_output=True, text=True, env=env, timeout=120)
+
+
+def _stored(deployment: Deployment) -> dict[bytes, bytes]:
+    """Every string value in the cluster's Redis, by key."""
+    import redis
+
+    client = redis.Redis.from_url(deployment.redis.url)  # type: ignore[attr-defined]
+    try:
+        return {key: value for key in client.scan_iter(count=1000) if client.type(key) == b"string"
+                and (value := client.get(key)) is not None}
+    finally:
+        client.close()
+
+
+async def test_on_redis_another_node_uses_the_stored_token_sealed_and_refreshed_without_the_user(cluster):
+    alice = Caller(cluster, "alice", node=0)
+    assert _text(await alice.call("up_whoami")) == "alice" and len(alice.asked) == 1
+    listed = json.loads(credentials(cluster, "list", "--json").stdout)
+    [first] = [entry for entry in listed if entry["upstream"] == "up" and "mcp-client'" in entry["principal"]]
+    # The second node: same principal, no question; the token it uses is refreshed (refresh_before > ttl).
+    elsewhere = Caller(cluster, "alice", node=1)
+    assert _text(await elsewhere.call("up_whoami")) == "alice" and elsewhere.asked == []
+    [second] = [entry for entry in json.loads(credentials(cluster, "list", "--json").stdout)
+                if entry["principal"] == first["principal"]]
+    assert second["expires_at"] > first["expires_at"]  # a new access token, got with the refresh token
+    # Sealed at rest: the records are there, and no value holds a JWT (every token here is one) or the user.
+    stored = _stored(cluster)
+    assert [key for key in stored if b"proxy-cred:up:" in key]
+    assert not [key for key, value in stored.items() if b"eyJ" in value or b"alice" in value]
+
+
+async def test_the_operator_lists_and_revokes_and_the_next_call_asks_again(cluster):
+    bob = Caller(cluster, "bob", node=1)
+    assert _text(await bob.call("up_whoami")) == "bob"
+    listed = credentials(cluster, "list")
+    assert listed.returncode == 0, listed.stderr
+    assert "'mcp-client-2'" in listed.stdout and "\tup\t" in listed.stdout and "eyJ" not in listed.stdout
+    revoked = credentials(cluster, "revoke", "mcp-client-2", "up")  # a bare subject names one principal
+    assert revoked.returncode == 0, revoked.stderr
+    assert "'mcp-client-2'" not in credentials(cluster, "list").stdout
+    asked = len(bob.asked)
+    assert _text(await bob.call("up_whoami")) == "bob" and len(bob.asked) == asked + 1
+    missing = credentials(cluster, "revoke", "nobody", "up")
+    assert missing.returncode != 0 and "no credential" in missing.stderr
