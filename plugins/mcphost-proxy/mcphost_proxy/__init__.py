@@ -127,7 +127,7 @@ class ProxyPlugin:
                 upstream.pool = Pool(server, functools.partial(self._instance, server), self._queued)
             if server.per_session:  # its sessions follow resources on their own instances
                 upstream.relay = self._to_streams
-        if any(server.auth.mode == "oauth" for server in self.settings.servers):
+        if any(server.auth.mode != "static" for server in self.settings.servers):
             from mcphost_proxy.credentials import Credentials
 
             self.credentials = Credentials(host, self.settings, self._instance)
@@ -183,7 +183,7 @@ class ProxyPlugin:
     # -- catalog ------------------------------------------------------------------------------------
 
     def _resolver(self, server: ServerSettings) -> Any:
-        if server.auth.mode == "oauth" and self.credentials is not None:
+        if server.auth.mode != "static" and self.credentials is not None:
             return self.credentials.resolver(server)
 
         def resolve(ctx: mcphost.Context | None) -> Upstream:
@@ -250,7 +250,7 @@ class ProxyPlugin:
     @mcphost.hookimpl
     def mcphost_tools(self, host: mcphost.Host) -> list[Any]:
         records = self._records(host, "tools")
-        if self.credentials is not None:  # a principal signs out of an oauth upstream (credentials.py)
+        if self.credentials is not None and self.credentials.servers:  # sign out of an oauth upstream
             records.append(self.credentials.sign_out_tool())
         return records
 

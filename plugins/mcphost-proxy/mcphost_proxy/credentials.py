@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import json
 import logging
 import secrets
@@ -38,6 +39,8 @@ log = logging.getLogger("mcphost.proxy.oauth")
 
 #: -32042: URL elicitation required (2025-11-25), for a client that cannot be asked mid-call.
 URL_ELICITATION_REQUIRED = -32042
+TOKEN_EXCHANGE = "urn:ietf:params:oauth:grant-type:token-exchange"
+ACCESS_TOKEN_TYPE = "urn:ietf:params:oauth:token-type:access_token"
 #: Seconds between two looks at the vault while a call waits for its caller's sign-in (the callback may
 #: land on another process of the cluster; one landing here wakes the call at once).
 POLL_SECONDS = 1.0
@@ -65,7 +68,10 @@ class Credentials:
         self.base = public_base(host, settings)
         self.vault = Vault(host, settings.config.credentials_key)
         self.servers = {s.name: s for s in settings.servers if s.auth.mode == "oauth"}
-        self.clients = {name: Client(s, self.base + CALLBACK_PATH) for name, s in self.servers.items()}
+        #: The token-exchange servers (RFC 8693: the caller's own validated token, exchanged).
+        self.exchanging = {s.name: s for s in settings.servers if s.auth.mode == "token-exchange"}
+        self.clients = {name: Client(s, self.base + CALLBACK_PATH)
+                        for name, s in (*self.servers.items(), *self.exchanging.items())}
         self._make = make
         #: (upstream, principal) -> (the access token it carries, that principal's own connection).
         self.personal: dict[tuple[str, str], tuple[str, Upstream]] = {}
@@ -79,6 +85,8 @@ class Credentials:
             if ctx is None:
                 raise SignInRequired(f"Upstream {server.name!r} is called per user: this request has no caller")
             principal = principal_of(ctx)
+            if server.auth.mode == "token-exchange":
+                return self._connection(server, principal, await self.exchanged(ctx, server, principal))
             token = await self.token(server.name, principal)
             if token is None:
                 await self.sign_in(ctx, server, principal)
@@ -127,6 +135,31 @@ class Credentials:
                     return str(fresh["access_token"])
             await self.vault.delete(principal, upstream)
             return None
+
+    async def exchanged(self, ctx: mcphost.Context, server: ServerSettings, principal: str) -> str:
+        """A token for ``server`` got by exchanging the caller's own validated token (RFC 8693), kept in
+        the vault (bound to a digest of that subject token) until near its expiry."""
+        subject = ctx.principal.token if ctx.principal is not None else None
+        if not subject:
+            raise SignInRequired(f"Upstream {server.name!r} exchanges the caller's token (RFC 8693), and this "
+                                 f"caller's token is not kept: set [plugins.jwt] keep_subject_token = true")
+        digest = hashlib.sha256(subject.encode()).hexdigest()
+        async with self._locks.setdefault((server.name, principal), asyncio.Lock()):
+            record = await self.vault.get(principal, server.name)
+            expires_at = record.get("expires_at") if record is not None else None
+            if (record is not None and record.get("subject") == digest
+                    and (not isinstance(expires_at, int | float)
+                         or expires_at - time.time() > server.auth.refresh_before)):
+                return str(record["access_token"])
+            form = {"grant_type": TOKEN_EXCHANGE, "subject_token": subject, "subject_token_type": ACCESS_TOKEN_TYPE,
+                    "requested_token_type": ACCESS_TOKEN_TYPE}
+            metadata = await self.clients[server.name].discover()
+            if metadata.scopes:
+                form["scope"] = " ".join(metadata.scopes)
+            fresh = await self.clients[server.name].grant(form)
+            fresh["subject"], fresh["refresh_token"] = digest, None
+            await self.vault.put(principal, server.name, fresh)
+            return str(fresh["access_token"])
 
     async def sign_in(self, ctx: mcphost.Context, server: ServerSettings, principal: str) -> None:
         """Ask the caller, in band, to sign in to ``server``; return once the callback has landed."""

@@ -45,9 +45,9 @@ def mcphost_tools(host):
 '''
 
 
-def _jwt(issuer: str) -> str:
+def _jwt(issuer: str, *, keep: bool = False) -> str:
     return (f'[plugins.jwt]\nissuer = "{issuer}"\naudience = "{{url}}"\nrequired_scopes = ["mcp:tools"]\n'
-            f'allow_insecure = true\n')
+            f'allow_insecure = true\nkeep_subject_token = {"true" if keep else "false"}\n')
 
 
 class Deployment:
@@ -62,12 +62,17 @@ class Deployment:
         self.upstream = ServeProcess(tmp, _jwt(self.provider.issuer), plugins="whoami,jwt", extra_path=extra)
         listing = self.provider.token(self.upstream.url)  # the gateway's own token: it lists the catalog
         self.config = (
-            f"{_jwt(self.provider.issuer)}\n[plugins.proxy]\nstartup_wait = 30\n\n"
+            f"{_jwt(self.provider.issuer, keep=True)}\n[plugins.proxy]\nstartup_wait = 30\n\n"
             f'[plugins.proxy.servers.up]\nurl = "{self.upstream.url}"\n'
             f'headers = {{ Authorization = "Bearer {listing}" }}\n\n'
             f'[plugins.proxy.servers.up.auth]\nmode = "oauth"\nclient_id = "mcphost-gateway"\n'
             f'client_secret = "mcphost-gateway-secret"\nscopes = ["openid", "offline_access", "mcp:tools"]\n'
-            f"allow_insecure_http = true\n{auth}")
+            f"allow_insecure_http = true\n{auth}\n"
+            # The same upstream again, called with the caller's own token exchanged (RFC 8693).
+            f'[plugins.proxy.servers.ex]\nurl = "{self.upstream.url}"\n'
+            f'headers = {{ Authorization = "Bearer {listing}" }}\n\n'
+            f'[plugins.proxy.servers.ex.auth]\nmode = "token-exchange"\nclient_id = "mcphost-gateway"\n'
+            f'client_secret = "mcphost-gateway-secret"\nscopes = ["mcp:tools"]\nallow_insecure_http = true\n')
         self.plugins = "proxy,jwt"
         if redis is not None:
             self.config += f'\n[plugins.redis]\nurl = "{redis.url}"\n'
@@ -182,6 +187,16 @@ async def test_two_principals_get_two_upstream_identities(deployment):
     assert len(bob.asked) == 1  # bob has his own sign-in, whatever alice did
     assert _text(await alice.call("up_whoami")) == "alice"
     assert _text(await bob.call("up_whoami")) == "bob"
+
+
+async def test_token_exchange_calls_the_upstream_as_the_caller_without_asking(deployment):
+    alice, bob = Caller(deployment, "alice"), Caller(deployment, "bob")
+    # The callers' own tokens are for the gateway; each is exchanged for one whose audience is the upstream,
+    # with the same subject (the client-credentials clients' ids), and the upstream sees that subject.
+    assert _text(await alice.call("ex_whoami")) == CALLERS["alice"][0]
+    assert _text(await bob.call("ex_whoami")) == CALLERS["bob"][0]
+    assert _text(await alice.call("ex_whoami")) == CALLERS["alice"][0]
+    assert alice.asked == [] and bob.asked == []
 
 
 async def test_a_used_or_unknown_sign_in_link_is_refused(deployment):

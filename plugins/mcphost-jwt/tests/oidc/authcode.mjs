@@ -5,14 +5,16 @@
 //   node authcode.mjs PORT [ACCESS_TOKEN_TTL_SECONDS]
 //
 // Issuer http://127.0.0.1:PORT. Clients:
-//   mcphost-gateway / mcphost-gateway-secret  authorization code + PKCE, refresh tokens, token exchange;
+//   mcphost-gateway / mcphost-gateway-secret  authorization code + PKCE, refresh tokens, token exchange
+//                                             (RFC 8693: a token of this provider for one of a resource);
 //                                             native, so any loopback port of its redirect URI matches
 //                                             (RFC 8252): http://127.0.0.1:ANY/oauth/callback
 //   mcp-client, mcp-client-2 / ID-secret      client credentials (the gateway's own listing token, and
 //                                             the downstream callers' tokens: two principals)
 // Resource indicators (RFC 8707) are required; access tokens are JWTs (ES256) whose aud is the resource
 // and whose sub is the signed-in user. Prints "ready" once listening.
-import { generateKeyPairSync, randomBytes } from 'node:crypto';
+import { createPublicKey, generateKeyPairSync, randomBytes } from 'node:crypto';
+import { jwtVerify } from 'jose';
 import Provider, { errors } from 'oidc-provider';
 
 const port = Number(process.argv[2]);
@@ -22,8 +24,19 @@ if (!Number.isInteger(port) || port <= 0 || !(ttl > 0)) {
   process.exit(2);
 }
 const issuer = `http://127.0.0.1:${port}`;
+const TOKEN_EXCHANGE = 'urn:ietf:params:oauth:grant-type:token-exchange';
 const { privateKey } = generateKeyPairSync('ec', { namedCurve: 'P-256' });
 const signingKey = { ...privateKey.export({ format: 'jwk' }), kid: 'authcode-es256', use: 'sig', alg: 'ES256' };
+
+function resourceServerInfo(resource) {
+  try {
+    new URL(resource);
+  } catch {
+    throw new errors.InvalidTarget();
+  }
+  return { scope: 'mcp:tools', audience: resource, accessTokenTTL: ttl, accessTokenFormat: 'jwt',
+           jwt: { sign: { alg: 'ES256' } } };
+}
 
 const provider = new Provider(issuer, {
   clients: [
@@ -31,7 +44,7 @@ const provider = new Provider(issuer, {
       client_id: 'mcphost-gateway',
       client_secret: 'mcphost-gateway-secret',
       application_type: 'native',
-      grant_types: ['authorization_code', 'refresh_token'],
+      grant_types: ['authorization_code', 'refresh_token', TOKEN_EXCHANGE],
       redirect_uris: ['http://127.0.0.1/oauth/callback'],
       response_types: ['code'],
       token_endpoint_auth_method: 'client_secret_basic',
@@ -59,19 +72,35 @@ const provider = new Provider(issuer, {
       enabled: true,
       defaultResource: () => undefined,
       useGrantedResource: () => true,
-      getResourceServerInfo: (ctx, resource) => {
-        try {
-          new URL(resource);
-        } catch {
-          throw new errors.InvalidTarget();
-        }
-        return { scope: 'mcp:tools', audience: resource, accessTokenTTL: ttl, accessTokenFormat: 'jwt',
-                 jwt: { sign: { alg: 'ES256' } } };
-      },
+      getResourceServerInfo: (ctx, resource) => resourceServerInfo(resource),
     },
   },
   ttl: { ClientCredentials: 300, RefreshToken: 3600 },
 });
+
+// RFC 8693 token exchange: a subject token this provider issued (any audience) for an access token
+// whose audience is the requested resource, with the same subject.
+const publicKey = createPublicKey(privateKey);
+provider.registerGrantType(TOKEN_EXCHANGE, async (ctx, next) => {
+  const { params, client } = ctx.oidc;
+  if (params.subject_token_type !== 'urn:ietf:params:oauth:token-type:access_token' || !params.subject_token) {
+    throw new errors.InvalidRequest('subject_token of type access_token required');
+  }
+  if (!params.resource) throw new errors.InvalidTarget('resource required');
+  let payload;
+  try {
+    ({ payload } = await jwtVerify(params.subject_token, publicKey, { issuer }));
+  } catch (error) {
+    throw new errors.InvalidGrant(`subject_token invalid: ${error.message}`);
+  }
+  const token = new provider.AccessToken({ accountId: payload.sub, client, scope: 'mcp:tools',
+                                           gty: 'token_exchange' });
+  token.resourceServer = new provider.ResourceServer(params.resource, resourceServerInfo(params.resource));
+  const value = await token.save();
+  ctx.body = { access_token: value, issued_token_type: 'urn:ietf:params:oauth:token-type:access_token',
+               token_type: 'Bearer', expires_in: token.expiration, scope: token.scope };
+  await next();
+}, ['subject_token', 'subject_token_type', 'resource', 'scope', 'audience', 'requested_token_type']);
 
 const server = provider.listen(port, '127.0.0.1', () => console.log('ready'));
 const stop = () => server.close(() => process.exit(0));
