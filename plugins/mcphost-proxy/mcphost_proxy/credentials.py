@@ -77,6 +77,8 @@ class Credentials:
         self.personal: dict[tuple[str, str], tuple[str, Upstream]] = {}
         self._landed: dict[tuple[str, str], asyncio.Event] = {}
         self._locks: dict[tuple[str, str], asyncio.Lock] = {}
+        #: Connections stopping (a refreshed token's old one, idle ones).
+        self._stopping: set[asyncio.Task[None]] = set()
 
     # -- calls ------------------------------------------------------------------------------------------
 
@@ -97,19 +99,35 @@ class Credentials:
         return resolve
 
     def _connection(self, server: ServerSettings, principal: str, token: str) -> Upstream:
+        self._reap()
         key = (server.name, principal)
         held = self.personal.get(key)
         if held is not None and held[0] == token:
             held[1].last_used = time.monotonic()
             return held[1]
         if held is not None:  # refreshed: the old connection carries the old token
-            asyncio.get_running_loop().create_task(held[1].stop(), name=f"proxy:stop:{held[1].label}")
+            self._stop(held[1])
         # Only this principal's token: never the downstream caller's own, never another principal's.
         settings = server.model_copy(update={"headers": {**server.headers, "Authorization": f"Bearer {token}"}})
         upstream = self._make(settings, f"{server.name}@{secrets.token_hex(3)}")
         upstream.start()
         self.personal[key] = (token, upstream)
         return upstream
+
+    def _stop(self, upstream: Upstream) -> None:
+        task = asyncio.get_running_loop().create_task(upstream.stop(), name=f"proxy:stop:{upstream.label}")
+        self._stopping.add(task)
+        task.add_done_callback(self._stopping.discard)
+
+    def _reap(self) -> None:
+        """Stop the principals' connections unused for their server's idle_timeout (they start again on
+        the next call, with the stored token)."""
+        now = time.monotonic()
+        for key, (_, upstream) in list(self.personal.items()):
+            if upstream.in_flight == 0 and now - upstream.last_used > upstream.settings.idle_timeout:
+                del self.personal[key]
+                log.info("upstream %s: idle for %.0f s; stopped", upstream.label, now - upstream.last_used)
+                self._stop(upstream)
 
     async def token(self, upstream: str, principal: str) -> str | None:
         """The principal's access token for ``upstream``, refreshed when near expiry (None: sign in)."""
@@ -305,7 +323,7 @@ class Credentials:
     async def close(self) -> None:
         held = list(self.personal.values())
         self.personal.clear()
-        await asyncio.gather(*(upstream.stop() for _, upstream in held), return_exceptions=True)
+        await asyncio.gather(*(upstream.stop() for _, upstream in held), *self._stopping, return_exceptions=True)
 
 
 # -- the operator's command line: mcphost credentials list | revoke ----------------------------------------

@@ -102,7 +102,8 @@ class UpstreamConfig(mcphost.PluginSettings):
     max_instances_per_principal: Annotated[int | None, Field(ge=1, description=(
         "per_session: most instances one principal holds"))] = None
     idle_timeout: Annotated[float, Field(gt=0, description=(
-        "per_session, own_process: seconds an unused instance is kept before it is stopped"))] = 300.0
+        "per_session, own_process, auth mode oauth/token-exchange (each principal's connection): seconds an "
+        "unused instance is kept before it is stopped"))] = 300.0
     # -- per-user upstream credentials (issue 33; docs/upstream-credentials.md) --
     auth: Annotated[AuthConfig, Field(description=(
         "Streamable HTTP: per-user credentials for this upstream (mode = 'oauth' | 'token-exchange' | "
