@@ -231,6 +231,8 @@ class MemoryBackend(Backend):
         self._claim_count = 0
         self._keyrings: dict[str, list[SharedKey]] = {}
         self._holds: dict[str, tuple[str, float]] = {}
+        #: put_value's records: key -> (bytes, expiry on the monotonic clock or None).
+        self._values: dict[str, tuple[bytes, float | None]] = {}
 
     async def claim(self, key: str, ttl: float) -> bool:
         now = time.monotonic()
@@ -256,6 +258,29 @@ class MemoryBackend(Backend):
         held = self._holds.get(key)
         if held is not None and held[0] == owner:
             del self._holds[key]
+
+    async def put_value(self, key: str, value: bytes, ttl: float | None = None) -> None:
+        self._values[key] = (bytes(value), None if ttl is None else time.monotonic() + ttl)
+
+    async def get_value(self, key: str) -> bytes | None:
+        held = self._values.get(key)
+        if held is None:
+            return None
+        if held[1] is not None and held[1] <= time.monotonic():
+            del self._values[key]
+            return None
+        return held[0]
+
+    async def take_value(self, key: str) -> bytes | None:
+        value = await self.get_value(key)
+        self._values.pop(key, None)
+        return value
+
+    async def delete_value(self, key: str) -> bool:
+        return await self.take_value(key) is not None
+
+    async def value_keys(self, prefix: str) -> list[str]:
+        return [key for key in list(self._values) if key.startswith(prefix) and await self.get_value(key) is not None]
 
     async def keyring(self, name: str) -> list[SharedKey]:
         ring = self._keyrings.get(name)

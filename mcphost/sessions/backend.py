@@ -279,3 +279,25 @@ class Backend:
         """Where pinned definitions live on this backend (see :mod:`mcphost.pins`); None (the
         default): the host keeps them in a file under the platform's state directory."""
         return None
+
+    # -- small values (plugins' records: the proxy's upstream credentials, sign-in states) --------
+    # ``put_value(key, value, ttl)`` stores opaque bytes under ``key`` (``ttl`` seconds, None: kept
+    # until deleted), ``get_value`` reads them (None when absent or expired), ``take_value`` reads and
+    # deletes them at once (single use: only one caller across processes gets them), ``delete_value``
+    # removes them (True when they were there), ``value_keys(prefix)`` lists the keys under ``prefix``.
+    # Callers encrypt what must not be readable at rest: the backend stores the bytes as given.
+
+    async def put_value(self, key: str, value: bytes, ttl: float | None = None) -> None:
+        raise NotImplementedError
+
+    async def get_value(self, key: str) -> bytes | None:
+        raise NotImplementedError
+
+    async def take_value(self, key: str) -> bytes | None:
+        raise NotImplementedError
+
+    async def delete_value(self, key: str) -> bool:
+        raise NotImplementedError
+
+    async def value_keys(self, prefix: str) -> list[str]:
+        raise NotImplementedError

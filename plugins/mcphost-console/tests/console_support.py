@@ -4,18 +4,14 @@ Debian's Chromium driven headless by Playwright (``scripts/ensure-tools`` instal
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
-import shutil
 import sys
 import time
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from mcphost.testing import ServeProcess
+from tests.support.browser import browser, chromium  # noqa: F401  (the console tests import them from here)
 from tests.support.fixtures.distributions import make_distribution
 
 MCPHOST = Path(sys.executable).parent / "mcphost"
@@ -38,6 +34,8 @@ def check_png(path: Path, min_width: int) -> None:
     data = path.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n", path
     assert int.from_bytes(data[16:20], "big") >= min_width, path
+
+
 async def shoot(page: Any, locator: Any, path: Path) -> None:
     """A screenshot of what ``locator`` shows, taken by its place on the page (the page redraws a
     section when its data changes, so the element itself may be replaced while it is taken)."""
@@ -57,31 +55,6 @@ import mcphost
 
 raise RuntimeError({BROKEN_REASON!r})
 """
-
-
-def chromium() -> str:
-    """The system Chromium; the test is skipped where it is missing (``scripts/ensure-tools`` installs it)."""
-    for name in ("chromium", "chromium-browser"):
-        found = shutil.which(name)
-        if found:
-            return found
-    pytest.skip("no system chromium (scripts/ensure-tools installs Debian's)")
-
-
-@contextlib.asynccontextmanager
-async def browser(**context: Any) -> AsyncIterator[Any]:
-    """A fresh headless Chromium context (``context``: Playwright's new_context options)."""
-    from playwright.async_api import async_playwright
-
-    executable = chromium()
-    async with async_playwright() as playwright:
-        # --no-sandbox: the tests run as root in CI, where Chromium's sandbox refuses to start.
-        launched = await playwright.chromium.launch(executable_path=executable, headless=True,
-                                                    args=["--no-sandbox", "--disable-gpu"])
-        try:
-            yield await launched.new_context(**context)
-        finally:
-            await launched.close()
 
 
 def broken_distribution(root: Path) -> Path:

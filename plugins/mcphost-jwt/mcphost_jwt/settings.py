@@ -75,6 +75,9 @@ class JwtSettings(mcphost.PluginSettings):
         "Keys read from the JWKS at most; a JWKS with more is logged as an error naming this setting."))] = 100
     jwks_min_refresh_seconds: Annotated[float, Field(ge=0, description=(
         "Least seconds between two JWKS fetches caused by unknown key ids or failures."))] = 10.0
+    keep_subject_token: Annotated[bool, Field(description=(
+        "Keep the caller's validated token on its principal (Principal.token) for plugins that exchange it "
+        "(mcphost-proxy auth mode 'token-exchange', RFC 8693); never forwarded as such. Off by default."))] = False
 
     @model_validator(mode="after")
     def _consistent(self) -> Self:

@@ -10,6 +10,7 @@ and time rules. Refusal descriptions are fixed texts: nothing from the token rea
 from __future__ import annotations
 
 import base64
+import dataclasses
 import hashlib
 import json
 import logging
@@ -121,6 +122,8 @@ class Authenticator:
         missing = self.settings.required_scopes - principal.scopes
         if missing:
             raise insufficient_scope(self.settings.required_scopes)
+        if self.settings.keep_subject_token:  # for a token exchange by a plugin; the host never forwards it
+            principal = dataclasses.replace(principal, token=token)
         return principal
 
     async def verify(self, token: str) -> Principal:

@@ -83,6 +83,17 @@ async def test_a_valid_token_becomes_a_principal_with_subject_issuer_client_scop
     assert idp.requests_to("/jwks") == 1
 
 
+async def test_the_validated_token_is_kept_on_the_principal_only_with_keep_subject_token(start, idp, rsa_key):
+    idp.serve_discovery()
+    idp.serve_jwks(rsa_key)
+    token = rsa_key.sign(claims_for(idp.issuer))
+    plain, _ = await start()
+    assert (await plain.authenticate(bearer(token))).token is None  # off by default
+    keeping, _ = await start(keep_subject_token=True)
+    principal = await keeping.authenticate(bearer(token))
+    assert principal.token == token and token not in repr(principal)  # for a plugin's exchange; never shown
+
+
 @pytest.mark.parametrize("scheme", ["bearer", "BEARER", "BeArEr"])
 async def test_the_scheme_is_case_insensitive(start, idp, rsa_key, scheme):
     idp.serve_jwks(rsa_key)

@@ -26,6 +26,7 @@ from mcphost_proxy.settings import ProxyConfig, ProxySettings, ServerSettings, l
 from mcphost_proxy.work import busy, offload
 
 if TYPE_CHECKING:
+    from mcphost_proxy.credentials import Credentials
     from mcphost_proxy.upstream import Upstream, UpstreamUnavailable
 
 log = logging.getLogger("mcphost.proxy")
@@ -103,6 +104,8 @@ class ProxyPlugin:
         self._paused = 0
         #: Turns of the shared stdio upstreams starting at once (max_starting).
         self._starting = asyncio.Semaphore(os.cpu_count() or 2)
+        #: Per-user credentials of the auth mode "oauth" servers (credentials.py; None: there are none).
+        self.credentials: Credentials | None = None
 
     # -- configuration --------------------------------------------------------------------------
 
@@ -129,6 +132,10 @@ class ProxyPlugin:
                 upstream.pool = Pool(server, functools.partial(self._upstream, server), self._queued)
             if server.per_session:  # its sessions follow resources on their own instances
                 upstream.relay = self._to_streams
+        if any(server.auth.mode != "static" for server in self.settings.servers):
+            from mcphost_proxy.credentials import Credentials
+
+            self.credentials = Credentials(host, self.settings, self._upstream)
         self._report()
 
     def _upstream(self, server: ServerSettings, label: str | None = None,
@@ -194,6 +201,9 @@ class ProxyPlugin:
     # -- catalog ------------------------------------------------------------------------------------
 
     def _resolver(self, server: ServerSettings) -> Any:
+        if server.auth.mode != "static" and self.credentials is not None:
+            return self.credentials.resolver(server)
+
         def resolve(ctx: mcphost.Context | None) -> Upstream:
             shared = self.upstreams[server.name]
             if not server.per_session or ctx is None or ctx.session.era == "modern":
@@ -257,7 +267,23 @@ class ProxyPlugin:
 
     @mcphost.hookimpl
     def mcphost_tools(self, host: mcphost.Host) -> list[Any]:
-        return self._records(host, "tools")
+        records = self._records(host, "tools")
+        if self.credentials is not None and self.credentials.servers:  # sign out of an oauth upstream
+            records.append(self.credentials.sign_out_tool())
+        return records
+
+    @mcphost.hookimpl
+    def mcphost_register_commands(self, cli: Any) -> None:
+        """``mcphost credentials list | revoke`` (per-user upstream credentials; credentials.py)."""
+        from mcphost_proxy.credentials import register_commands
+
+        register_commands(cli)
+
+    @mcphost.hookimpl
+    def mcphost_routes(self, app: Any) -> None:
+        """The sign-in start and callback routes, when an upstream is called per user (auth mode oauth)."""
+        if self.credentials is not None:
+            self.credentials.routes(app)
 
     @mcphost.hookimpl
     def mcphost_prompts(self, host: mcphost.Host) -> list[Any]:
@@ -406,7 +432,7 @@ class ProxyPlugin:
             result = await call_next(request)
             if request.method in ("resources/subscribe", "resources/unsubscribe"):
                 uri = (request.params or {}).get("uri")
-                server = self._server_of(uri) if isinstance(uri, str) else None
+                server = _server_of(self, uri) if isinstance(uri, str) else None
                 if server is not None and isinstance(uri, str):
                     await self._subscription(server, uri, request.session, request.method == "resources/subscribe")
             return result
@@ -427,14 +453,6 @@ class ProxyPlugin:
 
         return [*guarded, lazy_start, subscriptions]
 
-    def _server_of(self, uri: str) -> str | None:
-        """The upstream serving resource ``uri`` (a static resource or a template), if one does."""
-        found = self.host.catalog.find_resource(uri) if self.host is not None else None
-        provenance = getattr(found[0], "provenance", None) if found is not None else None
-        if provenance is None or provenance.plugin != "proxy" or provenance.origin not in self.upstreams:
-            return None
-        return str(provenance.origin)
-
     async def _listening(self, request: Any, call_next: Any) -> Any:
         """A 2026-07-28 ``subscriptions/listen`` stream follows, while it is open, the resources its
         acknowledgement honours (the kernel leaves out what the caller may not see). The upstream
@@ -452,7 +470,7 @@ class ProxyPlugin:
                 session.outlet = outlet  # the acknowledgement is all this stream's watcher needs to see
                 honoured = ((message.get("params") or {}).get("notifications") or {}).get("resourceSubscriptions")
                 for uri in honoured if isinstance(honoured, list) else ():
-                    server = self._server_of(uri) if isinstance(uri, str) else None
+                    server = _server_of(self, uri) if isinstance(uri, str) else None
                     if server is not None:
                         followed.append((server, uri))
                 if followed:
@@ -471,7 +489,7 @@ class ProxyPlugin:
                 changes = [change for server, uri in followed
                            if (change := self._count(server, uri, session, False)) is not None]
                 if changes:
-                    task = asyncio.get_running_loop().create_task(self._send(changes), name="proxy:unsubscribe")
+                    task = asyncio.get_running_loop().create_task(_send(changes), name="proxy:unsubscribe")
                     self._releases.add(task)
                     task.add_done_callback(self._releases.discard)
 
@@ -523,14 +541,10 @@ class ProxyPlugin:
             del self._subscribers[(upstream, uri)]
         return (upstream, uri, bool(sessions)) if bool(sessions) != before else None
 
-    @staticmethod
-    async def _send(changes: list[tuple[Upstream, str, bool]]) -> None:
-        await asyncio.gather(*(upstream.subscription(uri, on) for upstream, uri, on in changes))
-
     async def _subscription(self, server: str, uri: str, session: Any, on: bool) -> None:
         change = self._count(server, uri, session, on)
         if change is not None:
-            await self._send([change])
+            await _send([change])
 
     @mcphost.hookimpl
     async def mcphost_terminate(self, session: Any, reason: str) -> None:
@@ -553,6 +567,8 @@ class ProxyPlugin:
                 task.cancel()
         everything = [*self.bound.values(), *self.upstreams.values()]
         self.bound.clear()
+        if self.credentials is not None:
+            await self.credentials.close()
         await asyncio.gather(*(u.stop() for u in everything), *self._yielding, return_exceptions=True)
         self._report()
 
@@ -593,6 +609,20 @@ def _held_middleware(guard: Guard) -> mcphost.Middleware:
         return await call_next(request)
 
     return held
+
+
+def _server_of(plugin: ProxyPlugin, uri: str) -> str | None:
+    """The upstream serving resource ``uri`` (a static resource or a template), if one does."""
+    found = plugin.host.catalog.find_resource(uri) if plugin.host is not None else None
+    provenance = getattr(found[0], "provenance", None) if found is not None else None
+    if provenance is None or provenance.plugin != "proxy" or provenance.origin not in plugin.upstreams:
+        return None
+    return str(provenance.origin)
+
+
+async def _send(changes: list[tuple[Upstream, str, bool]]) -> None:
+    """Subscribe (or unsubscribe) upstream connections to resources, as counted."""
+    await asyncio.gather(*(upstream.subscription(uri, on) for upstream, uri, on in changes))
 
 
 #: Seconds without a call after which a per_session instance counts as abandoned: when its pool is

@@ -13,9 +13,10 @@ once per listing change, so an upstream with thousands of tools never holds the 
 
 from __future__ import annotations
 
+import inspect
 import logging
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,8 +39,14 @@ log = logging.getLogger("mcphost.proxy")
 CTX = "__mcphost_proxy_ctx"
 TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
 
-#: Picks the upstream connection serving a call (per_session servers have one per client session).
-Resolver = Callable[[mcphost.Context | None], Upstream]
+#: Picks the upstream connection serving a call (per_session servers have one per client session; an
+#: oauth server one per principal, found asynchronously: the caller may first be asked to sign in).
+Resolver = Callable[[mcphost.Context | None], Upstream | Awaitable[Upstream]]
+
+
+async def resolved(resolve: Resolver, ctx: mcphost.Context | None) -> Upstream:
+    target = resolve(ctx)
+    return await target if inspect.isawaitable(target) else target
 
 
 #: Control characters (C0, DEL, C1): never in a name, URI or title an upstream hands over.
@@ -58,7 +65,8 @@ def origin_of(upstream: Upstream) -> Provenance:
 def _first_wait(settings: Any) -> float | None:
     """How long a call waits for an upstream that has not connected yet: connections started on
     demand (lazy, per session) are waited for; a restarting one answers an error at once."""
-    return settings.timeout if settings.start == "lazy" or settings.per_session else None
+    return settings.timeout if settings.start == "lazy" or settings.per_session or settings.auth.mode != "static" \
+        else None
 
 
 def _dump(model: Any) -> dict[str, Any]:
@@ -138,7 +146,7 @@ def _tool_record(upstream: Upstream, resolve: Resolver, item: Mapping[str, Any],
 
     async def forward(**arguments: Any) -> mcphost.ToolResult:
         ctx: mcphost.Context = arguments.pop(CTX)
-        target = resolve(ctx)
+        target = await resolved(resolve, ctx)
 
         async def progress(value: float, total: float | None, message: str | None) -> None:
             await ctx.progress(value, total, message)
@@ -178,7 +186,8 @@ def _completions(upstream: Upstream, resolve: Resolver, ref: dict[str, Any], nam
                 return await session.complete(reference, {"name": argument, "value": value},
                                               context_arguments=dict(context) or None)
 
-            result = _dump(await resolve(None).request(None, call, wait=_first_wait(upstream.settings)))
+            target = await resolved(resolve, None)
+            result = _dump(await target.request(None, call, wait=_first_wait(upstream.settings)))
             completion = result.get("completion") or {}
             return mcphost.Completion(values=list(completion.get("values") or []), total=completion.get("total"),
                                       has_more=completion.get("hasMore"))
@@ -205,7 +214,7 @@ def _prompt_record(upstream: Upstream, resolve: Resolver, item: Mapping[str, Any
     async def forward(**kwargs: Any) -> dict[str, Any]:
         ctx: mcphost.Context = kwargs.pop(CTX)
 
-        target = resolve(ctx)
+        target = await resolved(resolve, ctx)
 
         async def call(session: Any) -> Any:
             modern = session.discover_result is not None
@@ -226,7 +235,7 @@ def _prompt_record(upstream: Upstream, resolve: Resolver, item: Mapping[str, Any
 
 
 async def _read(upstream: Upstream, resolve: Resolver, ctx: mcphost.Context, uri: str) -> list[dict[str, Any]]:
-    target = resolve(ctx)
+    target = await resolved(resolve, ctx)
 
     async def call(session: Any) -> Any:
         modern = session.discover_result is not None

@@ -29,6 +29,31 @@ _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 ServerName = Annotated[str, Field(pattern=_NAME.pattern)]
 
 
+class AuthConfig(mcphost.PluginSettings):
+    """``[plugins.proxy.servers.NAME.auth]``: how calls to an HTTP upstream are authorized (see
+    docs/upstream-credentials.md)."""
+
+    mode: Annotated[Literal["oauth", "token-exchange", "static"], Field(description=(
+        "'static' (default): the configured headers for everyone; 'oauth': each principal signs in to the "
+        "upstream once (authorization code + PKCE, asked in band by URL elicitation) and its calls carry that "
+        "principal's own token; 'token-exchange': the caller's validated token exchanged (RFC 8693) for one "
+        "whose audience is the upstream"))] = "static"
+    client_id: Annotated[str | None, Field(min_length=1, description=(
+        "this host's client id at the upstream's authorization server"))] = None
+    client_secret: Annotated[mcphost.EnvStr | None, Field(min_length=1, description=(
+        "its client secret (\"${VAR}\" reads it from the environment); none: a public client"))] = None
+    client_metadata_url: Annotated[str | None, Field(pattern="^https?://", description=(
+        "a client ID metadata document URL used as the client id (the 2025-11-25 way)"))] = None
+    scopes: Annotated[tuple[str, ...], Field(strict=False, description=(
+        "scopes asked for (default: those the upstream's protected resource metadata lists)"))] = ()
+    allow_insecure_http: Annotated[bool, Field(description=(
+        "development only: allow plain-http authorization servers and upstreams (loopback providers)"))] = False
+    sign_in_timeout: Annotated[float, Field(gt=0, le=3600, description=(
+        "seconds a call waits for the user to finish signing in (the sign-in link expires then too)"))] = 300.0
+    refresh_before: Annotated[float, Field(ge=0, description=(
+        "seconds before its expiry an access token is refreshed"))] = 60.0
+
+
 class UpstreamConfig(mcphost.PluginSettings):
     """One ``[plugins.proxy.servers.NAME]`` table (or one entry of an mcpServers file)."""
 
@@ -77,7 +102,12 @@ class UpstreamConfig(mcphost.PluginSettings):
     max_instances_per_principal: Annotated[int | None, Field(ge=1, description=(
         "per_session: most instances one principal holds"))] = None
     idle_timeout: Annotated[float, Field(gt=0, description=(
-        "per_session, own_process: seconds an unused instance is kept before it is stopped"))] = 300.0
+        "per_session, own_process, auth mode oauth/token-exchange (each principal's connection): seconds an "
+        "unused instance is kept before it is stopped"))] = 300.0
+    # -- per-user upstream credentials (issue 33; docs/upstream-credentials.md) --
+    auth: Annotated[AuthConfig, Field(description=(
+        "Streamable HTTP: per-user credentials for this upstream (mode = 'oauth' | 'token-exchange' | "
+        "'static')"))] = Field(default_factory=AuthConfig)
     # -- what the upstream's definitions may be (docs/pinning.md); None: the [plugins.proxy] default --
     pinning: Annotated[Literal["off", "tofu", "approve"] | None, Field(description=(
         "'off': serve definitions as listed; 'tofu': pin what is first seen; 'approve': serve nothing new "
@@ -101,6 +131,18 @@ class UpstreamConfig(mcphost.PluginSettings):
             raise ValueError("headers apply to url servers only")
         if self.url is not None and (self.args or self.env or self.cwd):
             raise ValueError("args, env and cwd apply to command servers only")
+        if self.auth.mode != "static":
+            if self.url is None:
+                raise ValueError(f"auth mode {self.auth.mode!r} is for url servers only")
+            if self.per_session:
+                raise ValueError(f"auth mode {self.auth.mode!r} already keeps one connection per principal: "
+                                 f"drop per_session")
+            if self.auth.mode == "token-exchange" and not self.auth.client_id:
+                raise ValueError("auth mode 'token-exchange' needs client_id")
+            if (self.url.startswith("http://") and not self.auth.allow_insecure_http
+                    and not self.url.startswith(("http://127.0.0.1", "http://localhost", "http://[::1]"))):
+                raise ValueError("auth: the upstream url must be https (allow_insecure_http = true permits http, "
+                                 "for development only)")
         if self.questions == "own_process" and (self.url is not None or self.per_session):
             raise ValueError("questions: 'own_process' is for stdio servers without per_session (an HTTP "
                              "upstream's questions come on their call's own stream)")
@@ -180,6 +222,13 @@ class ProxyConfig(mcphost.PluginSettings):
     #: stdio upstreams starting at once (None: the machine's CPUs).
     max_starting: Annotated[int | None, Field(ge=1, description=(
         "stdio upstreams starting at once (until each first answers); default: the machine's CPUs"))] = None
+    # -- per-user upstream credentials (issue 33; docs/upstream-credentials.md) --
+    public_url: Annotated[str | None, Field(pattern="^https?://", description=(
+        "this host's base URL as users' browsers reach it, for the sign-in links and the OAuth callback "
+        "(default: the origin of [server] resource_url, else http://HOST:PORT of [server])"))] = None
+    credentials_key: Annotated[mcphost.EnvStr | None, Field(min_length=32, description=(
+        "the key upstream tokens are encrypted with at rest (\"${VAR}\"; 32+ characters); default: the key "
+        "ring 'credentials' kept in the backend"))] = None
     startup_wait: Annotated[float, Field(ge=0, description=(
         "seconds the host's startup waits for the upstreams to list before it serves (default 0: it serves "
         "at once)"))] = 0.0

@@ -45,6 +45,15 @@ async def test_mcp_servers_file_is_mounted(side, tmp_path):
     ({"servers": {"x y": {"command": "a"}}}, "[plugins.proxy.servers.x y.[key]] String should match pattern"),
     ({"servers": {"x": {"command": "a", "era": "modern"}}}, "[plugins.proxy.servers.x.era] Input should be 'session'"),
     ({"mcp_servers_file": "/nonexistent/servers.json"}, "cannot read it"),
+    ({"servers": {"x": {"command": "a", "auth": {"mode": "oauth"}}}}, "auth mode 'oauth' is for url servers only"),
+    ({"servers": {"x": {"url": "https://b/mcp", "per_session": True, "auth": {"mode": "oauth"}}}},
+     "already keeps one connection per principal"),
+    ({"servers": {"x": {"url": "https://b/mcp", "auth": {"mode": "token-exchange"}}}},
+     "auth mode 'token-exchange' needs client_id"),
+    ({"servers": {"x": {"url": "http://mcp.example.com/mcp", "auth": {"mode": "oauth"}}}},
+     "allow_insecure_http = true permits http"),
+    ({"servers": {"x": {"url": "https://b/mcp", "auth": {"mode": "oauth", "scope": ["a"]}}}},
+     "[plugins.proxy.servers.x.auth] unknown key 'scope'"),
 ])
 def test_bad_configuration_names_the_problem(section, message):
     with pytest.raises(ConfigError, match=re.escape(message)):

@@ -211,6 +211,27 @@ class RedisBackend(Backend):
         """One page of a walk over the live sessions of every process (see :meth:`RedisSessionStore.page`)."""
         return await self.sessions.page(cursor, count)
 
+    async def put_value(self, key: str, value: bytes, ttl: float | None = None) -> None:
+        await self.op(self.redis.set(self.key("v:", key), value, px=None if ttl is None else _ms(ttl)))
+
+    async def get_value(self, key: str) -> bytes | None:
+        return _as_bytes(await self.op(self.redis.get(self.key("v:", key))))
+
+    async def take_value(self, key: str) -> bytes | None:
+        """Read and delete at once (``GETDEL``): only one process gets a single-use value."""
+        return _as_bytes(await self.op(self.redis.getdel(self.key("v:", key))))
+
+    async def delete_value(self, key: str) -> bool:
+        return bool(await self.op(self.redis.delete(self.key("v:", key))))
+
+    async def value_keys(self, prefix: str) -> list[str]:
+        head = self.key("v:")
+        found: list[str] = []
+        async for name in self.redis.scan_iter(match=self.key("v:", prefix) + "*", count=500):
+            text = name.decode() if isinstance(name, bytes) else str(name)
+            found.append(text[len(head):])
+        return sorted(found)
+
     async def claim(self, key: str, ttl: float) -> bool:
         """Mark ``key`` used for ``ttl`` seconds; True only for the first claim (``SET NX PX``)."""
         done = await self.op(self.redis.set(self.key("c:", key), b"1", nx=True, px=_ms(ttl)))
@@ -340,6 +361,10 @@ class Operations:
     def unavailable(self, exc: BaseException) -> BackendUnavailable:
         reason = type(exc).__name__ if isinstance(exc, TimeoutError) else f"{type(exc).__name__}: {exc}"
         return BackendUnavailable(f"Redis is unavailable ({reason})", retry_after=self.retry_after)
+
+
+def _as_bytes(value: bytes | str | None) -> bytes | None:
+    return value.encode() if isinstance(value, str) else value
 
 
 def _ms(seconds: float) -> int:

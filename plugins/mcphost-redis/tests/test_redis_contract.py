@@ -268,6 +268,22 @@ async def test_a_claim_is_granted_once_until_it_expires(backend):
     assert await backend.claim("state-digest", 0.3)
 
 
+async def test_small_values_are_stored_listed_taken_once_and_expire(backend):
+    await backend.put_value("proxy-cred:up:a", b"\x00sealed")
+    await backend.put_value("proxy-cred:up:b", b"other", ttl=0.3)
+    await backend.put_value("proxy-signin:s", b"state", ttl=60)
+    assert await backend.get_value("proxy-cred:up:a") == b"\x00sealed"
+    assert sorted(await backend.value_keys("proxy-cred:")) == ["proxy-cred:up:a", "proxy-cred:up:b"]
+    assert await backend.take_value("proxy-signin:s") == b"state"
+    assert await backend.take_value("proxy-signin:s") is None  # single use
+    assert await backend.delete_value("proxy-cred:up:a") and not await backend.delete_value("proxy-cred:up:a")
+    assert await backend.get_value("proxy-cred:up:a") is None
+    deadline = time.monotonic() + 30
+    while await backend.get_value("proxy-cred:up:b") is not None and time.monotonic() < deadline:
+        await asyncio.sleep(0.1)
+    assert await backend.get_value("proxy-cred:up:b") is None and await backend.value_keys("proxy-cred:") == []
+
+
 async def test_a_backend_reports_itself_healthy(backend):
     assert await backend.health() is True
 

@@ -1,0 +1,297 @@
+"""Per-user upstream credentials, end to end (issue 33): a real OpenID provider (``oidc-provider``, see
+tests/support/oidc.py), an upstream mcphost whose mcphost-jwt accepts only that provider's tokens for
+its own URL, and a gateway mcphost whose mcphost-proxy mounts it with ``auth.mode = "oauth"``. The
+official Python SDK client calls the upstream's tool through the gateway, gets the URL elicitation, a
+real headless Chromium opens the link and signs in at the provider, and the call then goes through as
+that user. The gateway authenticates its own callers with mcphost-jwt too (client-credentials tokens of
+two clients: two principals)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import mcp_types as types
+import pytest
+from mcp import Client, MCPError
+from mcp.client.streamable_http import streamable_http_client
+
+from mcphost.testing import ServeProcess
+from tests.support.browser import browser
+from tests.support.fixtures.distributions import make_distribution
+from tests.support.oidc import AuthorizationServer, ensure_oidc_provider
+
+MCPHOST = Path(sys.executable).parent / "mcphost"
+CALLERS = {"alice": ("mcp-client", "mcp-client-secret"), "bob": ("mcp-client-2", "mcp-client-2-secret")}
+WHOAMI = '''
+import mcphost
+
+
+@mcphost.tool
+def whoami(ctx: mcphost.Context) -> str:
+    """The subject of the token this call came with."""
+    return ctx.principal.subject if ctx.principal is not None else "anonymous"
+
+
+@mcphost.hookimpl
+def mcphost_tools(host):
+    return [whoami]
+'''
+
+
+def _jwt(issuer: str, *, keep: bool = False) -> str:
+    return (f'[plugins.jwt]\nissuer = "{issuer}"\naudience = "{{url}}"\nrequired_scopes = ["mcp:tools"]\n'
+            f'allow_insecure = true\nkeep_subject_token = {"true" if keep else "false"}\n')
+
+
+class Deployment:
+    """The provider, the protected upstream and the gateway node(s) in front of it (on Redis: every node
+    shares one redis-server, ``nodes`` of them)."""
+
+    def __init__(self, tmp: Path, *, redis: Any = None, nodes: int = 1, auth: str = "") -> None:
+        self.tmp = tmp
+        self.provider = AuthorizationServer(ensure_oidc_provider(), "authcode.mjs")
+        extra = tmp / "site"
+        make_distribution(extra, "whoami-probe", "1.0", {"whoami": "whoami_probe"}, {"whoami_probe": WHOAMI})
+        self.upstream = ServeProcess(tmp, _jwt(self.provider.issuer), plugins="whoami,jwt", extra_path=extra)
+        listing = self.provider.token(self.upstream.url)  # the gateway's own token: it lists the catalog
+        self.config = (
+            f"{_jwt(self.provider.issuer, keep=True)}\n[plugins.proxy]\nstartup_wait = 30\n\n"
+            f'[plugins.proxy.servers.up]\nurl = "{self.upstream.url}"\n'
+            f'headers = {{ Authorization = "Bearer {listing}" }}\n\n'
+            f'[plugins.proxy.servers.up.auth]\nmode = "oauth"\nclient_id = "mcphost-gateway"\n'
+            f'client_secret = "mcphost-gateway-secret"\nscopes = ["openid", "offline_access", "mcp:tools"]\n'
+            f"allow_insecure_http = true\n{auth}\n"
+            # The same upstream again, called with the caller's own token exchanged (RFC 8693).
+            f'[plugins.proxy.servers.ex]\nurl = "{self.upstream.url}"\n'
+            f'headers = {{ Authorization = "Bearer {listing}" }}\n\n'
+            f'[plugins.proxy.servers.ex.auth]\nmode = "token-exchange"\nclient_id = "mcphost-gateway"\n'
+            f'client_secret = "mcphost-gateway-secret"\nscopes = ["mcp:tools"]\nallow_insecure_http = true\n')
+        self.plugins = "proxy,jwt"
+        if redis is not None:
+            self.config += f'\n[plugins.redis]\nurl = "{redis.url}"\n'
+            self.plugins += ",redis"
+        self.nodes = [ServeProcess(tmp, self.config, plugins=self.plugins) for _ in range(nodes)]
+        self.gateway = self.nodes[0]
+
+    def stop(self) -> None:
+        for process in (*self.nodes, self.upstream):
+            process.stop()
+        self.provider.stop()
+
+
+@pytest.fixture(scope="module")
+def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
+    deployed = Deployment(tmp_path_factory.mktemp("upstream-oauth"))
+    yield deployed
+    deployed.stop()
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
+    """Two gateway nodes on one redis-server; tokens are refreshed whenever used (refresh_before is longer
+    than the provider's 300 s access tokens live), so every call after the first refreshes."""
+    from mcphost_redis.testing import RedisServer, redis_server_path
+
+    if redis_server_path() is None:
+        pytest.fail("redis-server is required (scripts/ensure-tools installs it)")
+    tmp = tmp_path_factory.mktemp("upstream-oauth-redis")
+    redis = RedisServer(tmp / "redis")
+    deployed = Deployment(tmp, redis=redis, nodes=2, auth="refresh_before = 3600\n")
+    deployed.redis = redis  # type: ignore[attr-defined]
+    yield deployed
+    deployed.stop()
+    redis.stop()
+
+
+async def sign_in(url: str, login: str) -> str:
+    """Open ``url`` in headless Chromium, sign in at the provider's login page as ``login`` and consent;
+    the text of the page the gateway's callback shows."""
+    async with browser() as context:
+        page = await context.new_page()
+        await page.goto(url)
+        await page.fill("input[name=login]", login)
+        await page.fill("input[name=password]", "any")
+        await page.click("button[type=submit]")
+        await page.wait_for_selector("text=Continue", timeout=30_000)
+        await page.click("button[type=submit]")
+        await page.wait_for_url("**/oauth/callback**", timeout=30_000)
+        return str(await page.inner_text("body"))
+
+
+class Caller:
+    """The SDK client of one principal: records the URL elicitations it gets and signs in as ``login``."""
+
+    def __init__(self, deployment: Deployment, who: str, *, login: str | None = None, can_open: bool = True,
+                 node: int = 0) -> None:
+        self.deployment = deployment
+        self.url = deployment.nodes[node].url
+        self.token = deployment.provider.token(self.url, client=CALLERS[who])
+        self.login = login or who
+        self.asked: list[dict[str, Any]] = []
+        self.pages: list[str] = []
+        self.can_open = can_open
+        self.notes: list[str] = []
+        self.versions: list[str | None] = []
+
+    async def elicit(self, context: Any, params: Any) -> types.ElicitResult:
+        self.asked.append(params.model_dump(by_alias=True, exclude_none=True))
+        self.pages.append(await sign_in(params.url, self.login))
+        return types.ElicitResult(action="accept")
+
+    async def on_message(self, message: Any) -> None:
+        method = getattr(getattr(message, "root", message), "method", None)
+        if method:
+            self.notes.append(method)
+
+    async def call(self, name: str, arguments: dict[str, Any] | None = None, mode: str = "legacy") -> Any:
+        http = httpx2.AsyncClient(headers={"authorization": f"Bearer {self.token}"}, timeout=httpx2.Timeout(120))
+        options: dict[str, Any] = {"elicitation_callback": self.elicit} if self.can_open else {}
+        client = Client(streamable_http_client(self.url, http_client=http), mode=mode,
+                        read_timeout_seconds=120, message_handler=self.on_message, **options)
+        async with http, client:
+            self.versions.append(client.protocol_version)
+            return await client.call_tool(name, arguments or {})
+
+
+def _text(result: Any) -> str:
+    return str(result.content[0].text)
+
+
+async def test_a_call_asks_the_user_to_sign_in_in_band_and_then_goes_through_as_that_user(deployment):
+    alice = Caller(deployment, "alice")
+    result = await alice.call("up_whoami")
+    assert not result.is_error, result
+    assert _text(result) == "alice"  # the upstream saw the provider's token for alice, not the gateway's
+    assert len(alice.asked) == 1
+    asked = alice.asked[0]
+    assert asked["mode"] == "url" and asked["url"].startswith(deployment.gateway.base + "/oauth/start?state=")
+    assert "up" in asked["message"]
+    assert "You may close this page" in alice.pages[0]
+    assert "notifications/elicitation/complete" in alice.notes
+    assert alice.versions == ["2025-11-25"]
+    # Signed in once: the next call (a new session) asks nothing.
+    again = await alice.call("up_whoami")
+    assert _text(again) == "alice" and len(alice.asked) == 1
+
+
+async def test_two_principals_get_two_upstream_identities(deployment):
+    alice, bob = Caller(deployment, "alice", login="alice"), Caller(deployment, "bob", login="bob")
+    assert _text(await bob.call("up_whoami")) == "bob"
+    assert len(bob.asked) == 1  # bob has his own sign-in, whatever alice did
+    assert _text(await alice.call("up_whoami")) == "alice"
+    assert _text(await bob.call("up_whoami")) == "bob"
+
+
+async def test_token_exchange_calls_the_upstream_as_the_caller_without_asking(deployment):
+    alice, bob = Caller(deployment, "alice"), Caller(deployment, "bob")
+    # The callers' own tokens are for the gateway; each is exchanged for one whose audience is the upstream,
+    # with the same subject (the client-credentials clients' ids), and the upstream sees that subject.
+    assert _text(await alice.call("ex_whoami")) == CALLERS["alice"][0]
+    assert _text(await bob.call("ex_whoami")) == CALLERS["bob"][0]
+    assert _text(await alice.call("ex_whoami")) == CALLERS["alice"][0]
+    assert alice.asked == [] and bob.asked == []
+
+
+async def test_a_used_or_unknown_sign_in_link_is_refused(deployment):
+    with httpx2.Client(timeout=30) as http:
+        response = http.get(deployment.gateway.base + "/oauth/callback", params={"state": "nope", "code": "x"})
+        assert response.status_code == 400 and "expired" in response.text
+        response = http.get(deployment.gateway.base + "/oauth/start", params={"state": "nope"})
+        assert response.status_code == 400
+
+
+async def test_a_client_without_url_elicitation_gets_an_error_naming_the_url(deployment):
+    carol = Caller(deployment, "alice", can_open=False)
+    carol.token = deployment.provider.token(deployment.gateway.url, client=CALLERS["alice"])
+    # alice may already be signed in (another test): sign her out first, through the tool.
+    await Caller(deployment, "alice").call("sign_out", {"upstream": "up"})
+    with pytest.raises(BaseException) as raised:
+        await carol.call("up_whoami")
+    error = raised.value
+    while isinstance(error, BaseExceptionGroup):
+        error = error.exceptions[0]
+    assert isinstance(error, MCPError), repr(error)
+    assert error.error.code == -32042  # URL elicitation required (2025-11-25), naming the URL to open
+    assert deployment.gateway.base + "/oauth/start?state=" in error.error.message and "browser" in error.error.message
+    assert error.error.data["elicitations"][0]["url"].startswith(deployment.gateway.base + "/oauth/start?state=")
+
+
+async def test_the_user_signs_out_and_the_next_call_asks_again(deployment):
+    alice = Caller(deployment, "alice")
+    assert _text(await alice.call("up_whoami")) == "alice"
+    asked = len(alice.asked)
+    signed_out = await alice.call("sign_out", {"upstream": "up"})
+    assert _text(signed_out) == "Signed out of up."
+    assert _text(await alice.call("up_whoami")) == "alice"
+    assert len(alice.asked) == asked + 1
+
+
+async def test_in_2026_07_28_the_sign_in_comes_as_an_input_required_round(deployment):
+    await Caller(deployment, "bob").call("sign_out", {"upstream": "up"}, mode="auto")
+    bob = Caller(deployment, "bob")
+    result = await bob.call("up_whoami", mode="auto")
+    assert not result.is_error, result
+    assert _text(result) == "bob"
+    assert len(bob.asked) == 1 and bob.asked[0]["mode"] == "url"
+    assert bob.versions == ["2026-07-28"]
+    assert _text(await bob.call("up_whoami", mode="auto")) == "bob" and len(bob.asked) == 1
+
+
+def credentials(deployment: Deployment, *args: str) -> subprocess.CompletedProcess[str]:
+    """``mcphost credentials ARGS`` with the gateway's configuration, as an operator runs it."""
+    config = deployment.tmp / "operator.toml"
+    config.write_text(deployment.config.replace("{url}", deployment.gateway.url), encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MCPHOST_")}
+    env.update({"MCPHOST_CONFIG": str(config), "MCPHOST_PLUGINS": deployment.plugins})
+    return subprocess.run([str(MCPHOST), "credentials", *args], capture_output=True, text=True, env=env, timeout=120)
+
+
+def _stored(deployment: Deployment) -> dict[bytes, bytes]:
+    """Every string value in the cluster's Redis, by key."""
+    import redis
+
+    client = redis.Redis.from_url(deployment.redis.url)  # type: ignore[attr-defined]
+    try:
+        return {key: value for key in client.scan_iter(count=1000) if client.type(key) == b"string"
+                and (value := client.get(key)) is not None}
+    finally:
+        client.close()
+
+
+async def test_on_redis_another_node_uses_the_stored_token_sealed_and_refreshed_without_the_user(cluster):
+    alice = Caller(cluster, "alice", node=0)
+    assert _text(await alice.call("up_whoami")) == "alice" and len(alice.asked) == 1
+    listed = json.loads(credentials(cluster, "list", "--json").stdout)
+    [first] = [entry for entry in listed if entry["upstream"] == "up" and "mcp-client'" in entry["principal"]]
+    # The second node: same principal, no question; the token it uses is refreshed (refresh_before > ttl).
+    elsewhere = Caller(cluster, "alice", node=1)
+    assert _text(await elsewhere.call("up_whoami")) == "alice" and elsewhere.asked == []
+    [second] = [entry for entry in json.loads(credentials(cluster, "list", "--json").stdout)
+                if entry["principal"] == first["principal"]]
+    assert second["expires_at"] > first["expires_at"]  # a new access token, got with the refresh token
+    # Sealed at rest: the records are there, and no value holds a JWT (every token here is one) or the user.
+    stored = _stored(cluster)
+    assert [key for key in stored if b"proxy-cred:up:" in key]
+    assert not [key for key, value in stored.items() if b"eyJ" in value or b"alice" in value]
+
+
+async def test_the_operator_lists_and_revokes_and_the_next_call_asks_again(cluster):
+    bob = Caller(cluster, "bob", node=1)
+    assert _text(await bob.call("up_whoami")) == "bob"
+    listed = credentials(cluster, "list")
+    assert listed.returncode == 0, listed.stderr
+    assert "'mcp-client-2'" in listed.stdout and "\tup\t" in listed.stdout and "eyJ" not in listed.stdout
+    revoked = credentials(cluster, "revoke", "mcp-client-2", "up")  # a bare subject names one principal
+    assert revoked.returncode == 0, revoked.stderr
+    assert "'mcp-client-2'" not in credentials(cluster, "list").stdout
+    asked = len(bob.asked)
+    assert _text(await bob.call("up_whoami")) == "bob" and len(bob.asked) == asked + 1
+    missing = credentials(cluster, "revoke", "nobody", "up")
+    assert missing.returncode != 0 and "no credential" in missing.stderr
