@@ -50,6 +50,7 @@ class Lessor(Protocol):
     """Processes of one server that calls lease one at a time (:class:`mcphost_proxy.pool.Pool`)."""
 
     instances: list[Upstream]
+    echoes: bool
 
     def lease(self, key: str = "", size: int = 0) -> contextlib.AbstractAsyncContextManager[Upstream]: ...
 
@@ -131,8 +132,12 @@ class Upstream:
         self.switch: Switch | None = None
         #: The turns of the stdio upstreams starting at once (max_starting; None: start at once).
         self.starting: asyncio.Semaphore | None = None
-        #: questions = "own_process": the processes a call that may ask leases (set by the plugin).
+        #: questions = "own_process" or "auto": the processes a call that may ask leases (set by the plugin).
         self.pool: Lessor | None = None
+        #: A question carried the trace id of its call back (questions.py): concurrent questions route by
+        #: it, so questions = "auto" keeps every call on this process. Calls in flight whose client may be asked.
+        self.echoes = False
+        self.asking = 0
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -557,13 +562,17 @@ class Upstream:
 
         An HTTP upstream that answers 404 to our session id (it restarted while we were idle) never
         received the request: the session is initialized again and the request sent once more.
-        With a pool (``questions = "own_process"``) a call whose client can answer questions runs on
-        a process of its own (it may wait for one), so any question that process asks is the call's.
+        With a pool (``questions = "own_process"``, or ``"auto"`` while another asking call is in flight
+        here on an upstream not seen to echo: :meth:`_leases`) a call whose client can answer questions
+        runs on a process of its own (it may wait for one), so any question that process asks is the call's.
         """
-        if self.pool is not None and ctx is not None and _may_be_asked(ctx):
+        askable = self.pool is not None and ctx is not None and _may_be_asked(ctx)
+        if askable and self._leases():
+            assert self.pool is not None and ctx is not None
             async with self.pool.lease(str(getattr(ctx.session, "quota", "") or ctx.session.id), size) as instance:
                 return await instance.request(ctx, call, wait=self.settings.timeout, size=size)
         self.in_flight += 1
+        self.asking += askable
         try:
             session = await self.session(wait)
             try:
@@ -578,7 +587,17 @@ class Upstream:
             return await self._request(fresh, ctx, call, size)
         finally:
             self.in_flight -= 1
+            self.asking -= askable
             self.last_used = time.monotonic()
+
+    def _leases(self) -> bool:
+        """Whether a call whose client may be asked leases a pooled process: always with ``own_process``;
+        with ``auto`` while another such call is in flight here and the upstream has not been seen to
+        echo the trace id (two questions could not be told apart)."""
+        if self.settings.questions == "own_process":
+            return True
+        echoed = self.echoes or (self.pool is not None and self.pool.echoes)
+        return self.asking > 0 and not echoed
 
     async def _request(self, session: ClientSession, ctx: mcphost.Context | None,
                        call: Callable[[ClientSession], Awaitable[Any]], size: int = 0) -> Any:
