@@ -30,6 +30,7 @@ from mcp.client.subscriptions import ResourceUpdated, listen
 import mcphost
 from mcphost.protocol import jsonrpc
 from mcphost_proxy import sdk, tasks
+from mcphost_proxy.apps import ui_uri, upstream_uri
 from mcphost_proxy.framing import BoundedTransport, Switch, stdio_transport
 from mcphost_proxy.lean import LeanCall
 from mcphost_proxy.logs import LogRelay
@@ -392,7 +393,8 @@ class Upstream:
     async def _updated(self, uri: str) -> None:
         """Relay a resource update: to the one session a per_session instance serves (if it follows
         ``uri``), to whom :attr:`relay` picks, else to every host subscriber of ``uri`` (sessions and
-        listen streams)."""
+        listen streams). ``uri`` is the upstream's (a ``ui://`` one is relayed as the host serves it)."""
+        uri = ui_uri(self.settings.name, uri)
         session = self.audience
         if session is None:
             if self.relay is not None:
@@ -487,7 +489,8 @@ class Upstream:
         here (this returns once the upstream acknowledged it) and closed to unsubscribe.
         """
         if session.discover_result is None:
-            await self.request(None, lambda s: s.subscribe_resource(uri) if on else s.unsubscribe_resource(uri))
+            wire = upstream_uri(self.settings.name, uri)  # a ui:// URI as the upstream knows it (apps.py)
+            await self.request(None, lambda s: s.subscribe_resource(wire) if on else s.unsubscribe_resource(wire))
         elif on:
             acked: asyncio.Future[None] = asyncio.get_running_loop().create_future()
             task = self._follows[uri] = asyncio.get_running_loop().create_task(
@@ -512,10 +515,11 @@ class Upstream:
     async def _follow(self, session: ClientSession, uri: str, acked: asyncio.Future[None]) -> None:
         """Follow ``uri`` on a listen stream of the 2026-07-28 upstream, relaying its updates; a stream
         the upstream ends (it timed out, say) is opened again while ``uri`` is wanted on this session."""
+        wire = upstream_uri(self.settings.name, uri)
         while True:
             try:
-                async with listen(session, resource_subscriptions=[uri]) as updates:
-                    if uri not in (updates.honored.resource_subscriptions or ()):
+                async with listen(session, resource_subscriptions=[wire]) as updates:
+                    if wire not in (updates.honored.resource_subscriptions or ()):
                         raise MCPError(types.INVALID_PARAMS, f"the upstream does not follow {uri}")
                     if not acked.done():
                         acked.set_result(None)
