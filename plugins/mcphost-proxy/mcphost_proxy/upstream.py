@@ -43,6 +43,9 @@ from mcphost_proxy.work import offload
 
 log = logging.getLogger("mcphost.proxy")
 
+#: The shortest wait before listing again when an upstream's lists' ttlMs lapses (milliseconds).
+MIN_RELIST_MS = 1000
+
 #: Upstream states, as ``mcphost plugins`` shows them.
 STOPPED, STARTING, RUNNING, RESTARTING, FAILED = "stopped", "starting", "running", "restarting", "failed"
 
@@ -71,6 +74,8 @@ class Listing:
     resources: list[dict[str, Any]] = field(default_factory=list)
     templates: list[dict[str, Any]] = field(default_factory=list)
     capabilities: dict[str, Any] = field(default_factory=dict)
+    #: The shortest ``ttlMs`` a 2026-07-28 upstream gave its lists (None: none given); not compared.
+    ttl_ms: int | None = field(default=None, compare=False)
 
 
 def _dump(model: Any) -> dict[str, Any]:
@@ -104,6 +109,8 @@ class Upstream:
         self.questions = Questions(self)
         self._refresh: asyncio.Task[None] | None = None
         self._relist_again = False
+        #: The re-listing due when the lists' ttlMs lapses (see _expire).
+        self._expiry: asyncio.TimerHandle | None = None
         #: The per-principal caps on parked calls (shared by every upstream; set by the plugin).
         self.parking = Parking()
         #: Resource URIs the host's subscribers follow through this connection (kept across restarts),
@@ -305,6 +312,7 @@ class Upstream:
                     with contextlib.suppress(Exception):
                         await self._subscribe(session, uri, True)
             self.listing = await self._list(session)
+            self._expire()
             self.state = RUNNING
             self.error = None
             await self._changed()
@@ -314,6 +322,8 @@ class Upstream:
                      len(self.listing.templates))
             await self._dead.wait()
             self._session = None
+            if self._expiry is not None:
+                self._expiry.cancel()
             group.cancel_scope.cancel()
             if not self._stopping:
                 raise ConnectionError("the connection closed" if settings.command is None
@@ -358,15 +368,34 @@ class Upstream:
         client's own tool cache (output schemas, x-mcp-header maps) learns the tools in a worker thread."""
         caps = session.server_capabilities
         listing = Listing(capabilities=_dump(caps) if caps is not None else {})
+        every: list[dict[str, Any]] = []
         if caps is None or caps.tools is not None:
             pages = await _raw_pages(session, "tools/list")
+            every += pages
             listing.tools = await offload(_absorb_tools, session, pages, self.label)
         if caps is None or caps.prompts is not None:
-            listing.prompts = _items(await _raw_pages(session, "prompts/list"), "prompts")
+            every += (pages := await _raw_pages(session, "prompts/list"))
+            listing.prompts = _items(pages, "prompts")
         if caps is None or caps.resources is not None:
-            listing.resources = _items(await _raw_pages(session, "resources/list"), "resources")
-            listing.templates = _items(await _raw_pages(session, "resources/templates/list"), "resourceTemplates")
+            every += (pages := await _raw_pages(session, "resources/list"))
+            listing.resources = _items(pages, "resources")
+            every += (pages := await _raw_pages(session, "resources/templates/list"))
+            listing.templates = _items(pages, "resourceTemplates")
+        ttls = [page["ttlMs"] for page in every if type(page.get("ttlMs")) is int and page["ttlMs"] >= 0]
+        listing.ttl_ms = min(ttls) if ttls else None
         return listing
+
+    def _expire(self) -> None:
+        """List again when the lists' ``ttlMs`` lapses (SEP-2549: a 2026-07-28 upstream may change its
+        lists without telling; the hint says how long they hold). 0 says "stale at once": those lists
+        are read again on list_changed only, as is a ttlMs under MIN_RELIST_MS's floor (no polling)."""
+        if self._expiry is not None:
+            self._expiry.cancel()
+            self._expiry = None
+        ttl = self.listing.ttl_ms
+        if ttl and not self._stopping:
+            delay = max(ttl, MIN_RELIST_MS) / 1000
+            self._expiry = asyncio.get_running_loop().call_later(delay, self._schedule_relist)
 
     # -- notifications and questions from the upstream ------------------------------------------
 
@@ -438,6 +467,7 @@ class Upstream:
             except Exception as exc:
                 log.warning("upstream %s: listing after list_changed failed: %s", self.label, _describe(exc))
                 return
+            self._expire()
             await self._changed()
             if not self._relist_again:
                 return
