@@ -1,17 +1,24 @@
-"""SEP-2549 cache hints through the proxy: an upstream's list ``ttlMs`` is honoured (the lists are read
-again when it lapses), and a list the host filters per caller is never marked public.
+"""SEP-2549 cache hints and SEP-2243 routing headers through the proxy: an upstream's list ``ttlMs`` is
+honoured (the lists are read again when it lapses), and the upstream hop carries the headers of the
+upstream's era.
 
 Real components: tests/upstreams/ttl_server.py speaks 2026-07-28 over stdio and changes its tool list
-without telling anyone; the host serves over loopback HTTP; the official SDK client lists.
+without telling anyone; a second mcphost over loopback HTTP records the headers each hop carried; the
+official SDK client calls.
 """
 
 from __future__ import annotations
 
 import asyncio
 import sys
+from typing import Any
 
+import pytest
 from mcp import Client
 from proxy_support import HERE, front
+
+import mcphost
+from mcphost.testing import make_host, serve_http
 
 TTL_SERVER = HERE / "upstreams" / "ttl_server.py"
 
@@ -40,3 +47,63 @@ async def test_without_a_ttl_a_list_is_not_polled():
         assert live.plugin.upstreams["ttl"].listing.ttl_ms == 0
         await asyncio.sleep(1.5)  # not a timing assertion: nothing may change, however long it waits
         assert [tool.name for tool in (await client.list_tools()).tools] == ["ttl_v1"]
+
+
+class Recorder:
+    """An upstream mcphost's plugin: a tool and a resource, and what each request's HTTP hop carried."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, str | None, str | None, str | None]] = []
+
+    @mcphost.hookimpl
+    def mcphost_tools(self, host: Any) -> list[mcphost.Tool]:
+        @mcphost.tool(name="greet")
+        def greet(who: str = "you") -> str:
+            return f"hello {who}"
+
+        return [greet]
+
+    @mcphost.hookimpl
+    def mcphost_resources(self, host: Any) -> list[mcphost.Resource]:
+        @mcphost.resource("rec://note")
+        def note() -> str:
+            return "a note"
+
+        return [note]
+
+    @mcphost.hookimpl
+    def mcphost_middleware(self, host: Any) -> list[Any]:
+        @mcphost.middleware(name="record-hop")
+        async def record(request: Any, call_next: Any) -> Any:
+            headers = request.connection.headers if request.connection is not None else {}
+            self.seen.append((request.method, headers.get("mcp-method"), headers.get("mcp-name"),
+                              headers.get("mcp-protocol-version")))
+            return await call_next(request)
+
+        return [record]
+
+
+@pytest.mark.parametrize("era", ["auto", "session"])
+async def test_the_upstream_hop_carries_the_routing_headers_of_the_upstreams_era(era, side):
+    """SEP-2243: to a 2026-07-28 upstream every request carries Mcp-Method (and Mcp-Name where the
+    method names a target), whichever path the call takes (a client that can be asked goes through
+    the SDK client, one that cannot through the lean path); to a session-era upstream the hop carries
+    that era's protocol version header and no 2026-07-28 routing header that could disagree."""
+    recorder = Recorder()
+    upstream = make_host(("rec", recorder))
+    async with serve_http(upstream) as origin, \
+            front({"rec": {"url": origin.url, "era": era, "prefix": "rec_"}}) as live, \
+            Client(live.url, mode="auto") as mute, side.client(live.url, "legacy") as asking:
+        for client in (mute, asking):
+            assert (await client.call_tool("rec_greet", {"who": "x"})).content[0].text == "hello x"
+            assert (await client.read_resource("rec://note")).contents[0].text == "a note"
+    calls = [seen for seen in recorder.seen if seen[0] in ("tools/call", "resources/read")]
+    assert len(calls) == 4, recorder.seen
+    if era == "auto":
+        assert all(method == header for method, header, _, _ in recorder.seen), recorder.seen
+        assert sorted((method, name) for method, _, name, _ in calls) == [
+            ("resources/read", "rec://note")] * 2 + [("tools/call", "greet")] * 2
+        assert {version for *_, version in calls} == {"2026-07-28"}
+    else:
+        assert all(header in (None, method) for method, header, _, _ in recorder.seen), recorder.seen
+        assert all(version is not None and version < "2026" for *_, version in calls), calls
