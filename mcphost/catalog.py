@@ -29,7 +29,7 @@ from mcphost.errors import PluginError
 from mcphost.protocol.auth import NO_SCOPES, SCOPE_TOKEN, Grant, grant_of, permits  # noqa: F401 - grant_of: re-exported
 from mcphost.protocol.modern import check_x_mcp_headers, x_mcp_headers
 from mcphost.protocol.uritemplate import UriTemplate, UriTemplateError
-from mcphost.records import TOOL_NAME, Prompt, Provenance, Resource, ResourceTemplate, Tool, stamped
+from mcphost.records import TOOL_NAME, Prompt, Provenance, Resource, ResourceTemplate, Tool, app_only, stamped
 from mcphost.stats import ToolStats
 
 log = logging.getLogger("mcphost.catalog")
@@ -151,6 +151,7 @@ class Catalog:
         self.scoped_kinds: set[str] = set()
         #: Mounted records not served because their name is taken: (kind, stamped record, clash).
         self._shadowed: list[tuple[str, Any, Clash]] = []
+        self._app_only: frozenset[str] | None = None
 
     # -- building ---------------------------------------------------------------------------
 
@@ -396,6 +397,13 @@ class Catalog:
                 cached.append(descriptor)
             self._descriptor_cache[(kind, version)] = cached
         return cached
+
+    @property
+    def app_only_tools(self) -> frozenset[str]:
+        """Names of the tools for their MCP App alone (:func:`mcphost.records.app_only`), found once."""
+        if self._app_only is None:
+            self._app_only = frozenset(name for name, entry in self.tools.items() if app_only(entry.record))
+        return self._app_only
 
     def visible_descriptors(self, kind: str, version: str, build: Callable[[Any, str], dict[str, Any]],
                             grant: Grant) -> list[dict[str, Any]]:

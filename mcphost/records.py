@@ -135,6 +135,18 @@ class ResourceTemplate:
         return self.fn(*args, **kwargs)
 
 
+#: The MCP Apps extension (SEP-1865): tools whose ``_meta.ui.resourceUri`` names a ``ui://`` resource.
+UI_EXTENSION = "io.modelcontextprotocol/ui"
+
+
+def app_only(tool: Tool) -> bool:
+    """Whether ``tool`` is for its MCP App alone (``_meta.ui.visibility`` lists no ``"model"``): kept
+    out of ``tools/list`` for clients without the extension and out of search, still callable."""
+    ui = tool.meta.get("ui") if isinstance(tool.meta, Mapping) else None
+    visibility = ui.get("visibility") if isinstance(ui, Mapping) else None
+    return isinstance(visibility, list | tuple) and "model" not in visibility
+
+
 def _check_cache_hints(what: str, ttl_ms: int | None, scope: str | None) -> None:
     if ttl_ms is not None and (not isinstance(ttl_ms, int) or isinstance(ttl_ms, bool) or ttl_ms < 0):
         raise ValueError(f"resource {what!r}: cache_ttl_ms must be a non-negative integer")

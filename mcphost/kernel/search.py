@@ -114,9 +114,11 @@ async def search_tools(kernel: Kernel, request: RequestInfo, visibility: Visibil
     catalog = kernel.catalog
     tools = catalog.tools
 
+    hidden = catalog.app_only_tools  # for their MCP App alone: never found by the model
+
     def accept(name: str) -> bool:
         entry = tools.get(name)
-        return entry is not None and visibility.sees(entry.record)
+        return entry is not None and name not in hidden and visibility.sees(entry.record)
 
     keys = view.keys(catalog, "tools")
     index = views.index

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from mcphost.errors import InsufficientScope
 from mcphost.protocol.auth import Grant, grant_of, permits
-from mcphost.records import Prompt, Resource, ResourceTemplate, Tool
+from mcphost.records import UI_EXTENSION, Prompt, Resource, ResourceTemplate, Tool
 
 if TYPE_CHECKING:
     from mcphost.catalog import Catalog
@@ -105,6 +105,9 @@ class Visibility:
     def listing(self, catalog: Catalog, kind: str, version: str, build: Any) -> list[dict[str, Any]]:
         """The descriptors of ``kind`` this caller sees (cached per grant by the catalog)."""
         items = catalog.visible_descriptors(kind, version, build, self.grant)
+        if kind == "tools" and catalog.app_only_tools and not self.shows_apps(self.session):
+            hidden = catalog.app_only_tools  # for the app, not the model: a client without apps never uses them
+            items = [item for item in items if item["name"] not in hidden]
         allowed, field = self._allow_list(kind)
         if self.view is not None:
             items = self.view.listing(catalog, kind, version, self.grant, items, field)
@@ -130,7 +133,15 @@ class Visibility:
         return found
 
     @staticmethod
+    def shows_apps(session: Session) -> bool:
+        """Whether the client declared the MCP Apps extension (it lists app-only tools, for its apps)."""
+        extensions = (session.client_capabilities or {}).get("extensions")
+        return isinstance(extensions, dict) and UI_EXTENSION in extensions
+
+    @staticmethod
     def differs_per_caller(session: Session, catalog: Catalog) -> bool:
         """Whether answers may differ per caller (then caches must keep them private): the
-        cache-scope decision. Asked of the session, so the request path builds nothing for it."""
-        return session.principal is not None or session.narrowed or bool(catalog.scoped_kinds)
+        cache-scope decision. Asked of the session, so the request path builds nothing for it.
+        An endpoint's view, and app-only tools listed to clients with apps only, are filtered too."""
+        return (session.principal is not None or session.narrowed or bool(catalog.scoped_kinds)
+                or session.endpoint is not None or bool(catalog.app_only_tools))

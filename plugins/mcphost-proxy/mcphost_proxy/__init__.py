@@ -124,7 +124,8 @@ class ProxyPlugin:
         self._starting = asyncio.Semaphore(self.settings.config.max_starting or os.cpu_count() or 2)
         for server in self.settings.servers:
             upstream = self.upstreams[server.name] = self._upstream(server, on_change=self._changed)
-            if server.questions == "own_process":
+            if server.questions == "own_process" or (server.questions == "auto" and server.command is not None
+                                                       and not server.per_session):
                 from mcphost_proxy.pool import Pool, QueuedBytes
 
                 if self._queued is None:

@@ -1,7 +1,10 @@
 """Turn what an upstream lists into mcphost records whose handlers forward to it.
 
 Names of tools and prompts get the server's prefix; resource URIs stay as they are (they are
-the upstream's identifiers, and clients follow them from resource links). Every record carries
+the upstream's identifiers, and clients follow them from resource links), except MCP Apps' ``ui://``
+URIs: two upstreams commonly serve the same ``ui://`` path, so each is served as ``ui://SERVER/PATH``
+(apps.py), in resources/list, the templates, resources/read (the contents' ``uri``) and the tools'
+``_meta.ui``; all else in ``_meta`` (the CSP) passes as it is. Every record carries
 provenance naming the upstream (``Provenance.origin``). A listed item that mcphost would refuse
 (a tool name outside the spec's characters, a name with control characters, an invalid schema, a
 description or schema over the server's caps) is skipped with a warning, so one odd upstream tool
@@ -29,6 +32,7 @@ from mcphost import signature as sig
 from mcphost.catalog import compile_validator
 from mcphost.protocol.uritemplate import UriTemplate, UriTemplateError
 from mcphost.records import TOOL_NAME, Provenance
+from mcphost_proxy.apps import tool_meta, ui_uri
 from mcphost_proxy.cleaning import Caps, Removal, clean
 from mcphost_proxy.rounds import rounds
 from mcphost_proxy.upstream import Listing, Upstream
@@ -166,8 +170,7 @@ def _tool_record(upstream: Upstream, resolve: Resolver, item: Mapping[str, Any],
         name=name, fn=forward, input_schema=dict(input_schema), description=item.get("description"),
         title=item.get("title"), output_schema=dict(output_schema) if output_schema is not None else None,
         annotations=item.get("annotations") if isinstance(item.get("annotations"), dict) else None,
-        icons=_icons(item), meta=item.get("_meta") if isinstance(item.get("_meta"), dict) else None,
-        task=task, resumable=True,
+        icons=_icons(item), meta=tool_meta(settings.name, item.get("_meta")), task=task, resumable=True,
         signature=sig.Signature(input_schema=dict(input_schema), output_schema=None, wrap_output=False,
                                 context_param=CTX),
         provenance=origin_of(upstream))
@@ -235,7 +238,9 @@ def _prompt_record(upstream: Upstream, resolve: Resolver, item: Mapping[str, Any
 
 
 async def _read(upstream: Upstream, resolve: Resolver, ctx: mcphost.Context, uri: str) -> list[dict[str, Any]]:
+    """The contents of the upstream's resource ``uri``, their ``ui://`` URIs as the host serves them."""
     target = await resolved(resolve, ctx)
+    name = upstream.settings.name
 
     async def call(session: Any) -> Any:
         modern = session.discover_result is not None
@@ -243,7 +248,11 @@ async def _read(upstream: Upstream, resolve: Resolver, ctx: mcphost.Context, uri
             uri, allow_input_required=modern, **more))
 
     wire = _dump(await target.request(ctx, call, wait=_first_wait(upstream.settings)))
-    return [dict(item) for item in wire.get("contents") or []]
+    contents = [dict(item) for item in wire.get("contents") or []]
+    for item in contents:
+        if isinstance(item.get("uri"), str):
+            item["uri"] = ui_uri(name, item["uri"])
+    return contents
 
 
 def _resource_record(upstream: Upstream, resolve: Resolver, item: Mapping[str, Any], listing: Listing
@@ -262,7 +271,8 @@ def _resource_record(upstream: Upstream, resolve: Resolver, item: Mapping[str, A
         return await _read(upstream, resolve, kwargs[CTX], uri)
 
     return mcphost.Resource(
-        uri=uri, name=str(item.get("name") or uri), fn=forward, description=item.get("description"),
+        uri=ui_uri(upstream.settings.name, uri), name=str(item.get("name") or uri), fn=forward,
+        description=item.get("description"),
         title=item.get("title"), mime_type=item.get("mimeType"),
         size=item.get("size") if isinstance(item.get("size"), int) else None,
         annotations=item.get("annotations") if isinstance(item.get("annotations"), dict) else None,
@@ -293,7 +303,8 @@ def _template_record(upstream: Upstream, resolve: Resolver, item: Mapping[str, A
         return await _read(upstream, resolve, ctx, parsed.expand(kwargs))
 
     return mcphost.ResourceTemplate(
-        uri_template=parsed.template, name=str(item.get("name") or parsed.template), fn=forward,
+        uri_template=ui_uri(settings.name, parsed.template), name=str(item.get("name") or parsed.template),
+        fn=forward,
         description=item.get("description"), title=item.get("title"), mime_type=item.get("mimeType"),
         annotations=item.get("annotations") if isinstance(item.get("annotations"), dict) else None,
         icons=_icons(item), meta=item.get("_meta") if isinstance(item.get("_meta"), dict) else None,

@@ -1,12 +1,15 @@
 """A bounded pool of processes of one stdio upstream, each leased by one call at a time.
 
-With ``questions = "own_process"`` a call whose client can answer questions runs on a process of
-its own for as long as it is in flight, so a question that process asks has exactly one call it can
-belong to, whatever the upstream puts on the wire. At most ``max_instances`` processes run; a call
-that finds them all leased waits in line (at most ``max_queued`` calls, each at most ``timeout``
+With ``questions = "auto"`` (the default) a call whose client can answer questions leases one while
+another such call is in flight on the shared process and the upstream has not been seen to echo the
+trace id (Upstream.request). With ``questions = "own_process"`` every such call runs on a process of
+its own for as long as it is in flight. Either way a question that process asks has exactly one call
+it can belong to, whatever the upstream puts on the wire. At most ``max_instances`` processes run; a
+call that finds them all leased waits in line (at most ``max_queued`` calls, each at most ``timeout``
 seconds, and the calls one principal has waiting at most ``max_queued_bytes_per_principal`` bytes of
-arguments over every pool of the proxy), then gets a clear error. Processes are reused by later calls and stopped after
-``idle_timeout`` seconds unused. Each process has its own state: for stateless upstreams only.
+arguments over every pool of the proxy), then gets a clear error. Processes are reused by later calls
+and stopped after ``idle_timeout`` seconds unused. Each process has its own state: a stateful upstream
+wants ``questions = "shared"``.
 """
 
 from __future__ import annotations
@@ -68,6 +71,8 @@ class Pool:
         self._serial = itertools.count(1)
         self._reaper: asyncio.Task[None] | None = None
         self._closed = False
+        #: A process of the pool carried a call's trace id back on a question (Upstream.echoes).
+        self.echoes = False
 
     @contextlib.asynccontextmanager
     async def lease(self, key: str = "", size: int = 0) -> AsyncIterator[Upstream]:
@@ -129,6 +134,7 @@ class Pool:
 
     def _give(self, instance: Upstream, reuse: bool = True) -> None:
         instance.last_used = time.monotonic()
+        self.echoes = self.echoes or instance.echoes
         if self._closed or instance.state == FAILED or not reuse:
             self._drop(instance)
             if self._closed or not self._waiting:

@@ -4,9 +4,13 @@ Over Streamable HTTP a question arrives on the stream of the request that caused
 carries the call (``_CALL``); over stdio each call is sent with a trace id of its own in
 ``_meta.traceparent``, which servers built on the official Python SDK carry back on the questions
 they ask while handling it (:func:`_trace_scope`); failing that, a question belongs to the one call in
-flight on the connection, and is refused when there are several (``questions = "own_process"`` gives
-each such call a process of its own: pool.py). A question still out when its call ends is answered
-at once (:meth:`Questions.forward`). Log messages reach the call the same way.
+flight on the connection, and is refused when there are several. So that there never are several on
+an upstream that does not echo, the default ``questions = "auto"`` sends a call that may be asked to
+a process of its own (pool.py) while another such call is in flight on the shared one, until the
+upstream has been seen to echo (:attr:`Upstream.echoes`); ``"own_process"`` always does. A question
+the client cannot answer (it did not declare the capability) gets its error upstream and the call goes
+on. A question still out when its call ends is answered at once (:meth:`Questions.forward`). Log
+messages reach the call the same way.
 """
 
 from __future__ import annotations
@@ -91,6 +95,7 @@ class Questions:
             return call
         trace = _trace_id(meta)
         if trace is not None and trace in self.traces:
+            self.upstream.echoes = True  # it carries each call's trace id back: questions route by it
             return self.traces[trace]
         if trace is not None and trace in self.ended_traces:
             return None  # the call that asked is over: never hand its question to another
@@ -110,8 +115,9 @@ class Questions:
                        call: _Call | None = None, meta: Any = None) -> Any:
         """Ask the downstream client on behalf of the upstream (a session-era server-to-client request).
 
-        A failure the downstream caller must see (a capability its client lacks, a 2026-07-28 round
-        that ends the handler) is kept on the call and raised there once the upstream answers. When
+        A failure the downstream caller must see (a 2026-07-28 round that ends the handler) is kept
+        on the call and raised there once the upstream answers; a capability the client lacks is the
+        upstream's error to handle, not the call's. When
         the call ends while its question is out (its client cancelled it or went away, its session
         ended, a 2026-07-28 client did not come back in time, the upstream timed out), the upstream
         is answered at once (elicitation: ``cancel``; sampling, roots: an error), so its pending
@@ -146,8 +152,11 @@ class Questions:
         except asyncio.CancelledError:
             raise
         except mcphost.ClientRequestError as exc:
+            # A capability the client did not declare (say roots/list of a client without roots): the
+            # upstream gets the error, per the spec, and decides; the client's call goes on.
             if exc.code == MISSING_CLIENT_CAPABILITY:
-                call.failure = exc
+                log.info("upstream %s asked %s of a client that cannot answer it: answered %s upstream",
+                         self.upstream.label, what, exc.code)
             return types.ErrorData(code=exc.code, message=exc.message, data=exc.data)
         except BaseException as exc:
             call.failure = exc
@@ -162,13 +171,16 @@ class Questions:
 
     async def on_roots(self, context: Any) -> Any:
         meta = _meta_of(context, None)
-        if not self.callers and _trace_id(meta) not in self.ended_traces:
-            # Asked outside any call (many servers ask once they are initialized, at the host's
-            # start): no client to ask, so no roots. An error here was logged by such servers as a
-            # failure at every clean start.
+        call = self.caller(meta)
+        outside = call.ctx is None if call is not None else not self.callers
+        if outside and _trace_id(meta) not in self.ended_traces:
+            # Asked outside any call a client made (many servers ask once they are initialized: at the
+            # host's start, or when a pooled process starts for a call; or during a request of the
+            # host's own, such as a completion): no client to ask, so no roots. An error here was
+            # logged by such servers as a failure at every clean start.
             log.debug("upstream %s asked for roots outside any call: answered with none", self.upstream.label)
             return types.ListRootsResult(roots=[])
-        return await self.forward("roots/list", lambda ctx: _roots(ctx), meta=meta)
+        return await self.forward("roots/list", lambda ctx: _roots(ctx), call=call, meta=meta)
 
     async def answer_inputs(self, ctx: mcphost.Context | None, requests: dict[str, Any]) -> dict[str, Any]:
         """Answers to a 2026-07-28 upstream's InputRequiredResult, asked of the downstream client under

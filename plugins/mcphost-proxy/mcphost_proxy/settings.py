@@ -79,11 +79,13 @@ class UpstreamConfig(mcphost.PluginSettings):
         "'startup' (default): start with the host; 'lazy': at the first request"))] = "startup"
     per_session: Annotated[bool, Field(description=(
         "one upstream connection per client session (stateful upstreams)"))] = False
-    #: stdio: "shared" (one process serves every call) or "own_process" (see docs/proxy.md, Questions).
-    questions: Annotated[Literal["shared", "own_process"], Field(description=(
-        "stdio: 'shared' (default): every call runs on the one process (its state is shared); 'own_process': a "
-        "call whose client can answer questions leases a process of its own from a pool of max_instances "
-        "(stateless upstreams)"))] = "shared"
+    #: stdio: "auto", "shared" or "own_process" (see docs/proxy.md, Questions).
+    questions: Annotated[Literal["auto", "shared", "own_process"], Field(description=(
+        "stdio: 'auto' (default): a call whose client can answer questions runs on the shared process unless "
+        "another such call is in flight there and the upstream has not been seen to echo the trace id; then it "
+        "leases a process of its own (pool of max_instances); 'shared': every call runs on the one process "
+        "(concurrent questions of a server that does not echo are refused); 'own_process': every call whose "
+        "client can answer questions leases a process of its own (stateless upstreams)"))] = "auto"
     max_queued: Annotated[int, Field(ge=0, description=(
         "own_process: calls that may wait for a free process (each at most timeout)"))] = 64
     enabled: Annotated[bool, Field(description="false: keep the entry but do not mount it")] = True

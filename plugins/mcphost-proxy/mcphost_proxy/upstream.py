@@ -30,6 +30,7 @@ from mcp.client.subscriptions import ResourceUpdated, listen
 import mcphost
 from mcphost.protocol import jsonrpc
 from mcphost_proxy import sdk, tasks
+from mcphost_proxy.apps import ui_uri, upstream_uri
 from mcphost_proxy.framing import BoundedTransport, Switch, stdio_transport
 from mcphost_proxy.lean import LeanCall
 from mcphost_proxy.logs import LogRelay
@@ -42,6 +43,9 @@ from mcphost_proxy.work import offload
 
 log = logging.getLogger("mcphost.proxy")
 
+#: The shortest wait before listing again when an upstream's lists' ttlMs lapses (milliseconds).
+MIN_RELIST_MS = 1000
+
 #: Upstream states, as ``mcphost plugins`` shows them.
 STOPPED, STARTING, RUNNING, RESTARTING, FAILED = "stopped", "starting", "running", "restarting", "failed"
 
@@ -50,6 +54,7 @@ class Lessor(Protocol):
     """Processes of one server that calls lease one at a time (:class:`mcphost_proxy.pool.Pool`)."""
 
     instances: list[Upstream]
+    echoes: bool
 
     def lease(self, key: str = "", size: int = 0) -> contextlib.AbstractAsyncContextManager[Upstream]: ...
 
@@ -69,6 +74,8 @@ class Listing:
     resources: list[dict[str, Any]] = field(default_factory=list)
     templates: list[dict[str, Any]] = field(default_factory=list)
     capabilities: dict[str, Any] = field(default_factory=dict)
+    #: The shortest ``ttlMs`` a 2026-07-28 upstream gave its lists (None: none given); not compared.
+    ttl_ms: int | None = field(default=None, compare=False)
 
 
 def _dump(model: Any) -> dict[str, Any]:
@@ -102,6 +109,8 @@ class Upstream:
         self.questions = Questions(self)
         self._refresh: asyncio.Task[None] | None = None
         self._relist_again = False
+        #: The re-listing due when the lists' ttlMs lapses (see _expire).
+        self._expiry: asyncio.TimerHandle | None = None
         #: The per-principal caps on parked calls (shared by every upstream; set by the plugin).
         self.parking = Parking()
         #: Resource URIs the host's subscribers follow through this connection (kept across restarts),
@@ -131,8 +140,12 @@ class Upstream:
         self.switch: Switch | None = None
         #: The turns of the stdio upstreams starting at once (max_starting; None: start at once).
         self.starting: asyncio.Semaphore | None = None
-        #: questions = "own_process": the processes a call that may ask leases (set by the plugin).
+        #: questions = "own_process" or "auto": the processes a call that may ask leases (set by the plugin).
         self.pool: Lessor | None = None
+        #: A question carried the trace id of its call back (questions.py): concurrent questions route by
+        #: it, so questions = "auto" keeps every call on this process. Calls in flight whose client may be asked.
+        self.echoes = False
+        self.asking = 0
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -299,6 +312,7 @@ class Upstream:
                     with contextlib.suppress(Exception):
                         await self._subscribe(session, uri, True)
             self.listing = await self._list(session)
+            self._expire()
             self.state = RUNNING
             self.error = None
             await self._changed()
@@ -308,6 +322,8 @@ class Upstream:
                      len(self.listing.templates))
             await self._dead.wait()
             self._session = None
+            if self._expiry is not None:
+                self._expiry.cancel()
             group.cancel_scope.cancel()
             if not self._stopping:
                 raise ConnectionError("the connection closed" if settings.command is None
@@ -355,17 +371,35 @@ class Upstream:
         # Paging stops at max_tools items (ten times that with include patterns, which may pick later
         # ones): a listing never grows without bound.
         most = self.settings.max_tools * (10 if self.settings.include else 1)
+        every: list[dict[str, Any]] = []
         if caps is None or caps.tools is not None:
             pages = await _raw_pages(session, "tools/list", "tools", most, self.label)
+            every += pages
             listing.tools = await offload(_absorb_tools, session, pages, self.label)
         if caps is None or caps.prompts is not None:
-            listing.prompts = _items(await _raw_pages(session, "prompts/list", "prompts", most, self.label), "prompts")
+            every += (pages := await _raw_pages(session, "prompts/list", "prompts", most, self.label))
+            listing.prompts = _items(pages, "prompts")
         if caps is None or caps.resources is not None:
-            listing.resources = _items(await _raw_pages(session, "resources/list", "resources", most, self.label),
-                                       "resources")
-            listing.templates = _items(await _raw_pages(session, "resources/templates/list", "resourceTemplates",
-                                                        most, self.label), "resourceTemplates")
+            every += (pages := await _raw_pages(session, "resources/list", "resources", most, self.label))
+            listing.resources = _items(pages, "resources")
+            every += (pages := await _raw_pages(session, "resources/templates/list", "resourceTemplates", most,
+                                                self.label))
+            listing.templates = _items(pages, "resourceTemplates")
+        ttls = [page["ttlMs"] for page in every if type(page.get("ttlMs")) is int and page["ttlMs"] >= 0]
+        listing.ttl_ms = min(ttls) if ttls else None
         return listing
+
+    def _expire(self) -> None:
+        """List again when the lists' ``ttlMs`` lapses (SEP-2549: a 2026-07-28 upstream may change its
+        lists without telling; the hint says how long they hold). 0 says "stale at once": those lists
+        are read again on list_changed only, as is a ttlMs under MIN_RELIST_MS's floor (no polling)."""
+        if self._expiry is not None:
+            self._expiry.cancel()
+            self._expiry = None
+        ttl = self.listing.ttl_ms
+        if ttl and not self._stopping:
+            delay = max(ttl, MIN_RELIST_MS) / 1000
+            self._expiry = asyncio.get_running_loop().call_later(delay, self._schedule_relist)
 
     # -- notifications and questions from the upstream ------------------------------------------
 
@@ -392,7 +426,8 @@ class Upstream:
     async def _updated(self, uri: str) -> None:
         """Relay a resource update: to the one session a per_session instance serves (if it follows
         ``uri``), to whom :attr:`relay` picks, else to every host subscriber of ``uri`` (sessions and
-        listen streams)."""
+        listen streams). ``uri`` is the upstream's (a ``ui://`` one is relayed as the host serves it)."""
+        uri = ui_uri(self.settings.name, uri)
         session = self.audience
         if session is None:
             if self.relay is not None:
@@ -436,6 +471,7 @@ class Upstream:
             except Exception as exc:
                 log.warning("upstream %s: listing after list_changed failed: %s", self.label, _describe(exc))
                 return
+            self._expire()
             await self._changed()
             if not self._relist_again:
                 return
@@ -487,7 +523,8 @@ class Upstream:
         here (this returns once the upstream acknowledged it) and closed to unsubscribe.
         """
         if session.discover_result is None:
-            await self.request(None, lambda s: s.subscribe_resource(uri) if on else s.unsubscribe_resource(uri))
+            wire = upstream_uri(self.settings.name, uri)  # a ui:// URI as the upstream knows it (apps.py)
+            await self.request(None, lambda s: s.subscribe_resource(wire) if on else s.unsubscribe_resource(wire))
         elif on:
             acked: asyncio.Future[None] = asyncio.get_running_loop().create_future()
             task = self._follows[uri] = asyncio.get_running_loop().create_task(
@@ -512,10 +549,11 @@ class Upstream:
     async def _follow(self, session: ClientSession, uri: str, acked: asyncio.Future[None]) -> None:
         """Follow ``uri`` on a listen stream of the 2026-07-28 upstream, relaying its updates; a stream
         the upstream ends (it timed out, say) is opened again while ``uri`` is wanted on this session."""
+        wire = upstream_uri(self.settings.name, uri)
         while True:
             try:
-                async with listen(session, resource_subscriptions=[uri]) as updates:
-                    if uri not in (updates.honored.resource_subscriptions or ()):
+                async with listen(session, resource_subscriptions=[wire]) as updates:
+                    if wire not in (updates.honored.resource_subscriptions or ()):
                         raise MCPError(types.INVALID_PARAMS, f"the upstream does not follow {uri}")
                     if not acked.done():
                         acked.set_result(None)
@@ -562,13 +600,17 @@ class Upstream:
 
         An HTTP upstream that answers 404 to our session id (it restarted while we were idle) never
         received the request: the session is initialized again and the request sent once more.
-        With a pool (``questions = "own_process"``) a call whose client can answer questions runs on
-        a process of its own (it may wait for one), so any question that process asks is the call's.
+        With a pool (``questions = "own_process"``, or ``"auto"`` while another asking call is in flight
+        here on an upstream not seen to echo: :meth:`_leases`) a call whose client can answer questions
+        runs on a process of its own (it may wait for one), so any question that process asks is the call's.
         """
-        if self.pool is not None and ctx is not None and _may_be_asked(ctx):
+        askable = self.pool is not None and ctx is not None and _may_be_asked(ctx)
+        if askable and self._leases():
+            assert self.pool is not None and ctx is not None
             async with self.pool.lease(str(getattr(ctx.session, "quota", "") or ctx.session.id), size) as instance:
                 return await instance.request(ctx, call, wait=self.settings.timeout, size=size)
         self.in_flight += 1
+        self.asking += askable
         try:
             session = await self.session(wait)
             try:
@@ -583,7 +625,17 @@ class Upstream:
             return await self._request(fresh, ctx, call, size)
         finally:
             self.in_flight -= 1
+            self.asking -= askable
             self.last_used = time.monotonic()
+
+    def _leases(self) -> bool:
+        """Whether a call whose client may be asked leases a pooled process: always with ``own_process``;
+        with ``auto`` while another such call is in flight here and the upstream has not been seen to
+        echo the trace id (two questions could not be told apart)."""
+        if self.settings.questions == "own_process":
+            return True
+        echoed = self.echoes or (self.pool is not None and self.pool.echoes)
+        return self.asking > 0 and not echoed
 
     async def _request(self, session: ClientSession, ctx: mcphost.Context | None,
                        call: Callable[[ClientSession], Awaitable[Any]], size: int = 0) -> Any:

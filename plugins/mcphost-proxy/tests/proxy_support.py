@@ -20,6 +20,7 @@ from mcphost.testing import free_port, make_host, serve_http
 HERE = Path(__file__).resolve().parent
 SDK_SERVER = HERE / "upstreams" / "sdk_server.py"
 RAW_SERVER = HERE / "upstreams" / "raw_server.py"
+APPS_SERVER = HERE / "upstreams" / "apps_server.py"
 REPO = HERE.parents[2]
 TS_SERVER = REPO / "tests" / "support" / "js" / "upstream_server.mjs"
 
@@ -85,11 +86,11 @@ class Side:
 
 @contextlib.asynccontextmanager
 async def front(servers: dict[str, Any], *plugins: Any, proxy: dict[str, Any] | None = None,
-                server: dict[str, Any] | None = None) -> AsyncIterator[Any]:
+                server: dict[str, Any] | None = None, endpoints: dict[str, Any] | None = None) -> AsyncIterator[Any]:
     """A host mounting ``servers`` through the proxy plugin, served over HTTP in this loop."""
     plugin = ProxyPlugin()
     config = {"plugins": {"proxy": {"servers": servers, "restart_backoff": 0.2, **(proxy or {})}},
-              "server": server or {}}
+              "server": server or {}, **({"endpoints": endpoints} if endpoints else {})}
     host = make_host(("proxy", plugin), *plugins, config=config)
     async with serve_http(host) as live:
         # The host serves at once; the upstreams are mounted as they list (wait for them here).

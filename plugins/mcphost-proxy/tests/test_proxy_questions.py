@@ -62,30 +62,41 @@ async def _concurrently(live, ada: Side, bob: Side, rounds: int = 3) -> None:
 
 
 async def test_concurrent_questions_over_one_shared_stdio_process_reach_their_own_calls():
-    """One shared upstream process; the SDK server echoes each call's trace context in its question."""
+    """One shared upstream process; the SDK server echoes each call's trace context in its question. At
+    the default ``questions = "auto"`` the first concurrent round may lease one pooled process (the echo
+    is not known yet); once a question came back with its trace id, every call stays on the shared one."""
     ada, bob = Side("Ada"), Side("Bob")
     async with front({"sdk": sdk_upstream()}) as live:
         await _concurrently(live, ada, bob)
         assert live.plugin.bound == {}
+        shared = live.plugin.upstreams["sdk"]
+        assert shared.pool is not None and len(shared.pool.instances) <= 1
+        assert shared.echoes or shared.pool.echoes
 
 
 async def test_many_calls_in_flight_on_one_shared_stdio_process_each_get_their_own_question():
-    """Four clients (two of each era), three calls each, all twelve in flight at once on one process."""
+    """Four clients (two of each era), three calls each, all twelve in flight at once on one process
+    (a first call showed that the upstream echoes the trace id, so ``questions = "auto"`` leases none)."""
     sides = [Side(name) for name in ("Ada", "Bob", "Cy", "Di")]
     async with front({"sdk": sdk_upstream()}) as live, contextlib.AsyncExitStack() as stack:
+        async with Side("Eve").client(live.url) as first:
+            assert _text(await first.call_tool("sdk_ask_name", {})) == "Hello, Eve!"
+        shared = live.plugin.upstreams["sdk"]
+        assert shared.echoes and shared.pool is not None and shared.pool.instances == []
         clients = [await stack.enter_async_context(side.client(live.url, "legacy" if i % 2 else "auto"))
                    for i, side in enumerate(sides)]
         calls = [client.call_tool("sdk_ask_name", {}) for client in clients for _ in range(3)]
         results = await asyncio.gather(*calls)
         assert [_text(result) for result in results] == [f"Hello, {side.name}!" for side in sides for _ in range(3)]
         assert [len(side.elicitations) for side in sides] == [3, 3, 3, 3]
+        assert shared.pool.instances == []
 
 
 async def test_without_the_trace_context_concurrent_questions_on_a_shared_process_are_refused():
-    """The same upstream without the echo, shared (the default): the two questions cannot be told apart,
-    so neither is shown to a client (never to the wrong one); each call gets an error result."""
+    """The same upstream without the echo, ``questions = "shared"``: the two questions cannot be told
+    apart, so neither is shown to a client (never to the wrong one); each call gets an error result."""
     ada, bob = Side("Ada"), Side("Bob")
-    async with front({"sdk": sdk_upstream(**NO_ECHO)}) as live, \
+    async with front({"sdk": sdk_upstream(questions="shared", **NO_ECHO)}) as live, \
             ada.client(live.url, "legacy") as old, bob.client(live.url, "auto") as new:
         results = await asyncio.gather(old.call_tool("sdk_ask_name", {}), new.call_tool("sdk_ask_name", {}),
                                        return_exceptions=True)
@@ -117,7 +128,7 @@ async def test_questions_own_process_leases_a_process_per_asking_call():
 
 
 @pytest.mark.parametrize(("table", "message"), [
-    ({"command": "a", "questions": "always"}, "Input should be 'shared' or 'own_process'"),
+    ({"command": "a", "questions": "always"}, "Input should be 'auto', 'shared' or 'own_process'"),
     ({"url": "http://b", "questions": "own_process"}, "'own_process' is for stdio servers"),
     ({"command": "a", "per_session": True, "questions": "own_process"}, "without per_session"),
     ({"command": "a", "max_queued": -1}, "[plugins.proxy.servers.x.max_queued] Input should be greater than or equal"),
@@ -266,3 +277,36 @@ async def test_server_everything_over_stdio_with_own_process():
             assert "Ada" in _text(first) and "Bob" not in _text(first), _text(first)
             assert "Bob" in _text(second) and "Ada" not in _text(second), _text(second)
         assert len(ada.elicitations) == 2 and len(bob.elicitations) == 2
+
+
+async def test_without_the_trace_context_concurrent_questions_reach_their_own_calls_by_default():
+    """The SDK server without the echo, at the default ``questions = "auto"``: while one asking call is
+    in flight on the shared process another leases a pooled process, so each question has one call."""
+    ada, bob = Side("Ada"), Side("Bob")
+    async with front({"sdk": sdk_upstream(**NO_ECHO)}) as live:
+        await _concurrently(live, ada, bob)
+        shared = live.plugin.upstreams["sdk"]
+        assert not shared.echoes and shared.pool is not None and 1 <= len(shared.pool.instances) <= 2
+
+
+@pytest.mark.parametrize("rounds", [3])
+async def test_server_everything_over_stdio_at_default_settings(rounds):
+    """The npm server-everything over stdio (it does not echo the trace id, and asks roots/list of a
+    client that never declared roots, 350 ms after each process starts), default settings: a
+    session-era and a 2026-07-28 client answering elicitations at once, three rounds: every question
+    reaches its own call, and the roots/list nobody can answer fails no call."""
+    status = await asyncio.to_thread(ensure_ts_client)
+    if not status:
+        pytest.skip(status.reason)
+    ada, bob = Side("Ada"), Side("Bob")
+    table = {"command": node_executable(), "args": [str(EVERYTHING)], "prefix": "every_"}
+    async with front({"every": table}) as live, \
+            ada.client(live.url, "legacy") as old, bob.client(live.url, "auto") as new:
+        for _ in range(rounds):
+            first, second = await asyncio.gather(
+                old.call_tool("every_trigger-elicitation-request", {}),
+                new.call_tool("every_trigger-elicitation-request", {}))
+            assert not first.is_error and not second.is_error, (_text(first), _text(second))
+            assert "Ada" in _text(first) and "Bob" not in _text(first), _text(first)
+            assert "Bob" in _text(second) and "Ada" not in _text(second), _text(second)
+        assert len(ada.elicitations) == rounds and len(bob.elicitations) == rounds
