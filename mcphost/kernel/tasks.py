@@ -253,6 +253,11 @@ class TaskRun:
             await self._settle_after_error(exc)
             return {}
         if self.state != "sync":
+            current = asyncio.current_task()
+            if current is not None and current.cancelling():  # cancelled, and it came out as a result
+                _uncancel()
+                await self._settle_after_error(asyncio.CancelledError())
+                return {}
             await asyncio.shield(self.created)
             await self._finish(status="completed", result=result)
         return result

@@ -27,6 +27,7 @@ from mcphost import signature as sig
 from mcphost.catalog import compile_validator
 from mcphost.protocol.uritemplate import UriTemplate, UriTemplateError
 from mcphost.records import TOOL_NAME, Provenance
+from mcphost_proxy import tasks
 from mcphost_proxy.rounds import rounds
 from mcphost_proxy.upstream import Listing, Upstream
 
@@ -130,7 +131,10 @@ def _tool_record(upstream: Upstream, resolve: Resolver, item: Mapping[str, Any],
         return None
     execution = item.get("execution")
     support = execution.get("taskSupport") if isinstance(execution, dict) else None
-    task = support if support in ("optional", "required") else "forbidden"
+    # Only as a task upstream: the host still answers a client that does not use tasks (it follows
+    # the upstream task itself), so it declares the tool "optional", never "required".
+    task_only = support == "required"
+    task = "optional" if support in ("optional", "required") else "forbidden"
     if task == "forbidden" and TASKS_EXTENSION in (listing.capabilities.get("extensions") or {}):
         task = "optional"  # the upstream runs long calls as tasks; so may the host, in front of it
 
@@ -143,11 +147,25 @@ def _tool_record(upstream: Upstream, resolve: Resolver, item: Mapping[str, Any],
 
         async def call(session: Any) -> Any:
             modern = session.discover_result is not None
+            if task_only and not modern:  # a 2025-11-25 upstream: a task call with the task parameter
+                return await tasks.call_as_task(session, ctx, upstream_name, arguments)
             return await rounds(target, ctx, lambda **more: session.call_tool(
                 upstream_name, arguments, progress_callback=progress, allow_input_required=modern,
                 allow_claimed=modern, **more), session)
 
-        result = await target.request(ctx, call, wait=_first_wait(settings), size=len(orjson.dumps(arguments)))
+        size = len(orjson.dumps(arguments))
+        marked = tasks.TASK_ONLY.set(task_only)
+        try:
+            try:
+                result = await target.request(ctx, call, wait=_first_wait(settings), size=size)
+            except mcphost.McpError as exc:
+                if task_only or not tasks.needs_task(exc):
+                    raise
+                # A 2026-07-28 upstream lists no taskSupport: it said so only now. Follow its task here.
+                tasks.TASK_ONLY.set(True)
+                result = await target.request(ctx, call, wait=_first_wait(settings), size=size)
+        finally:
+            tasks.TASK_ONLY.reset(marked)
         wire = result if isinstance(result, dict) else _dump(result)  # the lean path's result: as it arrived
         return mcphost.ToolResult(content=list(wire.get("content") or []), structured=wire.get("structuredContent"),
                                   is_error=bool(wire.get("isError")), meta=wire.get("_meta"))

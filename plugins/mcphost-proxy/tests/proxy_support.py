@@ -22,6 +22,9 @@ SDK_SERVER = HERE / "upstreams" / "sdk_server.py"
 RAW_SERVER = HERE / "upstreams" / "raw_server.py"
 REPO = HERE.parents[2]
 TS_SERVER = REPO / "tests" / "support" / "js" / "upstream_server.mjs"
+#: The npm @modelcontextprotocol/server-everything (pinned in tests/support/js; stdio unless told otherwise).
+EVERYTHING = REPO / "tests" / "support" / "js" / "node_modules" / "@modelcontextprotocol" / "server-everything" / \
+    "dist" / "index.js"
 
 
 def sdk_upstream(**extra: Any) -> dict[str, Any]:
