@@ -59,7 +59,7 @@ MODERN_METHODS = frozenset({"server/discover", "tools/list", "tools/call", "reso
 #: Methods that exist only in 2026-07-28; a session-era client gets -32601 for them.
 MODERN_ONLY = frozenset({"server/discover", "subscriptions/listen", "tasks/update"})
 #: The tasks capability of a 2025-11-25 server with a tool that may run as a task (no tasks/list).
-LEGACY_TASKS = {"cancel": {}, "requests": {"tools": {"call": {}}}}
+LEGACY_TASKS: dict[str, Any] = {"cancel": {}, "requests": {"tools": {"call": {}}}}
 MAX_COMPLETION_VALUES = 100
 #: Characters of a URI repeated in a "Resource not found" error's data, at most.
 MAX_ECHOED_URI = 2048

@@ -153,19 +153,7 @@ def _tool_record(upstream: Upstream, resolve: Resolver, item: Mapping[str, Any],
                 upstream_name, arguments, progress_callback=progress, allow_input_required=modern,
                 allow_claimed=modern, **more), session)
 
-        size = len(orjson.dumps(arguments))
-        marked = tasks.TASK_ONLY.set(task_only)
-        try:
-            try:
-                result = await target.request(ctx, call, wait=_first_wait(settings), size=size)
-            except mcphost.McpError as exc:
-                if task_only or not tasks.needs_task(exc):
-                    raise
-                # A 2026-07-28 upstream lists no taskSupport: it said so only now. Follow its task here.
-                tasks.TASK_ONLY.set(True)
-                result = await target.request(ctx, call, wait=_first_wait(settings), size=size)
-        finally:
-            tasks.TASK_ONLY.reset(marked)
+        result = await _send_call(target, ctx, call, _first_wait(settings), len(orjson.dumps(arguments)), task_only)
         wire = result if isinstance(result, dict) else _dump(result)  # the lean path's result: as it arrived
         return mcphost.ToolResult(content=list(wire.get("content") or []), structured=wire.get("structuredContent"),
                                   is_error=bool(wire.get("isError")), meta=wire.get("_meta"))
@@ -179,6 +167,23 @@ def _tool_record(upstream: Upstream, resolve: Resolver, item: Mapping[str, Any],
         signature=sig.Signature(input_schema=dict(input_schema), output_schema=None, wrap_output=False,
                                 context_param=CTX),
         provenance=origin_of(upstream))
+
+
+async def _send_call(target: Upstream, ctx: mcphost.Context, call: Callable[[Any], Any], wait: float | None,
+                     size: int, task_only: bool) -> Any:
+    """Forward a tool call; one that runs only as a task upstream is followed here (tasks.py)."""
+    marked = tasks.TASK_ONLY.set(task_only)
+    try:
+        try:
+            return await target.request(ctx, call, wait=wait, size=size)
+        except mcphost.McpError as exc:
+            if task_only or not tasks.needs_task(exc):
+                raise
+            # A 2026-07-28 upstream lists no taskSupport: it says so only now. Follow its task here.
+            tasks.TASK_ONLY.set(True)
+            return await target.request(ctx, call, wait=wait, size=size)
+    finally:
+        tasks.TASK_ONLY.reset(marked)
 
 
 def _completions(upstream: Upstream, resolve: Resolver, ref: dict[str, Any], names: list[str], listing: Listing
