@@ -131,10 +131,11 @@ def _tool_record(upstream: Upstream, resolve: Resolver, item: Mapping[str, Any],
         return None
     execution = item.get("execution")
     support = execution.get("taskSupport") if isinstance(execution, dict) else None
-    # Only as a task upstream: the host still answers a client that does not use tasks (it follows
-    # the upstream task itself), so it declares the tool "optional", never "required".
+    # Declared as the upstream declares it. A task-only tool called without a task by a session-era
+    # client is still answered (the proxy follows the upstream task); a 2026-07-28 client without the
+    # extension gets -32021 from the host, as from any server.
     task_only = support == "required"
-    task = "optional" if support in ("optional", "required") else "forbidden"
+    task = support if support in ("optional", "required") else "forbidden"
     if task == "forbidden" and TASKS_EXTENSION in (listing.capabilities.get("extensions") or {}):
         task = "optional"  # the upstream runs long calls as tasks; so may the host, in front of it
 
@@ -177,9 +178,10 @@ async def _send_call(target: Upstream, ctx: mcphost.Context, call: Callable[[Any
         try:
             return await target.request(ctx, call, wait=wait, size=size)
         except mcphost.McpError as exc:
-            if task_only or not tasks.needs_task(exc):
-                raise
-            # A 2026-07-28 upstream lists no taskSupport: it says so only now. Follow its task here.
+            if task_only or ctx.session.era == "modern" or not tasks.needs_task(exc):
+                raise  # a 2026-07-28 client without the extension hears it as the upstream said it
+            # A 2026-07-28 upstream lists no taskSupport: it says so only now. Follow its task for
+            # this session-era client, which has no extension to declare.
             tasks.TASK_ONLY.set(True)
             return await target.request(ctx, call, wait=wait, size=size)
     finally:

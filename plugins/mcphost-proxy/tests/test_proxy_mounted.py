@@ -128,7 +128,6 @@ async def test_an_upstream_task_becomes_the_hosts_task(conformance_upstream):
             await asyncio.sleep(0.1)
         assert task["status"] == "completed", task
         assert task["result"]["content"][0]["text"] == "compute: computed after 0.5s"
-        # A client without the extension gets the plain result of a tool that runs only as a task
-        # upstream: the host follows the upstream task itself (test_proxy_tasks.py has the rest).
-        plain = (await post("tools/call", {"name": "failing_job", "arguments": {}}))["result"]
-        assert plain["isError"] is True and "failed on purpose" in plain["content"][0]["text"]
+        # Without the extension the upstream refuses a tool that only runs as a task, as it would itself.
+        refused = await post("tools/call", {"name": "failing_job", "arguments": {}})
+        assert refused["error"]["code"] == -32021

@@ -5,8 +5,9 @@ Two task tools behind mcphost: server-everything's ``simulate-research-query`` (
 and the conformance plugin's ``slow_compute`` on an mcphost upstream speaking 2026-07-28 (the
 tasks extension; it runs as long as it is told). A 2025-11-25 client (``task`` parameter,
 tasks/get, tasks/result, tasks/cancel) and a 2026-07-28 client (the extension: tasks/get,
-tasks/cancel) each start, poll and cancel a task of each; a client that does not use tasks (the
-official SDK client, both eras) gets the plain result of each; on two nodes sharing Redis a task
+tasks/cancel) each start, poll and cancel a task of each; a session-era client that does not use
+tasks (the official SDK client) gets the plain result of each, a 2026-07-28 one without the
+extension gets -32021 for the task-only tools, as from any server; on two nodes sharing Redis a task
 started on one node is polled, fetched and cancelled on the other.
 """
 
@@ -21,7 +22,7 @@ from typing import Any
 import httpx
 import mcp_types as types
 import pytest
-from mcp import Client
+from mcp import Client, MCPError
 from proxy_support import EVERYTHING, front
 
 from tests.support.http_support import HttpServer, ServerGroup, modern, open_session, session_headers, sse_messages
@@ -207,19 +208,31 @@ async def _roots(context: Any) -> types.ListRootsResult:
     return types.ListRootsResult(roots=[types.Root(uri="file:///home/ada", name="Ada")])
 
 
-@pytest.mark.parametrize("mode", ["legacy", "auto"])
-async def test_a_client_without_tasks_gets_the_plain_result_of_a_task_only_tool(live, mode):
-    """The SDK client (no tasks in either era): the host runs the upstream task and answers the call.
-    It answers roots/list, which server-everything asks of every client (a question the client
-    cannot answer failing its 2026-07-28 call is another part of issue #38)."""
-    async with Client(live.url, mode=mode, list_roots_callback=_roots, read_timeout_seconds=60) as client:
+async def test_a_session_era_client_without_tasks_gets_the_plain_result_of_a_task_only_tool(live):
+    """The SDK client in the session era (no tasks): the host runs the upstream task and answers the
+    call. It answers roots/list, which server-everything asks of every client."""
+    async with Client(live.url, mode="legacy", list_roots_callback=_roots, read_timeout_seconds=60) as client:
         research = await client.call_tool(RESEARCH, {"topic": "tides"})
         assert not research.is_error and "# Research Report: tides" in _text(research)
         computed = await client.call_tool("conf_slow_compute", {"seconds": 0.5})
         assert _text(computed) == "compute: computed after 0.5s"
-        # A 2026-07-28 upstream's task-only tool too (it fails on purpose, with a tool error).
+        # A 2026-07-28 upstream's task-only tool too (it lists no taskSupport; it fails on purpose).
         failed = await client.call_tool("conf_failing_job", {})
         assert failed.is_error and "failed on purpose" in _text(failed)
+
+
+async def test_a_2026_client_without_the_extension_gets_32021_for_a_task_only_tool_and_plain_results(live):
+    """A 2026-07-28 client could declare the extension: a tool that runs only as a task is refused
+    with -32021 naming it, as any server must (the conformance suite's tasks-required-task-error),
+    from either era's upstream; the other task tools answer plainly."""
+    async with Client(live.url, mode="auto", list_roots_callback=_roots, read_timeout_seconds=60) as client:
+        for tool in (RESEARCH, "conf_failing_job"):
+            with pytest.raises(MCPError) as refused:
+                await client.call_tool(tool, {"topic": "tides"} if tool == RESEARCH else {})
+            assert refused.value.error.code == -32021
+            assert refused.value.error.data["requiredCapabilities"] == {"extensions": {TASKS: {}}}
+        computed = await client.call_tool("conf_slow_compute", {"seconds": 0.5})
+        assert _text(computed) == "compute: computed after 0.5s"
 
 
 async def test_the_host_declares_tasks_and_each_tools_task_support_to_a_2025_11_25_client(live):
@@ -233,8 +246,7 @@ async def test_the_host_declares_tasks_and_each_tools_task_support_to_a_2025_11_
         client = LegacyTasks(http, live.url)
         client.session_id = response.headers["mcp-session-id"]
         tools = {tool["name"]: tool for tool in (await client.result("tools/list", {}))["tools"]}
-    # A task-only upstream tool is declared optional: the host also answers a call without a task.
-    assert tools[RESEARCH]["execution"] == {"taskSupport": "optional"}
+    assert tools[RESEARCH]["execution"] == {"taskSupport": "required"}  # as server-everything declares it
     assert tools["conf_slow_compute"]["execution"] == {"taskSupport": "optional"}
     assert "execution" not in tools["every_echo"]
 
