@@ -144,6 +144,7 @@ class Catalog:
         self._scopes_cache: dict[str, list[frozenset[str]]] = {}
         self._visible_cache: dict[tuple[str, str, frozenset[str]], list[dict[str, Any]]] = {}
         self._capabilities: dict[str, Any] | None = None
+        self._task_tools = False  # computed with the capabilities
         #: Kinds (``tools``, ``resources``, ``prompts``) a mounting provider (the proxy) will serve once
         #: its upstreams list: declared at initialize even while none is mounted (:meth:`expect`).
         self.expected: frozenset[str] = frozenset()
@@ -351,8 +352,15 @@ class Catalog:
             caps["prompts"] = {"listChanged": True}
         if self.prompts or self.templates:
             caps["completions"] = {}
+        self._task_tools = any(entry.record.task != "forbidden" for entry in self.tools.values())
         self._capabilities = caps
         return caps
+
+    @property
+    def has_task_tools(self) -> bool:
+        """Whether a tool may run as a task: a 2025-11-25 server then declares the ``tasks`` capability."""
+        self.capabilities()
+        return self._task_tools
 
     def expect(self, kinds: Iterable[str]) -> None:
         """Declare ``kinds`` (``tools``, ``resources``, ``prompts``) served from now on, with or without

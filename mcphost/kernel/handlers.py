@@ -58,7 +58,9 @@ MODERN_METHODS = frozenset({"server/discover", "tools/list", "tools/call", "reso
                             "completion/complete", "subscriptions/listen", "tasks/get", "tasks/update",
                             "tasks/cancel"})
 #: Methods that exist only in 2026-07-28; a session-era client gets -32601 for them.
-MODERN_ONLY = frozenset({"server/discover", "subscriptions/listen", "tasks/get", "tasks/update", "tasks/cancel"})
+MODERN_ONLY = frozenset({"server/discover", "subscriptions/listen", "tasks/update"})
+#: The tasks capability of a 2025-11-25 server with a tool that may run as a task (no tasks/list).
+LEGACY_TASKS: dict[str, Any] = {"cancel": {}, "requests": {"tools": {"call": {}}}}
 MAX_COMPLETION_VALUES = 100
 #: Characters of a URI repeated in a "Resource not found" error's data, at most.
 MAX_ECHOED_URI = 2048
@@ -154,6 +156,8 @@ def tool_descriptor(tool: Tool, version: str) -> dict[str, Any]:
         out["outputSchema"] = dict(tool.output_schema)
     if tool.annotations:
         out["annotations"] = dict(tool.annotations)
+    if tool.task != "forbidden" and version == "2025-11-25":  # the extension of 2026-07-28 has no such field
+        out["execution"] = {"taskSupport": tool.task}
     return out
 
 
@@ -205,9 +209,12 @@ async def initialize(kernel: Kernel, request: RequestInfo) -> dict[str, Any]:
     session.client_info = client_info
     # Answer requests as soon as initialize is answered; clients race notifications/initialized.
     session.initialized = True
+    offered = _capabilities(kernel, session)
+    if version == "2025-11-25" and kernel.catalog.has_task_tools:
+        offered = {**offered, "tasks": LEGACY_TASKS}
     result: dict[str, Any] = {
         "protocolVersion": version,
-        "capabilities": _capabilities(kernel, session),
+        "capabilities": offered,
         "serverInfo": kernel.server_info(session),
     }
     instructions = _instructions(kernel, session)
@@ -350,13 +357,13 @@ async def _call_tool(kernel: Kernel, request: RequestInfo, name: str) -> dict[st
     except ValueError as exc:  # names the argument and the rule it breaks
         entry.stats.refuse(INVALID_ARGUMENTS)
         return results.error_result(f"Invalid arguments for tool {name!r}: {exc}")
-    run = kernel.tasks.begin(session, name, record.task)
+    run = kernel.tasks.begin(session, name, record.task, request.params)
     if record.resumable and request.round is not None and run is None and request.scope is None:
         # a 2026-07-28 call that must not re-run (a call made by a tool waits inside that tool's run)
         return await kernel.continuations.call(request, _progress_token(request),
                                                functools.partial(_resume_tool, kernel, request, entry, kwargs))
     if record.signature is not None and record.signature.context_param:
-        scope = _scope(kernel, request) if run is None else TaskScope(
+        scope = _scope(kernel, request) if run is None or run.legacy else TaskScope(
             kernel, session, request.id, request.method, _progress_token(request), round=request.round, run=run)
         kwargs[record.signature.context_param] = Context(scope)
     if run is not None:  # a task may run until its record expires
@@ -696,6 +703,11 @@ async def discover(kernel: Kernel, request: RequestInfo) -> dict[str, Any]:
 @method("tasks/get")
 async def get_task(kernel: Kernel, request: RequestInfo) -> dict[str, Any]:
     return await kernel.tasks.get(request.session, request.params)
+
+
+@method("tasks/result")
+async def task_result(kernel: Kernel, request: RequestInfo) -> dict[str, Any]:
+    return await kernel.tasks.result(request.session, request.params)
 
 
 @method("tasks/update")

@@ -14,6 +14,13 @@ Answers and cancellations reach the process running the task through the backend
 (channel ``task:<id>``), so with a shared backend any worker can take a ``tasks/*`` request.
 Task records are bound to the principal that created them; a foreign or unknown id gets the
 same -32602.
+
+A 2025-11-25 session has tasks in its core protocol instead (the ``tasks`` capability, the tool's
+``execution.taskSupport``): a ``tools/call`` with a ``task`` parameter becomes a task at once and
+answers ``{"task": Task}``; ``tasks/get`` answers the Task, ``tasks/result`` waits for the outcome
+and answers what the call would have, and ``tasks/cancel`` answers the Task, cancelled. The same
+records and store serve both eras (:func:`legacy_view` shows a record as a 2025-11-25 Task). Such a
+task's handler asks no questions (its request has ended; there is no ``tasks/update`` in 2025-11-25).
 """
 
 from __future__ import annotations
@@ -32,10 +39,13 @@ from mcphost.kernel.scope import question_bytes
 from mcphost.protocol.errors import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
+    METHOD_NOT_FOUND,
     MISSING_CLIENT_CAPABILITY,
+    REQUEST_CANCELLED,
     SERVER_BUSY,
     McpError,
 )
+from mcphost.protocol.versions import at_least
 from mcphost.sessions.session import Session
 from mcphost.stats import BUDGET
 
@@ -55,6 +65,11 @@ def declares_tasks(session: Session) -> bool:
     """Whether this request's client declared the tasks extension."""
     extensions = session.client_capabilities.get("extensions")
     return isinstance(extensions, dict) and EXTENSION in extensions
+
+
+def legacy_tasks(session: Session) -> bool:
+    """Whether this is a session-era client whose revision has tasks in its core (2025-11-25)."""
+    return session.era != "modern" and at_least(session.protocol_version or "", "2025-11-25")
 
 
 def missing_extension(what: str) -> McpError:
@@ -88,14 +103,48 @@ def detailed_view(record: dict[str, Any]) -> dict[str, Any]:
     return view
 
 
+RELATED_TASK = "io.modelcontextprotocol/related-task"
+
+
+def legacy_view(record: dict[str, Any]) -> dict[str, Any]:
+    """A record as a 2025-11-25 Task (``ttl`` and ``pollInterval``; a tool result with isError is ``failed``)."""
+    status = record["status"]
+    if status == "completed" and (record.get("result") or {}).get("isError") is True:
+        status = "failed"
+    view = {"taskId": record["taskId"], "status": status, "createdAt": record["createdAt"],
+            "lastUpdatedAt": record["lastUpdatedAt"], "ttl": record.get("ttlMs")}
+    if "statusMessage" in record:
+        view["statusMessage"] = record["statusMessage"]
+    if record.get("pollIntervalMs") is not None:
+        view["pollInterval"] = record["pollIntervalMs"]
+    return view
+
+
+def legacy_outcome(record: dict[str, Any]) -> dict[str, Any]:
+    """What ``tasks/result`` answers for a task that ended: the call's own result, or its error."""
+    related = {RELATED_TASK: {"taskId": record["taskId"]}}
+    if record["status"] == "completed":
+        result = dict(record["result"])
+        result["_meta"] = {**(result.get("_meta") or {}), **related}
+        return result
+    if record["status"] == "failed":
+        error = record.get("error") or {}
+        raise McpError(int(error.get("code", INTERNAL_ERROR)), str(error.get("message", "The task failed")),
+                       {**(error.get("data") or {}), "taskId": record["taskId"]})
+    raise McpError(REQUEST_CANCELLED, "The task was cancelled", {"taskId": record["taskId"]})
+
+
 class TaskRun:
     """One call of a task-capable tool: synchronous until it escalates, then a task."""
 
-    def __init__(self, manager: TaskManager, session: Session, tool: str, required: bool) -> None:
+    def __init__(self, manager: TaskManager, session: Session, tool: str, required: bool,
+                 legacy: bool = False) -> None:
         self.manager = manager
         self.session = session
         self.tool = tool
         self.required = required
+        #: A 2025-11-25 task call: a task from the start, answered {"task": Task}.
+        self.legacy = legacy
         self.state = "sync"  # sync -> escalating -> task
         self.record: dict[str, Any] = {}
         self.created: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -114,6 +163,13 @@ class TaskRun:
     async def execute(self, invoke: Callable[[], Awaitable[dict[str, Any]]]) -> dict[str, Any]:
         """The request's answer: the tool result if it finished in time, else a CreateTaskResult."""
         self.handler = asyncio.get_running_loop().create_task(self._body(invoke))
+        if self.legacy:  # the client asked for a task: one at once
+            try:
+                await self.escalate()
+            except BaseException:
+                self.handler.cancel()
+                raise
+            return {"task": legacy_view(self.record)}
         try:
             await asyncio.wait((self.handler, self.created), timeout=self.manager.after,
                                return_when=asyncio.FIRST_COMPLETED)
@@ -201,6 +257,11 @@ class TaskRun:
             await self._settle_after_error(exc)
             return {}
         if self.state != "sync":
+            current = asyncio.current_task()
+            if current is not None and current.cancelling():  # cancelled, and it came out as a result
+                _uncancel()
+                await self._settle_after_error(asyncio.CancelledError())
+                return {}
             await asyncio.shield(self.created)
             await self._finish(status="completed", result=result)
         return result
@@ -344,10 +405,15 @@ class TaskManager:
     def broker(self) -> Any:
         return self.kernel.services.backend.broker
 
-    def begin(self, session: Session, tool: str, support: str) -> TaskRun | None:
-        """A TaskRun when this call may become a task, None for an ordinary call (-32021 if it cannot be one)."""
-        if support == "forbidden" or session.era != "modern":
+    def begin(self, session: Session, tool: str, support: str, params: dict[str, Any]) -> TaskRun | None:
+        """A TaskRun when this call may become a task, None for an ordinary call (-32021 if it cannot be one).
+
+        A 2025-11-25 call is a task when it asks for one (``params.task``) of a tool that may run as one."""
+        if support == "forbidden":
             return None
+        if session.era != "modern":
+            wanted = isinstance(params.get("task"), dict) and legacy_tasks(session)
+            return TaskRun(self, session, tool, required=False, legacy=True) if wanted else None
         if not declares_tasks(session):
             if support == "required":
                 raise missing_extension(f"Tool {tool!r} runs only as a task; it")
@@ -393,7 +459,10 @@ class TaskManager:
 
     async def load(self, session: Session, params: dict[str, Any]) -> dict[str, Any]:
         """The caller's task named in ``params``; unknown, expired and foreign ids look the same."""
-        if not declares_tasks(session):
+        if session.era != "modern":
+            if not legacy_tasks(session):
+                raise McpError(METHOD_NOT_FOUND, "Method not found")
+        elif not declares_tasks(session):
             raise missing_extension("The tasks/* methods")
         task_id = params.get("taskId")
         if not isinstance(task_id, str):
@@ -408,7 +477,22 @@ class TaskManager:
         return record
 
     async def get(self, session: Session, params: dict[str, Any]) -> dict[str, Any]:
-        return detailed_view(await self.load(session, params))
+        record = await self.load(session, params)
+        return detailed_view(record) if session.era == "modern" else legacy_view(record)
+
+    async def result(self, session: Session, params: dict[str, Any]) -> dict[str, Any]:
+        """2025-11-25 ``tasks/result``: wait until the task ends, then answer what its call would have."""
+        if session.era == "modern":
+            raise McpError(METHOD_NOT_FOUND, "Method not found")
+        record = await self.load(session, params)
+        while record["status"] not in TERMINAL:
+            run = self.running.get(record["taskId"])
+            if run is not None and run.handler is not None:  # runs here: wait for its end
+                await asyncio.wait((run.handler,))
+            else:  # runs in another process: look again at its poll interval
+                await asyncio.sleep(max(self.settings.task_poll_interval_ms, 50) / 1000)
+            record = await self.load(session, params)
+        return legacy_outcome(record)
 
     async def update(self, session: Session, params: dict[str, Any]) -> dict[str, Any]:
         record = await self.load(session, params)
@@ -435,6 +519,8 @@ class TaskManager:
 
     async def cancel(self, session: Session, params: dict[str, Any]) -> dict[str, Any]:
         record = await self.load(session, params)
+        if session.era != "modern":
+            return await self._cancel_legacy(record)
         if record["status"] not in TERMINAL:
             run = self.running.get(record["taskId"])
             if run is not None:
@@ -442,6 +528,21 @@ class TaskManager:
             else:
                 await self.broker.publish(channel(record["taskId"]), {"type": "cancel"})
         return {}  # an acknowledgement; the status settles to cancelled (tasks/get tells)
+
+    async def _cancel_legacy(self, record: dict[str, Any]) -> dict[str, Any]:
+        """2025-11-25: the task is ``cancelled`` before the reply (a terminal one: -32602), then stopped."""
+        if record["status"] in TERMINAL:
+            raise McpError(INVALID_PARAMS, f"The task is already {record['status']}", {"taskId": record["taskId"]})
+        record = {**record, "status": "cancelled", "lastUpdatedAt": _now(),
+                  "statusMessage": "Cancelled at the client's request"}
+        record.pop("inputRequests", None)
+        await self.save(record)  # whoever looks next sees it cancelled; its process then stops it
+        run = self.running.get(record["taskId"])
+        if run is not None:
+            await run.on_message({"type": "cancel"})
+        else:
+            await self.broker.publish(channel(record["taskId"]), {"type": "cancel"})
+        return legacy_view(record)
 
     async def stop(self, reason: str = "The server stopped before the task finished") -> None:
         """Fail every task this process runs (shutdown), so no client waits on a task nobody runs."""

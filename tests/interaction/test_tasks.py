@@ -2,8 +2,9 @@
 
 The conformance plugin's task fixtures (greet, slow_compute, failing_job, protocol_error_job,
 confirm_delete, multi_input, test_tool_with_task) on every transport: the same tool API and the
-same tasks/* methods in memory, over stdio and over HTTP. Tasks exist in 2026-07-28 only; the
-session era runs task tools synchronously. What needs several principals, a listen stream or
+same tasks/* methods in memory, over stdio and over HTTP. 2025-11-25 has tasks in its core
+protocol (a ``task`` parameter, tasks/get, tasks/result, tasks/cancel): the session-era tests at
+the end. What needs several principals, a listen stream or
 other server settings is over HTTP only, in ``test_http_tasks.py``.
 """
 
@@ -198,9 +199,66 @@ async def test_input_rounds_before_the_task_are_answered_synchronously(connect):
 
 # -- the session era ----------------------------------------------------------------------------------------------
 
-@pytest.mark.cells(eras=[SESSION_ERA], reason="what the session era does with a task tool")
-async def test_the_session_era_runs_task_tools_synchronously_and_has_no_tasks_methods(connect):
+session_era = pytest.mark.cells(eras=[SESSION_ERA], reason="2025-11-25 has tasks in its core protocol")
+LEGACY_TASK_FIELDS = {"taskId", "status", "createdAt", "lastUpdatedAt", "ttl", "pollInterval"}
+
+
+async def legacy_wait(client: Client, task_id: str, statuses: set[str], *, timeout: float = 10.0) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    while True:
+        task = await client.result("tasks/get", {"taskId": task_id})
+        if task["status"] in statuses:
+            return task
+        assert time.monotonic() < deadline, f"task stuck in {task['status']}: {task}"
+        await asyncio.sleep(0.05)
+
+
+@session_era
+async def test_the_session_era_declares_each_tools_task_support(connect):
     async with connect() as client:
-        reply = await client.result("tools/call", {"name": "failing_job", "arguments": {}, "task": {"ttl": 1000}})
-        assert reply["isError"] is True and "taskId" not in reply
-        assert (await client.error("tasks/get", {"taskId": "x"}))["code"] == -32601
+        tools = {tool["name"]: tool for tool in (await client.result("tools/list"))["tools"]}
+    assert tools["slow_compute"]["execution"] == {"taskSupport": "optional"}
+    assert tools["failing_job"]["execution"] == {"taskSupport": "required"}
+    assert "execution" not in tools["echo"]
+
+
+@session_era
+async def test_a_session_era_task_call_is_a_task_at_once_polled_and_its_result_fetched(connect):
+    async with connect() as client:
+        created = await client.result("tools/call", {"name": "slow_compute", "arguments": {"seconds": 0.3},
+                                                     "task": {"ttl": 60000}})
+        task = created["task"]
+        assert set(task) == LEGACY_TASK_FIELDS and task["status"] == "working"
+        # tasks/result waits for the end and answers what the call would have.
+        result = await client.result("tasks/result", {"taskId": task["taskId"]})
+        assert result["content"][0]["text"] == "compute: computed after 0.3s"
+        assert result["_meta"]["io.modelcontextprotocol/related-task"] == {"taskId": task["taskId"]}
+        assert (await client.result("tasks/get", {"taskId": task["taskId"]}))["status"] == "completed"
+        # Without the task parameter the same tool answers synchronously.
+        plain = await client.result("tools/call", {"name": "slow_compute", "arguments": {"seconds": 0}})
+        assert "task" not in plain and plain["content"][0]["text"] == "compute: computed after 0s"
+
+
+@session_era
+async def test_a_session_era_task_ending_in_a_tool_error_is_failed_and_its_result_is_the_error_result(connect):
+    async with connect() as client:
+        created = await client.result("tools/call", {"name": "failing_job", "arguments": {}, "task": {}})
+        failed = await legacy_wait(client, created["task"]["taskId"], {"failed", "completed"})
+        assert failed["status"] == "failed"
+        result = await client.result("tasks/result", {"taskId": created["task"]["taskId"]})
+        assert result["isError"] is True and "failed on purpose" in result["content"][0]["text"]
+
+
+@session_era
+async def test_a_session_era_cancel_answers_the_cancelled_task_and_a_terminal_one_is_32602(connect):
+    async with connect() as client:
+        created = await client.result("tools/call", {"name": "slow_compute", "arguments": {"seconds": 60},
+                                                     "task": {}})
+        task_id = created["task"]["taskId"]
+        cancelled = await client.result("tasks/cancel", {"taskId": task_id})
+        assert cancelled["status"] == "cancelled" and cancelled["taskId"] == task_id
+        assert (await legacy_wait(client, task_id, {"cancelled", "completed", "failed"}))["status"] == "cancelled"
+        assert (await client.error("tasks/cancel", {"taskId": task_id}))["code"] == -32602
+        assert (await client.error("tasks/result", {"taskId": task_id}))["code"] == -32800
+        assert (await client.error("tasks/get", {"taskId": "no-such-task"}))["code"] == -32602
+        assert (await client.error("tasks/update", {"taskId": task_id, "inputResponses": {}}))["code"] == -32601

@@ -32,6 +32,7 @@ from mcphost import signature as sig
 from mcphost.catalog import compile_validator
 from mcphost.protocol.uritemplate import UriTemplate, UriTemplateError
 from mcphost.records import TOOL_NAME, Provenance
+from mcphost_proxy import tasks
 from mcphost_proxy.apps import tool_meta, ui_uri
 from mcphost_proxy.cleaning import Caps, Removal, clean
 from mcphost_proxy.rounds import rounds
@@ -144,6 +145,10 @@ def _tool_record(upstream: Upstream, resolve: Resolver, item: Mapping[str, Any],
         return None
     execution = item.get("execution")
     support = execution.get("taskSupport") if isinstance(execution, dict) else None
+    # Declared as the upstream declares it. A task-only tool called without a task by a session-era
+    # client is still answered (the proxy follows the upstream task); a 2026-07-28 client without the
+    # extension gets -32021 from the host, as from any server.
+    task_only = support == "required"
     task = support if support in ("optional", "required") else "forbidden"
     if task == "forbidden" and TASKS_EXTENSION in (listing.capabilities.get("extensions") or {}):
         task = "optional"  # the upstream runs long calls as tasks; so may the host, in front of it
@@ -157,11 +162,13 @@ def _tool_record(upstream: Upstream, resolve: Resolver, item: Mapping[str, Any],
 
         async def call(session: Any) -> Any:
             modern = session.discover_result is not None
+            if task_only and not modern:  # a 2025-11-25 upstream: a task call with the task parameter
+                return await tasks.call_as_task(session, ctx, upstream_name, arguments)
             return await rounds(target, ctx, lambda **more: session.call_tool(
                 upstream_name, arguments, progress_callback=progress, allow_input_required=modern,
                 allow_claimed=modern, **more), session)
 
-        result = await target.request(ctx, call, wait=_first_wait(settings), size=len(orjson.dumps(arguments)))
+        result = await _send_call(target, ctx, call, _first_wait(settings), len(orjson.dumps(arguments)), task_only)
         wire = result if isinstance(result, dict) else _dump(result)  # the lean path's result: as it arrived
         return mcphost.ToolResult(content=list(wire.get("content") or []), structured=wire.get("structuredContent"),
                                   is_error=bool(wire.get("isError")), meta=wire.get("_meta"))
@@ -174,6 +181,24 @@ def _tool_record(upstream: Upstream, resolve: Resolver, item: Mapping[str, Any],
         signature=sig.Signature(input_schema=dict(input_schema), output_schema=None, wrap_output=False,
                                 context_param=CTX),
         provenance=origin_of(upstream))
+
+
+async def _send_call(target: Upstream, ctx: mcphost.Context, call: Callable[[Any], Any], wait: float | None,
+                     size: int, task_only: bool) -> Any:
+    """Forward a tool call; one that runs only as a task upstream is followed here (tasks.py)."""
+    marked = tasks.TASK_ONLY.set(task_only)
+    try:
+        try:
+            return await target.request(ctx, call, wait=wait, size=size)
+        except mcphost.McpError as exc:
+            if task_only or ctx.session.era == "modern" or not tasks.needs_task(exc):
+                raise  # a 2026-07-28 client without the extension hears it as the upstream said it
+            # A 2026-07-28 upstream lists no taskSupport: it says so only now. Follow its task for
+            # this session-era client, which has no extension to declare.
+            tasks.TASK_ONLY.set(True)
+            return await target.request(ctx, call, wait=wait, size=size)
+    finally:
+        tasks.TASK_ONLY.reset(marked)
 
 
 def _completions(upstream: Upstream, resolve: Resolver, ref: dict[str, Any], names: list[str], listing: Listing

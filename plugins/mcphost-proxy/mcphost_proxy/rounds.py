@@ -118,6 +118,8 @@ def _capabilities_stamp(original: Callable[..., None]) -> Callable[..., None]:
             theirs = downstream.get("extensions")
             if isinstance(theirs, dict) and tasks.EXTENSION in theirs:
                 extensions[tasks.EXTENSION] = theirs[tasks.EXTENSION]
+            elif tasks.TASK_ONLY.get():  # the proxy follows the task for a client without tasks
+                extensions[tasks.EXTENSION] = {}
             else:
                 extensions.pop(tasks.EXTENSION, None)
             if extensions:

@@ -685,8 +685,8 @@ class Upstream:
 
     def _lean(self, ctx: mcphost.Context) -> bool:
         """Whether a call of ``ctx`` takes the lean path (lean.py): its client cannot be asked questions
-        nor take a task, and the connection has one."""
-        if self.wire is None and self.switch is None:
+        nor take a task, the tool does not run only as a task upstream, and the connection has one."""
+        if (self.wire is None and self.switch is None) or tasks.TASK_ONLY.get():
             return False
         declared = ctx.session.client_capabilities or {}
         extensions = declared.get("extensions")

@@ -23,6 +23,9 @@ RAW_SERVER = HERE / "upstreams" / "raw_server.py"
 APPS_SERVER = HERE / "upstreams" / "apps_server.py"
 REPO = HERE.parents[2]
 TS_SERVER = REPO / "tests" / "support" / "js" / "upstream_server.mjs"
+#: The npm @modelcontextprotocol/server-everything (pinned in tests/support/js; stdio unless told otherwise).
+EVERYTHING = REPO / "tests" / "support" / "js" / "node_modules" / "@modelcontextprotocol" / "server-everything" / \
+    "dist" / "index.js"
 
 
 def sdk_upstream(**extra: Any) -> dict[str, Any]:

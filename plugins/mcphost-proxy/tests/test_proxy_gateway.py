@@ -13,7 +13,7 @@ import textwrap
 
 import pytest
 from mcp import MCPError
-from proxy_support import RAW_SERVER, REPO, Side, front, raw_upstream, sdk_http_upstream, sdk_upstream
+from proxy_support import EVERYTHING, RAW_SERVER, Side, front, raw_upstream, sdk_http_upstream, sdk_upstream
 
 import mcphost
 from tests.support.http_support import HttpServer, free_port
@@ -290,8 +290,6 @@ async def test_questions_of_concurrent_calls_reach_their_own_callers_over_http()
         assert len(ada.elicitations) == 3 and len(bob.elicitations) == 3
 
 
-EVERYTHING = REPO / "tests" / "support" / "js" / "node_modules" / "@modelcontextprotocol" / "server-everything" / \
-    "dist" / "index.js"
 
 
 async def _start_everything(node: str, port: int) -> asyncio.subprocess.Process:

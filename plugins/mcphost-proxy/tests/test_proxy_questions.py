@@ -18,7 +18,7 @@ import time
 import pytest
 from mcp import Client
 from mcphost_proxy.settings import load_settings
-from proxy_support import HERE, REPO, Side, front, sdk_upstream
+from proxy_support import EVERYTHING, HERE, Side, front, sdk_upstream
 
 from mcphost import ConfigError
 from tests.support.js.run import ensure_ts_client, node_executable
@@ -26,8 +26,6 @@ from tests.support.js.run import ensure_ts_client, node_executable
 #: An SDK server that does not echo the caller's trace context in its questions.
 NO_ECHO = {"env": {"OTEL_PROPAGATORS": "none"}}
 ASKING_SERVER = HERE / "upstreams" / "asking_server.py"
-EVERYTHING = REPO / "tests" / "support" / "js" / "node_modules" / "@modelcontextprotocol" / "server-everything" / \
-    "dist" / "index.js"
 
 
 def _text(result) -> str:
