@@ -41,7 +41,7 @@ from mcphost.plugins import (
     set_aside_unconfigured,
 )
 from mcphost.protocol.versions import at_least
-from mcphost.records import Provenance
+from mcphost.records import Provenance, Unready
 from mcphost.sessions.backend import Backend
 from mcphost.sessions.cluster import Cluster
 from mcphost.sessions.manager import SessionManager
@@ -95,6 +95,7 @@ class Host:
         self.cluster: Cluster | None = None
         self._authenticate: list[pluggy.HookImpl] = []
         self._exception: list[pluggy.HookImpl] = []
+        self._readiness: list[pluggy.HookImpl] = []
         #: Observer hooks (disconnect, terminate, exception) that raised, logged in full once per plugin.
         self.failures = PluginFailures(log)
         self._slow_hooks: set[tuple[str, str]] = set()
@@ -176,6 +177,7 @@ class Host:
         self._authenticate = impls(self.pm, "mcphost_authenticate")
         self.lifecycle.collect(self.pm)
         self._exception = impls(self.pm, "mcphost_exception")
+        self._readiness = impls(self.pm, "mcphost_readiness")
         backend = self.pm.hook.mcphost_backend(host=self)
         if not isinstance(backend, Backend):
             raise PluginError(f"mcphost_backend returned {type(backend).__name__}, not a subclass of "
@@ -334,6 +336,24 @@ class Host:
             else:
                 log.warning("backend %s is unhealthy: %s", name, why)
         return healthy
+
+    def unready(self) -> list[tuple[str, Unready]]:
+        """What plugins serve through that cannot serve now (``mcphost_readiness``), with each one's
+        plugin name: asked by ``/readyz``. A hook that raises or answers something else counts as
+        its plugin degraded (logged in full once)."""
+        found: list[tuple[str, Unready]] = []
+        for impl in self._readiness:
+            name = impl.plugin_name
+            try:
+                items = list(call_impl(impl, host=self) or ())
+                if not all(isinstance(item, Unready) for item in items):
+                    raise PluginError("mcphost_readiness must return mcphost.Unready items")
+            except Exception as exc:
+                self.failures.report(name, "mcphost_readiness", exc)
+                found.append((name, Unready(name, f"mcphost_readiness raised {type(exc).__name__}")))
+                continue
+            found += [(name, item) for item in items]
+        return found
 
     # -- identity -------------------------------------------------------------------------
 

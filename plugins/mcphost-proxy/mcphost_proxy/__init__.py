@@ -173,6 +173,12 @@ class ProxyPlugin:
         pooled = [i for u in self.upstreams.values() if u.pool is not None for i in u.pool.instances]
         return {"upstreams": [u.describe() for u in [*self.upstreams.values(), *pooled, *self.bound.values()]]}
 
+    @mcphost.hookimpl
+    def mcphost_readiness(self, host: mcphost.Host) -> list[mcphost.Unready]:
+        """The upstreams that are not running (``required`` ones make ``/readyz`` answer 503); the
+        shared connections only: a per_session instance is its session's, not the process's."""
+        return [item for upstream in self.upstreams.values() if (item := upstream.unready()) is not None]
+
     # -- catalog ------------------------------------------------------------------------------------
 
     def _resolver(self, server: ServerSettings) -> Any:

@@ -78,6 +78,11 @@ class UpstreamConfig(mcphost.PluginSettings):
         "per_session: most instances one principal holds"))] = None
     idle_timeout: Annotated[float, Field(gt=0, description=(
         "per_session, own_process: seconds an unused instance is kept before it is stopped"))] = 300.0
+    # -- readiness (/readyz) --
+    #: None: the [plugins.proxy] default (ServerSettings has it settled).
+    required: Annotated[bool | None, Field(description=(
+        "true: while this upstream is not running, /readyz answers 503 (a load balancer sends no traffic); "
+        "false: /readyz answers 200 with status 'degraded' naming it (default: [plugins.proxy] required)"))] = None
 
     @model_validator(mode="after")
     def _consistent(self) -> Self:
@@ -99,6 +104,7 @@ class ServerSettings(UpstreamConfig):
 
     name: str
     prefix: str  # settled: "NAME_" unless the table names one
+    required: bool = False  # settled: the table's, else [plugins.proxy] required
 
     @property
     def transport(self) -> str:
@@ -163,6 +169,10 @@ class ProxyConfig(mcphost.PluginSettings):
     startup_wait: Annotated[float, Field(ge=0, description=(
         "seconds the host's startup waits for the upstreams to list before it serves (default 0: it serves "
         "at once)"))] = 0.0
+    # -- readiness (/readyz) --
+    required: Annotated[bool, Field(description=(
+        "the default of each server's required: true makes /readyz answer 503 while that upstream is not "
+        "running"))] = False
 
 
 @dataclass(frozen=True)
@@ -186,7 +196,8 @@ def load_settings(section: ProxyConfig | Mapping[str, Any], *, base: Path | None
             tables[name] = _checked(UpstreamConfig, table, f"proxy.servers.{name}",
                                     f"[plugins.proxy.mcp_servers_file] {path}")
     tables.update(section.servers)
-    servers = tuple(server_settings(name, table) for name, table in tables.items() if table.enabled)
+    servers = tuple(server_settings(name, table, required=section.required)
+                    for name, table in tables.items() if table.enabled)
     return ProxySettings(config=section, servers=servers)
 
 
@@ -232,10 +243,13 @@ def read_mcp_servers_file(path: Path) -> dict[str, dict[str, Any]]:
     return tables
 
 
-def server_settings(name: str, table: UpstreamConfig) -> ServerSettings:
-    """The checked table of server ``name``, its name and prefix settled."""
+def server_settings(name: str, table: UpstreamConfig, *, required: bool = False) -> ServerSettings:
+    """The checked table of server ``name``, its name, prefix and ``required`` (``required``: the
+    section's default) settled."""
     if not _NAME.match(name):
         raise ConfigError(f"[plugins.proxy.servers.{name}]: server names are 1-64 characters of A-Z a-z 0-9 _ . -")
     fields = dict(table)
     fields["prefix"] = f"{name}_" if table.prefix is None else table.prefix
-    return ServerSettings.model_construct(table.model_fields_set | {"name", "prefix"}, name=name, **fields)
+    fields["required"] = required if table.required is None else table.required
+    return ServerSettings.model_construct(table.model_fields_set | {"name", "prefix", "required"}, name=name,
+                                          **fields)
