@@ -340,9 +340,9 @@ def mcphost_status(host: Host) -> Mapping[str, Any] | None:
     """This plugin's live state for operators, as JSON-able data (or None: nothing to report).
 
     Called on demand by operator tools (the mcphost-console page polls it), never per request,
-    so it must be cheap and must not block. mcphost-proxy, for one, answers
-    ``{"upstreams": [{"name", "transport", "state", "target", "tools", "restarts", "error",
-    "retry_in"}, ...]}``. An exception is shown as this plugin's report error. (A plugin waiting
+    so it must be cheap and must not block (``mcphost plugins`` shows it too). mcphost-proxy, for
+    one, answers ``{"upstreams": [{"name", "transport", "state", "target", "tools", "restarts",
+    "error", "retry_in", "required", "era", "extensions"}, ...]}``. An exception is shown as this plugin's report error. (A plugin waiting
     for configuration says so with ``mcphost_unconfigured`` instead: its other hooks, this one
     included, are not called then.)
     """

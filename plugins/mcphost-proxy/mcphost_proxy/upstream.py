@@ -142,6 +142,8 @@ class Upstream:
         """Start the supervisor (idempotent); :meth:`wait_ready` waits for the first connection."""
         if self._task is None or self._task.done():
             self._stopping = False
+            if self.state == STOPPED:  # from now on (readiness, the CLI's --start wait for it)
+                self.state = STARTING
             self._task = asyncio.get_running_loop().create_task(self._supervise(), name=f"proxy:{self.label}")
 
     async def wait_ready(self, timeout: float) -> bool:
@@ -187,9 +189,9 @@ class Upstream:
         """This upstream for ``/readyz`` when it is not serving (None when it is). One started only by
         the first request (``start = "lazy"``) and not asked yet counts as serving: a balancer waiting
         for it would never send that request."""
-        if self.state == RUNNING or (self.state == STOPPED and self._task is None and not self._stopping):
-            return None
-        return mcphost.Unready(self.label, self.state, self.settings.required)
+        if self._ready.is_set() or (self.state == STOPPED and self._task is None and not self._stopping):
+            return None  # listed and mounted (running is set a moment before the mount), or lazy
+        return mcphost.Unready(self.label, STARTING if self.state == RUNNING else self.state, self.settings.required)
 
     def status(self) -> str:
         """One line for ``mcphost plugins``: name, transport, state, protocol version, what is mounted
