@@ -104,14 +104,18 @@ class Options:
         assert config is not None
         return config
 
-    def host(self, config: Config | None = None, *, prepare: bool = True) -> Host:
+    def host(self, config: Config | None = None, *, prepare: bool = True, kernel: bool = True) -> Host:
+        """The host of this configuration, prepared (``kernel=False``: only collected, for commands
+        that list what it would serve: see :meth:`Host.collect`)."""
         from mcphost.host import Host
         config = config or self.checked()
         selection = self.selection(config)
         try:
             host = Host(config, selection=selection, loaded=_load(selection))
-            if prepare:
+            if prepare and kernel:
                 host.prepare()
+            elif prepare:
+                host.collect()
         except (ConfigError, PluginError) as exc:
             raise click.ClickException(str(exc)) from None
         return host
@@ -412,7 +416,7 @@ def plugins(options: Options, as_json: bool, show_all: bool, start: bool = False
     from mcphost.introspect import plugins as plugin_records
 
     # A copy: stopping (after --start) rewrites what plugins list in their report.
-    records = _snapshot(options.host(), start, wait, lambda host: copy.deepcopy(plugin_records(host)))
+    records = _snapshot(options.host(kernel=start), start, wait, lambda host: copy.deepcopy(plugin_records(host)))
     records = [r for r in records if show_all or not r["builtin"]]
     if as_json:  # the records carry each upstream in their "report"
         click.echo(json.dumps(records, indent=2))
@@ -448,7 +452,7 @@ def tools(options: Options, as_json: bool, endpoint: str | None, query: str | No
             entries = _endpoint_tools(host, endpoint, query)
         return entries, status_reports(host)
 
-    entries, reports = _snapshot(options.host(), start, wait, take)
+    entries, reports = _snapshot(options.host(kernel=start), start, wait, take)
     if as_json:
         from mcphost.kernel.handlers import tool_descriptor
         data = [{**tool_descriptor(t, "2025-11-25"),

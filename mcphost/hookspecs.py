@@ -342,9 +342,9 @@ def mcphost_status(host: Host) -> Mapping[str, Any] | None:
     Called on demand by operator tools (the mcphost-console page polls it), never per request,
     so it must be cheap and must not block (``mcphost plugins`` shows it too). mcphost-proxy, for
     one, answers ``{"upstreams": [{"name", "transport", "state", "target", "tools", "restarts",
-    "error", "retry_in", "required", "era", "extensions"}, ...]}``. An exception is shown as this plugin's report error. (A plugin waiting
-    for configuration says so with ``mcphost_unconfigured`` instead: its other hooks, this one
-    included, are not called then.)
+    "error", "retry_in", "required", "era", "extensions"}, ...]}``. An exception is shown as this
+    plugin's report error. (A plugin waiting for configuration says so with ``mcphost_unconfigured``
+    instead: its other hooks, this one included, are not called then.)
     """
 
 
