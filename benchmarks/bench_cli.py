@@ -26,8 +26,13 @@ COMMANDS = (("plugins",), ("tools",), ("config", "check"), ("version",))
 
 
 def environment(home: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("MCPHOST_", "OTEL_"))}
+    """No MCPHOST_* or OTEL_* variable, an empty config home, and compiled modules cached as an
+    installed package has them (under a prefix of the run's own, so no source tree is written to):
+    with PYTHONDONTWRITEBYTECODE every run would compile each module again."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("MCPHOST_", "OTEL_")) and k != "PYTHONDONTWRITEBYTECODE"}
     env["XDG_CONFIG_HOME"] = home
+    env["PYTHONPYCACHEPREFIX"] = os.path.join(home, "pycache")
     return env
 
 
