@@ -121,7 +121,7 @@ class ProxyPlugin:
 
                 if self._queued is None:
                     self._queued = QueuedBytes(self.settings.config.max_queued_bytes_per_principal)
-                upstream.pool = Pool(server, functools.partial(self._instance, server), self._queued)
+                upstream.pool = Pool(server, functools.partial(self._upstream, server), self._queued)  # (label)
             if server.per_session:  # its sessions follow resources on their own instances
                 upstream.relay = self._to_streams
         self._report()
@@ -138,9 +138,6 @@ class ProxyPlugin:
         if label is None:  # a shared connection (per_session ones start at once: a client waits for each)
             upstream.starting = self._starting
         return upstream
-
-    def _instance(self, server: ServerSettings, label: str) -> Upstream:
-        return self._upstream(server, label=label)
 
     def _report(self) -> None:
         """Show each upstream's state in ``mcphost plugins`` (PROVIDES: upstreams)."""
