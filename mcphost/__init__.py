@@ -38,6 +38,7 @@ from mcphost.records import (
     Resource,
     ResourceTemplate,
     Tool,
+    Unready,
     middleware,
     prompt,
     resource,
@@ -54,8 +55,8 @@ __all__ = [
     "ClientRequestError", "Completion", "ConfigError", "Connection", "Context", "Deferred", "ElicitResult",
     "Forbidden", "InsufficientScope", "McpError", "Middleware", "PluginError", "Principal", "Prompt",
     "Provenance", "Refused", "Resource", "ResourceTemplate", "Session", "Tool", "ToolError", "ToolResult",
-    "Unauthorized", "__version__", "audio", "bearer_challenge", "bearer_token", "embedded_resource", "hookimpl",
-    "image", "message", "middleware", "prompt", "redact", "redact_text", "resource", "resource_contents",
+    "Unauthorized", "Unready", "__version__", "audio", "bearer_challenge", "bearer_token", "embedded_resource",
+    "hookimpl", "image", "message", "middleware", "prompt", "redact", "redact_text", "resource", "resource_contents",
     "resource_link", "resource_template", "scope_satisfied", "text", "tool",
 ]
 #: The plugin API of the host: typed settings, and the Host protocol hooks receive.

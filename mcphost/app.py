@@ -155,7 +155,18 @@ class McpApp:
         if key_problem:  # the shared requestState key ring is missing or damaged: an operator must act
             return False, {"status": "unavailable", "reason": "state key ring", "detail": key_problem,
                            "backend": backend}
-        return True, {"status": "ready", "backend": backend}
+        # What plugins serve through (mcphost-proxy's upstreams): named and with their state only,
+        # never an error text or a target (the probe needs no auth).
+        down = [{"plugin": plugin, "name": item.name, "state": item.state, "required": item.required}
+                for plugin, item in self.host.unready()]
+        body: dict[str, Any] = {"status": "ready", "backend": backend}
+        if any(item["required"] for item in down):
+            body = {"status": "unavailable", "reason": "required dependency down", "backend": backend}
+        elif down:
+            body["status"] = "degraded"
+        if down:
+            body["down"] = down
+        return body["status"] != "unavailable", body
 
     async def _health(self, probe: str, scope: Scope, receive: Receive, send: Send) -> None:
         unread = _content_length(scope) not in (None, 0)

@@ -107,14 +107,18 @@ class Options:
         assert config is not None
         return config
 
-    def host(self, config: Config | None = None, *, prepare: bool = True) -> Host:
+    def host(self, config: Config | None = None, *, prepare: bool = True, kernel: bool = True) -> Host:
+        """The host of this configuration, prepared (``kernel=False``: only collected, for commands
+        that list what it would serve: see :meth:`Host.collect`)."""
         from mcphost.host import Host
         config = config or self.checked()
         selection = self.selection(config)
         try:
             host = Host(config, selection=selection, loaded=_load(selection))
-            if prepare:
+            if prepare and kernel:
                 host.prepare()
+            elif prepare:
+                host.collect()
         except (ConfigError, PluginError) as exc:
             raise click.ClickException(str(exc)) from None
         return host
@@ -326,66 +330,151 @@ def _terminal_width() -> int | None:
     return max(60, shutil.get_terminal_size((100, 24)).columns)
 
 
-def _provides(info: PluginInfo) -> str:
+def _provides(provides: dict[str, list[Any]]) -> str:
     """What a plugin provides, counted (``3 tools, 1 prompt``); names are in --json."""
     order = ["tools", "resources", "resourceTemplates", "prompts", "middleware"]
     parts = []
-    for kind in sorted(info.provides, key=lambda k: order.index(k) if k in order else len(order)):
-        count = len(info.provides[kind])
+    for kind in sorted(provides, key=lambda k: order.index(k) if k in order else len(order)):
+        count = len(provides[kind])
         noun = {"resourceTemplates": "templates"}.get(kind, kind)
         parts.append(f"{count} {noun.removesuffix('s') if count == 1 else noun}")
     return ", ".join(parts)
 
 
-def _status(info: PluginInfo) -> str:
-    if info.status == "not configured":
-        return f"not configured: {info.wake}"
-    if info.error:
-        from mcphost.redaction import redact_text
-        return f"{info.status}: {redact_text(info.error)}"
-    return info.status
+def _status(record: dict[str, Any]) -> str:
+    """A plugin's status from its record (``introspect.plugins``: its error already redacted)."""
+    if record["status"] == "not configured":
+        return f"not configured: {record.get('wake')}"
+    if record.get("error"):
+        return f"{record['status']}: {record['error']}"
+    return str(record["status"])
+
+
+def _start_options(command: Any) -> Any:
+    """``--start`` and ``--wait``: run the plugins' start-up (mcphost-proxy starts its upstreams) and
+    show what they mount, as a fresh ``mcphost serve`` would serve it."""
+    command = click.option("--wait", type=click.FloatRange(0, 600), default=10.0, show_default=True,
+                           metavar="SECONDS", help="With --start: the longest wait for what is starting.")(command)
+    return click.option("--start", "start", is_flag=True,
+                        help="Start the plugins (mcphost-proxy's upstreams) for at most --wait seconds, show what "
+                             "they mount and each upstream's state, protocol version and extensions, then stop "
+                             "them.")(command)
+
+
+def _snapshot(host: Host, start: bool, wait: float, take: Any) -> Any:
+    """``take(host)``: at once, or (``start``) with the host started until nothing reports itself
+    ``starting`` (``mcphost_readiness``) or ``wait`` seconds passed, then stopped again."""
+    if not start:
+        return take(host)
+
+    async def run() -> Any:
+        loop = asyncio.get_running_loop()
+        await host.start()
+        try:
+            deadline = loop.time() + wait
+            while any(item.state == "starting" for _, item in host.unready()) and loop.time() < deadline:
+                await asyncio.sleep(0.05)
+            return take(host)
+        finally:
+            await host.stop()
+
+    try:
+        return asyncio.run(run())
+    except (ConfigError, PluginError) as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+def _upstream_rows(reports: dict[str, Any]) -> list[list[str]]:
+    """One row per upstream a plugin reports (mcphost-proxy's ``mcphost_status``: Upstream.describe)."""
+    rows = []
+    for plugin, report in reports.items():
+        listed = report.get("upstreams") if isinstance(report, dict) else None
+        for item in listed if isinstance(listed, list) else ():
+            state = str(item.get("state"))
+            if item.get("restarts"):
+                state += f" ({item['restarts']} restarts)"
+            error = item.get("error") if item.get("state") != "running" else None
+            rows.append([str(item.get("name")), plugin, state, str(item.get("era") or "-"),
+                         str(item.get("tools", 0)), " ".join(item.get("extensions") or ()) or "-",
+                         "yes" if item.get("required") else "no", str(error or "-")])
+    return rows
+
+
+def _not_started_note(rows: list[list[str]], start: bool) -> None:
+    if rows and not start:
+        click.echo(f"note: {len(rows)} upstream(s) not started: --start starts them to show their state, "
+                   "protocol version, extensions and tools (a running server's are on its console)", err=True)
 
 
 @cli.command()
 @click.option("--json", "as_json", is_flag=True, help="Print the whole record of each plugin as JSON.")
 @click.option("--all", "show_all", is_flag=True, help="Include built-in plugins.")
+@_start_options
 @click.pass_obj
-def plugins(options: Options, as_json: bool, show_all: bool) -> None:
-    """List plugins: name, version, status and what each provides (--json: hooks, names, the whole record)."""
-    host = options.host()
-    infos = [i for i in host.plugin_infos.values() if show_all or not i.builtin]
-    if as_json:
-        from mcphost.introspect import redact_plugin
-        click.echo(json.dumps([redact_plugin(info.to_json()) for info in infos], indent=2))
+def plugins(options: Options, as_json: bool, show_all: bool, start: bool = False, wait: float = 10.0) -> None:
+    """List plugins: name, version, status and what each provides (--json: hooks, names, the whole record),
+    then the upstreams they mount: state, protocol version, tools, extensions."""
+    import copy
+
+    from mcphost.introspect import plugins as plugin_records
+
+    # A copy: stopping (after --start) rewrites what plugins list in their report.
+    records = _snapshot(options.host(kernel=start), start, wait, lambda host: copy.deepcopy(plugin_records(host)))
+    records = [r for r in records if show_all or not r["builtin"]]
+    if as_json:  # the records carry each upstream in their "report"
+        click.echo(json.dumps(records, indent=2))
         return
-    if not infos:
+    if not records:
         click.echo("No plugins installed.")
         return
-    rows = [[i.name, i.version or "-", _status(i), _provides(i) or "-"] for i in infos]
-    click.echo(_table(rows, ["NAME", "VERSION", "STATUS", "PROVIDES"], _terminal_width(), wrap=(2, 3)))
+    rows = [[r["name"], r.get("version") or "-", _status(r), _provides(r["provides"]) or "-"] for r in records]
+    width = _terminal_width()
+    click.echo(_table(rows, ["NAME", "VERSION", "STATUS", "PROVIDES"], width, wrap=(2, 3)))
+    upstreams = _upstream_rows({r["name"]: r["report"] for r in records})
+    if upstreams:
+        click.echo("")
+        click.echo(_table(upstreams, ["UPSTREAM", "PLUGIN", "STATE", "PROTOCOL", "TOOLS", "EXTENSIONS", "REQUIRED",
+                                      "LAST ERROR"], width, wrap=(5, 7)))
+    _not_started_note(upstreams, start)
 
 
 @cli.command()
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.option("--endpoint", metavar="NAME", help="Only the tools [endpoints.NAME] selects (before scopes).")
 @click.option("--search", "query", metavar="QUERY", help="Rank the tools for QUERY as search_tools does.")
+@_start_options
 @click.pass_obj
-def tools(options: Options, as_json: bool, endpoint: str | None, query: str | None) -> None:
-    """List every tool in the merged catalog, with the plugin that provides it."""
-    host = options.host()
-    entries = [entry.record for entry in host.catalog.tools.values()]
-    if endpoint is not None or query is not None:
-        entries = _endpoint_tools(host, endpoint, query)
+def tools(options: Options, as_json: bool, endpoint: str | None, query: str | None, start: bool = False,
+          wait: float = 10.0) -> None:
+    """List every tool in the merged catalog, with the plugin (and upstream) that provides it."""
+    from mcphost.introspect import status_reports
+
+    def take(host: Host) -> tuple[list[Any], dict[str, Any]]:
+        entries = [entry.record for entry in host.catalog.tools.values()]
+        if endpoint is not None or query is not None:
+            entries = _endpoint_tools(host, endpoint, query)
+        return entries, status_reports(host)
+
+    entries, reports = _snapshot(options.host(kernel=start), start, wait, take)
     if as_json:
         from mcphost.kernel.handlers import tool_descriptor
         data = [{**tool_descriptor(t, "2025-11-25"),
                  "plugin": t.provenance.plugin if t.provenance else None,
+                 "upstream": t.provenance.origin if t.provenance else None,
                  "distribution": t.provenance.distribution if t.provenance else None} for t in entries]
         click.echo(json.dumps(data, indent=2))
         return
-    rows = [[t.name, t.provenance.plugin if t.provenance else "-", (t.description or "").split("\n")[0]]
-            for t in entries]
+    rows = [[t.name, _provider(t), (t.description or "").split("\n")[0]] for t in entries]
     click.echo(_table(rows, ["TOOL", "PLUGIN", "DESCRIPTION"], _terminal_width()) if rows else "No tools.")
+    _not_started_note(_upstream_rows(reports), start)
+
+
+def _provider(record: Any) -> str:
+    """The plugin providing ``record``, and the upstream it comes through (``proxy (files)``)."""
+    provenance = record.provenance
+    if provenance is None:
+        return "-"
+    return f"{provenance.plugin} ({provenance.origin})" if provenance.origin else provenance.plugin
 
 
 def _endpoint_tools(host: Any, endpoint: str | None, query: str | None) -> list[Any]:
@@ -575,7 +664,7 @@ def _announce_dev(found: Any, url: str, hint: str, host: Host | None = None) -> 
     what = ""
     if host is not None:
         info = host.plugin_infos.get(found.name)
-        what = f": {_provides(info)}" if info is not None and info.provides else ""
+        what = f": {_provides(info.provides)}" if info is not None and info.provides else ""
     click.echo(f"Serving {found.name} ({found.style}-style{what}) on {url}", err=True)
     click.echo(hint, err=True)
 

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from mcphost.catalog import Catalog, ProviderChange
     from mcphost.config import Config
     from mcphost.pins import PinStore
-    from mcphost.records import Middleware, Prompt, Provenance, Resource, ResourceTemplate, Tool
+    from mcphost.records import Middleware, Prompt, Provenance, Resource, ResourceTemplate, Tool, Unready
     from mcphost.request import RequestInfo
     from mcphost.search import Ranker
     from mcphost.sessions.backend import Backend
@@ -345,11 +345,25 @@ def mcphost_status(host: Host) -> Mapping[str, Any] | None:
     """This plugin's live state for operators, as JSON-able data (or None: nothing to report).
 
     Called on demand by operator tools (the mcphost-console page polls it), never per request,
-    so it must be cheap and must not block. mcphost-proxy, for one, answers
-    ``{"upstreams": [{"name", "transport", "state", "target", "tools", "restarts", "error",
-    "retry_in"}, ...]}``. An exception is shown as this plugin's report error. (A plugin waiting
-    for configuration says so with ``mcphost_unconfigured`` instead: its other hooks, this one
-    included, are not called then.)
+    so it must be cheap and must not block (``mcphost plugins`` shows it too). mcphost-proxy, for
+    one, answers ``{"upstreams": [{"name", "transport", "state", "target", "tools", "restarts",
+    "error", "retry_in", "required", "era", "extensions"}, ...]}``. An exception is shown as this
+    plugin's report error. (A plugin waiting for configuration says so with ``mcphost_unconfigured``
+    instead: its other hooks, this one included, are not called then.)
+    """
+
+
+@hookspec
+def mcphost_readiness(host: Host) -> Iterable[Unready] | None:
+    """What this plugin serves through that cannot serve now: each an ``mcphost.Unready`` (name,
+    state, required), or nothing when all is well.
+
+    Asked by every ``/readyz`` probe once the host has started (load balancers probe every few
+    seconds), so it must answer from state the plugin already holds: no I/O, nothing that blocks.
+    A ``required`` one makes ``/readyz`` answer 503 (the balancer stops sending traffic); any
+    other makes it answer 200 with ``"status": "degraded"`` naming it. mcphost-proxy reports its
+    upstreams that are not running (``required`` per ``[plugins.proxy.servers.NAME]``). An
+    implementation that raises counts as degraded, named by its plugin, and is logged once.
     """
 
 

@@ -14,7 +14,7 @@ import logging
 import math
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import pluggy
 
@@ -23,9 +23,6 @@ from mcphost.catalog import Catalog, ProviderChange, record_of
 from mcphost.config import Config, ConfigErrors, bind_plugin_sections
 from mcphost.deadline import HookCancelled, HookOverran, RunningHooks, bounded
 from mcphost.errors import PluginAborted, PluginError, PluginFailures, Refused
-from mcphost.kernel import Kernel
-from mcphost.kernel.services import Services
-from mcphost.kernel.tasks import EXTENSION as TASKS_EXTENSION
 from mcphost.pins import FilePinStore, PinStore, default_path
 from mcphost.plugins import (
     PluginInfo,
@@ -42,12 +39,15 @@ from mcphost.plugins import (
     set_aside_unconfigured,
 )
 from mcphost.protocol.versions import at_least
-from mcphost.records import Provenance
+from mcphost.records import Provenance, Unready
 from mcphost.sessions.backend import Backend
 from mcphost.sessions.cluster import Cluster
 from mcphost.sessions.manager import SessionManager
 from mcphost.sessions.session import Connection, Principal, Session
 from mcphost.settings import bind_settings, settings_schema
+
+if TYPE_CHECKING:  # built by prepare(): commands that only list (mcphost plugins, tools) never import it
+    from mcphost.kernel import Kernel
 
 log = logging.getLogger("mcphost.host")
 
@@ -96,10 +96,15 @@ class Host:
         self.cluster: Cluster | None = None
         self._authenticate: list[pluggy.HookImpl] = []
         self._exception: list[pluggy.HookImpl] = []
+        self._readiness: list[pluggy.HookImpl] = []
         #: Observer hooks (disconnect, terminate, exception) that raised, logged in full once per plugin.
         self.failures = PluginFailures(log)
         self._slow_hooks: set[tuple[str, str]] = set()
         self._prepared = False
+        self._collected = False
+        #: What collect() gathered for the kernel prepare() builds.
+        self._middleware: list[Any] = []
+        self._rankers: list[Any] = []
         self._started = False
         self._backend_was_healthy = True
         #: Auth plugin bugs already logged (each is logged once, with the plugin's name).
@@ -159,6 +164,23 @@ class Host:
         """
         if self._prepared:
             return
+        self.collect()
+        from mcphost.kernel import Kernel
+        from mcphost.kernel.services import Services
+
+        self.kernel = Kernel(Services(settings=self.config.server, catalog=lambda: self.catalog, backend=self.backend,
+                                      sessions=self.manager, server_info=self.server_info,
+                                      report_exception=self.report_exception, extensions=self.extensions,
+                                      host=ToolHost(self), endpoints=self.config.endpoints), self._middleware)
+        self.kernel.views.rankers.extend(self._rankers)
+        self._prepared = True
+
+    def collect(self) -> None:
+        """What :meth:`prepare` does but build the kernel (idempotent): plugin config validated, the
+        catalog, middleware, rankers and hooks collected, the backend chosen. Enough for commands
+        that only list (``mcphost plugins``, ``mcphost tools``): the kernel is not even imported."""
+        if self._collected:
+            return
         # With discovery on, a [plugins.<name>] no installed plugin owns is a mistake (a typo, mostly).
         declared, problems = declared_settings(self.pm)
         bound, found = bind_plugin_sections(self.config, declared,
@@ -170,26 +192,22 @@ class Host:
         strict = self.selection.strict
         set_aside_unconfigured(self.pm, self, self.plugin_infos, strict=strict)
         self.catalog = collect_catalog(self.pm, self, self.plugin_infos, strict=strict)
-        middleware = collect_middleware(self.pm, self, self.plugin_infos, strict=strict)
-        rankers = collect_search_rankers(self.pm, self, self.plugin_infos, strict=strict)
+        self._middleware = collect_middleware(self.pm, self, self.plugin_infos, strict=strict)
+        self._rankers = collect_search_rankers(self.pm, self, self.plugin_infos, strict=strict)
         for name, info in self.plugin_infos.items():
             if info.status == "failed" and self.pm.get_plugin(name) is not None:
                 self.pm.unregister(name=name)
         self._authenticate = impls(self.pm, "mcphost_authenticate")
         self.lifecycle.collect(self.pm)
         self._exception = impls(self.pm, "mcphost_exception")
+        self._readiness = impls(self.pm, "mcphost_readiness")
         backend = self.pm.hook.mcphost_backend(host=self)
         if not isinstance(backend, Backend):
             raise PluginError(f"mcphost_backend returned {type(backend).__name__}, not a subclass of "
                               "mcphost.sessions.backend.Backend")
         self.backend = backend
         self.manager.use(self.backend)
-        self.kernel = Kernel(Services(settings=self.config.server, catalog=lambda: self.catalog, backend=self.backend,
-                                      sessions=self.manager, server_info=self.server_info,
-                                      report_exception=self.report_exception, extensions=self.extensions,
-                                      host=ToolHost(self), endpoints=self.config.endpoints), middleware)
-        self.kernel.views.rankers.extend(rankers)
-        self._prepared = True
+        self._collected = True
 
     async def start(self, *, freeze_gc: bool = False) -> None:
         """Prepare and run the startup hooks.
@@ -312,6 +330,8 @@ class Host:
         """Protocol extensions this host serves (2026-07-28 ``capabilities.extensions``)."""
         tools = self.catalog.tools
         if self._extensions is None or self._extensions[0] is not tools:  # computed once per catalog
+            from mcphost.kernel.tasks import EXTENSION as TASKS_EXTENSION
+
             tasks = any(entry.record.task != "forbidden" for entry in tools.values())
             self._extensions = (tools, {TASKS_EXTENSION: {}} if tasks else {})
         return self._extensions[1]
@@ -343,6 +363,24 @@ class Host:
             else:
                 log.warning("backend %s is unhealthy: %s", name, why)
         return healthy
+
+    def unready(self) -> list[tuple[str, Unready]]:
+        """What plugins serve through that cannot serve now (``mcphost_readiness``), with each one's
+        plugin name: asked by ``/readyz``. A hook that raises or answers something else counts as
+        its plugin degraded (logged in full once)."""
+        found: list[tuple[str, Unready]] = []
+        for impl in self._readiness:
+            name = impl.plugin_name
+            try:
+                items = list(call_impl(impl, host=self) or ())
+                if not all(isinstance(item, Unready) for item in items):
+                    raise PluginError("mcphost_readiness must return mcphost.Unready items")
+            except Exception as exc:
+                self.failures.report(name, "mcphost_readiness", exc)
+                found.append((name, Unready(name, f"mcphost_readiness raised {type(exc).__name__}")))
+                continue
+            found += [(name, item) for item in items]
+        return found
 
     # -- identity -------------------------------------------------------------------------
 

@@ -40,6 +40,20 @@ class Provenance:
     origin: str | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class Unready:
+    """Something a plugin serves through that cannot serve now (``mcphost_readiness``): an upstream
+    server that is starting, restarting or failed, say.
+
+    ``required``: this process should get no traffic while it is down (``/readyz`` answers 503);
+    otherwise the process is ready but degraded (``/readyz`` answers 200 and names it).
+    """
+
+    name: str
+    state: str
+    required: bool = False
+
+
 @dataclass(frozen=True)
 class Tool:
     """A tool: a handler plus the schema and metadata clients see in ``tools/list``."""

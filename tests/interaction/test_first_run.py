@@ -58,11 +58,13 @@ def test_quick_commands_load_no_plugin(tmp_path: Path, args: list[str]) -> None:
 @pytest.mark.parametrize("args", [["plugins"], ["tools"], ["config", "check"]])
 def test_listing_commands_import_no_dormant_plugins_heavy_modules(tmp_path: Path, args: list[str]) -> None:
     """Every shipped plugin installed, none configured: redis.asyncio, PyJWT and httpx (jwt) and Quart
-    (the console's pages) stay unimported: a dormant plugin costs nothing."""
+    (the console's pages) stay unimported: a dormant plugin costs nothing. Nor do the OpenTelemetry API
+    (otel), Monty (codemode) and the conformance fixtures load, and listing needs no kernel."""
+    heavy = ('redis', 'jwt', 'httpx', 'quart', 'hypercorn', 'opentelemetry', 'pydantic_monty',
+             'mcphost_conformance.fixtures', 'mcphost.kernel')
     probe = ("import sys\nsys.argv = ['mcphost', *sys.argv[1:]]\nfrom mcphost.cli import main\n"
              "try:\n    main()\nexcept SystemExit:\n    pass\n"
-             "print(sorted(m for m in ('redis', 'jwt', 'httpx', 'quart', 'hypercorn') if m in sys.modules), "
-             "file=sys.stderr)\n")
+             f"print(sorted(m for m in {heavy!r} if m in sys.modules), file=sys.stderr)\n")
     done = subprocess.run([sys.executable, "-c", probe, *args], env=environment(tmp_path), capture_output=True,
                           text=True, timeout=60)
     assert done.stderr.strip().splitlines()[-1] == "[]", done.stderr

@@ -110,7 +110,7 @@ def test_plugins_json() -> None:
                   "mcphost_tools"],
         "provides": {"prompts": ["review_code"], "resourceTemplates": ["demo://files/{+path}"],
                      "resources": ["demo://readme"], "tools": DEMO_TOOLS},
-        "wake": None,
+        "wake": None, "report": None,
     }
 
 

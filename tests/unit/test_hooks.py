@@ -34,7 +34,7 @@ from mcphost.protocol.errors import INTERNAL_ERROR, INVALID_PARAMS, RESOURCE_NOT
 from mcphost.records import Provenance
 from mcphost.sessions.backend import Backend
 from mcphost.sessions.session import Connection, Principal, Session
-from mcphost.testing import MemoryClient, make_host
+from mcphost.testing import MemoryClient, app_client, make_host
 
 # -- shared records -----------------------------------------------------------------------------
 
@@ -1289,6 +1289,10 @@ class EveryHook:
         return [{"kind": "every", "severity": "warning", "title": "every hook at once",
                  "detail": f"{len(self.events)} events", "link": "#plugin-every"}]
 
+    @mcphost.hookimpl
+    def mcphost_readiness(self, host: Any) -> list[mcphost.Unready]:
+        return []
+
 
 def hook_names() -> list[str]:
     return sorted(name for name, obj in vars(hookspecs).items()
@@ -1413,6 +1417,50 @@ async def test_mcphost_problems_are_gathered_with_the_hosts_own_errors_first_and
     assert "KeyError" in found[1]["detail"] and found[0]["link"] == "#plugin-failing"
     pins.held = []  # asked again, it says what is true now
     assert [p["kind"] for p in await introspect.problems(host)] == ["plugin", "plugin", "plugin", "odd"]
+
+
+async def test_mcphost_readiness_makes_readyz_degraded_or_not_ready_and_contains_failures(
+        caplog: pytest.LogCaptureFixture) -> None:
+    class Links:
+        def __init__(self) -> None:
+            self.down: list[mcphost.Unready] = []
+
+        @mcphost.hookimpl
+        def mcphost_readiness(self, host: Any) -> list[mcphost.Unready]:
+            return self.down
+
+    class Broken:
+        broken = False
+
+        @mcphost.hookimpl
+        def mcphost_readiness(self, host: Any) -> list[mcphost.Unready] | None:
+            if self.broken:
+                raise KeyError("links")
+            return None
+
+    links, broken = Links(), Broken()
+    async with app_client(make_host(("links", links), ("broken", broken))) as http:
+        ready = await http.get("/readyz")
+        assert (ready.status_code, ready.json()) == (200, {"status": "ready", "backend": "memory"})
+        links.down = [mcphost.Unready("files", "restarting")]  # asked again, it says what is true now
+        degraded = await http.get("/readyz")
+        assert (degraded.status_code, degraded.json()) == (200, {
+            "status": "degraded", "backend": "memory",
+            "down": [{"plugin": "links", "name": "files", "state": "restarting", "required": False}]})
+        links.down.append(mcphost.Unready("tickets", "failed", required=True))
+        down = await http.get("/readyz")
+        assert down.status_code == 503
+        assert down.json()["status"] == "unavailable"
+        assert [(d["name"], d["required"]) for d in down.json()["down"]] == [("files", False), ("tickets", True)]
+        links.down = []
+        broken.broken = True
+        for _ in range(2):  # a hook that raises: degraded, named by its plugin, logged in full once
+            answer = await http.get("/readyz")
+            assert (answer.status_code, answer.json()["status"]) == (200, "degraded")
+            assert answer.json()["down"] == [{"plugin": "broken", "name": "broken", "required": False,
+                                              "state": "mcphost_readiness raised KeyError"}]
+    assert len([r for r in caplog.records
+                if r.levelno >= logging.ERROR and "mcphost_readiness raised" in r.getMessage()]) == 1
 
 
 def test_every_hookspec_has_a_test_here() -> None:

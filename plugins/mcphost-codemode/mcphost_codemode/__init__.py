@@ -17,14 +17,17 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import Field
 
 import mcphost
 from mcphost import Context
 from mcphost.endpoints import CODE_META, CODE_TOOL
-from mcphost_codemode.sandbox import Limits, Sandbox
+from mcphost_codemode.limits import Limits
+
+if TYPE_CHECKING:  # Monty is imported when the first program runs, not when the plugin is loaded
+    from mcphost_codemode.sandbox import Sandbox
 
 __all__ = ["CodeModePlugin", "CodeModeSettings", "Limits"]
 
@@ -143,6 +146,8 @@ class CodeModePlugin:
         self._running[who] = self._running.get(who, 0) + 1
         try:
             if self.sandbox is None:
+                from mcphost_codemode.sandbox import Sandbox
+
                 self.sandbox = Sandbox(self.workers)
             limits = self.limits_for(ctx.session.endpoint)
             outcome = await self.sandbox.run(code, limits, Calls(ctx, limits))

@@ -26,6 +26,8 @@ from typing import Any, Literal, Protocol
 import orjson
 import pydantic_monty as monty
 
+from mcphost_codemode.limits import Limits
+
 #: Modules whose import is refused before the program runs: in Python they reach files, the
 #: environment, processes or the network (Monty has none of it; ``os`` and ``pathlib`` would import as
 #: inert stand-ins, and an import that succeeds tells a model the wrong thing).
@@ -41,21 +43,6 @@ _MB = 1024 * 1024
 #: A program that prints more than this many times ``max_output_bytes`` (and at least FLOOD_MIN) is stopped.
 FLOOD_FACTOR = 16
 FLOOD_MIN = 1024 * 1024
-
-
-@dataclass(frozen=True)
-class Limits:
-    """The limits of one program (``[endpoints.NAME.code]`` over ``[plugins.codemode]``)."""
-
-    time_limit: float
-    memory_limit_mb: int
-    max_calls: int
-    max_output_bytes: int
-
-    @classmethod
-    def from_settings(cls, settings: Mapping[str, Any]) -> Limits:
-        return cls(time_limit=float(settings["time_limit"]), memory_limit_mb=int(settings["memory_limit_mb"]),
-                   max_calls=int(settings["max_calls"]), max_output_bytes=int(settings["max_output_bytes"]))
 
 
 class Caller(Protocol):

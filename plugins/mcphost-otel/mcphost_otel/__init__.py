@@ -26,17 +26,32 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
-from opentelemetry import context as otel_context
-from opentelemetry import propagate, trace
-from opentelemetry.trace import Link, SpanKind, Status, StatusCode
 from pydantic import Field
 
 import mcphost
-from mcphost.kernel.modern import InputRequired
 from mcphost.protocol.errors import INTERNAL_ERROR, McpError
 from mcphost_otel import providers as setup
+
+if TYPE_CHECKING:  # bound at run time by _load_api(), once the plugin is active
+    from opentelemetry import context as otel_context
+    from opentelemetry import propagate, trace
+    from opentelemetry.trace import Link, SpanKind, Status, StatusCode
+
+
+def _load_api() -> None:
+    """Bind the OpenTelemetry API names this module uses, once the plugin is active (its middleware is
+    collected, before any request): a dormant plugin imports none of it at every command line."""
+    global otel_context, propagate, trace, Link, SpanKind, Status, StatusCode
+    from opentelemetry import context as otel_context
+    from opentelemetry import propagate, trace
+    from opentelemetry.trace import Link, SpanKind, Status, StatusCode
+
+
+#: ``(mcphost.kernel.modern.InputRequired,)``, set once the plugin is active (its middleware is
+#: collected): importing the kernel for a dormant plugin would cost every command line.
+_INPUT_REQUIRED: tuple[type[BaseException], ...] = ()
 
 log = logging.getLogger("mcphost.otel")
 
@@ -118,6 +133,11 @@ class OtelPlugin:
     def mcphost_middleware(self, host: mcphost.Host) -> list[mcphost.Middleware]:
         # Runs at startup collection (also for `mcphost plugins`): read settings only; exporters
         # and their threads start in mcphost_startup, when the host really serves.
+        global _INPUT_REQUIRED
+        from mcphost.kernel.modern import InputRequired
+
+        _INPUT_REQUIRED = (InputRequired,)
+        _load_api()
         self.settings = host.settings(OtelSettings)
         if "prometheus" in setup.metric_exporter_names():
             # The SDK's own Prometheus reader binds a port of its own (9464) in every process, which
@@ -275,7 +295,7 @@ class OtelPlugin:
             error_type = status_code = str(exc.code)
             description = exc.message
             raise
-        except InputRequired:
+        except _INPUT_REQUIRED:
             raise  # 2026-07-28: the request answers with questions for the client; not an error
         except asyncio.CancelledError:
             error_type, description = "cancelled", "the request was cancelled"

@@ -21,8 +21,6 @@ from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from typing import TYPE_CHECKING, Any
 
-from opentelemetry import metrics, trace
-
 # The SDK is imported by the functions that build providers, not with the plugin: a CLI command that
 # loads the plugins, with this one dormant, does not pay for it (half a second).
 if TYPE_CHECKING:
@@ -75,6 +73,7 @@ def destination(env: dict[str, str] | os._Environ[str] | None = None) -> str | N
             return name
     if "opentelemetry.sdk" not in sys.modules:  # nobody has imported the SDK: nobody installed its providers
         return None
+    from opentelemetry import metrics, trace
     from opentelemetry.sdk.metrics import MeterProvider
     from opentelemetry.sdk.trace import TracerProvider
     if isinstance(trace.get_tracer_provider(), TracerProvider) or isinstance(metrics.get_meter_provider(),
@@ -138,6 +137,7 @@ def exporter_classes(signal: str) -> list[tuple[str, type]]:
 
 def tracer_provider(res: Resource) -> tuple[Any, bool]:
     """The global SDK tracer provider, or a new one with the configured exporters (True: new)."""
+    from opentelemetry import trace
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
     current = trace.get_tracer_provider()
@@ -163,6 +163,7 @@ def meter_provider(res: Resource, extra_readers: list[MetricReader]) -> tuple[An
     provider; when there are some, a new provider is built even if a global one exists, so the
     scrape route always sees mcphost's metrics.
     """
+    from opentelemetry import metrics
     from opentelemetry.sdk.metrics import MeterProvider
     from opentelemetry.sdk.metrics.export import MetricExporter, MetricReader, PeriodicExportingMetricReader
     current = metrics.get_meter_provider()

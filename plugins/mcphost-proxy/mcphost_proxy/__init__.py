@@ -199,6 +199,12 @@ class ProxyPlugin:
         down = [problem for u in self.upstreams.values() if (problem := upstream_problem(u)) is not None]
         return down + self.guard.problems()
 
+    @mcphost.hookimpl
+    def mcphost_readiness(self, host: mcphost.Host) -> list[mcphost.Unready]:
+        """The upstreams that are not running (``required`` ones make ``/readyz`` answer 503); the
+        shared connections only: a per_session instance is its session's, not the process's."""
+        return [item for upstream in self.upstreams.values() if (item := upstream.unready()) is not None]
+
     # -- catalog ------------------------------------------------------------------------------------
 
     def _resolver(self, server: ServerSettings) -> Any:

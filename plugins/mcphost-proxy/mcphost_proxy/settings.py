@@ -124,6 +124,10 @@ class UpstreamConfig(mcphost.PluginSettings):
         "largest definition (one record's JSON) mounted (default: [plugins.proxy] max_definition_bytes)"))] = None
     max_catalog_bytes: Annotated[int | None, Field(ge=1024, description=(
         "bytes of all the upstream's definitions together (default: [plugins.proxy] max_catalog_bytes)"))] = None
+    # -- readiness (/readyz); None: the [plugins.proxy] default --
+    required: Annotated[bool | None, Field(description=(
+        "true: while this upstream is not running, /readyz answers 503 (a load balancer sends no traffic); "
+        "false: /readyz answers 200 with status 'degraded' naming it (default: [plugins.proxy] required)"))] = None
 
     @model_validator(mode="after")
     def _consistent(self) -> Self:
@@ -163,6 +167,7 @@ class ServerSettings(UpstreamConfig):
     max_tools: int = 2000
     max_definition_bytes: int = 512 * 1024
     max_catalog_bytes: int = 64 * 1024 * 1024
+    required: bool = False
 
     @property
     def transport(self) -> str:
@@ -246,6 +251,10 @@ class ProxyConfig(mcphost.PluginSettings):
         "default bytes of one server's definitions together"))] = 64 * 1024 * 1024
     pins_poll: Annotated[float, Field(gt=0, le=60, description=(
         "seconds between looks at the pin store for approvals made elsewhere (mcphost pins, other processes)"))] = 1.0
+    # -- readiness (/readyz) --
+    required: Annotated[bool, Field(description=(
+        "the default of each server's required: true makes /readyz answer 503 while that upstream is not "
+        "running"))] = False
 
 
 @dataclass(frozen=True)
@@ -316,7 +325,7 @@ def read_mcp_servers_file(path: Path) -> dict[str, dict[str, Any]]:
 
 
 #: Per-server settings whose default is the [plugins.proxy] key of the same name.
-DEFAULTED = ("pinning", "hidden_text", "max_tools", "max_definition_bytes", "max_catalog_bytes")
+DEFAULTED = ("pinning", "hidden_text", "max_tools", "max_definition_bytes", "max_catalog_bytes", "required")
 
 
 def server_settings(name: str, table: UpstreamConfig, defaults: ProxyConfig | None = None) -> ServerSettings:

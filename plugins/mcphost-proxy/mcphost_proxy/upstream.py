@@ -100,6 +100,8 @@ class Upstream:
         #: While restarting: when (``time.monotonic()``) the next attempt starts.
         self.retry_at: float | None = None
         self.listing = Listing()
+        #: The protocol version the upstream last agreed to (2025-11-25, 2026-07-28, ...; None before it did).
+        self.protocol_version: str | None = None
         self._session: ClientSession | None = None
         self._ready = asyncio.Event()
         self._dead = asyncio.Event()
@@ -153,6 +155,8 @@ class Upstream:
         """Start the supervisor (idempotent); :meth:`wait_ready` waits for the first connection."""
         if self._task is None or self._task.done():
             self._stopping = False
+            if self.state == STOPPED:  # from now on (readiness, the CLI's --start wait for it)
+                self.state = STARTING
             self._task = asyncio.get_running_loop().create_task(self._supervise(), name=f"proxy:{self.label}")
 
     async def wait_ready(self, timeout: float) -> bool:
@@ -185,11 +189,34 @@ class Upstream:
                 await asyncio.wait_for(asyncio.shield(task), 10)
         self.state = STOPPED
 
+    def extensions(self) -> list[str]:
+        """What the upstream declared beyond the base protocol, as it last listed: ``tasks`` (the
+        2025-11-25 tasks capability) and each key of its ``capabilities.extensions`` (2026-07-28:
+        ``io.modelcontextprotocol/tasks``, MCP Apps' ``io.modelcontextprotocol/ui``, ...)."""
+        capabilities = self.listing.capabilities
+        declared = ["tasks"] if capabilities.get("tasks") is not None else []
+        extensions = capabilities.get("extensions")
+        return declared + sorted(extensions) if isinstance(extensions, dict) else declared
+
+    def unready(self) -> mcphost.Unready | None:
+        """This upstream for ``/readyz`` when it is not serving (None when it is). One started only by
+        the first request (``start = "lazy"``) and not asked yet counts as serving: a balancer waiting
+        for it would never send that request."""
+        if self._ready.is_set() or (self.state == STOPPED and self._task is None and not self._stopping):
+            return None  # listed and mounted (running is set a moment before the mount), or lazy
+        return mcphost.Unready(self.label, STARTING if self.state == RUNNING else self.state, self.settings.required)
+
     def status(self) -> str:
-        """One line for ``mcphost plugins``: name, transport, state, what is mounted, last error."""
+        """One line for ``mcphost plugins``: name, transport, state, protocol version, what is mounted
+        and declared, last error."""
         text = f"{self.label} ({self.settings.transport}: {self.state}"
         if self.state == RUNNING:
-            text += f", {len(self.listing.tools)} tools"
+            text += f", {self.protocol_version}, {len(self.listing.tools)} tools"
+            extensions = self.extensions()
+            if extensions:
+                text += f", extensions: {' '.join(extensions)}"
+        if self.settings.required:
+            text += ", required"
         if self.restarts:
             text += f", {self.restarts} restarts"
         if self.error and self.state != RUNNING:
@@ -197,9 +224,10 @@ class Upstream:
         return text + ")"
 
     def describe(self) -> dict[str, Any]:
-        """The upstream's state as data (``mcphost_status``, the console): name, transport, state,
-        target (command line or URL), tools mounted, restarts, last error, seconds until the next
-        attempt while restarting."""
+        """The upstream's state as data (``mcphost_status``, the console, ``mcphost plugins``): name,
+        transport, state, target (command line or URL), tools mounted, restarts, last error, seconds
+        until the next attempt while restarting, whether it is ``required`` (``/readyz``), the
+        protocol version it agreed to (``era``) and the ``extensions`` it declared."""
         settings = self.settings
         target = mcphost.redact_text(settings.url or "") if settings.command is None else " ".join(
             mcphost.redact([settings.command, *settings.args]))
@@ -208,7 +236,8 @@ class Upstream:
             retry = max(0.0, self.retry_at - time.monotonic())
         return {"name": self.label, "transport": settings.transport, "state": self.state, "target": target,
                 "tools": len(self.listing.tools) if self.state == RUNNING else 0, "restarts": self.restarts,
-                "error": self.error, "retry_in": retry}
+                "error": self.error, "retry_in": retry, "required": settings.required,
+                "era": self.protocol_version, "extensions": self.extensions()}
 
     async def _supervise(self) -> None:
         delay = self.backoff
@@ -290,6 +319,7 @@ class Upstream:
                     await session.initialize()
             else:
                 await session.initialize()
+            self.protocol_version = session.protocol_version
             if session.discover_result is not None:
                 forward_capabilities(session)
             elif session.server_capabilities is not None and session.server_capabilities.logging is not None:

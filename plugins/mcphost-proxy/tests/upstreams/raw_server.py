@@ -25,6 +25,8 @@ SUBSCRIBES = os.environ.get("RAW_SUBSCRIBES")
 #: With RAW_ROOTS (a file name): once initialized, it asks its client for roots (as many servers do
 #: at start, outside any call) and writes the answer it got into that file.
 ROOTS = os.environ.get("RAW_ROOTS")
+#: With RAW_CAPABILITIES (JSON): declared at initialize beside its own (tasks, extensions, ...).
+EXTRA_CAPABILITIES = json.loads(os.environ.get("RAW_CAPABILITIES") or "{}")
 
 
 _lock = threading.Lock()
@@ -57,6 +59,7 @@ for line in sys.stdin.buffer:
         capabilities: dict = {"tools": {"listChanged": True}, "logging": {}}
         if SUBSCRIBES:
             capabilities["resources"] = {"subscribe": True}
+        capabilities.update(EXTRA_CAPABILITIES)
         reply(request_id, {"protocolVersion": params.get("protocolVersion", "2025-06-18"),
                            "capabilities": capabilities, "serverInfo": {"name": "raw", "version": "1"}})
     elif method == "resources/list":
