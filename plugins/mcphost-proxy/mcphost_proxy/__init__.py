@@ -441,7 +441,7 @@ class ProxyPlugin:
                 uri = (request.params or {}).get("uri")
                 server = _server_of(self, uri) if isinstance(uri, str) else None
                 if server is not None and isinstance(uri, str):
-                    await self._subscription(server, uri, request.session, request.method == "resources/subscribe")
+                    await _subscription(self, server, uri, request.session, request.method == "resources/subscribe")
             return result
 
         guarded = [_held_middleware(self.guard)] if any(
@@ -482,7 +482,7 @@ class ProxyPlugin:
                         followed.append((server, uri))
                 if followed:
                     self._streams[session.id] = (session, request.id)
-                await asyncio.gather(*(self._subscription(server, uri, session, True) for server, uri in followed))
+                await asyncio.gather(*(_subscription(self, server, uri, session, True) for server, uri in followed))
             await outlet(message, related)
 
         session.outlet = watching
@@ -547,11 +547,6 @@ class ProxyPlugin:
         if not sessions:
             del self._subscribers[(upstream, uri)]
         return (upstream, uri, bool(sessions)) if bool(sessions) != before else None
-
-    async def _subscription(self, server: str, uri: str, session: Any, on: bool) -> None:
-        change = self._count(server, uri, session, on)
-        if change is not None:
-            await _send([change])
 
     @mcphost.hookimpl
     async def mcphost_terminate(self, session: Any, reason: str) -> None:
@@ -625,6 +620,13 @@ def _server_of(plugin: ProxyPlugin, uri: str) -> str | None:
     if provenance is None or provenance.plugin != "proxy" or provenance.origin not in plugin.upstreams:
         return None
     return str(provenance.origin)
+
+
+async def _subscription(plugin: ProxyPlugin, server: str, uri: str, session: Any, on: bool) -> None:
+    """Count ``session``'s subscription to ``uri`` of ``server``; (un)subscribe upstream when the count says so."""
+    change = plugin._count(server, uri, session, on)
+    if change is not None:
+        await _send([change])
 
 
 async def _send(changes: list[tuple[Upstream, str, bool]]) -> None:

@@ -16,7 +16,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -189,15 +189,6 @@ class Upstream:
                 await asyncio.wait_for(asyncio.shield(task), 10)
         self.state = STOPPED
 
-    def extensions(self) -> list[str]:
-        """What the upstream declared beyond the base protocol, as it last listed: ``tasks`` (the
-        2025-11-25 tasks capability) and each key of its ``capabilities.extensions`` (2026-07-28:
-        ``io.modelcontextprotocol/tasks``, MCP Apps' ``io.modelcontextprotocol/ui``, ...)."""
-        capabilities = self.listing.capabilities
-        declared = ["tasks"] if capabilities.get("tasks") is not None else []
-        extensions = capabilities.get("extensions")
-        return declared + sorted(extensions) if isinstance(extensions, dict) else declared
-
     def unready(self) -> mcphost.Unready | None:
         """This upstream for ``/readyz`` when it is not serving (None when it is). One started only by
         the first request (``start = "lazy"``) and not asked yet counts as serving: a balancer waiting
@@ -212,7 +203,7 @@ class Upstream:
         text = f"{self.label} ({self.settings.transport}: {self.state}"
         if self.state == RUNNING:
             text += f", {self.protocol_version}, {len(self.listing.tools)} tools"
-            extensions = self.extensions()
+            extensions = declared_extensions(self.listing.capabilities)
             if extensions:
                 text += f", extensions: {' '.join(extensions)}"
         if self.settings.required:
@@ -237,7 +228,7 @@ class Upstream:
         return {"name": self.label, "transport": settings.transport, "state": self.state, "target": target,
                 "tools": len(self.listing.tools) if self.state == RUNNING else 0, "restarts": self.restarts,
                 "error": self.error, "retry_in": retry, "required": settings.required,
-                "era": self.protocol_version, "extensions": self.extensions()}
+                "era": self.protocol_version, "extensions": declared_extensions(self.listing.capabilities)}
 
     async def _supervise(self) -> None:
         delay = self.backoff
@@ -810,6 +801,15 @@ def _describe(exc: BaseException) -> str:
         return f"{mcphost.redact_text(exc.error.message)} ({exc.error.code})"
     text = mcphost.redact_text(str(exc)) or type(exc).__name__  # an error may quote the URL or command
     return f"{type(exc).__name__}: {text}"[:300] if text != type(exc).__name__ else text
+
+
+def declared_extensions(capabilities: Mapping[str, Any]) -> list[str]:
+    """What an upstream declared beyond the base protocol, as it last listed: ``tasks`` (the
+    2025-11-25 tasks capability) and each key of its ``capabilities.extensions`` (2026-07-28:
+    ``io.modelcontextprotocol/tasks``, MCP Apps' ``io.modelcontextprotocol/ui``, ...)."""
+    declared = ["tasks"] if capabilities.get("tasks") is not None else []
+    extensions = capabilities.get("extensions")
+    return declared + sorted(extensions) if isinstance(extensions, dict) else declared
 
 
 def upstream_problem(upstream: Upstream) -> dict[str, str] | None:
