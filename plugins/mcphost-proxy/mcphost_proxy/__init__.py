@@ -63,6 +63,9 @@ def _key(record: Any) -> str:
     return str(getattr(record, "uri_template", None) or getattr(record, "uri", None) or record.name)
 
 
+#: Principals' own upstream connections shown in the status report (the console): the most recently used.
+PERSONAL_SHOWN = 50
+
 class ProxyPlugin:
     """The ``proxy`` entry point: one instance per host, holding that host's upstream connections."""
 
@@ -182,11 +185,15 @@ class ProxyPlugin:
 
     @mcphost.hookimpl
     def mcphost_status(self, host: mcphost.Host) -> dict[str, Any] | None:
-        """Each upstream's live state (see :meth:`Upstream.describe`), per-session ones included."""
+        """Each upstream's live state (see :meth:`Upstream.describe`), per-session ones included, and
+        the principals' own connections to oauth and token-exchange upstreams (who is connected to
+        what, with ``principal``; the PERSONAL_SHOWN most recently used, never a token)."""
         if not self.upstreams and not self.bound:
             return None
         pooled = [i for u in self.upstreams.values() if u.pool is not None for i in u.pool.instances]
-        return {"upstreams": [u.describe() for u in [*self.upstreams.values(), *pooled, *self.bound.values()]]}
+        rows = [u.describe() for u in [*self.upstreams.values(), *pooled, *self.bound.values()]]
+        personal = self.credentials.connected() if self.credentials is not None else []
+        return {"upstreams": rows + personal[:PERSONAL_SHOWN], "personal_total": len(personal)}
 
     @mcphost.hookimpl
     def mcphost_problems(self, host: mcphost.Host) -> list[dict[str, str]]:

@@ -114,6 +114,13 @@ class Credentials:
         self.personal[key] = (token, upstream)
         return upstream
 
+    def connected(self) -> list[dict[str, Any]]:
+        """Each principal's live connection, most recently used first: its upstream's row
+        (``Upstream.describe``) with ``principal`` and ``upstream`` (the server's name); never a token."""
+        live = sorted(self.personal.items(), key=lambda item: -item[1][1].last_used)
+        return [{**upstream.describe(), "principal": principal, "upstream": server}
+                for (server, principal), (_token, upstream) in live]
+
     def _stop(self, upstream: Upstream) -> None:
         task = asyncio.get_running_loop().create_task(upstream.stop(), name=f"proxy:stop:{upstream.label}")
         self._stopping.add(task)

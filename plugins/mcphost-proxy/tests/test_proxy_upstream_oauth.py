@@ -295,3 +295,22 @@ async def test_the_operator_lists_and_revokes_and_the_next_call_asks_again(clust
     assert _text(await bob.call("up_whoami")) == "bob" and len(bob.asked) == asked + 1
     missing = credentials(cluster, "revoke", "nobody", "up")
     assert missing.returncode != 0 and "no credential" in missing.stderr
+
+
+def test_the_status_report_names_who_is_connected_to_what_never_a_token():
+    """The console's upstreams table reads this: each principal's own connection, most recently used
+    first, with its principal and upstream, and no token anywhere in it."""
+    from types import SimpleNamespace
+
+    from mcphost_proxy.credentials import Credentials
+
+    def connection(label: str, used: float) -> Any:
+        return SimpleNamespace(last_used=used, describe=lambda: {"name": label, "state": "running"})
+
+    credentials = Credentials.__new__(Credentials)
+    credentials.personal = {("github", "p:alice"): ("token-of-alice", connection("github@a1", 10.0)),
+                            ("github", "p:bob"): ("token-of-bob", connection("github@b2", 20.0))}
+    rows = credentials.connected()
+    assert [(r["principal"], r["upstream"], r["name"]) for r in rows] == [
+        ("p:bob", "github", "github@b2"), ("p:alice", "github", "github@a1")]
+    assert "token-of" not in json.dumps(rows)

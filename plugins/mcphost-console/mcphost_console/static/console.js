@@ -135,10 +135,11 @@ function renderUpstreams(upstreams) {
   const ordered = [...upstreams].sort((a, b) => (a.state === "running") - (b.state === "running"));
   fill(byId("upstreams-table").tBodies[0], ordered.map(u => el("tr", {"data-upstream": u.name, id: `upstream-${u.name}`,
                                                                    class: u.state === "running" ? null : "down"},
-    el("td", {}, el("code", {}, u.name)),
+    el("td", {}, el("code", {}, u.name), u.principal ? el("div", {class: "muted upstream-principal"}, `for ${u.principal}`) : null,
+       u.required ? el("div", {class: "muted"}, "required") : null),
     el("td", {class: "upstream-state"}, badge(u.state),
        u.retry_in !== null && u.retry_in !== undefined ? el("small", {class: "muted"}, ` next try in ${duration(u.retry_in)}`) : null),
-    el("td", {}, u.transport),
+    el("td", {}, u.transport, el("div", {class: "muted upstream-era"}, [u.era, ...(u.extensions || [])].filter(Boolean).join(" · "))),
     el("td", {}, el("code", {}, u.target || "")),
     el("td", {class: "num"}, u.tools),
     el("td", {class: "num upstream-restarts"}, u.restarts),
