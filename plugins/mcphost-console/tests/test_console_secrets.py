@@ -1,7 +1,8 @@
 """Secrets never shown: twenty kinds of secret planted in a real config (a stdio upstream from the proxy
 tests, an HTTP upstream that cannot be reached, a plugin's own setting), a real ``mcphost serve``, then
-every surface an operator reads: the console's page and JSON, ``mcphost config show``, ``mcphost
-plugins`` (table and JSON), ``mcphost tools --json`` and the server's log. None may hold a secret."""
+every surface an operator reads: the console's page and JSON (state, catalog, budgets, pins),
+``/readyz``, ``mcphost config show``, ``mcphost plugins`` (table and JSON, with and without the
+upstreams started), ``mcphost tools --json`` and the server's log. None may hold a secret."""
 
 from __future__ import annotations
 
@@ -136,6 +137,9 @@ def test_no_secret_on_any_surface(tmp_path: Path) -> None:
             surfaces["console page"] = client.get("/console").text
             surfaces["console state"] = client.get("/console/api/state").text
             surfaces["console catalog"] = client.get("/console/api/catalog").text
+            surfaces["console budgets"] = client.get("/console/api/budgets").text
+            surfaces["console pins"] = client.get("/console/api/pins").text
+            surfaces["readyz"] = client.get("/readyz").text
         env = {k: v for k, v in os.environ.items() if not k.startswith("MCPHOST_")}
         env.update({"MCPHOST_CONFIG": str(next(tmp_path.glob("mcphost-*.toml"))), "MCPHOST_PLUGINS": plugins,
                     "PYTHONPATH": os.pathsep.join(filter(None, [str(extra), os.environ.get("PYTHONPATH")]))})
@@ -143,10 +147,14 @@ def test_no_secret_on_any_surface(tmp_path: Path) -> None:
         surfaces["plugins"] = _cli(env, "plugins")
         surfaces["plugins --json"] = _cli(env, "plugins", "--json")
         surfaces["tools --json"] = _cli(env, "tools", "--json")
+        # With the upstreams started: their table (targets, last errors) and the mounted tools.
+        surfaces["plugins --start"] = _cli(env, "plugins", "--start", "--wait", "15")
+        surfaces["tools --start --json"] = _cli(env, "tools", "--start", "--wait", "15", "--json")
     finally:
         server.stop()
     surfaces["server log"] = server.log()
 
+    assert "running" in surfaces["plugins --start"] and "sdk_add" in surfaces["tools --start --json"]
     leaks = {name: _leaks(text) for name, text in surfaces.items() if _leaks(text)}
     assert not leaks, leaks
     # Each secret-bearing surface shows the marker where a secret was, and is not empty.
