@@ -67,6 +67,8 @@ class _Config(HypercornConfig):
     user_timeout_ms = 0
     #: Per protocol: the second the headers below were made for, and those headers.
     _made: dict[str, tuple[int, list[tuple[bytes, bytes]]]]
+    #: The sockets Hypercorn accepts on (set when it creates them).
+    listening: list[socket.socket] = []
 
     def response_headers(self, protocol: str) -> list[tuple[bytes, bytes]]:
         """The headers Hypercorn adds to every response (``Date``), made once a second rather
@@ -80,6 +82,7 @@ class _Config(HypercornConfig):
 
     def create_sockets(self) -> Any:
         sockets = super().create_sockets()
+        self.listening = list(sockets.insecure_sockets)  # a retired worker stops accepting on them
         if self.user_timeout_ms and hasattr(socket, "TCP_USER_TIMEOUT"):  # Linux
             for sock in sockets.insecure_sockets:
                 if sock.family in (socket.AF_INET, socket.AF_INET6):
@@ -87,7 +90,7 @@ class _Config(HypercornConfig):
         return sockets
 
 
-def hypercorn_config(host: Host, sock: socket.socket | None = None) -> HypercornConfig:
+def hypercorn_config(host: Host, sock: socket.socket | None = None) -> _Config:
     settings = host.config.server
     config = _Config()
     address = f"[{settings.host}]" if ":" in settings.host else settings.host
@@ -132,9 +135,20 @@ async def serve_http(host: Host, *, ready: Any = None, sock: socket.socket | Non
             second.set()
         stop.set()
 
-    for sig in (signal.SIGINT, signal.SIGTERM):
+    def on_retire() -> None:
+        """SIGUSR1, from the supervisor replacing this worker (SIGHUP): the other workers accept on
+        the shared socket, so this one stops accepting at once, then drains and stops as on SIGTERM.
+        A connection it accepted late in its drain would be closed before its request was read."""
+        for listening in config.listening:
+            loop.remove_reader(listening.fileno())
+        log.info("retiring: no longer accepting connections; draining what is open")
+        on_signal()
+
+    retire = getattr(signal, "SIGUSR1", None)  # none on Windows
+    for sig, handler in ((signal.SIGINT, on_signal), (signal.SIGTERM, on_signal), (retire, on_retire)):
         try:
-            loop.add_signal_handler(sig, on_signal)
+            if sig is not None:
+                loop.add_signal_handler(sig, handler)
         except (NotImplementedError, RuntimeError):
             pass
     log.info("serving MCP on http://%s:%s%s", host.config.server.host, host.config.server.port,
@@ -293,7 +307,7 @@ class _Supervisor:
             self.children.pop(pid, None)
             self.retired.add(pid)
             with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGTERM)  # drains, finishes what runs, exits
+                os.kill(pid, signal.SIGUSR1)  # stops accepting, drains, finishes what runs, exits
             log.info("worker %d replaced (pid %d stopping)", number, pid)
 
     def stop(self, signum: int, _frame: Any) -> None:
