@@ -10,9 +10,11 @@ import logging
 import os
 import sys
 import textwrap
+import time
 
 import pytest
 from mcp import MCPError
+from mcphost_proxy.logs import BURST, RATE
 from proxy_support import EVERYTHING, RAW_SERVER, Side, front, raw_upstream, sdk_http_upstream, sdk_upstream
 
 import mcphost
@@ -270,9 +272,15 @@ async def test_a_log_flood_costs_little(side, tmp_path, caplog):
     with caplog.at_level(logging.DEBUG, logger="mcphost.proxy"):
         async with front({"raw": raw_upstream(tmp_path, tools)}) as live, side.client(live.url) as client:
             caplog.clear()
+            started = time.monotonic()
             assert _text(await client.call_tool("raw_flood", {"count": 200_000})) == "called flood"
             assert _text(await client.call_tool("raw_echo", {})) == "called echo"
-            assert 0 < len(_logs(side)) < 2_000  # the rest were dropped before they were parsed
+            elapsed = time.monotonic() - started
+            # The rest were dropped before they were parsed: no more than the token bucket admits in the
+            # time the flood took (BURST, then RATE a second). A bound in messages alone (2 000) held only
+            # while the flood took under 18 s, which a loaded machine exceeds; this is the limit itself.
+            relayed = len(_logs(side))
+            assert 0 < relayed <= BURST + RATE * elapsed, (relayed, elapsed)
             assert live.plugin.upstreams["raw"].restarts == 0
     assert sum(len(record.getMessage()) for record in caplog.records) < 1_000_000
 
