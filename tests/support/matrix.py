@@ -283,7 +283,8 @@ class StdioPool:
         if key not in self.servers:
             server = RawServer(server_env(self.root, extra={"MCPHOST_PLUGINS": PLUGINS}))
             if not cell.modern:
-                server.initialize(SESSION_ERA, capabilities)
+                # The first reply waits for the process to start: slow on a loaded CI machine.
+                server.initialize(SESSION_ERA, capabilities, timeout=60.0)
             self.servers[key] = server
         return self.servers[key]
 
