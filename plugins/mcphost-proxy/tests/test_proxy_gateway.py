@@ -274,7 +274,9 @@ async def test_a_log_flood_costs_little(side, tmp_path, caplog):
     """200 000 log notifications: the host log gets a few lines, the upstream answers the next call."""
     tools = [{"name": name, "inputSchema": {"type": "object", "properties": {}}} for name in ("flood", "echo")]
     with caplog.at_level(logging.DEBUG, logger="mcphost.proxy"):
-        async with front({"raw": raw_upstream(tmp_path, tools)}) as live, side.client(live.url) as client:
+        # 200 000 lines took over a minute on a loaded CI machine: the call and the client wait 3 minutes.
+        async with front({"raw": raw_upstream(tmp_path, tools, timeout=180)}) as live, \
+                side.client(live.url, read_timeout=180) as client:
             caplog.clear()
             started = time.monotonic()
             assert _text(await client.call_tool("raw_flood", {"count": 200_000})) == "called flood"
