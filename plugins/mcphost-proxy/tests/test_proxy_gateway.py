@@ -213,9 +213,11 @@ async def test_per_session_instances_are_capped_and_idle_ones_reaped(side):
     # idle_timeout 3 s: the 40 calls all reach the host (and get an instance or a refusal) before the
     # first instance to answer has been idle that long, even on a loaded machine; with 1 s, one was
     # reaped and its place given to a later session first.
-    server = sdk_upstream(per_session=True, max_instances=8, idle_timeout=3)
+    # The 8 start max_starting (the CPUs) at a time, each slow on a loaded machine: the calls waiting for
+    # the last ones may take minutes (timeout and read_timeout 180 s, not 60 s).
+    server = sdk_upstream(per_session=True, max_instances=8, idle_timeout=3, timeout=180)
     async with front({"py": server}) as live, contextlib.AsyncExitStack() as stack:
-        clients = [await stack.enter_async_context(Side().client(live.url)) for _ in range(40)]
+        clients = [await stack.enter_async_context(Side().client(live.url, read_timeout=180)) for _ in range(40)]
         results = await asyncio.gather(*(client.call_tool("py_pid", {}) for client in clients))
         pids = {int(_text(r)) for r in results if not r.is_error}
         refused = [_text(r) for r in results if r.is_error]
