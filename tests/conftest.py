@@ -8,11 +8,18 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 from mcphost.redaction import RedactingFilter
 from tests.support.http_support import HttpServer
 from tests.support.js.run import ensure_ts_client
 from tests.support.stdio_support import RawServer, server_env
+
+# Property tests check what holds, not how fast: Hypothesis' default 200 ms deadline per example fails
+# them on a loaded CI machine (4 xdist workers on 2 busy cores). Tests that set their own settings
+# (``@settings(max_examples=...)``) inherit this profile's deadline.
+settings.register_profile("mcphost", deadline=None)
+settings.load_profile("mcphost")
 
 
 @pytest.fixture(autouse=True)

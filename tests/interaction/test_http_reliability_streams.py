@@ -341,18 +341,28 @@ async def test_b14_a_request_id_already_in_flight_gets_409_and_the_first_complet
 
 async def test_b14_concurrent_posts_with_one_id_never_cross_wire(server: HttpServer,
                                                                  client: httpx.AsyncClient) -> None:
+    """8 POSTs sent at once with id 1: one runs, the 7 others get 409 while it is in flight.
+
+    An id is free again once its reply is stored (B14 above), so a POST that reaches the host after the
+    first call ended rightly gets 200: the race is only a race while that call lasts. It lasts 3 s here
+    (2 x 1.5 s), not 0.2 s: on a loaded CI machine (4 xdist workers on 2 busy cores) the 8 POSTs took
+    longer than 0.2 s to reach the host, and two of them, one after the other, got 200.
+    """
     session_id = await initialize(client, server)
 
     async def send(n: int) -> httpx.Response:
         return await client.post(server.url, headers=server.headers(session_id),
-                                 json=call(1, "progress", {"steps": 2, "delay_ms": 100}, progress=f"t{n}"))
+                                 json=call(1, "progress", {"steps": 2, "delay_ms": 1500}, progress=f"t{n}"))
 
     responses = await asyncio.gather(*(send(n) for n in range(8)))
     winners = [r for r in responses if r.status_code == 200]
     assert len(winners) == 1 and all(r.status_code == 409 for r in responses if r is not winners[0])
+    assert all(json_body(r)["id"] == 1 and json_body(r)["error"]["code"] == -32600
+               for r in responses if r is not winners[0])
     messages = sse_messages(winners[0].text)
     tokens = {m["params"]["progressToken"] for m in messages if m.get("method") == "notifications/progress"}
     assert len(tokens) == 1 and messages[-1]["result"]["content"][0]["text"] == "completed 2 steps"
+    assert tokens == {f"t{responses.index(winners[0])}"}  # its own progress, no other request's
 
 
 # -- G1-G9: resumption ---------------------------------------------------------------------------

@@ -251,8 +251,10 @@ class StdioClient(Client):
 
     async def request(self, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
         self.last_id = f"m{next(_STDIO_IDS)}"
+        # A generous wait for the reply (RawServer's default is 10 s): a shared stdio process on a loaded CI
+        # machine (4 xdist workers on 2 busy cores) answered later than that.
         return await asyncio.to_thread(self.server.request, method, self.params(params), request_id=self.last_id,
-                                       answer=self._answer if self.answer else None)
+                                       answer=self._answer if self.answer else None, timeout=60.0)
 
     async def send(self, message: Any) -> None:
         """On stdio "no reply" shows as the next line being the reply to a ping sent after it."""
@@ -281,7 +283,8 @@ class StdioPool:
         if key not in self.servers:
             server = RawServer(server_env(self.root, extra={"MCPHOST_PLUGINS": PLUGINS}))
             if not cell.modern:
-                server.initialize(SESSION_ERA, capabilities)
+                # The first reply waits for the process to start: slow on a loaded CI machine.
+                server.initialize(SESSION_ERA, capabilities, timeout=60.0)
             self.servers[key] = server
         return self.servers[key]
 

@@ -334,9 +334,11 @@ class RawServer:
         assert "result" in reply, f"{method} failed: {reply}"
         return reply["result"]
 
-    def initialize(self, version: str = LATEST, capabilities: dict[str, Any] | None = None) -> dict[str, Any]:
+    def initialize(self, version: str = LATEST, capabilities: dict[str, Any] | None = None, *,
+                   timeout: float = 10.0) -> dict[str, Any]:
         result = self.result("initialize", {"protocolVersion": version, "capabilities": capabilities or {},
-                                            "clientInfo": {"name": "raw-pipe-test", "version": "0"}})
+                                            "clientInfo": {"name": "raw-pipe-test", "version": "0"}},
+                             timeout=timeout)
         self.notify("notifications/initialized")
         return result
 

@@ -82,9 +82,9 @@ class Side:
     async def on_message(self, message: Any) -> None:
         self.notifications.append(message)
 
-    def client(self, url: str, mode: str = "legacy") -> Client:
+    def client(self, url: str, mode: str = "legacy", read_timeout: float = 60) -> Client:
         return Client(url, mode=mode, elicitation_callback=self.elicit, message_handler=self.on_message,
-                      read_timeout_seconds=60)
+                      read_timeout_seconds=read_timeout)
 
 
 @contextlib.asynccontextmanager

@@ -10,9 +10,11 @@ import logging
 import os
 import sys
 import textwrap
+import time
 
 import pytest
 from mcp import MCPError
+from mcphost_proxy.logs import BURST, RATE
 from proxy_support import EVERYTHING, RAW_SERVER, Side, front, raw_upstream, sdk_http_upstream, sdk_upstream
 
 import mcphost
@@ -208,21 +210,27 @@ def _alive(pid: int) -> bool:
 async def test_per_session_instances_are_capped_and_idle_ones_reaped(side):
     """40 sessions, max_instances = 8: 8 get their own upstream process, the others a clear error;
     instances idle past idle_timeout stop, and their places serve new sessions."""
-    server = sdk_upstream(per_session=True, max_instances=8, idle_timeout=1)
+    # idle_timeout 3 s: the 40 calls all reach the host (and get an instance or a refusal) before the
+    # first instance to answer has been idle that long, even on a loaded machine; with 1 s, one was
+    # reaped and its place given to a later session first.
+    # The 8 start max_starting (the CPUs) at a time, each slow on a loaded machine: the calls waiting for
+    # the last ones may take minutes (timeout and read_timeout 180 s, not 60 s).
+    server = sdk_upstream(per_session=True, max_instances=8, idle_timeout=3, timeout=180)
     async with front({"py": server}) as live, contextlib.AsyncExitStack() as stack:
-        clients = [await stack.enter_async_context(Side().client(live.url)) for _ in range(40)]
+        clients = [await stack.enter_async_context(Side().client(live.url, read_timeout=180)) for _ in range(40)]
         results = await asyncio.gather(*(client.call_tool("py_pid", {}) for client in clients))
         pids = {int(_text(r)) for r in results if not r.is_error}
         refused = [_text(r) for r in results if r.is_error]
         assert len(pids) == 8 and len(refused) == 32
         assert "already runs its max_instances (8) instances" in refused[0]
-        assert len(live.plugin.bound) == 8 and all(_alive(pid) for pid in pids)
+        # The 8 start max_starting (the CPUs) at a time: on a small or busy machine the first ones may be
+        # idle past idle_timeout, and reaped, before the last answers; those still bound run.
+        assert len(live.plugin.bound) <= 8 and sum(_alive(pid) for pid in pids) >= len(live.plugin.bound)
         # Idle for longer than idle_timeout: reaped, their processes gone.
-        for _ in range(200):
-            if not live.plugin.bound and not any(_alive(pid) for pid in pids):
-                break
+        deadline = time.monotonic() + 60
+        while live.plugin.bound or any(_alive(pid) for pid in pids):
+            assert time.monotonic() < deadline, (live.plugin.bound, [pid for pid in pids if _alive(pid)])
             await asyncio.sleep(0.05)
-        assert not live.plugin.bound and not any(_alive(pid) for pid in pids)
         # A session refused before gets an instance now.
         assert not (await clients[-1].call_tool("py_pid", {})).is_error
 
@@ -268,11 +276,19 @@ async def test_a_log_flood_costs_little(side, tmp_path, caplog):
     """200 000 log notifications: the host log gets a few lines, the upstream answers the next call."""
     tools = [{"name": name, "inputSchema": {"type": "object", "properties": {}}} for name in ("flood", "echo")]
     with caplog.at_level(logging.DEBUG, logger="mcphost.proxy"):
-        async with front({"raw": raw_upstream(tmp_path, tools)}) as live, side.client(live.url) as client:
+        # 200 000 lines took over a minute on a loaded CI machine: the call and the client wait 3 minutes.
+        async with front({"raw": raw_upstream(tmp_path, tools, timeout=180)}) as live, \
+                side.client(live.url, read_timeout=180) as client:
             caplog.clear()
+            started = time.monotonic()
             assert _text(await client.call_tool("raw_flood", {"count": 200_000})) == "called flood"
             assert _text(await client.call_tool("raw_echo", {})) == "called echo"
-            assert 0 < len(_logs(side)) < 2_000  # the rest were dropped before they were parsed
+            elapsed = time.monotonic() - started
+            # The rest were dropped before they were parsed: no more than the token bucket admits in the
+            # time the flood took (BURST, then RATE a second). A bound in messages alone (2 000) held only
+            # while the flood took under 18 s, which a loaded machine exceeds; this is the limit itself.
+            relayed = len(_logs(side))
+            assert 0 < relayed <= BURST + RATE * elapsed, (relayed, elapsed)
             assert live.plugin.upstreams["raw"].restarts == 0
     assert sum(len(record.getMessage()) for record in caplog.records) < 1_000_000
 
