@@ -206,16 +206,6 @@ session_era = pytest.mark.cells(eras=[SESSION_ERA], reason="2025-11-25 has tasks
 LEGACY_TASK_FIELDS = {"taskId", "status", "createdAt", "lastUpdatedAt", "ttl", "pollInterval"}
 
 
-async def legacy_wait(client: Client, task_id: str, statuses: set[str], *, timeout: float = WAIT) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
-    while True:
-        task = await client.result("tasks/get", {"taskId": task_id})
-        if task["status"] in statuses:
-            return task
-        assert time.monotonic() < deadline, f"task stuck in {task['status']}: {task}"
-        await asyncio.sleep(0.05)
-
-
 @session_era
 async def test_the_session_era_declares_each_tools_task_support(connect):
     async with connect() as client:
@@ -246,7 +236,7 @@ async def test_a_session_era_task_call_is_a_task_at_once_polled_and_its_result_f
 async def test_a_session_era_task_ending_in_a_tool_error_is_failed_and_its_result_is_the_error_result(connect):
     async with connect() as client:
         created = await client.result("tools/call", {"name": "failing_job", "arguments": {}, "task": {}})
-        failed = await legacy_wait(client, created["task"]["taskId"], {"failed", "completed"})
+        failed = await wait_for(client, created["task"]["taskId"], {"failed", "completed"})
         assert failed["status"] == "failed"
         result = await client.result("tasks/result", {"taskId": created["task"]["taskId"]})
         assert result["isError"] is True and "failed on purpose" in result["content"][0]["text"]
@@ -260,7 +250,7 @@ async def test_a_session_era_cancel_answers_the_cancelled_task_and_a_terminal_on
         task_id = created["task"]["taskId"]
         cancelled = await client.result("tasks/cancel", {"taskId": task_id})
         assert cancelled["status"] == "cancelled" and cancelled["taskId"] == task_id
-        assert (await legacy_wait(client, task_id, {"cancelled", "completed", "failed"}))["status"] == "cancelled"
+        assert (await wait_for(client, task_id, {"cancelled", "completed", "failed"}))["status"] == "cancelled"
         assert (await client.error("tasks/cancel", {"taskId": task_id}))["code"] == -32602
         assert (await client.error("tasks/result", {"taskId": task_id}))["code"] == -32800
         assert (await client.error("tasks/get", {"taskId": "no-such-task"}))["code"] == -32602

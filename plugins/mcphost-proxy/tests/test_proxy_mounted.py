@@ -11,7 +11,6 @@ import pytest
 from proxy_support import TS_SERVER, Side, front, sdk_upstream
 
 from tests.support.http_support import HttpServer
-from tests.support.js.run import ensure_ts_client, node_executable
 
 
 def _text(result) -> str:
@@ -23,14 +22,6 @@ def conformance_upstream(tmp_path_factory) -> Iterator[HttpServer]:
     server = HttpServer(tmp_path_factory.mktemp("upstream"), plugins="conformance")
     yield server
     server.stop()
-
-
-@pytest.fixture(scope="module")
-def node() -> str:
-    status = ensure_ts_client()
-    if not status:
-        pytest.skip(status.reason)
-    return node_executable()
 
 
 def _three(node: str, conformance: HttpServer) -> dict:

@@ -26,7 +26,6 @@ from mcp import Client, MCPError
 from proxy_support import EVERYTHING, front
 
 from tests.support.http_support import HttpServer, ServerGroup, modern, open_session, session_headers, sse_messages
-from tests.support.js.run import ensure_ts_client, node_executable
 
 TASKS = "io.modelcontextprotocol/tasks"
 #: server-everything asks each client for its roots: these clients answer (a question the client
@@ -46,14 +45,6 @@ DEADLINE = 60.0  # seconds a task may take to settle on a loaded machine
 
 def _text(result: Any) -> str:
     return "".join(getattr(block, "text", "") for block in result.content)
-
-
-@pytest.fixture(scope="module")
-def node() -> str:
-    status = ensure_ts_client()
-    if not status:
-        pytest.skip(status.reason)
-    return node_executable()
 
 
 @pytest.fixture(scope="module")
