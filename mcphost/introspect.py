@@ -88,16 +88,7 @@ def status_reports(host: Host) -> dict[str, Any]:
 def catalog(host: Host) -> dict[str, Any]:
     """Every tool, resource, template and prompt with the plugin (and distribution) providing it,
     and the records that were refused (a name another plugin already provides) with why."""
-    current = host.catalog
-    kinds: dict[str, list[Any]] = {
-        "tools": [entry.record for entry in current.tools.values()],
-        "resources": list(current.resources.values()),
-        "resourceTemplates": [entry.record for entry in current.templates.values()],
-        "prompts": list(current.prompts.values()),
-    }
-    out: dict[str, Any] = {}
-    for kind, records in kinds.items():
-        out[kind] = [_record(record) for record in records]
+    out: dict[str, Any] = {kind: [_record(record) for record in records] for kind, records in catalog_records(host)}
     out["refused"] = catalog_refused(host)[0]
     return out
 
