@@ -135,6 +135,8 @@ class ConsolePlugin:
             plugin["provides"] = {kind: names[:PROVIDES_SHOWN] for kind, names in provides.items()}
         upstreams = [u for p in plugins if isinstance(p["report"], dict)
                      for u in p["report"].get("upstreams", ()) if isinstance(u, dict)]
+        reports = [p["report"] for p in plugins if isinstance(p["report"], dict)]
+        stored = [c for r in reports for c in r.get("signed_in", ()) if isinstance(c, dict)]
         listing = await introspect.sessions(host)
         health = await introspect.health(host)
         return _json({
@@ -142,6 +144,9 @@ class ConsolePlugin:
             "problems": await introspect.problems(host, health["backend"]["healthy"]),
             "plugins": plugins,
             "upstreams": upstreams,
+            "credentials": [{k: c.get(k) for k in ("principal", "upstream", "expires_at", "refreshable")}
+                            for c in stored],
+            "credentials_total": sum(int(r.get("signed_in_total") or 0) for r in reports),
             "sessions": listing.pop("sessions"),
             "sessions_listing": listing,
             "traffic": introspect.traffic(host, introspect.TRAFFIC_SHOWN),

@@ -187,13 +187,19 @@ class ProxyPlugin:
     def mcphost_status(self, host: mcphost.Host) -> dict[str, Any] | None:
         """Each upstream's live state (see :meth:`Upstream.describe`), per-session ones included, and
         the principals' own connections to oauth and token-exchange upstreams (who is connected to
-        what, with ``principal``; the PERSONAL_SHOWN most recently used, never a token)."""
+        what, with ``principal``; the PERSONAL_SHOWN most recently used, never a token), and the stored
+        per-user credentials under ``signed_in`` (a name the status redaction leaves alone): principal,
+        upstream, expiry, the PERSONAL_SHOWN that expire first, with ``signed_in_total``; never a token."""
         if not self.upstreams and not self.bound:
             return None
         pooled = [i for u in self.upstreams.values() if u.pool is not None for i in u.pool.instances]
         rows = [u.describe() for u in [*self.upstreams.values(), *pooled, *self.bound.values()]]
         personal = self.credentials.connected() if self.credentials is not None else []
-        return {"upstreams": rows + personal[:PERSONAL_SHOWN], "personal_total": len(personal)}
+        report: dict[str, Any] = {"upstreams": rows + personal[:PERSONAL_SHOWN], "personal_total": len(personal)}
+        if self.credentials is not None and self.credentials.clients:
+            stored = self.credentials.stored()
+            report.update(signed_in=stored[:PERSONAL_SHOWN], signed_in_total=len(stored))
+        return report
 
     @mcphost.hookimpl
     def mcphost_problems(self, host: mcphost.Host) -> list[dict[str, str]]:

@@ -44,6 +44,25 @@ ACCESS_TOKEN_TYPE = "urn:ietf:params:oauth:token-type:access_token"
 #: Seconds between two looks at the vault while a call waits for its caller's sign-in (the callback may
 #: land on another process of the cluster; one landing here wakes the call at once).
 POLL_SECONDS = 1.0
+#: The backend lease one process holds while it refreshes a principal's token (seconds it lasts, at most).
+REFRESH_PREFIX = "proxy-refresh:"
+REFRESH_LEASE = 30.0
+#: Seconds the status report's list of stored credentials is reused before the vault is read again.
+STORED_EVERY = 2.0
+
+
+def fresh_enough(record: dict[str, Any], refresh_before: float) -> bool:
+    """Whether a stored access token is used as it is: more than ``refresh_before`` seconds left, or
+    more than half its lifetime when that is shorter (a token that lives a few seconds is still used
+    for the first half of them, not refreshed at every call)."""
+    expires_at = record.get("expires_at")
+    if not isinstance(expires_at, int | float):
+        return True
+    obtained = record.get("obtained_at")
+    margin = refresh_before
+    if isinstance(obtained, int | float) and expires_at > obtained:
+        margin = min(margin, (expires_at - obtained) / 2)
+    return expires_at - time.time() > margin
 
 
 def public_base(host: mcphost.Host, settings: ProxySettings) -> str:
@@ -67,6 +86,8 @@ class Credentials:
         self.host = host
         self.base = public_base(host, settings)
         self.vault = Vault(host, settings.config.credentials_key)
+        #: The host's own identity provider, which signs in the browser completing a link (binding.py).
+        self.login = settings.config.browser_login
         self.servers = {s.name: s for s in settings.servers if s.auth.mode == "oauth"}
         #: The token-exchange servers (RFC 8693: the caller's own validated token, exchanged).
         self.exchanging = {s.name: s for s in settings.servers if s.auth.mode == "token-exchange"}
@@ -77,6 +98,10 @@ class Credentials:
         self.personal: dict[tuple[str, str], tuple[str, Upstream]] = {}
         self._landed: dict[tuple[str, str], asyncio.Event] = {}
         self._locks: dict[tuple[str, str], asyncio.Lock] = {}
+        #: The stored credentials for the status report (``stored``): the last snapshot, when it was read.
+        self._stored: list[dict[str, Any]] = []
+        self._stored_at = -STORED_EVERY
+        self._reading: asyncio.Task[None] | None = None
         #: Connections stopping (a refreshed token's old one, idle ones).
         self._stopping: set[asyncio.Task[None]] = set()
 
@@ -121,6 +146,25 @@ class Credentials:
         return [{**upstream.describe(), "principal": principal, "upstream": server}
                 for (server, principal), (_token, upstream) in live]
 
+    def stored(self) -> list[dict[str, Any]]:
+        """The stored credentials as last read from the vault (principal, upstream, expiry, whether it
+        can be refreshed; never a token), soonest expiry first; read again in the background when older
+        than STORED_EVERY seconds (the status report is synchronous; the console polls it)."""
+        if time.monotonic() - self._stored_at > STORED_EVERY and self._reading is None:
+            with contextlib.suppress(RuntimeError):  # no running loop: the snapshot as it is
+                self._reading = asyncio.get_running_loop().create_task(self._read_stored(),
+                                                                       name="proxy:credentials:list")
+        return self._stored
+
+    async def _read_stored(self) -> None:
+        try:
+            entries = [e for e in await self.vault.entries() if e["upstream"] in self.clients]
+            self._stored = sorted(entries, key=lambda e: (e["expires_at"] or float("inf"), e["principal"]))
+        except Exception:
+            log.debug("could not list the stored upstream credentials", exc_info=True)
+        finally:
+            self._stored_at, self._reading = time.monotonic(), None
+
     def _stop(self, upstream: Upstream) -> None:
         task = asyncio.get_running_loop().create_task(upstream.stop(), name=f"proxy:stop:{upstream.label}")
         self._stopping.add(task)
@@ -142,9 +186,30 @@ class Credentials:
             record = await self.vault.get(principal, upstream)
             if record is None:
                 return None
-            expires_at = record.get("expires_at")
             auth = self.servers[upstream].auth
-            if not isinstance(expires_at, int | float) or expires_at - time.time() > auth.refresh_before:
+            if fresh_enough(record, auth.refresh_before):
+                return str(record["access_token"])
+            return await self._refresh(upstream, principal)
+
+    async def _refresh(self, upstream: str, principal: str) -> str | None:
+        """Refresh with the refresh token, one process of the cluster at a time: a lease in the backend
+        (``hold``), and whoever waits for it reads the vault again (the holder's new token) instead of
+        spending the same refresh token (a rotating authorization server refuses it, and may revoke the
+        whole grant)."""
+        auth = self.servers[upstream].auth
+        lease = f"{REFRESH_PREFIX}{upstream}:{hashlib.sha256(principal.encode()).hexdigest()}"
+        owner = secrets.token_hex(8)
+        deadline = time.monotonic() + REFRESH_LEASE
+        while not await self.host.backend.hold(lease, owner, REFRESH_LEASE):
+            if time.monotonic() > deadline:
+                raise OAuthFailure(f"Upstream {upstream!r}: another process has been refreshing this token for "
+                                   f"{REFRESH_LEASE:.0f} s; call again")
+            await asyncio.sleep(0.2)
+        try:
+            record = await self.vault.get(principal, upstream)  # another process may have refreshed it
+            if record is None:
+                return None
+            if fresh_enough(record, auth.refresh_before):
                 return str(record["access_token"])
             refresh = record.get("refresh_token")
             if refresh:
@@ -160,6 +225,8 @@ class Credentials:
                     return str(fresh["access_token"])
             await self.vault.delete(principal, upstream)
             return None
+        finally:
+            await self.host.backend.unhold(lease, owner)
 
     async def exchanged(self, ctx: mcphost.Context, server: ServerSettings, principal: str) -> str:
         """A token for ``server`` got by exchanging the caller's own validated token (RFC 8693), kept in
@@ -171,10 +238,8 @@ class Credentials:
         digest = hashlib.sha256(subject.encode()).hexdigest()
         async with self._locks.setdefault((server.name, principal), asyncio.Lock()):
             record = await self.vault.get(principal, server.name)
-            expires_at = record.get("expires_at") if record is not None else None
             if (record is not None and record.get("subject") == digest
-                    and (not isinstance(expires_at, int | float)
-                         or expires_at - time.time() > server.auth.refresh_before)):
+                    and fresh_enough(record, server.auth.refresh_before)):
                 return str(record["access_token"])
             form = {"grant_type": TOKEN_EXCHANGE, "subject_token": subject, "subject_token_type": ACCESS_TOKEN_TYPE,
                     "requested_token_type": ACCESS_TOKEN_TYPE}
@@ -191,7 +256,11 @@ class Credentials:
         client = self.clients[server.name]
         await client.discover()
         state = secrets.token_urlsafe(24)
-        record = {"principal": principal, "upstream": server.name, "verifier": secrets.token_urlsafe(48)}
+        record: dict[str, Any] = {"principal": principal, "upstream": server.name,
+                                  "verifier": secrets.token_urlsafe(48),
+                                  "expires_at": time.time() + server.auth.sign_in_timeout}
+        if ctx.principal is not None and principal.startswith("p:"):  # whom the host login must find
+            record.update(subject=ctx.principal.subject, issuer=ctx.principal.issuer)
         await self.host.backend.put_value(STATE_PREFIX + state, json.dumps(record).encode(),
                                           ttl=server.auth.sign_in_timeout)
         url = f"{self.base}{START_PATH}?state={state}"
@@ -244,32 +313,9 @@ class Credentials:
 
     # -- the host's routes --------------------------------------------------------------------------------
 
-    async def start(self, state: str) -> tuple[Any, ...]:
-        """``GET /oauth/start?state=``: redirect to the authorization page (state and PKCE)."""
-        raw = await self.host.backend.get_value(STATE_PREFIX + state) if state else None
-        if raw is None:
-            return page("Link expired", "This sign-in link has expired or was already used. Call the tool again "
-                        "to get a new one.", 400)
-        record = json.loads(raw)
-        client = self.clients.get(record["upstream"])
-        if client is None:
-            return page("Unknown upstream", "This upstream is no longer configured.", 400)
-        try:
-            metadata = await client.discover()
-            client_id = await client.client()
-        except (OAuthFailure, OSError, ValueError) as exc:
-            return page("Sign-in unavailable", str(exc), 502)
-        return "", 302, {"location": client.authorize_url(metadata, client_id, state, record["verifier"]),
-                         "cache-control": "no-store", "referrer-policy": "no-referrer"}
-
-    async def callback(self, args: dict[str, str]) -> tuple[Any, ...]:
-        """``GET /oauth/callback?code=&state=``: redeem the code (once), keep the tokens, wake the call."""
-        state = args.get("state", "")
-        raw = await self.host.backend.take_value(STATE_PREFIX + state) if state else None  # single use
-        if raw is None:
-            return page("Link expired", "This sign-in has expired or was already completed. Call the tool again "
-                        "to get a new link.", 400)
-        record = json.loads(raw)
+    async def landed(self, state: str, record: dict[str, Any], args: dict[str, str]) -> tuple[Any, ...]:
+        """The upstream's authorization server sent the browser back (state taken, browser checked): redeem
+        the code, keep the tokens, wake the waiting call; the page to show."""
         upstream, principal = str(record["upstream"]), str(record["principal"])
         client = self.clients.get(upstream)
         if client is None:
@@ -287,16 +333,10 @@ class Credentials:
         return page("Signed in", f"You are signed in to {upstream}. You may close this page.")
 
     def routes(self, app: Any) -> None:
-        from quart import request
+        """The sign-in routes (binding.py: who may complete a sign-in)."""
+        from mcphost_proxy.binding import SignInRoutes
 
-        async def start_view() -> Any:
-            return await self.start(request.args.get("state", ""))
-
-        async def callback_view() -> Any:
-            return await self.callback(dict(request.args))
-
-        app.add_url_rule(START_PATH, "proxy_oauth_start", start_view, methods=["GET"])
-        app.add_url_rule(CALLBACK_PATH, "proxy_oauth_callback", callback_view, methods=["GET"])
+        SignInRoutes(self, self.login).routes(app)
 
     # -- revocation -------------------------------------------------------------------------------------
 

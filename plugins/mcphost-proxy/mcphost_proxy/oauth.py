@@ -93,6 +93,10 @@ class Vault:
         active = [k.secret for k in ring if k.active_from <= now] or [ring[-1].secret]
         return active + [k.secret for k in ring if k.secret not in active]
 
+    async def keys(self) -> list[bytes]:
+        """The keys in use, newest first (the host's browser cookies are signed with keys derived from them)."""
+        return await self._keys()
+
     @staticmethod
     def name(principal: str, upstream: str) -> str:
         return f"{CREDENTIAL_PREFIX}{upstream}:{_b64(principal.encode())}"
@@ -300,8 +304,10 @@ class Client:
                                f"{form.get('grant_type')} grant ({response.status_code} {error})".rstrip())
         body = response.json()
         expires_in = body.get("expires_in")
+        now = time.time()
         return {"access_token": str(body["access_token"]), "refresh_token": body.get("refresh_token"),
-                "expires_at": time.time() + float(expires_in) if isinstance(expires_in, int | float) else None,
+                "obtained_at": now,
+                "expires_at": now + float(expires_in) if isinstance(expires_in, int | float) else None,
                 "scope": body.get("scope")}
 
 

@@ -54,6 +54,24 @@ class AuthConfig(mcphost.PluginSettings):
         "seconds before its expiry an access token is refreshed"))] = 60.0
 
 
+class BrowserLoginConfig(mcphost.PluginSettings):
+    """``[plugins.proxy.browser_login]``: the host's own identity provider, which signs in the *browser*
+    that opens a sign-in link, so that only the principal the link was made for can complete it (see
+    docs/upstream-credentials.md, "Who may complete a sign-in")."""
+
+    issuer: Annotated[str, Field(pattern="^https?://", description=(
+        "the OpenID provider the host's auth plugin trusts (e.g. [plugins.jwt] issuer); its ID token's "
+        "subject must be the subject of the principal the link was made for"))]
+    client_id: Annotated[str, Field(min_length=1, description="this host's client id at that provider")]
+    client_secret: Annotated[mcphost.EnvStr | None, Field(min_length=1, description=(
+        "its client secret (\"${VAR}\" reads it from the environment); none: a public client (PKCE only)"))] = None
+    allow_insecure_http: Annotated[bool, Field(description=(
+        "development only: allow a plain-http provider, and a browser cookie without Secure"))] = False
+    cookie_lifetime: Annotated[float, Field(gt=0, le=86400, description=(
+        "seconds the browser stays signed in to the host (its cookie), so a second upstream's sign-in does not "
+        "ask the host login again"))] = 900.0
+
+
 class UpstreamConfig(mcphost.PluginSettings):
     """One ``[plugins.proxy.servers.NAME]`` table (or one entry of an mcpServers file)."""
 
@@ -236,6 +254,9 @@ class ProxyConfig(mcphost.PluginSettings):
     credentials_key: Annotated[mcphost.EnvStr | None, Field(min_length=32, description=(
         "the key upstream tokens are encrypted with at rest (\"${VAR}\"; 32+ characters); default: the key "
         "ring 'credentials' kept in the backend"))] = None
+    browser_login: Annotated[BrowserLoginConfig | None, Field(description=(
+        "the host's own OpenID provider, which signs in the browser completing a sign-in link; without it, "
+        "the link's page names the principal and the upstream and asks for a click"))] = None
     startup_wait: Annotated[float, Field(ge=0, description=(
         "seconds the host's startup waits for the upstreams to list before it serves (default 0: it serves "
         "at once)"))] = 0.0

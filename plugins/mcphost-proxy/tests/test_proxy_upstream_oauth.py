@@ -8,10 +8,12 @@ two clients: two principals)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -29,6 +31,8 @@ from tests.support.oidc import AuthorizationServer, ensure_oidc_provider
 
 MCPHOST = Path(sys.executable).parent / "mcphost"
 CALLERS = {"alice": ("mcp-client", "mcp-client-secret"), "bob": ("mcp-client-2", "mcp-client-2-secret")}
+#: The provider's per-user access tokens' lifetime (seconds) in the Redis cluster's tests: they expire for real.
+TTL = 8
 WHOAMI = '''
 import mcphost
 
@@ -54,26 +58,36 @@ class Deployment:
     """The provider, the protected upstream and the gateway node(s) in front of it (on Redis: every node
     shares one redis-server, ``nodes`` of them)."""
 
-    def __init__(self, tmp: Path, *, redis: Any = None, nodes: int = 1, auth: str = "") -> None:
+    def __init__(self, tmp: Path, *, redis: Any = None, nodes: int = 1, auth: str = "", provider: tuple[str, ...] = (),
+                 login: bool = False) -> None:
         self.tmp = tmp
-        self.provider = AuthorizationServer(ensure_oidc_provider(), "authcode.mjs")
+        self.provider = AuthorizationServer(ensure_oidc_provider(), "authcode.mjs", *provider)
         extra = tmp / "site"
         make_distribution(extra, "whoami-probe", "1.0", {"whoami": "whoami_probe"}, {"whoami_probe": WHOAMI})
         self.upstream = ServeProcess(tmp, _jwt(self.provider.issuer), plugins="whoami,jwt", extra_path=extra)
         listing = self.provider.token(self.upstream.url)  # the gateway's own token: it lists the catalog
+        # With login: the host's own login of the browser (the same provider: the callers' tokens are its).
+        browser_login = (f'browser_login = {{ issuer = "{self.provider.issuer}", client_id = "mcphost-login", '
+                         f'client_secret = "mcphost-login-secret", allow_insecure_http = true }}\n' if login else "")
+        oauth = (f'mode = "oauth"\nclient_id = "mcphost-gateway"\nclient_secret = "mcphost-gateway-secret"\n'
+                 f'scopes = ["openid", "offline_access", "mcp:tools"]\nallow_insecure_http = true\n{auth}\n')
         self.config = (
-            f"{_jwt(self.provider.issuer, keep=True)}\n[plugins.proxy]\nstartup_wait = 30\n\n"
+            f"{_jwt(self.provider.issuer, keep=True)}\n[plugins.proxy]\nstartup_wait = 30\n{browser_login}\n"
             f'[plugins.proxy.servers.up]\nurl = "{self.upstream.url}"\n'
             f'headers = {{ Authorization = "Bearer {listing}" }}\n\n'
-            f'[plugins.proxy.servers.up.auth]\nmode = "oauth"\nclient_id = "mcphost-gateway"\n'
-            f'client_secret = "mcphost-gateway-secret"\nscopes = ["openid", "offline_access", "mcp:tools"]\n'
-            f"allow_insecure_http = true\n{auth}\n"
+            f"[plugins.proxy.servers.up.auth]\n{oauth}"
+            # The same upstream a second time, signed in to separately.
+            f'[plugins.proxy.servers.up2]\nurl = "{self.upstream.url}"\n'
+            f'headers = {{ Authorization = "Bearer {listing}" }}\n\n'
+            f"[plugins.proxy.servers.up2.auth]\n{oauth}"
             # The same upstream again, called with the caller's own token exchanged (RFC 8693).
             f'[plugins.proxy.servers.ex]\nurl = "{self.upstream.url}"\n'
             f'headers = {{ Authorization = "Bearer {listing}" }}\n\n'
             f'[plugins.proxy.servers.ex.auth]\nmode = "token-exchange"\nclient_id = "mcphost-gateway"\n'
             f'client_secret = "mcphost-gateway-secret"\nscopes = ["mcp:tools"]\nallow_insecure_http = true\n')
-        self.plugins = "proxy,jwt"
+        # The operator's console, for a caller's token (its scope): it shows the stored credentials.
+        self.config += '\n[plugins.console]\nscope = "mcp:tools"\npoll_seconds = 0.5\n'
+        self.plugins = "proxy,jwt,console"
         if redis is not None:
             self.config += f'\n[plugins.redis]\nurl = "{redis.url}"\n'
             self.plugins += ",redis"
@@ -95,55 +109,102 @@ def deployment(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
-    """Two gateway nodes on one redis-server; tokens are refreshed whenever used (refresh_before is longer
-    than the provider's 300 s access tokens live), so every call after the first refreshes."""
+    """Two gateway nodes on one redis-server. The provider's per-user access tokens live TTL seconds and
+    each refresh rotates the refresh token (a spent one used again is refused, and its grant revoked)."""
     from mcphost_redis.testing import RedisServer, redis_server_path
 
     if redis_server_path() is None:
         pytest.fail("redis-server is required (scripts/ensure-tools installs it)")
     tmp = tmp_path_factory.mktemp("upstream-oauth-redis")
     redis = RedisServer(tmp / "redis")
-    deployed = Deployment(tmp, redis=redis, nodes=2, auth="refresh_before = 3600\n")
+    deployed = Deployment(tmp, redis=redis, nodes=2, provider=(str(TTL), "rotate"))
     deployed.redis = redis  # type: ignore[attr-defined]
     yield deployed
     deployed.stop()
     redis.stop()
 
 
-async def sign_in(url: str, login: str) -> str:
-    """Open ``url`` in headless Chromium, sign in at the provider's login page as ``login`` and consent;
-    the text of the page the gateway's callback shows."""
-    async with browser() as context:
-        page = await context.new_page()
-        await page.goto(url)
-        await page.fill("input[name=login]", login)
-        await page.fill("input[name=password]", "any")
-        await page.click("button[type=submit]")
-        await page.wait_for_selector("text=Continue", timeout=30_000)
-        await page.click("button[type=submit]")
-        await page.wait_for_url("**/oauth/callback**", timeout=30_000)
-        return str(await page.inner_text("body"))
+@pytest.fixture(scope="module")
+def bound(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
+    """A gateway with a host login ([plugins.proxy.browser_login]): a sign-in link completes only in a
+    browser signed in to the host as the principal the link was made for."""
+    deployed = Deployment(tmp_path_factory.mktemp("upstream-oauth-bound"), login=True)
+    yield deployed
+    deployed.stop()
+
+
+class Walk:
+    """What a browser went through for one link: the gateway URLs it was sent to and each page's text."""
+
+    def __init__(self) -> None:
+        self.urls: list[str] = []
+        self.texts: list[str] = []
+        self.logins = 0
+
+    @property
+    def text(self) -> str:
+        return self.texts[-1] if self.texts else ""
+
+
+async def walk(context: Any, url: str, login: str) -> Walk:
+    """Open ``url`` in the browser ``context`` and go through whatever pages come: the gateway's own
+    confirmation (Continue), the provider's login page (as ``login``), its consent pages; until a page of
+    the gateway's own that ends the flow (it has ``#message``)."""
+    seen = Walk()
+    page = await context.new_page()
+    page.on("request", lambda request: seen.urls.append(request.url) if request.is_navigation_request() else None)
+    await page.goto(url)
+    for _ in range(12):
+        await page.wait_for_load_state()
+        seen.texts.append(str(await page.inner_text("body")))
+        if await page.locator("#message").count():
+            break
+        if await page.locator("input[name=login]").count():
+            seen.logins += 1
+            await page.fill("input[name=login]", login)
+            await page.fill("input[name=password]", "any")
+        if not await page.locator("button[type=submit]").count():
+            raise AssertionError(f"a page with nothing to press at {page.url}: {seen.text[:500]!r}")
+        async with page.expect_navigation(timeout=30_000):
+            await page.click("button[type=submit]")
+    else:
+        raise AssertionError(f"the sign-in never ended: {seen.urls}")
+    await page.close()
+    return seen
+
+
+async def sign_in(url: str, login: str, context: Any = None) -> Walk:
+    """:func:`walk` in ``context``, or in a fresh headless Chromium."""
+    if context is not None:
+        return await walk(context, url, login)
+    async with browser() as fresh:
+        return await walk(fresh, url, login)
 
 
 class Caller:
-    """The SDK client of one principal: records the URL elicitations it gets and signs in as ``login``."""
+    """The SDK client of one principal: records the URL elicitations it gets and signs in as ``login``
+    (in ``context``, a browser of its own, when given); it accepts when the sign-in ended signed in."""
 
     def __init__(self, deployment: Deployment, who: str, *, login: str | None = None, can_open: bool = True,
-                 node: int = 0) -> None:
+                 node: int = 0, context: Any = None) -> None:
         self.deployment = deployment
         self.url = deployment.nodes[node].url
         self.token = deployment.provider.token(self.url, client=CALLERS[who])
         self.login = login or who
         self.asked: list[dict[str, Any]] = []
         self.pages: list[str] = []
+        self.walks: list[Walk] = []
         self.can_open = can_open
+        self.context = context
         self.notes: list[str] = []
         self.versions: list[str | None] = []
 
     async def elicit(self, context: Any, params: Any) -> types.ElicitResult:
         self.asked.append(params.model_dump(by_alias=True, exclude_none=True))
-        self.pages.append(await sign_in(params.url, self.login))
-        return types.ElicitResult(action="accept")
+        seen = await sign_in(params.url, self.login, self.context)
+        self.walks.append(seen)
+        self.pages.append(seen.text)
+        return types.ElicitResult(action="accept" if "You may close this page" in seen.text else "decline")
 
     async def on_message(self, message: Any) -> None:
         method = getattr(getattr(message, "root", message), "method", None)
@@ -244,6 +305,86 @@ async def test_in_2026_07_28_the_sign_in_comes_as_an_input_required_round(deploy
     assert _text(await bob.call("up_whoami", mode="auto")) == "bob" and len(bob.asked) == 1
 
 
+async def test_without_a_host_login_the_link_names_whom_it_is_for_and_asks_for_a_click(deployment):
+    alice = Caller(deployment, "alice")
+    await alice.call("sign_out", {"upstream": "up2"})
+    assert _text(await alice.call("up2_whoami")) == "alice"
+    [seen] = alice.walks
+    assert "'mcp-client'" in seen.texts[0] and "up2" in seen.texts[0]  # the principal and the upstream, named
+    # The click is a POST from the page itself: one from elsewhere (no matching cookie) is refused, and so
+    # is one whose Origin is another site's.
+    link = alice.asked[0]["url"]
+    state = link.partition("state=")[2]
+    with httpx2.Client(timeout=30, follow_redirects=False) as http:
+        forged = http.post(deployment.gateway.base + "/oauth/start", data={"state": state, "csrf": "x"})
+        assert forged.status_code == 403 and "not sent from this host" in forged.text
+        http.cookies.set("mcphost_csrf", "x")
+        other = http.post(deployment.gateway.base + "/oauth/start", data={"state": state, "csrf": "x"},
+                          headers={"origin": "https://evil.example"})
+        assert other.status_code == 403
+
+
+async def test_a_link_opened_in_a_browser_signed_in_as_another_user_is_refused(bound):
+    """alice's link reaching bob (or bob's link reaching alice) does not bind bob's upstream account to
+    alice: the host login must find the link's own principal in the browser."""
+    alice_subject, bob_subject = CALLERS["alice"][0], CALLERS["bob"][0]
+    async with browser() as bobs_browser:
+        bob = Caller(bound, "bob", login=bob_subject, context=bobs_browser)
+        assert _text(await bob.call("up_whoami")) == bob_subject
+        assert bob.walks[0].logins == 1 and any("/oauth/login/callback" in u for u in bob.walks[0].urls)
+        # alice's link, opened in bob's browser (signed in to the host as bob): refused, and alice declines.
+        misled = Caller(bound, "alice", login=alice_subject, context=bobs_browser)
+        result = await misled.call("up_whoami")
+        assert result.is_error and "declined" in _text(result)
+        [refusal] = misled.walks
+        assert "Sign-in refused" in refusal.text and "made for another user" in refusal.text
+        assert refusal.logins == 0  # the host's cookie said who the browser was: no login asked
+        assert not any("/oauth/callback" in u for u in refusal.urls)  # never sent to the upstream's sign-in
+        # The same, without the cookie: bob signs in to the host afresh and is refused all the same.
+        async with browser() as other_browser:
+            fresh = Caller(bound, "alice", login=bob_subject, context=other_browser)
+            result = await fresh.call("up_whoami")
+            assert result.is_error and "Sign-in refused" in fresh.walks[0].text and fresh.walks[0].logins == 1
+    # Nothing was stored: alice's next call asks again, and her own browser completes it, as alice.
+    async with browser() as alices_browser:
+        alice = Caller(bound, "alice", login=alice_subject, context=alices_browser)
+        assert _text(await alice.call("up_whoami")) == alice_subject and len(alice.asked) == 1
+        # A second upstream in the same browser: the host's cookie vouches, no host login again.
+        assert _text(await alice.call("up2_whoami")) == alice_subject and len(alice.asked) == 2
+        assert not any("/oauth/login/callback" in u for u in alice.walks[1].urls)
+    assert "made for another user" not in alice.pages[0]
+
+
+async def test_the_console_shows_the_stored_credentials_and_never_a_token(deployment):
+    alice = Caller(deployment, "alice")
+    assert _text(await alice.call("up_whoami")) == "alice"
+    headers = {"authorization": f"Bearer {alice.token}"}
+    state: dict[str, Any] = {}
+    async with httpx2.AsyncClient(timeout=30, headers=headers) as http:
+        for _ in range(60):  # the report's list is read from the vault in the background, every 2 s
+            response = await http.get(deployment.gateway.base + "/console/api/state")
+            assert response.status_code == 200, response.text
+            state = response.json()
+            if any(c["upstream"] == "up" and "'mcp-client'" in c["principal"] for c in state["credentials"]):
+                break
+            await asyncio.sleep(0.5)
+    rows = [c for c in state["credentials"] if c["upstream"] == "up" and "'mcp-client'" in c["principal"]]
+    assert len(rows) == 1, [p.get("report") for p in state["plugins"] if p.get("name") == "proxy"]
+    [row] = rows
+    assert set(row) == {"principal", "upstream", "expires_at", "refreshable"}
+    assert row["expires_at"] > time.time() and row["refreshable"] is True
+    assert state["credentials_total"] >= 1
+    assert "eyJ" not in response.text  # every token here is a JWT: none anywhere in what the console reads
+    async with browser(extra_http_headers=headers) as context:
+        page = await context.new_page()
+        await page.goto(deployment.gateway.base + "/console")
+        cell = page.locator('#credentials-table tr[data-upstream="up"] .credential-principal', has_text="mcp-client'")
+        await cell.first.wait_for(timeout=30_000)
+        text = await page.locator("#credentials").inner_text()
+        assert "up" in text and "mcp-client" in text and "Z" in text  # principal, upstream, expiry
+        assert "eyJ" not in await page.content()
+
+
 def credentials(deployment: Deployment, *args: str) -> subprocess.CompletedProcess[str]:
     """``mcphost credentials ARGS`` with the gateway's configuration, as an operator runs it."""
     config = deployment.tmp / "operator.toml"
@@ -265,21 +406,51 @@ def _stored(deployment: Deployment) -> dict[bytes, bytes]:
         client.close()
 
 
+def _entry(deployment: Deployment, subject: str, upstream: str = "up") -> dict[str, Any]:
+    """``mcphost credentials list --json``'s one entry for the caller ``subject`` (a client id) and ``upstream``."""
+    listed = credentials(deployment, "list", "--json")
+    assert listed.returncode == 0, listed.stderr
+    [entry] = [e for e in json.loads(listed.stdout) if e["upstream"] == upstream and f"'{subject}'" in e["principal"]]
+    return dict(entry)
+
+
+async def _until_expired(entry: dict[str, Any]) -> None:
+    """Wait until the access token of ``entry`` has expired (by the provider's own clock: its ``exp``)."""
+    left = float(entry["expires_at"]) - time.time()
+    assert left < TTL + 1, entry  # the provider's short lifetime, no longer
+    await asyncio.sleep(max(0.0, left) + 1.0)
+
+
 async def test_on_redis_another_node_uses_the_stored_token_sealed_and_refreshed_without_the_user(cluster):
     alice = Caller(cluster, "alice", node=0)
     assert _text(await alice.call("up_whoami")) == "alice" and len(alice.asked) == 1
-    listed = json.loads(credentials(cluster, "list", "--json").stdout)
-    [first] = [entry for entry in listed if entry["upstream"] == "up" and "mcp-client'" in entry["principal"]]
-    # The second node: same principal, no question; the token it uses is refreshed (refresh_before > ttl).
+    first = _entry(cluster, "mcp-client")
+    # The second node: same principal, no question, once the access token has really expired (the provider
+    # made it live TTL seconds; refresh_before is the default): a new one, got with the refresh token.
+    await _until_expired(first)
     elsewhere = Caller(cluster, "alice", node=1)
     assert _text(await elsewhere.call("up_whoami")) == "alice" and elsewhere.asked == []
-    [second] = [entry for entry in json.loads(credentials(cluster, "list", "--json").stdout)
-                if entry["principal"] == first["principal"]]
-    assert second["expires_at"] > first["expires_at"]  # a new access token, got with the refresh token
+    second = _entry(cluster, "mcp-client")
+    assert second["expires_at"] > first["expires_at"] + 1 and second["refreshable"]
     # Sealed at rest: the records are there, and no value holds a JWT (every token here is one) or the user.
     stored = _stored(cluster)
     assert [key for key in stored if b"proxy-cred:up:" in key]
     assert not [key for key, value in stored.items() if b"eyJ" in value or b"alice" in value]
+
+
+async def test_two_nodes_refreshing_at_once_spend_the_rotating_refresh_token_once(cluster):
+    """The provider rotates refresh tokens and revokes the grant when a spent one comes back: if both
+    nodes refreshed with the same one, the second would be refused and bob asked to sign in again."""
+    bob = Caller(cluster, "bob", node=0)
+    await bob.call("sign_out", {"upstream": "up2"})
+    assert _text(await bob.call("up2_whoami")) == "bob" and len(bob.asked) == 1
+    for _ in range(2):  # twice: the refresh token the first round stored is the one the second spends
+        await _until_expired(_entry(cluster, "mcp-client-2", "up2"))
+        here, there = Caller(cluster, "bob", node=0), Caller(cluster, "bob", node=1)
+        results = await asyncio.gather(here.call("up2_whoami"), there.call("up2_whoami"))
+        assert [_text(r) for r in results] == ["bob", "bob"]
+        assert here.asked == [] and there.asked == []  # nobody was asked to sign in again
+    assert _text(await Caller(cluster, "bob", node=1).call("up2_whoami")) == "bob"
 
 
 async def test_the_operator_lists_and_revokes_and_the_next_call_asks_again(cluster):

@@ -104,7 +104,7 @@ function renderPlugins(plugins) {
   fill(byId("plugins-list"), ordered.map(p => {
     const unconfigured = p.status === "not configured";
     const provides = Object.entries(p.provides || {}).filter(([kind]) => kind !== "upstreams");
-    const shown = ([k]) => k !== "upstreams";
+    const shown = ([k]) => k !== "upstreams" && k !== "signed_in";
     const report = p.report && Object.entries(p.report).filter(shown).length
       ? Object.fromEntries(Object.entries(p.report).filter(shown)) : null;
     return el("div", {class: `card plugin${p.status === "failed" ? " failed" : ""}`, "data-plugin": p.name,
@@ -145,6 +145,18 @@ function renderUpstreams(upstreams) {
     el("td", {class: "num upstream-restarts"}, u.restarts),
     el("td", {class: "error"}, u.error || ""))));
   label(byId("upstreams-table"));
+}
+
+function renderCredentials(credentials, total) {
+  byId("credentials").hidden = !credentials.length;
+  byId("credentials-count").textContent = credentials.length ? `${total}${total > credentials.length ? `, ${credentials.length} shown` : ""}` : "";
+  const now = Date.now() / 1000;
+  fill(byId("credentials-table").tBodies[0], credentials.map(c => el("tr", {"data-upstream": c.upstream, class: "credential"},
+    el("td", {class: "credential-principal"}, el("code", {}, c.principal)),
+    el("td", {class: "credential-upstream"}, el("code", {}, c.upstream)),
+    el("td", {class: "credential-expiry"}, c.expires_at ? `${new Date(c.expires_at * 1000).toISOString().replace(/\.\d+Z$/, "Z")}${c.expires_at < now ? " (expired)" : ""}` : "-"),
+    el("td", {}, c.refreshable ? "yes" : "no"))));
+  label(byId("credentials-table"));
 }
 
 function renderSessions(sessions, listing) {
@@ -429,6 +441,7 @@ async function poll() {
     const state = await response.json();
     changed("problems", state.problems, () => renderProblems(state.problems || []));
     changed("upstreams", state.upstreams, () => renderUpstreams(state.upstreams));
+    changed("credentials", state.credentials, () => renderCredentials(state.credentials || [], state.credentials_total || 0));
     if (state.pins_version !== pinsVersion && await loadPins()) pinsVersion = state.pins_version;
     changed("health", [state.server, {...state.health, config: null}], () => renderHealth(state));
     changed("plugins", state.plugins, () => renderPlugins(state.plugins));

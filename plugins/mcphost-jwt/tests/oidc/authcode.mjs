@@ -2,13 +2,19 @@
 // oidc-provider on 127.0.0.1 only, with its development login and consent pages (any login name signs
 // in as that subject; the password is not checked).
 //
-//   node authcode.mjs PORT [ACCESS_TOKEN_TTL_SECONDS]
+//   node authcode.mjs PORT [ACCESS_TOKEN_TTL_SECONDS] [rotate]
+//
+// "rotate": every refresh hands out a new refresh token and spends the old one (a spent one used again
+// is refused, and the grant it belongs to is revoked: oidc-provider's reuse detection).
 //
 // Issuer http://127.0.0.1:PORT. Clients:
 //   mcphost-gateway / mcphost-gateway-secret  authorization code + PKCE, refresh tokens, token exchange
 //                                             (RFC 8693: a token of this provider for one of a resource);
 //                                             native, so any loopback port of its redirect URI matches
 //                                             (RFC 8252): http://127.0.0.1:ANY/oauth/callback
+//   mcphost-login / mcphost-login-secret      authorization code + PKCE, openid: the host's own login of a
+//                                             browser (mcphost-proxy [plugins.proxy.browser_login]),
+//                                             redirect http://127.0.0.1:ANY/oauth/login/callback
 //   mcp-client, mcp-client-2 / ID-secret      client credentials (the gateway's own listing token, and
 //                                             the downstream callers' tokens: two principals)
 // Resource indicators (RFC 8707) are required; access tokens are JWTs (ES256) whose aud is the resource
@@ -19,8 +25,9 @@ import Provider, { errors } from 'oidc-provider';
 
 const port = Number(process.argv[2]);
 const ttl = Number(process.argv[3] || 300);
+const rotate = process.argv.slice(4).includes('rotate');
 if (!Number.isInteger(port) || port <= 0 || !(ttl > 0)) {
-  console.error('usage: node authcode.mjs PORT [ACCESS_TOKEN_TTL_SECONDS]');
+  console.error('usage: node authcode.mjs PORT [ACCESS_TOKEN_TTL_SECONDS] [rotate]');
   process.exit(2);
 }
 const issuer = `http://127.0.0.1:${port}`;
@@ -28,13 +35,16 @@ const TOKEN_EXCHANGE = 'urn:ietf:params:oauth:grant-type:token-exchange';
 const { privateKey } = generateKeyPairSync('ec', { namedCurve: 'P-256' });
 const signingKey = { ...privateKey.export({ format: 'jwk' }), kid: 'authcode-es256', use: 'sig', alg: 'ES256' };
 
-function resourceServerInfo(resource) {
+// ACCESS_TOKEN_TTL_SECONDS is for the gateway's per-user tokens (mcphost-gateway); the client-credentials
+// tokens (the callers' own, the gateway's listing token) live 300 s.
+function resourceServerInfo(resource, client) {
   try {
     new URL(resource);
   } catch {
     throw new errors.InvalidTarget();
   }
-  return { scope: 'mcp:tools', audience: resource, accessTokenTTL: ttl, accessTokenFormat: 'jwt',
+  const lifetime = client && client.clientId === 'mcphost-gateway' ? ttl : 300;
+  return { scope: 'mcp:tools', audience: resource, accessTokenTTL: lifetime, accessTokenFormat: 'jwt',
            jwt: { sign: { alg: 'ES256' } } };
 }
 
@@ -46,6 +56,15 @@ const provider = new Provider(issuer, {
       application_type: 'native',
       grant_types: ['authorization_code', 'refresh_token', TOKEN_EXCHANGE],
       redirect_uris: ['http://127.0.0.1/oauth/callback'],
+      response_types: ['code'],
+      token_endpoint_auth_method: 'client_secret_basic',
+    },
+    {
+      client_id: 'mcphost-login',
+      client_secret: 'mcphost-login-secret',
+      application_type: 'native',
+      grant_types: ['authorization_code'],
+      redirect_uris: ['http://127.0.0.1/oauth/login/callback'],
       response_types: ['code'],
       token_endpoint_auth_method: 'client_secret_basic',
     },
@@ -64,6 +83,7 @@ const provider = new Provider(issuer, {
   scopes: ['openid', 'offline_access', 'mcp:tools'],
   pkce: { required: () => true },
   issueRefreshToken: async (ctx, client) => client.grantTypeAllowed('refresh_token'),
+  rotateRefreshToken: () => rotate,
   features: {
     devInteractions: { enabled: true },
     clientCredentials: { enabled: true },
@@ -72,7 +92,7 @@ const provider = new Provider(issuer, {
       enabled: true,
       defaultResource: () => undefined,
       useGrantedResource: () => true,
-      getResourceServerInfo: (ctx, resource) => resourceServerInfo(resource),
+      getResourceServerInfo: (ctx, resource, client) => resourceServerInfo(resource, client),
     },
   },
   ttl: { ClientCredentials: 300, RefreshToken: 3600 },
@@ -95,7 +115,7 @@ provider.registerGrantType(TOKEN_EXCHANGE, async (ctx, next) => {
   }
   const token = new provider.AccessToken({ accountId: payload.sub, client, scope: 'mcp:tools',
                                            gty: 'token_exchange' });
-  token.resourceServer = new provider.ResourceServer(params.resource, resourceServerInfo(params.resource));
+  token.resourceServer = new provider.ResourceServer(params.resource, resourceServerInfo(params.resource, client));
   const value = await token.save();
   ctx.body = { access_token: value, issued_token_type: 'urn:ietf:params:oauth:token-type:access_token',
                token_type: 'Bearer', expires_in: token.expiration, scope: token.scope };
