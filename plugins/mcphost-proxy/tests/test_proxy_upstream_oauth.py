@@ -281,7 +281,18 @@ async def test_a_client_without_url_elicitation_gets_an_error_naming_the_url(dep
     assert isinstance(error, MCPError), repr(error)
     assert error.error.code == -32042  # URL elicitation required (2025-11-25), naming the URL to open
     assert deployment.gateway.base + "/oauth/start?state=" in error.error.message and "browser" in error.error.message
-    assert error.error.data["elicitations"][0]["url"].startswith(deployment.gateway.base + "/oauth/start?state=")
+    link = error.error.data["elicitations"][0]["url"]
+    assert link.startswith(deployment.gateway.base + "/oauth/start?state=")
+    # The callback is taken only in the browser that went through the start page: a code brought for
+    # this link by anyone else is refused, and the link is still there for its user.
+    state = link.partition("state=")[2]
+    with httpx2.Client(timeout=30, follow_redirects=False) as http:
+        response = http.get(deployment.gateway.base + "/oauth/callback", params={"state": state, "code": "x"})
+        assert response.status_code == 403 and "not started in this browser" in response.text
+        response = http.get(link)
+        assert response.status_code == 200 and "Continue to up" in response.text
+        assert "'mcp-client'" in response.text
+        assert "frame-ancestors 'none'" in response.headers["content-security-policy"]
 
 
 async def test_the_user_signs_out_and_the_next_call_asks_again(deployment):
