@@ -163,7 +163,12 @@ class BrowserLogin:
             response = await http.post(endpoints.token_endpoint, data=form, auth=auth,
                                        headers={"accept": "application/json"})
         if response.status_code != 200:
-            raise OAuthFailure(f"the host's identity provider refused the login code ({response.status_code})")
+            try:
+                error = str(response.json().get("error", ""))[:100]
+            except ValueError:
+                error = ""
+            raise OAuthFailure(f"the host's identity provider refused the login code ({response.status_code} "
+                               f"{error})".replace(" )", ")"))
         token = response.json().get("id_token")
         try:
             claims = json.loads(base64.urlsafe_b64decode(token.split(".")[1] + "=="))
@@ -267,7 +272,7 @@ class SignInRoutes:
         who = None if again else await open_cookie(self.vault, cookies.get(LOGIN_COOKIE))
         if who is not None:
             return await self._decide(state, record, who)
-        flow, nonce, verifier = new_secret(), new_secret(), new_secret()
+        flow, nonce, verifier = new_secret(), new_secret(), secrets.token_urlsafe(48)  # RFC 7636: 43-128
         left = float(record.get("expires_at", 0)) - time.time()
         await self.credentials.host.backend.put_value(LOGIN_PREFIX + flow, json.dumps({
             "state": state, "nonce": nonce, "verifier": verifier, "browser": digest(flow)}).encode(),

@@ -341,7 +341,8 @@ async def test_a_link_opened_in_a_browser_signed_in_as_another_user_is_refused(b
     alice_subject, bob_subject = CALLERS["alice"][0], CALLERS["bob"][0]
     async with browser() as bobs_browser:
         bob = Caller(bound, "bob", login=bob_subject, context=bobs_browser)
-        assert _text(await bob.call("up_whoami")) == bob_subject
+        first = await bob.call("up_whoami")
+        assert _text(first) == bob_subject, [(w.urls, w.texts) for w in bob.walks]
         assert bob.walks[0].logins == 1 and any("/oauth/login/callback" in u for u in bob.walks[0].urls)
         # alice's link, opened in bob's browser (signed in to the host as bob): refused, and alice declines.
         misled = Caller(bound, "alice", login=alice_subject, context=bobs_browser)
