@@ -9,6 +9,7 @@ two clients: two principals)."""
 from __future__ import annotations
 
 import asyncio
+import html
 import json
 import os
 import subprocess
@@ -291,7 +292,7 @@ async def test_a_client_without_url_elicitation_gets_an_error_naming_the_url(dep
         assert response.status_code == 403 and "not started in this browser" in response.text
         response = http.get(link)
         assert response.status_code == 200 and "Continue to up" in response.text
-        assert "'mcp-client'" in response.text
+        assert "'mcp-client'" in html.unescape(response.text)
         assert "frame-ancestors 'none'" in response.headers["content-security-policy"]
 
 
