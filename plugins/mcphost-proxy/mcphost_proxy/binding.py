@@ -273,19 +273,21 @@ class SignInRoutes:
         if who is not None:
             return await self._decide(state, record, who)
         flow, nonce, verifier = new_secret(), new_secret(), secrets.token_urlsafe(48)  # RFC 7636: 43-128
+        browser = new_secret()  # the login's callback is taken only in this browser (no login CSRF)
         left = float(record.get("expires_at", 0)) - time.time()
         await self.credentials.host.backend.put_value(LOGIN_PREFIX + flow, json.dumps({
-            "state": state, "nonce": nonce, "verifier": verifier, "browser": digest(flow)}).encode(),
+            "state": state, "nonce": nonce, "verifier": verifier, "browser": digest(browser)}).encode(),
             ttl=max(1.0, left))
         try:
             location = await self.login.authorize_url(flow, nonce, verifier, again=again)
         except (OAuthFailure, OSError, ValueError) as exc:
             return reply(page("Sign-in unavailable", str(exc), 502))
-        return redirect(location, set_cookie(flow_cookie(flow), flow, left, secure=self.secure))
+        return redirect(location, set_cookie(flow_cookie(flow), browser, left, secure=self.secure))
 
     async def _decide(self, state: str, record: dict[str, Any], who: dict[str, Any], *cookies: str) -> Reply:
         """The browser is signed in to the host as ``who``: on to the upstream if it is the link's principal."""
-        if str(who.get("sub")) != str(record.get("subject")):
+        issuer = self.login.config.issuer.rstrip("/") if self.login is not None else None
+        if str(who.get("sub")) != str(record.get("subject")) or str(who.get("iss", "")).rstrip("/") != issuer:
             log.warning("upstream %s: a sign-in link was opened by a browser signed in as another user; refused",
                         record.get("upstream"))
             found = refused("This sign-in link was made for another user, and this browser is signed in to this "

@@ -368,6 +368,29 @@ async def test_a_link_opened_in_a_browser_signed_in_as_another_user_is_refused(b
     assert "made for another user" not in alice.pages[0]
 
 
+async def test_the_host_login_is_taken_only_in_the_browser_that_started_it(bound):
+    """Login CSRF: a login callback brought to another browser (an attacker's own code and state, say,
+    which would sign the victim's browser in to the host as the attacker) is refused."""
+    caller = Caller(bound, "alice", can_open=False)
+    await Caller(bound, "alice").call("sign_out", {"upstream": "up2"})
+    with pytest.raises(BaseException) as raised:
+        await caller.call("up2_whoami")
+    error = raised.value
+    while isinstance(error, BaseExceptionGroup):
+        error = error.exceptions[0]
+    link = error.error.data["elicitations"][0]["url"]  # type: ignore[attr-defined]
+    with httpx2.Client(timeout=30, follow_redirects=False) as starter, \
+            httpx2.Client(timeout=30, follow_redirects=False) as other:
+        started = starter.get(link)
+        assert started.status_code == 302 and started.headers["location"].startswith(bound.provider.issuer)
+        assert "scope=openid" in started.headers["location"] and "nonce=" in started.headers["location"]
+        flow = started.headers["location"].partition("&state=")[2].partition("&")[0]
+        cookie = started.headers["set-cookie"]
+        assert "HttpOnly" in cookie and "SameSite=Lax" in cookie and "Path=/oauth" in cookie
+        refused = other.get(bound.gateway.base + "/oauth/login/callback", params={"state": flow, "code": "x"})
+        assert refused.status_code == 403 and "another browser" in refused.text
+
+
 async def test_the_console_shows_the_stored_credentials_and_never_a_token(deployment):
     alice = Caller(deployment, "alice")
     assert _text(await alice.call("up_whoami")) == "alice"
