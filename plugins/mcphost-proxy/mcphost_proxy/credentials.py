@@ -1,7 +1,8 @@
 """The proxy's broker of per-user upstream credentials: who has signed in to what, the in-band sign-in,
-the host's start and callback routes, each principal's own connection to an oauth upstream, and
-revocation (the ``sign_out`` tool, ``mcphost credentials``). The OAuth and storage parts are in
-oauth.py; see docs/upstream-credentials.md."""
+the code's redemption when the callback lands, refresh (one process of a cluster at a time), each
+principal's own connection to an oauth upstream, and revocation (the ``sign_out`` tool, ``mcphost
+credentials``). The OAuth and storage parts are in oauth.py, the host's sign-in routes and who may
+complete a sign-in in binding.py; see docs/upstream-credentials.md."""
 
 from __future__ import annotations
 
