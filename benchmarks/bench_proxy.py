@@ -25,6 +25,7 @@ call (goal <= 2), proxied req/s over direct at 16 connections (goal >= 0.6), add
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import sys
@@ -161,8 +162,8 @@ def main() -> None:
                 command = [*command[:command.index("serve") + 1], "--stdio"]
                 env = {"MCPHOST_PLUGINS": "demo", "MCPHOST_CONFIG": str(tmp / "empty.toml"),
                        "MCPHOST_LOG_LEVEL": "warning"}
-                env_lines = "".join(f'{k} = "{v}"\n' for k, v in env.items())
-                args_toml = ", ".join(f'"{a}"' for a in command[1:])
+                env_lines = "".join(f'{k} = {json.dumps(v)}\n' for k, v in env.items())
+                args_toml = ", ".join(json.dumps(a) for a in command[1:])  # MCPHOST_BENCH_SOURCE's -c has newlines
                 gateways["stdio"] = _gateway("gateway-stdio", tmp, (
                     f'[plugins.proxy.servers.up]\ncommand = "{command[0]}"\nargs = [{args_toml}]\nprefix = ""\n'
                     f'era = "{args.era}"\n[plugins.proxy.servers.up.env]\n{env_lines}'), args.profile)
