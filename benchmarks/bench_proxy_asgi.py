@@ -31,6 +31,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import benchlib
 
+benchlib.use_source_in_process()  # MCPHOST_BENCH_SOURCE: another copy of mcphost (the proxy: PYTHONPATH)
+
 EXPECTED = b'"text":"hello"'
 
 
