@@ -25,6 +25,7 @@ call (goal <= 2), proxied req/s over direct at 16 connections (goal >= 0.6), add
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import sys
@@ -42,6 +43,17 @@ import compare  # noqa: E402
 from benchlib import pinned  # noqa: E402
 
 CELLS = ("direct", "http", "stdio")
+#: Runs ``mcphost`` (argv[2:]) under cProfile timed by this process's CPU clock (wall time would count the
+#: upstream's turns on the shared core against the gateway's syscalls); writes argv[1] when it exits.
+_PROFILED = ("import cProfile, runpy, sys, time\n"
+             "out, sys.argv = sys.argv[1], sys.argv[2:]\n"
+             "profile = cProfile.Profile(time.process_time)\n"
+             "try:\n"
+             "    profile.runcall(runpy.run_path, sys.argv[0], run_name='__main__')\n"
+             "except SystemExit:\n"
+             "    pass\n"
+             "finally:\n"
+             "    profile.dump_stats(out)\n")
 
 
 def _cpu(pid: int) -> float:
@@ -49,10 +61,14 @@ def _cpu(pid: int) -> float:
     return times.user + times.system
 
 
-def _gateway(name: str, tmp: Path, table: str) -> benchlib.Server:
+def _gateway(name: str, tmp: Path, table: str, profile: str | None = None) -> benchlib.Server:
     config = tmp / f"{name}.toml"
     config.write_text(table)
     server = benchlib.mcphost_server(name, tmp, extra_env={"MCPHOST_PLUGINS": "proxy", "MCPHOST_CONFIG": str(config)})
+    if profile is not None:  # cProfile over the gateway's whole life, written when it stops (SIGTERM)
+        Path(profile).mkdir(parents=True, exist_ok=True)
+        server.argv = [sys.executable, "-c", _PROFILED, str(Path(profile) / f"{name}.prof"),
+                       benchlib.mcphost_executable(), *server.argv[server.argv.index("serve"):]]
     server.argv = pinned(server.argv, compare.SERVER_CORE)
     return server
 
@@ -120,6 +136,8 @@ def main() -> None:
     parser.add_argument("--era", choices=("session", "auto"), default="session")
     parser.add_argument("--loader", choices=("wrk", "python"), default="wrk")
     parser.add_argument("--json", help="write the report here")
+    parser.add_argument("--profile", metavar="DIR", help="run the gateways under cProfile; DIR/gateway-*.prof "
+                        "(read with pstats; the CPU figures are then the profiled ones)")
     args = parser.parse_args()
     wrk = shutil.which("wrk") if args.loader == "wrk" else None
     cells = [c for c in args.cells.split(",") if c]
@@ -137,17 +155,18 @@ def main() -> None:
             gateways: dict[str, benchlib.Server] = {}
             if "http" in cells:
                 gateways["http"] = _gateway("gateway-http", tmp, (
-                    f'[plugins.proxy.servers.up]\nurl = "{upstream.url}"\nprefix = ""\nera = "{args.era}"\n'))
+                    f'[plugins.proxy.servers.up]\nurl = "{upstream.url}"\nprefix = ""\nera = "{args.era}"\n'),
+                    args.profile)
             if "stdio" in cells:
                 command = [c for c in benchlib.mcphost_server("x", tmp).argv if c != "--host"]
                 command = [*command[:command.index("serve") + 1], "--stdio"]
                 env = {"MCPHOST_PLUGINS": "demo", "MCPHOST_CONFIG": str(tmp / "empty.toml"),
                        "MCPHOST_LOG_LEVEL": "warning"}
-                env_lines = "".join(f'{k} = "{v}"\n' for k, v in env.items())
-                args_toml = ", ".join(f'"{a}"' for a in command[1:])
+                env_lines = "".join(f'{k} = {json.dumps(v)}\n' for k, v in env.items())
+                args_toml = ", ".join(json.dumps(a) for a in command[1:])  # MCPHOST_BENCH_SOURCE's -c has newlines
                 gateways["stdio"] = _gateway("gateway-stdio", tmp, (
                     f'[plugins.proxy.servers.up]\ncommand = "{command[0]}"\nargs = [{args_toml}]\nprefix = ""\n'
-                    f'era = "{args.era}"\n[plugins.proxy.servers.up.env]\n{env_lines}'))
+                    f'era = "{args.era}"\n[plugins.proxy.servers.up.env]\n{env_lines}'), args.profile)
             for gateway in gateways.values():
                 servers.append(gateway)
                 gateway.start()

@@ -18,6 +18,7 @@ from mcphost.deadline import deadline
 from mcphost.endpoints import CODE_TOOL, is_code_tool
 from mcphost.errors import ClientRequestError, InsufficientScope, ToolError
 from mcphost.kernel import results, search
+from mcphost.kernel.continuation import CONTINUATION_KEY
 from mcphost.kernel.listen import SUBSCRIPTION_ID, Listener
 from mcphost.kernel.modern import ModernScope
 from mcphost.kernel.paging import page
@@ -358,8 +359,10 @@ async def _call_tool(kernel: Kernel, request: RequestInfo, name: str) -> dict[st
         entry.stats.refuse(INVALID_ARGUMENTS)
         return results.error_result(f"Invalid arguments for tool {name!r}: {exc}")
     run = kernel.tasks.begin(session, name, record.task, request.params)
-    if record.resumable and request.round is not None and run is None and request.scope is None:
-        # a 2026-07-28 call that must not re-run (a call made by a tool waits inside that tool's run)
+    if record.resumable and request.round is not None and run is None and request.scope is None and (
+            _may_be_asked(session) or CONTINUATION_KEY in request.round.answers):
+        # a 2026-07-28 call that must not re-run (a call made by a tool waits inside that tool's run);
+        # one whose client declared none of the questions' capabilities cannot park: it runs as any other
         return await kernel.continuations.call(request, _progress_token(request),
                                                functools.partial(_resume_tool, kernel, request, entry, kwargs))
     if record.signature is not None and record.signature.context_param:
@@ -370,6 +373,12 @@ async def _call_tool(kernel: Kernel, request: RequestInfo, name: str) -> dict[st
         return await run.execute(functools.partial(_invoke_tool, kernel, request, entry, kwargs,
                                                    kernel.settings.task_ttl))
     return await _invoke_tool(kernel, request, entry, kwargs, kernel.settings.max_tool_seconds)
+
+
+def _may_be_asked(session: Any) -> bool:
+    """Whether a 2026-07-28 caller declared a capability a question needs (elicitation, sampling, roots)."""
+    declared = session.client_capabilities
+    return bool(declared) and ("elicitation" in declared or "sampling" in declared or "roots" in declared)
 
 
 async def _resume_tool(kernel: Kernel, request: RequestInfo, entry: Any, kwargs: dict[str, Any],

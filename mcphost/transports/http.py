@@ -85,7 +85,7 @@ class _Call:
 class _Exchange:
     """One POST as the kernel sees it (see :class:`mcphost.kernel.services.Exchange`)."""
 
-    __slots__ = ("connection", "headers", "queue", "receive", "respond_to", "session_id", "transport")
+    __slots__ = ("_notified", "connection", "headers", "queue", "receive", "respond_to", "session_id", "transport")
 
     trusted = False  # a network client is never vouched for
     era = None  # every POST is ruled on its own
@@ -99,6 +99,7 @@ class _Exchange:
         self.receive = receive
         self.respond_to = send
         self.queue: asyncio.Queue[Any] | None = None
+        self._notified: asyncio.Future[None] | None = None
 
     def _queue(self) -> asyncio.Queue[Any]:
         if self.queue is None:
@@ -107,13 +108,23 @@ class _Exchange:
 
     async def send(self, message: dict[str, Any], related: Any) -> None:
         await self._queue().put(message)
+        if self._notified is not None and not self._notified.done():
+            self._notified.set_result(None)
+
+    def notified(self) -> asyncio.Future[None]:
+        """A future resolved once something is in the queue (at once if it is there already)."""
+        if self._notified is None:
+            self._notified = asyncio.get_running_loop().create_future()
+            if self._pending():
+                self._notified.set_result(None)
+        return self._notified
 
     async def reply(self, reply: asyncio.Future[Any] | None) -> str:
         if reply is None:
             await respond(self.respond_to, 202, b"", {})
             return "complete"
         return await http_modern.answer(reply, self._queue, self.receive, self.respond_to,
-                                        self.transport.keepalive, pending=self._pending)
+                                        self.transport.keepalive, pending=self._pending, notified=self.notified)
 
     def _pending(self) -> bool:
         return self.queue is not None and not self.queue.empty()

@@ -36,26 +36,60 @@ def status_for(reply: dict[str, Any] | None) -> int:
 
 
 async def answer(reply: asyncio.Future[Any], queue: Callable[[], asyncio.Queue[Any]], receive: Receive,
-                 send: Send, keepalive: float, *, pending: Callable[[], bool] = lambda: False) -> str:
+                 send: Send, keepalive: float, *, pending: Callable[[], bool] = lambda: False,
+                 notified: Callable[[], asyncio.Future[None]] | None = None) -> str:
     """JSON if the reply comes before any notification; otherwise SSE. Returns the disconnect reason.
 
     ``queue()`` is the request's queue of notifications, created on first use; ``pending()`` says
-    whether anything was put in it yet.
+    whether anything was put in it yet; ``notified()``, where given, a future resolved when the
+    first thing is put in it (then a handler that waits, a proxied call say, is waited for without
+    a queue getter task).
     """
     if not reply.done():
         # Most handlers finish without waiting on anything: after one turn of the loop their reply
         # is there, and it goes out as JSON without a disconnect watcher or a queue getter task.
         await asyncio.sleep(0)
+    disconnected: asyncio.Future[Any] | None = None
+    if not reply.done() and not pending() and notified is not None:
+        disconnected = asyncio.ensure_future(wait_disconnect(receive))
+        try:
+            await _first_of(reply, notified(), disconnected)
+        except BaseException:
+            disconnected.cancel()
+            raise
+        if disconnected.done():
+            reply.cancel()
+            return "dropped"
     if reply.done() and not pending():
+        if disconnected is not None:
+            disconnected.cancel()
         message = reply.result()
         await respond(send, status_for(message), jsonrpc.encode(message) if message else b"", {})
         return "complete"
-    return await _wait_and_answer(reply, queue(), receive, send, keepalive)
+    return await _wait_and_answer(reply, queue(), receive, send, keepalive, disconnected)
+
+
+async def _first_of(*futures: asyncio.Future[Any]) -> None:
+    """Return when one of ``futures`` is done (none is cancelled here)."""
+    woken = asyncio.get_running_loop().create_future()
+
+    def wake(_: Any) -> None:
+        if not woken.done():
+            woken.set_result(None)
+
+    for future in futures:
+        future.add_done_callback(wake)
+    try:
+        await woken
+    finally:
+        for future in futures:
+            future.remove_done_callback(wake)
 
 
 async def _wait_and_answer(reply: asyncio.Future[Any], queue: asyncio.Queue[Any], receive: Receive, send: Send,
-                           keepalive: float) -> str:
-    disconnected = asyncio.ensure_future(wait_disconnect(receive))
+                           keepalive: float, disconnected: asyncio.Future[Any] | None = None) -> str:
+    if disconnected is None:
+        disconnected = asyncio.ensure_future(wait_disconnect(receive))
     first: asyncio.Future[Any] = asyncio.ensure_future(queue.get())
     try:
         # A listen stream's first message is its acknowledgement, so a refused listen is plain JSON too.

@@ -237,3 +237,49 @@ async def test_parked_calls_are_a_per_principal_budget():
         assert again["resultType"] == "input_required"
     finally:
         await host.stop()
+
+
+# -- a caller that cannot be asked cannot park: its resumable call runs as any other (issue 37) ------------
+
+NO_QUESTIONS = {"io.modelcontextprotocol/clientCapabilities": {}}
+
+
+async def test_a_caller_without_question_capabilities_runs_a_resumable_tool_without_a_parked_run():
+    seen: list[Any] = []
+
+    class Plain:
+        @mcphost.hookimpl
+        def mcphost_tools(self, host: Any) -> list[mcphost.Tool]:
+            @mcphost.tool(resumable=True)
+            async def forwarded(text: str, *, ctx: mcphost.Context) -> str:
+                """Waits (as a proxied call waits on its upstream), then answers."""
+                seen.append(len(host.kernel.continuations.runs))
+                await asyncio.sleep(0.01)
+                return text.upper()
+
+            @mcphost.tool(resumable=True)
+            async def asks(*, ctx: mcphost.Context) -> str:
+                """Asks anyway: the client declared no elicitation."""
+                answer = await ctx.elicit("Name?", NAME)
+                return str(answer.content)
+
+            return [forwarded, asks]
+
+    # One parked call allowed per caller: three at once would be refused two if each took a parked run.
+    host = make_host(("plain", Plain()), config={"server": {"max_parked_per_principal": 1}})
+    await host.start()
+    try:
+        replies = await asyncio.gather(*(modern_call(host, "tools/call", {"name": "forwarded", "arguments": {
+            "text": f"call {n}"}}, meta_extra=NO_QUESTIONS, remote="10.0.0.1:1") for n in range(3)))
+        assert [r["result"]["content"][0]["text"] for r in replies] == ["CALL 0", "CALL 1", "CALL 2"], replies
+        assert seen == [0, 0, 0] and not host.kernel.continuations.runs
+        asked = await modern_call(host, "tools/call", {"name": "asks", "arguments": {}}, meta_extra=NO_QUESTIONS)
+        assert asked["error"]["code"] == -32021, asked  # missing capability, never an input_required round
+        # A client that can be asked still gets a parked run (and the budget refuses the second).
+        first = (await modern_call(host, "tools/call", {"name": "asks", "arguments": {}},
+                                   remote="10.0.0.2:1"))["result"]
+        assert first["resultType"] == "input_required" and len(host.kernel.continuations.runs) == 1
+        refused = await modern_call(host, "tools/call", {"name": "asks", "arguments": {}}, remote="10.0.0.2:2")
+        assert refused["error"]["code"] == -32000 and refused["error"]["data"]["budget"] == "parked calls"
+    finally:
+        await host.stop()

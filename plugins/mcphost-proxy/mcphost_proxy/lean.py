@@ -178,7 +178,7 @@ class LeanCall:
 
     async def _events(self, reply: Any, request_id: str, progress: Progress | None) -> Any:
         events = SseEvents(self.upstream.settings.max_message_bytes)
-        async for chunk in reply.chunks():
+        while (chunk := await reply.next_chunk()) is not None:
             for data in events.feed(chunk):
                 try:
                     message = orjson.loads(data)

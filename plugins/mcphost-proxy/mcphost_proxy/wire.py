@@ -33,7 +33,7 @@ class TooLarge(WireError):
 class Reply:
     """One HTTP response: status, header fields (lower-case names), and its body, whole or streamed."""
 
-    __slots__ = ("_done", "_pieces", "_size", "body", "headers", "sse", "status", "streaming")
+    __slots__ = ("_done", "_given", "_pieces", "_size", "body", "headers", "sse", "status", "streaming")
 
     def __init__(self, status: int, headers: dict[str, str], sse: bool, streaming: bool) -> None:
         self.status = status
@@ -46,6 +46,7 @@ class Reply:
         self._pieces: collections.deque[bytes | BaseException | None] = collections.deque()
         self._done: asyncio.Future[None] | None = None
         self._size = 0
+        self._given = False
 
     def _feed(self, piece: bytes | BaseException | None) -> None:
         self._pieces.append(piece)
@@ -54,21 +55,31 @@ class Reply:
 
     async def chunks(self) -> AsyncIterator[bytes]:
         """The body of a streamed reply, as it arrives (a whole reply: its body, once)."""
-        if not self.streaming:
-            if self.body:
-                yield self.body
-            return
-        loop = asyncio.get_running_loop()
-        while True:
-            while not self._pieces:
-                self._done = loop.create_future()
-                await self._done
-            piece = self._pieces.popleft()
-            if piece is None:
-                return
-            if isinstance(piece, BaseException):
-                raise piece
+        while (piece := await self.next_chunk()) is not None:
             yield piece
+
+    async def next_chunk(self) -> bytes | None:
+        """The next piece of the body (a whole reply: its body, once); None at its end.
+
+        A loop over this leaves nothing to finalize when it stops early (a reader that has its answer),
+        where an abandoned async generator has the loop schedule its ``aclose`` from the garbage
+        collector: a wake-up of the loop through its self-pipe and a task, per call.
+        """
+        if not self.streaming:
+            if self._given:
+                return None
+            self._given = True
+            return self.body or None
+        while not self._pieces:
+            self._done = asyncio.get_running_loop().create_future()
+            await self._done
+        piece = self._pieces.popleft()
+        if isinstance(piece, BaseException):
+            self._pieces.appendleft(piece)  # every later read fails the same way
+            raise piece
+        if piece is None:
+            self._pieces.appendleft(None)
+        return piece
 
 
 class _Connection(asyncio.Protocol):

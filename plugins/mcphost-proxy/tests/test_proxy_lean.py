@@ -117,6 +117,27 @@ async def test_replies_are_read_whole_or_streamed_on_one_kept_connection():
     assert first.startswith(b"post /mcp http/1.1\r\n")
     assert b"authorization: bearer x\r\n" in first and b"mcp-method: tools/call\r\n" in first
 
+async def test_next_chunk_gives_each_piece_then_none_for_good():
+    """The lean path reads with ``next_chunk`` (no async generator to finalize when it stops at its answer)."""
+    raw = Raw([_chunked([b"data: a\n\n", b"data: b\n\n"]), _json(b'{"n":2}')])
+    async with raw.serving() as url:
+        client = HttpClient(url, {}, pool_size=1, limit=1000)
+        try:
+            async with client.post(b"{}", {}) as reply:
+                pieces = []
+                while (piece := await reply.next_chunk()) is not None:
+                    pieces.append(piece)
+                assert b"".join(pieces) == b"data: a\n\ndata: b\n\n"
+                assert await reply.next_chunk() is None
+            async with client.post(b"{}", {}) as reply:
+                assert await reply.next_chunk() == b'{"n":2}'
+                assert await reply.next_chunk() is None
+                assert reply.body == b'{"n":2}'
+        finally:
+            client.close()
+    assert raw.connections == 1
+
+
 
 async def test_a_connection_the_upstream_closed_is_replaced_and_a_large_reply_fails_alone():
     raw = Raw([_json(b'{"n":1}'), _json(b'{"n":2}'), _json(b'{"big":"' + b"x" * 2000 + b'"}'), _json(b"{}")],
