@@ -8,6 +8,7 @@ a synchronous tool that blocks (``block``) and ``echo``.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import threading
 import time
@@ -252,19 +253,25 @@ async def test_a_forwarded_header_from_an_untrusted_peer_is_ignored() -> None:
     assert statuses == [200, 429]
 
 
-def test_sessions_whose_idle_window_ended_return_their_slots_at_once(tmp_path: Path, greedy: httpx.Client) -> None:
+async def test_sessions_whose_idle_window_ended_return_their_slots_at_once() -> None:
     """An address at its session cap gets its slots back the moment its sessions' idle time runs
-    out, not at the reaper's next round."""
-    server = HttpServer(tmp_path, plugins="demo",
-                        config=ANONYMOUS + "max_sessions_per_principal = 2\nsession_idle_timeout = 6\n")
-    try:
-        assert [initialize_status(server, greedy) for _ in range(3)] == [200, 200, 429]
+    out, not at the reaper's next round. In process: plain requests from one address, and the
+    reaper runs in the app's lifespan as it does in ``mcphost serve``."""
+    config = {"server": {"allow_anonymous": True, "max_sessions_per_principal": 2, "session_idle_timeout": 6,
+                         "log_level": "warning"},
+              "plugins": {"allow": ["demo"]}}
+    headers = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
+    initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": INIT_PARAMS}
+    async with app_client(config, client=("127.0.0.1", 50000)) as client:
+
+        async def initialize_status() -> int:
+            return (await client.post("/mcp", headers=headers, json=initialize)).status_code
+
+        assert [await initialize_status() for _ in range(3)] == [200, 200, 429]
         started = time.monotonic()
-        time.sleep(6.2)  # the reaper checks every 1.5 s: it has most likely not run since they expired
-        assert initialize_status(server, greedy) == 200
+        await asyncio.sleep(6.2)  # the reaper checks every 1.5 s: it has most likely not run since they expired
+        assert await initialize_status() == 200
         assert time.monotonic() - started < 7.5
-    finally:
-        server.stop()
 
 
 # -- issue items 5-9 ----------------------------------------------------------------------------------
