@@ -34,16 +34,21 @@ PAGE = os.sysconf("SC_PAGE_SIZE")
 
 
 #: A directory holding another copy of the ``mcphost`` package (a commit exported with ``git archive``,
-#: a prototype) to measure instead of the installed one, in the servers and in-process alike.
+#: a prototype) to measure instead of the installed one, in the servers and in-process alike. Plugin
+#: packages beside it (``mcphost_demo/``) replace the installed ones too.
 SOURCE_ENV = "MCPHOST_BENCH_SOURCE"
 #: The plugins ``mcphost_server`` serves (default: only demo); e.g. ``demo,console`` to measure with
 #: the console installed.
 PLUGINS_ENV = "MCPHOST_BENCH_PLUGINS"
 
 _FROM_SOURCE = """
-import sys
-sys.meta_path[:] = [f for f in sys.meta_path if not getattr(f, '__module__', '').startswith('__editable___mcphost_0')]
-sys.path.insert(0, sys.argv.pop(1))
+import os, sys
+source = sys.argv.pop(1)
+def shadowed(finder):
+    mapping = getattr(sys.modules.get(getattr(finder, '__module__', '')), 'MAPPING', {})
+    return any(os.path.isdir(os.path.join(source, name)) for name in mapping)
+sys.meta_path[:] = [f for f in sys.meta_path if not shadowed(f)]
+sys.path.insert(0, source)
 import mcphost
 assert mcphost.__file__.startswith(sys.path[0]), mcphost.__file__
 from mcphost.cli import main
@@ -59,9 +64,18 @@ def use_source_in_process() -> None:
         return
     if "mcphost" in sys.modules:
         raise RuntimeError("mcphost was imported before use_source_in_process()")
-    sys.meta_path[:] = [f for f in sys.meta_path
-                        if not getattr(f, "__module__", "").startswith("__editable___mcphost_0")]
+    sys.meta_path[:] = [f for f in sys.meta_path if not _shadowed(f, Path(source))]
     sys.path.insert(0, source)
+
+
+def _shadowed(finder: Any, source: Path) -> bool:
+    """Whether ``finder`` is an editable install's finder for a package the ``source`` copy also holds.
+
+    ``source`` always holds ``mcphost``; it may hold plugin packages too (``mcphost_demo`` exported
+    beside it), so that a past commit is measured with the plugins of that commit.
+    """
+    mapping = getattr(sys.modules.get(getattr(finder, "__module__", "")), "MAPPING", {})
+    return any((source / name).is_dir() for name in mapping)
 
 
 def pinned(argv: list[str], core: str) -> list[str]:

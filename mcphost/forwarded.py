@@ -86,6 +86,8 @@ class TrustedProxies:
         self.any = "*" in allowed
         self.networks = [ipaddress.ip_network(item.strip(), strict=False) for item in allowed
                          if item.strip() not in ("*", "")]
+        #: :attr:`active`, kept for the per-request path.
+        self.trusting = self.active
 
     @property
     def active(self) -> bool:

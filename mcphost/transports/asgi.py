@@ -153,6 +153,8 @@ class ClientAddress(TrustedProxies):
         client = scope.get("client")
         if not client:
             return None
+        if not self.trusting:  # no trusted proxy (the default): the socket's peer, without the header rules
+            return f"{client[0]}:{client[1]}"
         return self.client(str(client[0]), client[1], headers)
 
 

@@ -8,6 +8,7 @@ a synchronous tool that blocks (``block``) and ``echo``.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import threading
 import time
@@ -20,7 +21,7 @@ import pytest
 
 from mcphost.testing import app_client
 from tests.support.http_plugins.harness import call, probe_env
-from tests.support.http_support import INIT_PARAMS, HttpServer, modern_call, quota_env, reply
+from tests.support.http_support import INIT_PARAMS, HttpServer, modern, modern_call, quota_env, reply
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 UNRULY = "demo,httpunruly"
@@ -252,19 +253,25 @@ async def test_a_forwarded_header_from_an_untrusted_peer_is_ignored() -> None:
     assert statuses == [200, 429]
 
 
-def test_sessions_whose_idle_window_ended_return_their_slots_at_once(tmp_path: Path, greedy: httpx.Client) -> None:
+async def test_sessions_whose_idle_window_ended_return_their_slots_at_once() -> None:
     """An address at its session cap gets its slots back the moment its sessions' idle time runs
-    out, not at the reaper's next round."""
-    server = HttpServer(tmp_path, plugins="demo",
-                        config=ANONYMOUS + "max_sessions_per_principal = 2\nsession_idle_timeout = 6\n")
-    try:
-        assert [initialize_status(server, greedy) for _ in range(3)] == [200, 200, 429]
+    out, not at the reaper's next round. In process: plain requests from one address, and the
+    reaper runs in the app's lifespan as it does in ``mcphost serve``."""
+    config = {"server": {"allow_anonymous": True, "max_sessions_per_principal": 2, "session_idle_timeout": 6,
+                         "log_level": "warning"},
+              "plugins": {"allow": ["demo"]}}
+    headers = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
+    initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": INIT_PARAMS}
+    async with app_client(config, client=("127.0.0.1", 50000)) as client:
+
+        async def initialize_status() -> int:
+            return (await client.post("/mcp", headers=headers, json=initialize)).status_code
+
+        assert [await initialize_status() for _ in range(3)] == [200, 200, 429]
         started = time.monotonic()
-        time.sleep(6.2)  # the reaper checks every 1.5 s: it has most likely not run since they expired
-        assert initialize_status(server, greedy) == 200
+        await asyncio.sleep(6.2)  # the reaper checks every 1.5 s: it has most likely not run since they expired
+        assert await initialize_status() == 200
         assert time.monotonic() - started < 7.5
-    finally:
-        server.stop()
 
 
 # -- issue items 5-9 ----------------------------------------------------------------------------------
@@ -280,38 +287,33 @@ def _large_root(root: Path, depth: int = 40, files: int = 150) -> Path:
     return root
 
 
-def test_completion_over_a_large_root_is_budgeted_in_time_and_in_pool_share(
-        tmp_path: Path, bystander: httpx.Client) -> None:
+async def test_completion_over_a_large_root_is_budgeted_in_time_and_in_pool_share(tmp_path: Path) -> None:
+    """In process: eight completions from one address and one from another, side by side (the
+    walks run in the app's thread pool, as in ``mcphost serve``)."""
     root = _large_root(tmp_path / "root")
-    config = ANONYMOUS + f'sync_workers = 4\n[plugins.demo]\nroot = "{root}"\n'
-    server = HttpServer(tmp_path, plugins="demo", config=config)
+    config = {"server": {"allow_anonymous": True, "sync_workers": 4, "log_level": "warning"},
+              "plugins": {"allow": ["demo"], "demo": {"root": str(root)}}}
     complete = {"ref": {"type": "ref/resource", "uri": "demo://files/{+path}"},
                 "argument": {"name": "path", "value": "d0/d1/d2/"}}
-    try:
+    async with app_client(config, client=("127.0.0.1", 50000)) as greedy, \
+            httpx.AsyncClient(transport=httpx.ASGITransport(app=greedy.app, client=("127.0.0.2", 50000)),  # type: ignore[attr-defined]
+                              base_url=str(greedy.base_url)) as bystander:
         times: list[float] = []
 
-        def completion(client: httpx.Client, n: int) -> dict[str, Any]:
+        async def completion(client: httpx.AsyncClient, n: int) -> dict[str, Any]:
             began = time.monotonic()
-            answer = reply(modern_call(server, client, {"id": n, "method": "completion/complete", "params": complete}))
+            payload, headers = modern("completion/complete", complete, request_id=n)
+            answer = reply(await client.post("/mcp", headers=headers, json=payload))
             times.append(time.monotonic() - began)
             return answer
 
-        def greedy_completion(n: int) -> None:
-            with client_from("127.0.0.1") as client:
-                completion(client, n)
-
-        threads = [threading.Thread(target=greedy_completion, args=(n,)) for n in range(8)]
-        for thread in threads:
-            thread.start()
-        time.sleep(0.2)
+        greedy_calls = [asyncio.ensure_future(completion(greedy, n)) for n in range(8)]
+        await asyncio.sleep(0.2)
         began = time.monotonic()
-        answer = completion(bystander, 100)
+        answer = await completion(bystander, 100)
         took = time.monotonic() - began
-        for thread in threads:
-            thread.join()
-        values = answer["result"]["completion"]["values"]
-        assert values and all(value.startswith("d0/d1/d2/") for value in values), answer
-        assert took < 1.5, f"another address's completion waited {took:.2f}s"
-        assert max(times) < 8 * 1.0, times  # each walk is bounded in time (0.5 s), one at a time per address
-    finally:
-        server.stop()
+        await asyncio.gather(*greedy_calls)
+    values = answer["result"]["completion"]["values"]
+    assert values and all(value.startswith("d0/d1/d2/") for value in values), answer
+    assert took < 1.5, f"another address's completion waited {took:.2f}s"
+    assert max(times) < 8 * 1.0, times  # each walk is bounded in time (0.5 s), one at a time per address

@@ -19,6 +19,7 @@ from typing import Any
 import httpx
 import pytest
 
+from mcphost.testing import app_client
 from tests.support.http_plugins.harness import probe_env, raw_exchange, request_head
 from tests.support.http_support import HttpServer, messages_of, modern, sse_messages
 from tests.support.wire import WireValidator
@@ -351,18 +352,25 @@ def test_c8_state_minted_for_one_principal_is_refused_for_another(server, client
     assert bob["error"] == anonymous["error"] == garbage["error"]
 
 
-def test_f9_nothing_is_pinned_a_retry_after_a_restart_with_the_same_keys_works(root, client):
-    first = start(root)
-    try:
-        state = first_round(client, first)["requestState"]
-    finally:
-        first.stop()
-    second = start(root)
-    try:
-        _response, reply = retry(client, second, state)
-        assert reply["result"]["content"][0]["text"] == "Hello, Alice!", reply
-    finally:
-        second.stop()
+async def test_f9_nothing_is_pinned_a_retry_after_a_restart_with_the_same_keys_works():
+    """The first round is answered by one host, the retry by a fresh one with the same state keys
+    (a restart, or another process behind a balancer): in process, two apps one after the other."""
+    config = {"server": {"state_keys": [STATE_KEY], "allow_anonymous": True, "log_level": "warning"},
+              "plugins": {"allow": ["demo", "conformance"]}}
+
+    async def send_to(client: httpx.AsyncClient, request: tuple[dict[str, Any], dict[str, str]]) -> dict[str, Any]:
+        message, headers = request
+        response = await client.post("/mcp", headers=headers, content=json.dumps(message))
+        found = checked(response, message.get("method"))
+        assert response.status_code == 200 and found, (response.status_code, response.text)
+        return found[-1]
+
+    async with app_client(config) as first:
+        result = (await send_to(first, tool_call(ASK)))["result"]
+    assert result["resultType"] == "input_required", result
+    async with app_client(config) as second:
+        reply = await send_to(second, tool_call(ASK, requestState=result["requestState"], inputResponses=ALICE))
+    assert reply["result"]["content"][0]["text"] == "Hello, Alice!", reply
 
 
 # -- B15: 50 concurrent clients, all with id 1 -------------------------------------------------------------

@@ -18,6 +18,7 @@ from typing import Any
 import httpx
 import pytest
 
+from mcphost.testing import app_client, make_host
 from tests.support.http_support import INIT_PARAMS, HttpServer, quota_env, sse_messages
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -137,16 +138,33 @@ def test_h4_a_principal_beyond_its_session_cap_gets_429_and_others_are_unaffecte
     assert initialize(client, server, "greedy-sessions").status_code == 200
 
 
-def test_h4_anonymous_callers_share_one_session_quota_per_address(tmp_path: Path):
-    server = start(tmp_path)
-    try:
-        with httpx.Client(timeout=15) as client:
-            for _ in range(3):
-                open_session(client, server, None)
-            assert initialize(client, server, None).status_code == 429
-            echo_works(client, server, "named")  # an authenticated principal has its own quota
-    finally:
-        server.stop()
+async def test_h4_anonymous_callers_share_one_session_quota_per_address():
+    """In process (plain requests from one address): the httpquota plugin served by the app."""
+    from tests.support.http_plugins import quota
+
+    config = {"server": {"allow_anonymous": True, "max_sessions_per_principal": 3, "log_level": "warning"}}
+    async with app_client(make_host(("httpquota", quota), config=config)) as client:
+
+        async def initialize_as(user: str | None) -> httpx.Response:
+            return await client.post("/mcp", headers=who(user), json=rpc(1, "initialize", INIT_PARAMS))
+
+        async def open_as(user: str | None) -> dict[str, str]:
+            opened = await initialize_as(user)
+            assert opened.status_code == 200, opened.text
+            session = {**who(user), "mcp-session-id": opened.headers["mcp-session-id"]}
+            await client.post("/mcp", headers=session, json=rpc(None, "notifications/initialized"))
+            return session
+
+        for _ in range(3):
+            await open_as(None)
+        assert (await initialize_as(None)).status_code == 429
+        session = await open_as("named")  # an authenticated principal has its own quota
+        response = await client.post("/mcp", headers=session, json=rpc(2, "tools/call", {
+            "name": "echo", "arguments": {"text": "still here"}}))
+        found = sse_messages(response.text) if response.headers.get("content-type", "").startswith(
+            "text/event-stream") else [response.json()]
+        reply = [m for m in found if m.get("id") == 2][-1]
+        assert response.status_code == 200 and reply["result"]["content"][0]["text"] == "still here", reply
 
 
 def test_h4_requests_in_flight_per_principal_are_capped_with_429(server):

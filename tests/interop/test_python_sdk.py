@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import mcp.client.session as sdk_session
@@ -47,102 +48,12 @@ def _post_status(sdk: SdkTarget, session_id: str) -> httpx.Response:
 
 async def test_python_sdk_client_drives_every_demo_feature_and_the_wire_is_schema_valid(sdk):
     side = ClientSide(["accept", "decline", "cancel"])
+    session_id = None
     async with sdk.connect(side) as client:
-        # initialize
-        assert client.protocol_version == LATEST
-        assert client.server_info is not None and client.server_info.name == "mcphost"
-        assert client.server_info.version
-        caps = client.server_capabilities
-        for capability in (caps.tools, caps.resources, caps.prompts, caps.completions, caps.logging):
-            assert capability is not None, caps
-        assert caps.resources.subscribe is True
-
-        # tools/list
-        tools = {tool.name: tool for tool in (await client.list_tools()).tools}
-        assert DEMO_TOOLS | {"test_simple_text", "test_reconnection"} <= set(tools)
-        for name in DEMO_TOOLS:
-            assert tools[name].input_schema["type"] == "object"
-        assert tools["echo"].input_schema["required"] == ["text"]
-        assert tools["echo"].input_schema["properties"]["text"]["type"] == "string"
-        assert tools["progress"].description
-
-        # tools/call, plain and with progress
-        assert text_of(await client.call_tool("echo", {"text": "héllo, wörld"})) == "héllo, wörld"
-        assert text_of(await client.call_tool("echo", {"text": "über HTTP"})) == "über HTTP"
-        seen: list[tuple[float, float | None, str | None]] = []
-
-        async def on_progress(progress: float, total: float | None, message: str | None) -> None:
-            seen.append((progress, total, message))
-
-        result = await client.call_tool("progress", {"steps": 3}, progress_callback=on_progress)
-        assert text_of(result) == "completed 3 steps"
-        assert seen == [(1, 3, "step 1 of 3"), (2, 3, "step 2 of 3"), (3, 3, "step 3 of 3")]
-        seen.clear()
-        result = await client.call_tool("progress", {"steps": 4, "delay_ms": 20}, progress_callback=on_progress)
-        assert text_of(result) == "completed 4 steps"
-        assert seen == [(n, 4, f"step {n} of 4") for n in (1, 2, 3, 4)]
-
-        # elicitation: accept, decline, cancel
-        assert text_of(await client.call_tool("greet_user", {})) == "Hello, Ada!"
-        assert text_of(await client.call_tool("greet_user", {})) == "No greeting: the user chose to decline."
-        assert text_of(await client.call_tool("greet_user", {})) == "No greeting: the user chose to cancel."
-        assert len(side.elicitations) == 3
-        assert side.elicitations[0].message == "What is your name?"
-        assert side.elicitations[0].requested_schema["required"] == ["name"]
-
-        # sampling
-        assert text_of(await client.call_tool("summarize", {"text": "MCP connects models to tools."})) == SUMMARY
-        [sampling] = side.samplings
-        assert sampling.max_tokens == 200
-        assert "MCP connects models to tools." in sampling.messages[0].content.text
-
-        # roots
-        roots = await client.call_tool("list_roots", {})
-        assert roots.is_error is not True
-        # A list return value is wrapped as {"result": ...}; the text block mirrors structuredContent.
-        assert roots.structured_content == {"result": [uri for uri, _ in ROOTS]}
-        assert json.loads(text_of(roots)) == roots.structured_content
-        assert side.roots_calls == 1
-
-        # a conformance fixture
-        assert text_of(await client.call_tool("test_simple_text", {})) == "This is a simple text response for testing."
-
-        # resources
-        resources = {r.uri: r for r in (await client.list_resources()).resources}
-        assert resources["demo://readme"].mime_type == "text/markdown"
-        templates = [t.uri_template for t in (await client.list_resource_templates()).resource_templates]
-        assert FILES_TEMPLATE in templates
-        readme = (await client.read_resource("demo://readme")).contents
-        assert readme[0].mime_type == "text/markdown" and readme[0].text.startswith("# mcphost demo")
-        hello = (await client.read_resource("demo://files/hello.txt")).contents
-        assert hello[0].uri == "demo://files/hello.txt" and hello[0].text == "hello from a demo file\n"
-        todo = (await client.read_resource("demo://files/notes/todo.txt")).contents
-        assert todo[0].text
-        for uri in ("demo://files/../../etc/passwd", "demo://files//etc/passwd", "demo://files/missing.txt"):
-            with pytest.raises(MCPError) as caught:
-                await client.read_resource(uri, cache_mode="bypass")
-            assert caught.value.code == -32002, uri
-            assert "root:" not in caught.value.message
-
-        # prompts
-        prompts = {p.name: p for p in (await client.list_prompts()).prompts}
-        arguments = {a.name: a for a in prompts["review_code"].arguments or []}
-        assert arguments["code"].required is True and not arguments["language"].required
-        prompt = await client.get_prompt("review_code", {"code": "x = 1", "language": "rust"})
-        assert prompt.messages[0].role == "user"
-        assert "rust" in prompt.messages[0].content.text and "x = 1" in prompt.messages[0].content.text
-        with pytest.raises(MCPError) as caught:
-            await client.get_prompt("review_code", {"language": "rust"})
-        assert caught.value.code == -32602
-
-        # completion
-        language = await client.complete(types.PromptReference(type="ref/prompt", name="review_code"),
-                                         {"name": "language", "value": "py"})
-        assert language.completion.values == ["python"]
-        path = await client.complete(types.ResourceTemplateReference(type="ref/resource", uri=FILES_TEMPLATE),
-                                     {"name": "path", "value": "no"})
-        assert path.completion.values == ["notes/todo.txt"]
-
+        _check_initialize(client)
+        await _check_tools(client)
+        await _check_client_features(client, side)
+        await _check_resources_prompts_and_completion(client)
         # logging
         await client.set_logging_level("warning")
         await client.send_ping()
@@ -162,20 +73,127 @@ async def test_python_sdk_client_drives_every_demo_feature_and_the_wire_is_schem
     assert {json.dumps(p["progressToken"]) for p in progress} == tokens
 
     if sdk.transport == "http":
-        # Every request after initialize carried the session and the negotiated revision.
-        posts = [e for e in sdk.recorder.exchanges if e.method == "POST"]
-        assert posts[0].rpc["method"] == "initialize" and "mcp-session-id" not in posts[0].request_headers
-        for exchange in posts[1:]:
-            assert exchange.request_headers.get("mcp-session-id") == session_id, exchange
-            assert exchange.request_headers.get("mcp-protocol-version") == LATEST, exchange
-        # The client's replies to elicitation/create, sampling/createMessage and roots/list were accepted.
-        replies = [e for e in posts if e.rpc and "method" not in e.rpc]
-        assert len(replies) == 5 and {e.status for e in replies} == {202}
-        # Leaving the context ended the session with DELETE; the id is now unknown.
-        [delete] = [e for e in sdk.recorder.exchanges if e.method == "DELETE"]
-        assert delete.request_headers["mcp-session-id"] == session_id and delete.status == 204
-        gone = _post_status(sdk, session_id)
-        assert gone.status_code == 404, gone.text
+        _check_http_exchanges(sdk, session_id)
+
+
+def _check_initialize(client: Any) -> None:
+    assert client.protocol_version == LATEST
+    assert client.server_info is not None and client.server_info.name == "mcphost"
+    assert client.server_info.version
+    caps = client.server_capabilities
+    for capability in (caps.tools, caps.resources, caps.prompts, caps.completions, caps.logging):
+        assert capability is not None, caps
+    assert caps.resources.subscribe is True
+
+
+async def _check_tools(client: Any) -> None:
+    # tools/list
+    tools = {tool.name: tool for tool in (await client.list_tools()).tools}
+    assert DEMO_TOOLS | {"test_simple_text", "test_reconnection"} <= set(tools)
+    for name in DEMO_TOOLS:
+        assert tools[name].input_schema["type"] == "object"
+    assert tools["echo"].input_schema["required"] == ["text"]
+    assert tools["echo"].input_schema["properties"]["text"]["type"] == "string"
+    assert tools["progress"].description
+
+    # tools/call, plain and with progress
+    assert text_of(await client.call_tool("echo", {"text": "héllo, wörld"})) == "héllo, wörld"
+    assert text_of(await client.call_tool("echo", {"text": "über HTTP"})) == "über HTTP"
+    seen: list[tuple[float, float | None, str | None]] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        seen.append((progress, total, message))
+
+    result = await client.call_tool("progress", {"steps": 3}, progress_callback=on_progress)
+    assert text_of(result) == "completed 3 steps"
+    assert seen == [(1, 3, "step 1 of 3"), (2, 3, "step 2 of 3"), (3, 3, "step 3 of 3")]
+    seen.clear()
+    result = await client.call_tool("progress", {"steps": 4, "delay_ms": 20}, progress_callback=on_progress)
+    assert text_of(result) == "completed 4 steps"
+    assert seen == [(n, 4, f"step {n} of 4") for n in (1, 2, 3, 4)]
+
+
+async def _check_client_features(client: Any, side: ClientSide) -> None:
+    """Elicitation, sampling and roots: the tools that ask the client back; one conformance fixture."""
+    # elicitation: accept, decline, cancel
+    assert text_of(await client.call_tool("greet_user", {})) == "Hello, Ada!"
+    assert text_of(await client.call_tool("greet_user", {})) == "No greeting: the user chose to decline."
+    assert text_of(await client.call_tool("greet_user", {})) == "No greeting: the user chose to cancel."
+    assert len(side.elicitations) == 3
+    assert side.elicitations[0].message == "What is your name?"
+    assert side.elicitations[0].requested_schema["required"] == ["name"]
+
+    # sampling
+    assert text_of(await client.call_tool("summarize", {"text": "MCP connects models to tools."})) == SUMMARY
+    [sampling] = side.samplings
+    assert sampling.max_tokens == 200
+    assert "MCP connects models to tools." in sampling.messages[0].content.text
+
+    # roots
+    roots = await client.call_tool("list_roots", {})
+    assert roots.is_error is not True
+    # A list return value is wrapped as {"result": ...}; the text block mirrors structuredContent.
+    assert roots.structured_content == {"result": [uri for uri, _ in ROOTS]}
+    assert json.loads(text_of(roots)) == roots.structured_content
+    assert side.roots_calls == 1
+
+    # a conformance fixture
+    assert text_of(await client.call_tool("test_simple_text", {})) == "This is a simple text response for testing."
+
+
+async def _check_resources_prompts_and_completion(client: Any) -> None:
+    # resources
+    resources = {r.uri: r for r in (await client.list_resources()).resources}
+    assert resources["demo://readme"].mime_type == "text/markdown"
+    templates = [t.uri_template for t in (await client.list_resource_templates()).resource_templates]
+    assert FILES_TEMPLATE in templates
+    readme = (await client.read_resource("demo://readme")).contents
+    assert readme[0].mime_type == "text/markdown" and readme[0].text.startswith("# mcphost demo")
+    hello = (await client.read_resource("demo://files/hello.txt")).contents
+    assert hello[0].uri == "demo://files/hello.txt" and hello[0].text == "hello from a demo file\n"
+    todo = (await client.read_resource("demo://files/notes/todo.txt")).contents
+    assert todo[0].text
+    for uri in ("demo://files/../../etc/passwd", "demo://files//etc/passwd", "demo://files/missing.txt"):
+        with pytest.raises(MCPError) as caught:
+            await client.read_resource(uri, cache_mode="bypass")
+        assert caught.value.code == -32002, uri
+        assert "root:" not in caught.value.message
+
+    # prompts
+    prompts = {p.name: p for p in (await client.list_prompts()).prompts}
+    arguments = {a.name: a for a in prompts["review_code"].arguments or []}
+    assert arguments["code"].required is True and not arguments["language"].required
+    prompt = await client.get_prompt("review_code", {"code": "x = 1", "language": "rust"})
+    assert prompt.messages[0].role == "user"
+    assert "rust" in prompt.messages[0].content.text and "x = 1" in prompt.messages[0].content.text
+    with pytest.raises(MCPError) as caught:
+        await client.get_prompt("review_code", {"language": "rust"})
+    assert caught.value.code == -32602
+
+    # completion
+    language = await client.complete(types.PromptReference(type="ref/prompt", name="review_code"),
+                                     {"name": "language", "value": "py"})
+    assert language.completion.values == ["python"]
+    path = await client.complete(types.ResourceTemplateReference(type="ref/resource", uri=FILES_TEMPLATE),
+                                 {"name": "path", "value": "no"})
+    assert path.completion.values == ["notes/todo.txt"]
+
+
+def _check_http_exchanges(sdk: SdkTarget, session_id: Any) -> None:
+    # Every request after initialize carried the session and the negotiated revision.
+    posts = [e for e in sdk.recorder.exchanges if e.method == "POST"]
+    assert posts[0].rpc["method"] == "initialize" and "mcp-session-id" not in posts[0].request_headers
+    for exchange in posts[1:]:
+        assert exchange.request_headers.get("mcp-session-id") == session_id, exchange
+        assert exchange.request_headers.get("mcp-protocol-version") == LATEST, exchange
+    # The client's replies to elicitation/create, sampling/createMessage and roots/list were accepted.
+    replies = [e for e in posts if e.rpc and "method" not in e.rpc]
+    assert len(replies) == 5 and {e.status for e in replies} == {202}
+    # Leaving the context ended the session with DELETE; the id is now unknown.
+    [delete] = [e for e in sdk.recorder.exchanges if e.method == "DELETE"]
+    assert delete.request_headers["mcp-session-id"] == session_id and delete.status == 204
+    gone = _post_status(sdk, session_id)
+    assert gone.status_code == 404, gone.text
 
 
 async def test_python_sdk_client_in_auto_mode_speaks_2026_07_28(sdk):

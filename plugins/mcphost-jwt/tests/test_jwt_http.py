@@ -33,6 +33,8 @@ from jwt_support import (
     toml_section,
 )
 
+from mcphost.testing import app_client
+
 MODERN = "2026-07-28"
 
 
@@ -146,23 +148,49 @@ def test_the_2026_revision_is_authenticated_too(served, issuer, rsa_key):
     assert result(post(served, message, token, **headers))["content"][0]["text"] == "modern"
 
 
-def test_insufficient_scope_gets_403(idp, rsa_key, mcphost_server):
+IN_PROCESS = "http://127.0.0.1:8000"  # app_client's base URL: the audience of the tests served in process
+
+
+def in_process(idp: Idp, **extra: Any) -> dict[str, Any]:
+    """The config of :func:`config` as a mapping for ``app_client`` (the demo and jwt plugins)."""
+    jwt_section = {"issuer": idp.issuer, "audience": IN_PROCESS + "/mcp", "jwks_uri": idp.url + "/jwks",
+                   "allow_insecure": True, "jwks_min_refresh_seconds": 0, "timeout": 2, **extra}
+    return {"server": {"log_level": "warning"}, "plugins": {"allow": ["demo", "jwt"], "jwt": jwt_section}}
+
+
+async def app_post(client: httpx.AsyncClient, message: dict[str, Any], token: str | None = None,
+                   session: str | None = None) -> httpx.Response:
+    """:func:`jwt_support.post`, through an in-process ``app_client``."""
+    sent = {"content-type": "application/json", "accept": ACCEPT}
+    if token is not None:
+        sent["authorization"] = f"Bearer {token}"
+    if session is not None:
+        sent["mcp-session-id"] = session
+    return await client.post("/mcp", headers=sent, content=json.dumps(message))
+
+
+async def test_insufficient_scope_gets_403(idp, rsa_key):
+    """In process: plain requests; the identity provider stub is a real HTTP server."""
     idp.serve_jwks(rsa_key)
-    server = mcphost_server(config(idp, required_scopes=["mcp:tools", "mcp:call"]))
-    token = rsa_key.sign(claims_for(idp.issuer, audience=server.url, scope="mcp:tools"))
-    response = post(server, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": INIT}, token)
-    assert response.status_code == 403
-    assert response.headers["www-authenticate"].startswith(
-        'Bearer error="insufficient_scope", scope="mcp:call mcp:tools"')
-    enough = rsa_key.sign(claims_for(idp.issuer, audience=server.url, scope="mcp:call mcp:tools"))
-    assert initialize(server, enough)
+    async with app_client(in_process(idp, required_scopes=["mcp:tools", "mcp:call"]), base_url=IN_PROCESS) as client:
+        token = rsa_key.sign(claims_for(idp.issuer, audience=IN_PROCESS + "/mcp", scope="mcp:tools"))
+        response = await app_post(client, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": INIT}, token)
+        assert response.status_code == 403
+        assert response.headers["www-authenticate"].startswith(
+            'Bearer error="insufficient_scope", scope="mcp:call mcp:tools"')
+        enough = rsa_key.sign(claims_for(idp.issuer, audience=IN_PROCESS + "/mcp", scope="mcp:call mcp:tools"))
+        response = await app_post(client, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": INIT}, enough)
+        result(response)
+        session = response.headers["mcp-session-id"]
+        initialized = await app_post(client, {"jsonrpc": "2.0", "method": "notifications/initialized"}, enough, session)
+        assert initialized.status_code == 202
 
 
-def test_an_unreachable_identity_provider_gets_503_without_a_challenge(idp, rsa_key, mcphost_server):
+async def test_an_unreachable_identity_provider_gets_503_without_a_challenge(idp, rsa_key):
     idp.routes["/jwks"] = lambda seen: (500, {}, b"")
-    server = mcphost_server(config(idp))
-    token = rsa_key.sign(claims_for(idp.issuer, audience=server.url))
-    response = post(server, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": INIT}, token)
+    async with app_client(in_process(idp), base_url=IN_PROCESS) as client:
+        token = rsa_key.sign(claims_for(idp.issuer, audience=IN_PROCESS + "/mcp"))
+        response = await app_post(client, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": INIT}, token)
     assert response.status_code == 503
     assert "www-authenticate" not in response.headers and response.headers["retry-after"]
 

@@ -94,6 +94,75 @@ async def initialize(client: httpx.AsyncClient, url: str) -> str:
     return session_id
 
 
+class Load:
+    """Clients calling ``echo`` until ``stop`` is set: the errors they met and what was served."""
+
+    def __init__(self, client: httpx.AsyncClient, url: str) -> None:
+        self.client = client
+        self.url = url
+        self.stop = asyncio.Event()
+        self.errors: list[str] = []
+        self.served = {"modern": 0, "legacy": 0, "resumed": 0}
+
+    async def modern(self) -> None:
+        n = 0
+        while not self.stop.is_set():
+            n += 1
+            try:
+                response = await modern_call(self.client, self.url, "echo", {"text": str(n)}, n)
+                if response.status_code != 200 or response.json()["result"]["content"][0]["text"] != str(n):
+                    self.errors.append(f"modern {response.status_code} {response.text[:200]}")
+                self.served["modern"] += 1
+            except Exception as exc:
+                self.errors.append(f"modern {exc!r}")
+
+    async def resume(self, session_id: str, text: str, request_id: int) -> list[dict[str, Any]]:
+        last = [e["id"] for e in sse_events(text) if "id" in e]
+        for _ in range(10):
+            if not last:
+                return []
+            response = await self.client.get(self.url, headers={
+                "accept": "text/event-stream", "mcp-session-id": session_id,
+                "mcp-protocol-version": LEGACY, "last-event-id": last[-1]})
+            replies = [m for m in sse_messages(response.text) if m.get("id") == request_id]
+            if replies:
+                return replies
+            last += [e["id"] for e in sse_events(response.text) if "id" in e]
+            await asyncio.sleep(0.1)
+        return []
+
+    async def legacy(self) -> None:
+        session_id = await initialize(self.client, self.url)
+        n = 1
+        while not self.stop.is_set():
+            n += 1
+            try:
+                response = await self.client.post(self.url, headers=legacy_headers(session_id), json={
+                    "jsonrpc": "2.0", "id": n, "method": "tools/call",
+                    "params": {"name": "echo", "arguments": {"text": str(n)}}})
+                replies = [m for m in sse_messages(response.text) if m.get("id") == n]
+                if response.status_code == 200 and not replies:
+                    # The worker stopped mid-stream and said `retry`: resume as clients do.
+                    self.served["resumed"] += 1
+                    replies = await self.resume(session_id, response.text, n)
+                if response.status_code != 200 or not replies or "result" not in replies[0]:
+                    self.errors.append(f"legacy {response.status_code} {response.text[:300]}")
+                self.served["legacy"] += 1
+            except Exception as exc:
+                self.errors.append(f"legacy {exc!r}")
+
+
+async def until_every_worker_is_v2(client: httpx.AsyncClient, server: HttpServer) -> None:
+    """Ten answers in a row from the upgraded package: every worker is a new one."""
+    deadline = time.monotonic() + 60
+    streak = 0
+    while streak < 10:
+        assert time.monotonic() < deadline, f"still old workers after 60 s:\n{server.log()[-3000:]}"
+        reply = (await modern_call(client, server.url, "plugin_version", {})).json()
+        streak = streak + 1 if reply.get("result", {}).get("content", [{}])[0].get("text") == "2" else 0
+        await asyncio.sleep(0.05)
+
+
 async def test_sighup_replaces_workers_without_errors_and_clients_hear_the_new_catalog(
         tmp_path: Path, redis_server: RedisServer):
     site = tmp_path / "site"
@@ -102,81 +171,26 @@ async def test_sighup_replaces_workers_without_errors_and_clients_hear_the_new_c
     config = f'[plugins.redis]\nurl = "{redis_server.url}"\nprefix = "hup{os.getpid()}:"\n'
     server = HttpServer(tmp_path, plugins="demo,redis,reloadtest", env={"PYTHONPATH": f"{site}:{REPO_ROOT}"},
                         config=config, args=["--workers", "2"])
-    errors: list[str] = []
-    served = {"modern": 0, "legacy": 0, "resumed": 0}
-    stop = asyncio.Event()
+    load: Load | None = None
     try:
         async with httpx.AsyncClient(timeout=30) as client:
+            load = Load(client, server.url)
             for _ in range(100):  # both workers up
                 if (await modern_call(client, server.url, "plugin_version", {})).status_code == 200:
                     break
                 await asyncio.sleep(0.1)
             watcher = await initialize(client, server.url)  # connected before the upgrade, then idle
-
-            async def modern_load() -> None:
-                n = 0
-                while not stop.is_set():
-                    n += 1
-                    try:
-                        response = await modern_call(client, server.url, "echo", {"text": str(n)}, n)
-                        if response.status_code != 200 or response.json()["result"]["content"][0]["text"] != str(n):
-                            errors.append(f"modern {response.status_code} {response.text[:200]}")
-                        served["modern"] += 1
-                    except Exception as exc:
-                        errors.append(f"modern {exc!r}")
-
-            async def resume(session_id: str, text: str, request_id: int) -> list[dict[str, Any]]:
-                last = [e["id"] for e in sse_events(text) if "id" in e]
-                for _ in range(10):
-                    if not last:
-                        return []
-                    response = await client.get(server.url, headers={
-                        "accept": "text/event-stream", "mcp-session-id": session_id,
-                        "mcp-protocol-version": LEGACY, "last-event-id": last[-1]})
-                    replies = [m for m in sse_messages(response.text) if m.get("id") == request_id]
-                    if replies:
-                        return replies
-                    last += [e["id"] for e in sse_events(response.text) if "id" in e]
-                    await asyncio.sleep(0.1)
-                return []
-
-            async def legacy_load() -> None:
-                session_id = await initialize(client, server.url)
-                n = 1
-                while not stop.is_set():
-                    n += 1
-                    try:
-                        response = await client.post(server.url, headers=legacy_headers(session_id), json={
-                            "jsonrpc": "2.0", "id": n, "method": "tools/call",
-                            "params": {"name": "echo", "arguments": {"text": str(n)}}})
-                        replies = [m for m in sse_messages(response.text) if m.get("id") == n]
-                        if response.status_code == 200 and not replies:
-                            # The worker stopped mid-stream and said `retry`: resume as clients do.
-                            served["resumed"] += 1
-                            replies = await resume(session_id, response.text, n)
-                        if response.status_code != 200 or not replies or "result" not in replies[0]:
-                            errors.append(f"legacy {response.status_code} {response.text[:300]}")
-                        served["legacy"] += 1
-                    except Exception as exc:
-                        errors.append(f"legacy {exc!r}")
-
-            load = [asyncio.ensure_future(modern_load()) for _ in range(2)] + [asyncio.ensure_future(legacy_load())]
+            running = [asyncio.ensure_future(load.modern()) for _ in range(2)] + [asyncio.ensure_future(load.legacy())]
             await asyncio.sleep(1)
             # Upgrade the installed package in place, then ask the supervisor to pick it up.
             shutil.rmtree(v1)
             make_distribution(site, "mcphost-reload-test", "2.0", {"reloadtest": "reloadtest_plugin"},
                               {"reloadtest_plugin": V2})
             os.kill(server.process.pid, signal.SIGHUP)
-            deadline = time.monotonic() + 60
-            streak = 0
-            while streak < 10:  # ten answers in a row from v2: every worker is new
-                assert time.monotonic() < deadline, f"still old workers after 60 s:\n{server.log()[-3000:]}"
-                reply = (await modern_call(client, server.url, "plugin_version", {})).json()
-                streak = streak + 1 if reply.get("result", {}).get("content", [{}])[0].get("text") == "2" else 0
-                await asyncio.sleep(0.05)
+            await until_every_worker_is_v2(client, server)
             await asyncio.sleep(4)  # the replaced workers drain and stop under load
-            stop.set()
-            await asyncio.gather(*load)
+            load.stop.set()
+            await asyncio.gather(*running)
             added = (await modern_call(client, server.url, "added_in_v2", {})).json()
             assert added["result"]["content"][0]["text"] == "new", added
             # The session connected before the upgrade hears that the tool list changed.
@@ -190,14 +204,16 @@ async def test_sighup_replaces_workers_without_errors_and_clients_hear_the_new_c
             notes = [json.loads(e["data"])["method"] for e in reader.events if e.get("data", "").strip()]
             assert notes.count("notifications/tools/list_changed") == 1, notes
     finally:
-        stop.set()
+        if load is not None:
+            load.stop.set()
         code = server.stop(timeout=60)
     log = server.log_path.read_text(encoding="utf-8", errors="replace")
     assert log.count("replaced (pid") == 2, log[-3000:]
     # Each replaced worker stopped accepting at once (the others accept on the shared socket), so no
     # connection reached it late in its drain, to be closed before its request was read.
     assert log.count("retiring: no longer accepting connections") == 2, log[-3000:]
-    print(f"\nSIGHUP under load: {served}, errors {len(errors)}")
-    assert not errors, (errors[:10], served)
-    assert served["modern"] > 0 and served["legacy"] > 0, served
+    assert load is not None
+    print(f"\nSIGHUP under load: {load.served}, errors {len(load.errors)}")
+    assert not load.errors, (load.errors[:10], load.served)
+    assert load.served["modern"] > 0 and load.served["legacy"] > 0, load.served
     assert code == 0, log[-3000:]

@@ -168,6 +168,32 @@ def ts_client_available() -> bool:
     return bool(ensure_ts_client())
 
 
+def _client_args(node: str, target: Sequence[str] | str, timeout: float, *, elicit: Any,
+                 elicit_action: str | None, sample: str | None, roots: Sequence[Mapping[str, Any]] | None,
+                 headers: Mapping[str, str] | None) -> list[str]:
+    """The node command line of :func:`run_ts_client` (the script goes to its stdin)."""
+    timeout_ms = str(max(1, int(timeout * 1000)))
+    args: list[str] = [node, str(CLIENT_SCRIPT), "--timeout", timeout_ms, "--script", "-"]
+    if elicit is not None or elicit_action is not None:
+        args += ["--elicit", json.dumps(elicit if elicit is not None else {})]
+    if elicit_action is not None:
+        args += ["--elicit-action", elicit_action]
+    if sample is not None:
+        args += ["--sample", sample]
+    if roots is not None:
+        args += ["--roots", json.dumps(list(roots))]
+    for name, value in (headers or {}).items():
+        args += ["--header", f"{name}: {value}"]
+    if isinstance(target, str):
+        args += ["--http", target]
+    else:
+        target = list(target)
+        if not target:
+            raise ValueError("stdio target needs a command")
+        args += ["--stdio", "--", *target]
+    return args
+
+
 def run_ts_client(
     target: Sequence[str] | str,
     script: Sequence[Mapping[str, Any]],
@@ -207,25 +233,8 @@ def run_ts_client(
         raise RuntimeError(f"TypeScript MCP client unavailable: {status.reason}")
     node = node_executable()
 
-    timeout_ms = str(max(1, int(timeout * 1000)))
-    args: list[str] = [node, str(CLIENT_SCRIPT), "--timeout", timeout_ms, "--script", "-"]
-    if elicit is not None or elicit_action is not None:
-        args += ["--elicit", json.dumps(elicit if elicit is not None else {})]
-    if elicit_action is not None:
-        args += ["--elicit-action", elicit_action]
-    if sample is not None:
-        args += ["--sample", sample]
-    if roots is not None:
-        args += ["--roots", json.dumps(list(roots))]
-    for name, value in (headers or {}).items():
-        args += ["--header", f"{name}: {value}"]
-    if isinstance(target, str):
-        args += ["--http", target]
-    else:
-        target = list(target)
-        if not target:
-            raise ValueError("stdio target needs a command")
-        args += ["--stdio", "--", *target]
+    args = _client_args(node, target, timeout, elicit=elicit, elicit_action=elicit_action, sample=sample,
+                        roots=roots, headers=headers)
 
     try:
         proc = subprocess.run(
