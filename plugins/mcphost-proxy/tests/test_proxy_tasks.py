@@ -5,10 +5,11 @@ Two task tools behind mcphost: server-everything's ``simulate-research-query`` (
 and the conformance plugin's ``slow_compute`` on an mcphost upstream speaking 2026-07-28 (the
 tasks extension; it runs as long as it is told). A 2025-11-25 client (``task`` parameter,
 tasks/get, tasks/result, tasks/cancel) and a 2026-07-28 client (the extension: tasks/get,
-tasks/cancel) each start, poll and cancel a task of each; a session-era client that does not use
-tasks (the official SDK client) gets the plain result of each, a 2026-07-28 one without the
-extension gets -32021 for the task-only tools, as from any server; on two nodes sharing Redis a task
-started on one node is polled, fetched and cancelled on the other.
+tasks/cancel) each start, poll and cancel a task of each; a client that does not use tasks (the
+official SDK client, in either era) gets the plain result of each (the host bridges: it runs the
+upstream task and answers the call); with ``bridge_tasks = false`` a 2026-07-28 one without the
+extension gets -32021 for the task-only tools, as from the upstream; on two nodes sharing Redis a
+task started on one node is polled, fetched and cancelled on the other.
 """
 
 from __future__ import annotations
@@ -54,9 +55,9 @@ def conformance(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HttpServer
     server.stop()
 
 
-def _servers(node: str, conformance: HttpServer) -> dict[str, Any]:
-    return {"every": {"command": node, "args": [str(EVERYTHING)], "prefix": "every_"},
-            "conf": {"url": conformance.url, "era": "auto", "prefix": "conf_"}}
+def _servers(node: str, conformance: HttpServer, **extra: Any) -> dict[str, Any]:
+    return {"every": {"command": node, "args": [str(EVERYTHING)], "prefix": "every_", **extra},
+            "conf": {"url": conformance.url, "era": "auto", "prefix": "conf_", **extra}}
 
 
 @pytest.fixture
@@ -212,34 +213,58 @@ async def test_a_session_era_client_without_tasks_gets_the_plain_result_of_a_tas
         assert failed.is_error and "failed on purpose" in _text(failed)
 
 
-async def test_a_2026_client_without_the_extension_gets_32021_for_a_task_only_tool_and_plain_results(live):
-    """A 2026-07-28 client could declare the extension: a tool that runs only as a task is refused
-    with -32021 naming it, as any server must (the conformance suite's tasks-required-task-error),
-    from either era's upstream; the other task tools answer plainly."""
+async def test_a_2026_client_without_the_extension_gets_the_plain_result_of_a_task_only_tool(live):
+    """The SDK client in 2026-07-28, without the tasks extension: the host runs the upstream task
+    (a 2025-11-25 one with the task parameter, a 2026-07-28 one declaring the extension upstream)
+    and answers the call when it ends; the failing task's tool error comes back as one."""
     async with Client(live.url, mode="auto", list_roots_callback=_roots, read_timeout_seconds=60) as client:
-        for tool in (RESEARCH, "conf_failing_job"):
-            with pytest.raises(MCPError) as refused:
-                await client.call_tool(tool, {"topic": "tides"} if tool == RESEARCH else {})
-            assert refused.value.error.code == -32021
-            assert refused.value.error.data["requiredCapabilities"] == {"extensions": {TASKS: {}}}
+        assert client.protocol_version == "2026-07-28"
+        research = await client.call_tool(RESEARCH, {"topic": "tides"})
+        assert not research.is_error and "# Research Report: tides" in _text(research)
+        failed = await client.call_tool("conf_failing_job", {})
+        assert failed.is_error and "failed on purpose" in _text(failed)
         computed = await client.call_tool("conf_slow_compute", {"seconds": 0.5})
         assert _text(computed) == "compute: computed after 0.5s"
 
 
-async def test_the_host_declares_tasks_and_each_tools_task_support_to_a_2025_11_25_client(live):
+async def _listed_2025(url: str) -> dict[str, Any]:
+    """The tools/list a 2025-11-25 client gets, by name, after checking the tasks capability."""
     async with httpx.AsyncClient(timeout=30) as http:
-        response = await http.post(live.url, headers=session_headers(), json={
+        response = await http.post(url, headers=session_headers(), json={
             "jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
                 "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}})
         [initialized] = sse_messages(response.text) if "data:" in response.text else [response.json()]
         capabilities = initialized["result"]["capabilities"]
         assert capabilities["tasks"] == {"cancel": {}, "requests": {"tools": {"call": {}}}}
-        client = LegacyTasks(http, live.url)
+        client = LegacyTasks(http, url)
         client.session_id = response.headers["mcp-session-id"]
-        tools = {tool["name"]: tool for tool in (await client.result("tools/list", {}))["tools"]}
-    assert tools[RESEARCH]["execution"] == {"taskSupport": "required"}  # as server-everything declares it
+        return {tool["name"]: tool for tool in (await client.result("tools/list", {}))["tools"]}
+
+
+async def test_the_host_declares_tasks_and_each_tools_task_support_to_a_2025_11_25_client(live):
+    tools = await _listed_2025(live.url)
+    # server-everything declares it "required"; the host answers it without a task too, so says "optional"
+    assert tools[RESEARCH]["execution"] == {"taskSupport": "optional"}
     assert tools["conf_slow_compute"]["execution"] == {"taskSupport": "optional"}
     assert "execution" not in tools["every_echo"]
+
+
+async def test_without_the_bridge_a_task_only_tool_is_refused_to_a_2026_client_without_the_extension(
+        node, conformance):
+    """``bridge_tasks = false``: the upstream's word stands. A 2026-07-28 client that could declare
+    the extension gets -32021 naming it (what the conformance suite's tasks-required-task-error
+    expects of a server's own task-only tool), from either era's upstream; a 2025-11-25 client sees
+    ``taskSupport = "required"``; other task tools still answer plainly."""
+    async with front(_servers(node, conformance, bridge_tasks=False)) as served:
+        async with Client(served.url, mode="auto", list_roots_callback=_roots, read_timeout_seconds=60) as client:
+            for tool in (RESEARCH, "conf_failing_job"):
+                with pytest.raises(MCPError) as refused:
+                    await client.call_tool(tool, {"topic": "tides"} if tool == RESEARCH else {})
+                assert refused.value.error.code == -32021
+                assert refused.value.error.data["requiredCapabilities"] == {"extensions": {TASKS: {}}}
+            computed = await client.call_tool("conf_slow_compute", {"seconds": 0.5})
+            assert _text(computed) == "compute: computed after 0.5s"
+        assert (await _listed_2025(served.url))[RESEARCH]["execution"] == {"taskSupport": "required"}
 
 
 # -- two nodes sharing Redis ---------------------------------------------------------------------------------
