@@ -15,6 +15,7 @@ task started on one node is polled, fetched and cancelled on the other.
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -29,6 +30,7 @@ from proxy_support import EVERYTHING, front
 from tests.support.http_support import HttpServer, ServerGroup, modern, open_session, session_headers, sse_messages
 
 TASKS = "io.modelcontextprotocol/tasks"
+RELATED = "io.modelcontextprotocol/related-task"
 #: server-everything asks each client for its roots: these clients answer (a question the client
 #: cannot answer failing its 2026-07-28 call is another part of issue #38).
 DECLARES_TASKS = {"io.modelcontextprotocol/clientCapabilities": {"roots": {}, "extensions": {TASKS: {}}}}
@@ -74,8 +76,8 @@ class LegacyTasks:
         self.session_id = ""
         self.ids = iter(range(2, 10_000))
 
-    async def open(self, url: str | None = None) -> LegacyTasks:
-        self.session_id = await open_session(self.http, url or self.url)
+    async def open(self, url: str | None = None, capabilities: dict[str, Any] | None = None) -> LegacyTasks:
+        self.session_id = await open_session(self.http, url or self.url, capabilities)
         return self
 
     async def request(self, method: str, params: dict[str, Any], url: str | None = None) -> dict[str, Any]:
@@ -110,19 +112,45 @@ class LegacyTasks:
         cancelled = await self.result("tasks/cancel", {"taskId": task_id}, url)
         assert cancelled["status"] == "cancelled"
 
+    async def answered(self, task_id: str, answer: Any) -> str:
+        """The task's result from tasks/result, answering each question that arrives on its stream
+        (2025-11-25: a task in input_required asks over tasks/result; the answer is POSTed)."""
+        request_id = next(self.ids)
+        headers = session_headers(self.session_id)
+        async with self.http.stream("POST", self.url, headers=headers, json={
+                "jsonrpc": "2.0", "id": request_id, "method": "tasks/result", "params": {"taskId": task_id}}) as stream:
+            assert stream.status_code == 200
+            async for line in stream.aiter_lines():
+                if not line.startswith("data:") or not line[5:].strip():
+                    continue
+                message = json.loads(line[5:])
+                if "method" in message and "id" in message:  # a question of the task
+                    assert message["params"]["_meta"][RELATED] == {"taskId": task_id}, message
+                    posted = await self.http.post(self.url, headers=headers, json={
+                        "jsonrpc": "2.0", "id": message["id"], "result": answer(message)})
+                    assert posted.status_code == 202, posted.text
+                elif message.get("id") == request_id:
+                    assert "result" in message, message
+                    assert message["result"]["_meta"][RELATED] == {"taskId": task_id}
+                    return message["result"]["content"][0]["text"]  # type: ignore[no-any-return]
+        raise AssertionError("tasks/result ended without its reply")
+
 
 class ModernTasks:
     """A 2026-07-28 client that declared the tasks extension: tasks/get and tasks/cancel."""
 
     def __init__(self, http: httpx.AsyncClient, url: str) -> None:
         self.http, self.url = http, url
+        self.meta = DECLARES_TASKS
 
-    async def open(self, url: str | None = None) -> ModernTasks:
+    async def open(self, url: str | None = None, capabilities: dict[str, Any] | None = None) -> ModernTasks:
+        declared = DECLARES_TASKS["io.modelcontextprotocol/clientCapabilities"]
+        self.meta = {"io.modelcontextprotocol/clientCapabilities": {**declared, **(capabilities or {})}}
         return self
 
     async def result(self, method: str, params: dict[str, Any], url: str | None = None) -> dict[str, Any]:
         name = params.get("taskId") if method.startswith("tasks/") else None
-        payload, headers = modern(method, params, meta_extra=DECLARES_TASKS, name=name)
+        payload, headers = modern(method, params, meta_extra=self.meta, name=name)
         response = await self.http.post(url or self.url, json=payload, headers=headers)
         assert response.status_code == 200, response.text
         return response.json()["result"]  # type: ignore[no-any-return]
@@ -154,6 +182,15 @@ class ModernTasks:
 
     async def cancel(self, task_id: str, url: str | None = None) -> None:
         assert (await self.result("tasks/cancel", {"taskId": task_id}, url))["resultType"] == "complete"
+
+    async def answered(self, task_id: str, answer: Any) -> str:
+        """The task's result, answering its questions (input_required: inputRequests, tasks/update)."""
+        task = await self.poll(task_id, {"input_required", *TERMINAL})
+        assert task["status"] == "input_required", task
+        answers = {key: answer(request) for key, request in task["inputRequests"].items()}
+        assert (await self.result("tasks/update", {"taskId": task_id, "inputResponses": answers}))["resultType"] \
+            == "complete"
+        return await self.outcome(task_id)
 
 
 def _answers(requests: dict[str, Any]) -> dict[str, Any]:
@@ -265,6 +302,41 @@ async def test_without_the_bridge_a_task_only_tool_is_refused_to_a_2026_client_w
             computed = await client.call_tool("conf_slow_compute", {"seconds": 0.5})
             assert _text(computed) == "compute: computed after 0.5s"
         assert (await _listed_2025(served.url))[RESEARCH]["execution"] == {"taskSupport": "required"}
+
+
+def _clarify(request: dict[str, Any]) -> dict[str, Any]:
+    """server-everything's question about an ambiguous topic, answered: the snake."""
+    assert request["method"] == "elicitation/create", request
+    assert "interpretation" in request["params"]["requestedSchema"]["properties"], request
+    return {"action": "accept", "content": {"interpretation": "snake"}}
+
+
+@pytest.mark.parametrize("era", sorted(CLIENTS))
+async def test_a_question_an_upstream_task_asks_reaches_the_client_and_the_answer_goes_back(live, era):
+    """server-everything's research task on an ambiguous topic asks for a clarification while it runs
+    (2025-11-25: input_required, the question delivered over the proxy's tasks/result upstream).
+    The host's task goes input_required too: a 2025-11-25 client gets the question on its own
+    tasks/result stream, a 2026-07-28 one in the task's inputRequests (answered with tasks/update);
+    the answer reaches the upstream task, whose report names it."""
+    async with httpx.AsyncClient(timeout=60) as http:
+        client = await CLIENTS[era](http, live.url).open(capabilities={"elicitation": {}})
+        task_id = await client.start(RESEARCH, {"topic": "python", "ambiguous": True})
+        assert (await client.poll(task_id, {"input_required", *TERMINAL}))["status"] == "input_required"
+        assert "# Research Report: python (snake)" in await client.answered(task_id, _clarify)
+    await _poll(lambda: _in_flight(live), {"idle"})
+
+
+async def test_a_client_without_tasks_is_asked_an_upstream_tasks_question_on_its_call(live):
+    """The same question for a session-era client calling without a task: it arrives on the call's
+    stream, as any mid-call question does, and the plain result carries the answer."""
+    async def elicit(context: Any, params: Any) -> types.ElicitResult:
+        return types.ElicitResult(**_clarify({"method": "elicitation/create", "params": params.model_dump(
+            by_alias=True)}))
+
+    async with Client(live.url, mode="legacy", list_roots_callback=_roots, elicitation_callback=elicit,
+                      read_timeout_seconds=60) as client:
+        research = await client.call_tool(RESEARCH, {"topic": "python", "ambiguous": True})
+        assert "# Research Report: python (snake)" in _text(research)
 
 
 # -- two nodes sharing Redis ---------------------------------------------------------------------------------
