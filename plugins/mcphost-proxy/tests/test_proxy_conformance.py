@@ -40,7 +40,8 @@ def fronted(tmp_path_factory) -> Iterator[tuple[HttpServer, HttpServer]]:
         pytest.skip("conformance suite unavailable: npm is not on PATH")
     where = tmp_path_factory.mktemp("conformance-proxy")
     upstream = HttpServer(where, plugins="demo,conformance")
-    config = f'[plugins.proxy.servers.conformance]\nurl = "{upstream.url}"\nprefix = ""\nera = "auto"\nbridge_tasks = false\n'
+    config = (f'[plugins.proxy.servers.conformance]\nurl = "{upstream.url}"\nprefix = ""\nera = "auto"\n'
+              'bridge_tasks = false\n')
     front = HttpServer(where, plugins="proxy", config=config)
     yield upstream, front
     front.stop()

@@ -112,12 +112,13 @@ class LegacyTasks:
         cancelled = await self.result("tasks/cancel", {"taskId": task_id}, url)
         assert cancelled["status"] == "cancelled"
 
-    async def answered(self, task_id: str, answer: Any) -> str:
+    async def answered(self, task_id: str, answer: Any, url: str | None = None) -> str:
         """The task's result from tasks/result, answering each question that arrives on its stream
         (2025-11-25: a task in input_required asks over tasks/result; the answer is POSTed)."""
         request_id = next(self.ids)
         headers = session_headers(self.session_id)
-        async with self.http.stream("POST", self.url, headers=headers, json={
+        url = url or self.url
+        async with self.http.stream("POST", url, headers=headers, json={
                 "jsonrpc": "2.0", "id": request_id, "method": "tasks/result", "params": {"taskId": task_id}}) as stream:
             assert stream.status_code == 200
             async for line in stream.aiter_lines():
@@ -126,7 +127,7 @@ class LegacyTasks:
                 message = json.loads(line[5:])
                 if "method" in message and "id" in message:  # a question of the task
                     assert message["params"]["_meta"][RELATED] == {"taskId": task_id}, message
-                    posted = await self.http.post(self.url, headers=headers, json={
+                    posted = await self.http.post(url, headers=headers, json={
                         "jsonrpc": "2.0", "id": message["id"], "result": answer(message)})
                     assert posted.status_code == 202, posted.text
                 elif message.get("id") == request_id:
@@ -183,14 +184,14 @@ class ModernTasks:
     async def cancel(self, task_id: str, url: str | None = None) -> None:
         assert (await self.result("tasks/cancel", {"taskId": task_id}, url))["resultType"] == "complete"
 
-    async def answered(self, task_id: str, answer: Any) -> str:
+    async def answered(self, task_id: str, answer: Any, url: str | None = None) -> str:
         """The task's result, answering its questions (input_required: inputRequests, tasks/update)."""
-        task = await self.poll(task_id, {"input_required", *TERMINAL})
+        task = await self.poll(task_id, {"input_required", *TERMINAL}, url)
         assert task["status"] == "input_required", task
         answers = {key: answer(request) for key, request in task["inputRequests"].items()}
-        assert (await self.result("tasks/update", {"taskId": task_id, "inputResponses": answers}))["resultType"] \
-            == "complete"
-        return await self.outcome(task_id)
+        updated = await self.result("tasks/update", {"taskId": task_id, "inputResponses": answers}, url)
+        assert updated["resultType"] == "complete"
+        return await self.outcome(task_id, url)
 
 
 def _answers(requests: dict[str, Any]) -> dict[str, Any]:
@@ -326,14 +327,16 @@ async def test_a_question_an_upstream_task_asks_reaches_the_client_and_the_answe
     await _poll(lambda: _in_flight(live), {"idle"})
 
 
-async def test_a_client_without_tasks_is_asked_an_upstream_tasks_question_on_its_call(live):
-    """The same question for a session-era client calling without a task: it arrives on the call's
-    stream, as any mid-call question does, and the plain result carries the answer."""
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_a_client_without_tasks_is_asked_an_upstream_tasks_question_on_its_call(live, mode):
+    """The same question for a client calling without a task (the SDK client, either era): it comes
+    as any mid-call question does (on the call's stream; an input-required round in 2026-07-28),
+    and the plain result carries the answer."""
     async def elicit(context: Any, params: Any) -> types.ElicitResult:
         return types.ElicitResult(**_clarify({"method": "elicitation/create", "params": params.model_dump(
             by_alias=True)}))
 
-    async with Client(live.url, mode="legacy", list_roots_callback=_roots, elicitation_callback=elicit,
+    async with Client(live.url, mode=mode, list_roots_callback=_roots, elicitation_callback=elicit,
                       read_timeout_seconds=60) as client:
         research = await client.call_tool(RESEARCH, {"topic": "python", "ambiguous": True})
         assert "# Research Report: python (snake)" in _text(research)
@@ -386,5 +389,26 @@ async def test_a_task_started_on_one_node_is_polled_fetched_and_cancelled_on_the
                 assert (await client.poll(running, {"working", *TERMINAL}, url=b.url))["status"] == "working"
                 await client.cancel(running, url=b.url)  # cancelled on B: A stops it
                 assert (await client.poll(running, TERMINAL, url=a.url))["status"] == "cancelled"
+    finally:
+        group.stop()
+
+
+@pytest.mark.parametrize("era", sorted(CLIENTS))
+async def test_a_question_of_a_task_started_on_one_node_is_answered_on_the_other(
+        tmp_path, redis_url, node, conformance, era):
+    """The research task asks while it runs on A; the client polls and answers on B (a 2025-11-25
+    client on B's tasks/result stream, a 2026-07-28 one with tasks/update there): the answer goes
+    through the shared backend to A, which follows the upstream task."""
+    group = ServerGroup(tmp_path, plugins="proxy,redis", config=_node_config(redis_url, node, conformance))
+    try:
+        a, b = group.start(), group.start()
+        async with httpx.AsyncClient(timeout=60) as http:
+            for server in (a, b):
+                await _mounted(http, server.url, {RESEARCH})
+            client = await CLIENTS[era](http, a.url).open(capabilities={"elicitation": {}})
+            task_id = await client.start(RESEARCH, {"topic": "python", "ambiguous": True})  # on A
+            assert (await client.poll(task_id, {"input_required", *TERMINAL}, url=b.url))["status"] == \
+                "input_required"
+            assert "# Research Report: python (snake)" in await client.answered(task_id, _clarify, url=b.url)
     finally:
         group.stop()
