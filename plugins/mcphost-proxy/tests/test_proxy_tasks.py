@@ -58,8 +58,11 @@ def conformance(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HttpServer
 
 
 def _servers(node: str, conformance: HttpServer, **extra: Any) -> dict[str, Any]:
+    """server-everything (2025-11-25, stdio), the conformance plugin in 2026-07-28 (``conf_``) and the
+    same server in the session era (``old_``: a 2025-11-25 mcphost upstream)."""
     return {"every": {"command": node, "args": [str(EVERYTHING)], "prefix": "every_", **extra},
-            "conf": {"url": conformance.url, "era": "auto", "prefix": "conf_", **extra}}
+            "conf": {"url": conformance.url, "era": "auto", "prefix": "conf_", **extra},
+            "old": {"url": conformance.url, "prefix": "old_", **extra}}
 
 
 @pytest.fixture
@@ -118,6 +121,7 @@ class LegacyTasks:
         request_id = next(self.ids)
         headers = session_headers(self.session_id)
         url = url or self.url
+        asked = 0
         async with self.http.stream("POST", url, headers=headers, json={
                 "jsonrpc": "2.0", "id": request_id, "method": "tasks/result", "params": {"taskId": task_id}}) as stream:
             assert stream.status_code == 200
@@ -127,11 +131,12 @@ class LegacyTasks:
                 message = json.loads(line[5:])
                 if "method" in message and "id" in message:  # a question of the task
                     assert message["params"]["_meta"][RELATED] == {"taskId": task_id}, message
+                    asked += 1
                     posted = await self.http.post(url, headers=headers, json={
                         "jsonrpc": "2.0", "id": message["id"], "result": answer(message)})
                     assert posted.status_code == 202, posted.text
                 elif message.get("id") == request_id:
-                    assert "result" in message, message
+                    assert "result" in message and asked, message
                     assert message["result"]["_meta"][RELATED] == {"taskId": task_id}
                     return message["result"]["content"][0]["text"]  # type: ignore[no-any-return]
         raise AssertionError("tasks/result ended without its reply")
@@ -185,13 +190,24 @@ class ModernTasks:
         assert (await self.result("tasks/cancel", {"taskId": task_id}, url))["resultType"] == "complete"
 
     async def answered(self, task_id: str, answer: Any, url: str | None = None) -> str:
-        """The task's result, answering its questions (input_required: inputRequests, tasks/update)."""
-        task = await self.poll(task_id, {"input_required", *TERMINAL}, url)
-        assert task["status"] == "input_required", task
-        answers = {key: answer(request) for key, request in task["inputRequests"].items()}
-        updated = await self.result("tasks/update", {"taskId": task_id, "inputResponses": answers}, url)
-        assert updated["resultType"] == "complete"
-        return await self.outcome(task_id, url)
+        """The task's result, answering its questions (input_required: inputRequests, tasks/update)
+        each time it asks, until it ends."""
+        answered: set[str] = set()
+        while True:
+            task = await self.poll(task_id, {"input_required", *TERMINAL}, url)
+            if task["status"] != "input_required":
+                break
+            answers = {key: answer(request) for key, request in task["inputRequests"].items()
+                       if key not in answered}
+            if answers:
+                updated = await self.result("tasks/update", {"taskId": task_id, "inputResponses": answers}, url)
+                assert updated["resultType"] == "complete"
+                answered.update(answers)
+            else:  # answered already; the task has not moved on yet
+                await asyncio.sleep(0.1)
+        assert answered, "the task asked nothing"
+        assert task["status"] == "completed", task
+        return task["result"]["content"][0]["text"]  # type: ignore[no-any-return]
 
 
 def _answers(requests: dict[str, Any]) -> dict[str, Any]:
@@ -306,7 +322,10 @@ async def test_without_the_bridge_a_task_only_tool_is_refused_to_a_2026_client_w
 
 
 def _clarify(request: dict[str, Any]) -> dict[str, Any]:
-    """server-everything's question about an ambiguous topic, answered: the snake."""
+    """server-everything's question about an ambiguous topic, answered: the snake. (It may also ask
+    for the client's roots, when a process of its own starts for the call: answered too.)"""
+    if request["method"] == "roots/list":
+        return ROOTS
     assert request["method"] == "elicitation/create", request
     assert "interpretation" in request["params"]["requestedSchema"]["properties"], request
     return {"action": "accept", "content": {"interpretation": "snake"}}
@@ -325,6 +344,24 @@ async def test_a_question_an_upstream_task_asks_reaches_the_client_and_the_answe
         assert (await client.poll(task_id, {"input_required", *TERMINAL}))["status"] == "input_required"
         assert "# Research Report: python (snake)" in await client.answered(task_id, _clarify)
     await _poll(lambda: _in_flight(live), {"idle"})
+
+
+def _named(request: dict[str, Any]) -> dict[str, Any]:
+    """The conformance plugin's question (its name schema), answered: Ada."""
+    assert request["method"] == "elicitation/create", request
+    assert request["params"]["requestedSchema"]["required"] == ["name"], request
+    return {"action": "accept", "content": {"name": "Ada"}}
+
+
+@pytest.mark.parametrize("era", sorted(CLIENTS))
+async def test_a_question_of_a_2025_11_25_mcphost_upstream_task_reaches_the_client(live, era):
+    """A 2025-11-25 mcphost upstream's task-only tool asks its question inside the task: the upstream
+    parks it in input_required and carries the question on the proxy's tasks/result, which hands it
+    to the downstream client's task as above."""
+    async with httpx.AsyncClient(timeout=60) as http:
+        client = await CLIENTS[era](http, live.url).open(capabilities={"elicitation": {}})
+        task_id = await client.start("old_test_tool_with_task", {})
+        assert "Hello, Ada! (answered from a task)" in await client.answered(task_id, _named)
 
 
 @pytest.mark.parametrize("mode", ["legacy", "auto"])
