@@ -543,9 +543,10 @@ class TaskManager:
                             relays[key].add_done_callback(_relayed)
                 if run is not None and run.handler is not None:  # runs here: wait for its end or a question
                     asked = asyncio.ensure_future(run.asked.wait())
+                    waits: list[asyncio.Future[Any]] = [run.handler, asked]
+                    waits.extend(relay for relay in relays.values() if not relay.done())
                     try:
-                        await asyncio.wait((run.handler, asked, *(r for r in relays.values() if not r.done())),
-                                           return_when=asyncio.FIRST_COMPLETED)
+                        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
                     finally:
                         asked.cancel()
                 else:  # runs in another process: look again at its poll interval
