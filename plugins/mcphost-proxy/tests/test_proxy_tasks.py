@@ -9,7 +9,10 @@ tasks/cancel) each start, poll and cancel a task of each; a client that does not
 official SDK client, in either era) gets the plain result of each (the host bridges: it runs the
 upstream task and answers the call); with ``bridge_tasks = false`` a 2026-07-28 one without the
 extension gets -32021 for the task-only tools, as from the upstream; on two nodes sharing Redis a
-task started on one node is polled, fetched and cancelled on the other.
+task started on one node is polled, fetched and cancelled on the other. A question an upstream task
+asks while it runs (server-everything's research on an ambiguous topic; the conformance plugin's
+``test_tool_with_task`` on the same mcphost upstream mounted in the session era, ``old_``) reaches
+each kind of client in its own terms, and the answer goes back to the upstream task.
 """
 
 from __future__ import annotations
