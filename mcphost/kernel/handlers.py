@@ -23,7 +23,7 @@ from mcphost.kernel.listen import SUBSCRIPTION_ID, Listener
 from mcphost.kernel.modern import ModernScope
 from mcphost.kernel.paging import page
 from mcphost.kernel.scope import RequestScope
-from mcphost.kernel.tasks import TaskScope, declares_tasks, missing_extension
+from mcphost.kernel.tasks import LegacyTaskScope, TaskRun, TaskScope, declares_tasks, missing_extension
 from mcphost.kernel.views import EndpointView
 from mcphost.kernel.visibility import Visibility
 from mcphost.plugins import run_plugin
@@ -366,9 +366,7 @@ async def _call_tool(kernel: Kernel, request: RequestInfo, name: str) -> dict[st
         return await kernel.continuations.call(request, _progress_token(request),
                                                functools.partial(_resume_tool, kernel, request, entry, kwargs))
     if record.signature is not None and record.signature.context_param:
-        scope = _scope(kernel, request) if run is None or run.legacy else TaskScope(
-            kernel, session, request.id, request.method, _progress_token(request), round=request.round, run=run)
-        kwargs[record.signature.context_param] = Context(scope)
+        kwargs[record.signature.context_param] = Context(_call_scope(kernel, request, run))
     if run is not None:  # a task may run until its record expires
         return await run.execute(functools.partial(_invoke_tool, kernel, request, entry, kwargs,
                                                    kernel.settings.task_ttl))
@@ -379,6 +377,17 @@ def _may_be_asked(session: Any) -> bool:
     """Whether a 2026-07-28 caller declared a capability a question needs (elicitation, sampling, roots)."""
     declared = session.client_capabilities
     return bool(declared) and ("elicitation" in declared or "sampling" in declared or "roots" in declared)
+
+
+def _call_scope(kernel: Kernel, request: RequestInfo, run: TaskRun | None) -> Any:
+    """The scope behind a tool's ``ctx``: the request's own, or a task's (either era's)."""
+    if run is None:
+        return _scope(kernel, request)
+    token = _progress_token(request)
+    if run.legacy:  # its questions travel on the client's tasks/result
+        return LegacyTaskScope(kernel, request.session, request.id, request.method, token, request.principal,
+                               run=run)
+    return TaskScope(kernel, request.session, request.id, request.method, token, round=request.round, run=run)
 
 
 async def _resume_tool(kernel: Kernel, request: RequestInfo, entry: Any, kwargs: dict[str, Any],
@@ -716,7 +725,7 @@ async def get_task(kernel: Kernel, request: RequestInfo) -> dict[str, Any]:
 
 @method("tasks/result")
 async def task_result(kernel: Kernel, request: RequestInfo) -> dict[str, Any]:
-    return await kernel.tasks.result(request.session, request.params)
+    return await kernel.tasks.result(request.session, request.params, _scope(kernel, request))
 
 
 @method("tasks/update")

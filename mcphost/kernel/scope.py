@@ -52,6 +52,18 @@ async def question_bytes(kernel: Kernel, quota: str, method: str, params: dict[s
         budgets.release(quota, "question bytes", size)
 
 
+def answered(method: str, answer: dict[str, Any]) -> dict[str, Any]:
+    """The result of the client's JSON-RPC response to a question; its error as ClientRequestError."""
+    if "error" in answer:
+        error = answer["error"] if isinstance(answer["error"], dict) else {}
+        raise ClientRequestError(int(error.get("code", 0)) if isinstance(error.get("code"), int) else 0,
+                                 str(error.get("message", "client error")), error.get("data"))
+    result = answer.get("result")
+    if not isinstance(result, dict):
+        raise ClientRequestError(INVALID_PARAMS, f"The client answered {method} with a non-object result")
+    return result
+
+
 class RequestScope:
     __slots__ = ("_kernel", "_last_progress", "method", "principal", "progress_token", "request_id", "session")
 
@@ -109,12 +121,15 @@ class RequestScope:
                                      f"The client did not declare the {capability!r} capability "
                                      f"needed for {method}")
 
+    def _may_ask(self, method: str) -> None:
+        """Refuse a question the client did not declare it can answer (elicitation: see _elicit_wire)."""
+        capability = {"sampling/createMessage": "sampling", "roots/list": "roots"}.get(method)
+        if capability is not None:
+            self._require(method, capability)
+
     async def client_request(self, method: str, params: dict[str, Any], timeout: float | None,
                              key: str | None = None) -> dict[str, Any]:
-        capability = {"sampling/createMessage": "sampling", "roots/list": "roots",
-                      "elicitation/create": "elicitation"}.get(method)
-        if capability is not None and method != "elicitation/create":
-            self._require(method, capability)
+        self._may_ask(method)
         session = self.session
         if session.closed or session.outlet is None:
             raise ClientRequestError(REQUEST_TIMEOUT, f"Cannot send {method}: the client is no longer connected")
@@ -134,14 +149,7 @@ class RequestScope:
                     raise ClientRequestError(REQUEST_TIMEOUT, f"Request '{method}' timed out") from None
             finally:
                 session.pending.pop(outbound_id, None)
-        if "error" in answer:
-            error = answer["error"]
-            raise ClientRequestError(int(error.get("code", 0)) if isinstance(error.get("code"), int) else 0,
-                                     str(error.get("message", "client error")), error.get("data"))
-        result = answer.get("result")
-        if not isinstance(result, dict):
-            raise ClientRequestError(INVALID_PARAMS, f"The client answered {method} with a non-object result")
-        return result
+        return answered(method, answer)
 
     async def elicit(self, params: dict[str, Any], timeout: float | None, key: str | None = None) -> ElicitResult:
         wire = self._elicit_wire(params)

@@ -20,7 +20,10 @@ A 2025-11-25 session has tasks in its core protocol instead (the ``tasks`` capab
 answers ``{"task": Task}``; ``tasks/get`` answers the Task, ``tasks/result`` waits for the outcome
 and answers what the call would have, and ``tasks/cancel`` answers the Task, cancelled. The same
 records and store serve both eras (:func:`legacy_view` shows a record as a 2025-11-25 Task). Such a
-task's handler asks no questions (its request has ended; there is no ``tasks/update`` in 2025-11-25).
+task's questions (:class:`LegacyTaskScope`) park it in ``input_required`` as a 2026-07-28 task's
+do; the client's ``tasks/result`` request, which 2025-11-25 says carries them, sends each as a
+server-to-client request on its own stream (tagged with the related-task ``_meta``) and hands the
+answer to the task, wherever it runs (:meth:`TaskManager.result`).
 """
 
 from __future__ import annotations
@@ -34,14 +37,16 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from mcphost.errors import ClientRequestError
 from mcphost.kernel.modern import ModernScope, principal_key
-from mcphost.kernel.scope import question_bytes
+from mcphost.kernel.scope import RequestScope, answered, question_bytes
 from mcphost.protocol.errors import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
     METHOD_NOT_FOUND,
     MISSING_CLIENT_CAPABILITY,
     REQUEST_CANCELLED,
+    REQUEST_TIMEOUT,
     SERVER_BUSY,
     McpError,
 )
@@ -152,6 +157,8 @@ class TaskRun:
         self.waiters: dict[str, asyncio.Future[Any]] = {}
         self.retries = 0
         self.stopping: str | None = None  # why the host cancelled the handler (shutdown)
+        #: Set when the task asks a question (a 2025-11-25 tasks/result waiting here relays it).
+        self.asked = asyncio.Event()
         self._unsubscribe: Callable[[], Any] | None = None
 
     @property
@@ -315,6 +322,7 @@ class TaskRun:
         requests[key] = {"method": method, "params": params}
         try:
             await self._update(status="input_required", inputRequests=requests)
+            self.asked.set()
             return await future
         finally:
             self.waiters.pop(key, None)
@@ -349,6 +357,33 @@ class TaskRun:
         return f"{key}.{self.retries}"
 
 
+class LegacyTaskScope(RequestScope):
+    """The scope behind ``ctx`` for a 2025-11-25 task: its request has ended, so a question parks the
+    task in ``input_required`` until the client's ``tasks/result`` relays it and brings the answer."""
+
+    __slots__ = ("run",)
+
+    def __init__(self, *args: Any, run: TaskRun) -> None:
+        super().__init__(*args)
+        self.run = run
+
+    async def start_task(self) -> bool:
+        return True  # a task from the start
+
+    async def client_request(self, method: str, params: dict[str, Any], timeout: float | None,
+                             key: str | None = None) -> dict[str, Any]:
+        self._may_ask(method)
+        key = self.run.next_key("question")
+        async with question_bytes(self._kernel, self.session.quota, method, params):
+            try:
+                answer = await asyncio.wait_for(self.run.ask(key, method, params), timeout)
+            except TimeoutError:
+                raise ClientRequestError(REQUEST_TIMEOUT, f"Request '{method}' timed out") from None
+        if not isinstance(answer, dict):
+            raise ClientRequestError(INVALID_PARAMS, f"The client answered {method} with a non-object result")
+        return answered(method, answer)
+
+
 class TaskScope(ModernScope):
     """The scope behind ``ctx`` for a call that may become a task."""
 
@@ -378,6 +413,11 @@ class TaskScope(ModernScope):
         async with question_bytes(self._kernel, self.session.quota, method, params):
             self.round.answers[key] = await self.run.ask(key, method, params)
         return key
+
+
+def _relayed(relay: asyncio.Future[None]) -> None:
+    if not relay.cancelled() and relay.exception() is not None:
+        log.error("a question of a 2025-11-25 task could not be relayed", exc_info=relay.exception())
 
 
 def _uncancel() -> None:
@@ -480,25 +520,68 @@ class TaskManager:
         record = await self.load(session, params)
         return detailed_view(record) if session.era == "modern" else legacy_view(record)
 
-    async def result(self, session: Session, params: dict[str, Any]) -> dict[str, Any]:
-        """2025-11-25 ``tasks/result``: wait until the task ends, then answer what its call would have."""
+    async def result(self, session: Session, params: dict[str, Any],
+                     scope: RequestScope | None = None) -> dict[str, Any]:
+        """2025-11-25 ``tasks/result``: wait until the task ends, then answer what its call would have.
+
+        Meanwhile each question the task asks is sent to the client on this request's stream
+        (through ``scope``), and its answer handed to the task (:meth:`_relay`)."""
         if session.era == "modern":
             raise McpError(METHOD_NOT_FOUND, "Method not found")
         record = await self.load(session, params)
-        while record["status"] not in TERMINAL:
-            run = self.running.get(record["taskId"])
-            if run is not None and run.handler is not None:  # runs here: wait for its end
-                await asyncio.wait((run.handler,))
-            else:  # runs in another process: look again at its poll interval
-                await asyncio.sleep(max(self.settings.task_poll_interval_ms, 50) / 1000)
-            record = await self.load(session, params)
+        relays: dict[str, asyncio.Future[None]] = {}
+        try:
+            while record["status"] not in TERMINAL:
+                run = self.running.get(record["taskId"])
+                if run is not None:
+                    run.asked.clear()  # set again by a question asked from now on
+                    record = await self.load(session, params)
+                if scope is not None and record["status"] == "input_required":
+                    for key, question in (record.get("inputRequests") or {}).items():
+                        if key not in relays:
+                            relays[key] = asyncio.ensure_future(self._relay(scope, record["taskId"], key, question))
+                            relays[key].add_done_callback(_relayed)
+                if run is not None and run.handler is not None:  # runs here: wait for its end or a question
+                    asked = asyncio.ensure_future(run.asked.wait())
+                    waits: list[asyncio.Future[Any]] = [run.handler, asked]
+                    waits.extend(relay for relay in relays.values() if not relay.done())
+                    try:
+                        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+                    finally:
+                        asked.cancel()
+                else:  # runs in another process: look again at its poll interval
+                    await asyncio.sleep(max(self.settings.task_poll_interval_ms, 50) / 1000)
+                record = await self.load(session, params)
+        finally:
+            for relay in relays.values():
+                relay.cancel()
         return legacy_outcome(record)
+
+    async def _relay(self, scope: RequestScope, task_id: str, key: str, question: dict[str, Any]) -> None:
+        """Ask the client one question of a 2025-11-25 task, on ``tasks/result``'s stream; give the task
+        the answer (or the client's error) as a JSON-RPC response, as a tasks/update would."""
+        method = str(question.get("method"))
+        params = dict(question.get("params") or {})
+        params["_meta"] = {**(params.get("_meta") or {}), RELATED_TASK: {"taskId": task_id}}
+        try:
+            answer: dict[str, Any] = {"result": await scope.client_request(method, params, None)}
+        except ClientRequestError as exc:
+            error = {"code": exc.code, "message": exc.message}
+            answer = {"error": error if exc.data is None else {**error, "data": exc.data}}
+        record = await self.store.load(task_id)
+        if record is not None:
+            await self._answer(record, {key: answer})
 
     async def update(self, session: Session, params: dict[str, Any]) -> dict[str, Any]:
         record = await self.load(session, params)
         answers = params.get("inputResponses")
         if not isinstance(answers, dict):
             raise McpError(INVALID_PARAMS, 'Invalid params: "inputResponses" must be an object')
+        await self._answer(record, answers)
+        return {}  # unknown or already-answered keys are ignored
+
+    async def _answer(self, record: dict[str, Any], answers: dict[str, Any]) -> None:
+        """Hand answers to the task's outstanding questions, wherever the task runs."""
         outstanding = record.get("inputRequests") or {}
         taken = {key: value for key, value in answers.items() if key in outstanding}
         if taken and record["status"] not in TERMINAL:
@@ -515,7 +598,6 @@ class TaskManager:
             else:  # another process runs it
                 await self.save(record)
                 await self.broker.publish(channel(record["taskId"]), message)
-        return {}  # unknown or already-answered keys are ignored
 
     async def cancel(self, session: Session, params: dict[str, Any]) -> dict[str, Any]:
         record = await self.load(session, params)
@@ -556,4 +638,4 @@ class TaskManager:
             await asyncio.gather(*(run.handler for run in runs), return_exceptions=True)  # type: ignore[arg-type]  # as above
 
 
-__all__ = ["EXTENSION", "TaskManager", "TaskRun", "TaskScope", "declares_tasks"]
+__all__ = ["EXTENSION", "LegacyTaskScope", "TaskManager", "TaskRun", "TaskScope", "declares_tasks"]

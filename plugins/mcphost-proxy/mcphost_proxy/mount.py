@@ -145,11 +145,14 @@ def _tool_record(upstream: Upstream, resolve: Resolver, item: Mapping[str, Any],
         return None
     execution = item.get("execution")
     support = execution.get("taskSupport") if isinstance(execution, dict) else None
-    # Declared as the upstream declares it. A task-only tool called without a task by a session-era
-    # client is still answered (the proxy follows the upstream task); a 2026-07-28 client without the
-    # extension gets -32021 from the host, as from any server.
+    # A task-only tool called without a task is answered (the proxy follows the upstream task), so
+    # the host declares it "optional" (bridge_tasks, the default): what it accepts, from any client.
+    # Without the bridge it is declared as the upstream declares it, and a 2026-07-28 client without
+    # the extension gets -32021 (a session-era client, which has none to declare, is still answered).
     task_only = support == "required"
     task = support if support in ("optional", "required") else "forbidden"
+    if task == "required" and settings.bridge_tasks:
+        task = "optional"
     if task == "forbidden" and TASKS_EXTENSION in (listing.capabilities.get("extensions") or {}):
         task = "optional"  # the upstream runs long calls as tasks; so may the host, in front of it
 
@@ -168,7 +171,8 @@ def _tool_record(upstream: Upstream, resolve: Resolver, item: Mapping[str, Any],
                 upstream_name, arguments, progress_callback=progress, allow_input_required=modern,
                 allow_claimed=modern, **more), session)
 
-        result = await _send_call(target, ctx, call, _first_wait(settings), len(orjson.dumps(arguments)), task_only)
+        result = await _send_call(target, ctx, call, _first_wait(settings), len(orjson.dumps(arguments)), task_only,
+                                  settings.bridge_tasks)
         wire = result if isinstance(result, dict) else _dump(result)  # the lean path's result: as it arrived
         return mcphost.ToolResult(content=list(wire.get("content") or []), structured=wire.get("structuredContent"),
                                   is_error=bool(wire.get("isError")), meta=wire.get("_meta"))
@@ -184,17 +188,17 @@ def _tool_record(upstream: Upstream, resolve: Resolver, item: Mapping[str, Any],
 
 
 async def _send_call(target: Upstream, ctx: mcphost.Context, call: Callable[[Any], Any], wait: float | None,
-                     size: int, task_only: bool) -> Any:
+                     size: int, task_only: bool, bridge: bool) -> Any:
     """Forward a tool call; one that runs only as a task upstream is followed here (tasks.py)."""
     marked = tasks.TASK_ONLY.set(task_only)
     try:
         try:
             return await target.request(ctx, call, wait=wait, size=size)
         except mcphost.McpError as exc:
-            if task_only or ctx.session.era == "modern" or not tasks.needs_task(exc):
-                raise  # a 2026-07-28 client without the extension hears it as the upstream said it
+            if task_only or (ctx.session.era == "modern" and not bridge) or not tasks.needs_task(exc):
+                raise  # without the bridge, a 2026-07-28 client hears it as the upstream said it
             # A 2026-07-28 upstream lists no taskSupport: it says so only now. Follow its task for
-            # this session-era client, which has no extension to declare.
+            # this client, which did not declare the extension (or, in the session era, has none).
             tasks.TASK_ONLY.set(True)
             return await target.request(ctx, call, wait=wait, size=size)
     finally:

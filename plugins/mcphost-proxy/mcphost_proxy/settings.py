@@ -104,6 +104,12 @@ class UpstreamConfig(mcphost.PluginSettings):
         "leases a process of its own (pool of max_instances); 'shared': every call runs on the one process "
         "(concurrent questions of a server that does not echo are refused); 'own_process': every call whose "
         "client can answer questions leases a process of its own (stateless upstreams)"))] = "auto"
+    bridge_tasks: Annotated[bool, Field(description=(
+        "true (default): a tool that runs only as a task upstream is offered to every client as one that may "
+        "run as a task (taskSupport 'optional'): a client that does not use tasks gets its plain result (the "
+        "host runs the upstream task and answers the call when it ends); false: a 2026-07-28 client without the "
+        "tasks extension gets -32021, and 2025-11-25 clients see taskSupport 'required', as the upstream says"))
+    ] = True
     max_queued: Annotated[int, Field(ge=0, description=(
         "own_process: calls that may wait for a free process (each at most timeout)"))] = 64
     enabled: Annotated[bool, Field(description="false: keep the entry but do not mount it")] = True

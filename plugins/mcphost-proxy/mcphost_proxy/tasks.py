@@ -15,11 +15,11 @@ A 2025-11-25 upstream has tasks in its core protocol instead: a tool whose ``exe
 is ``required`` is called with a ``task`` parameter (:func:`call_as_task`); its ``CreateTaskResult``
 nests the task, ``tasks/get`` tells its status and ``tasks/result`` brings the outcome (the questions
 a task in ``input_required`` asks arrive on that request, through the client's callbacks). Whatever
-the era, a tool that runs only as a task upstream is still answered to a session-era client that
-calls it without a task: the proxy follows the task itself (:data:`TASK_ONLY` makes a 2026-07-28
-request declare the extension upstream for it; a 2026-07-28 upstream lists no taskSupport, so its
--32021 tells, :func:`needs_task`). A 2026-07-28 client without the extension gets -32021, as from
-the upstream itself.
+the era, a tool that runs only as a task upstream is still answered to a client that calls it
+without a task: the proxy follows the task itself (:data:`TASK_ONLY` makes a 2026-07-28 request
+declare the extension upstream for it; a 2026-07-28 upstream lists no taskSupport, so its -32021
+tells, :func:`needs_task`), and the host declares such a tool ``optional``. With ``bridge_tasks =
+false`` a 2026-07-28 client without the extension gets -32021 instead, as from the upstream itself.
 """
 
 from __future__ import annotations

@@ -4,7 +4,11 @@ An upstream ``mcphost serve`` runs the conformance plugin; the front ``mcphost s
 proxy plugin (the conformance plugin is not loaded there, so no name clashes) and mounts the upstream
 with ``prefix = ""`` and ``era = "auto"`` (the upstream speaks 2026-07-28 to the proxy, so the keys
 of its input requests reach the client unchanged, and tasks are forwarded), so the names the suite
-expects are the upstream's own.
+expects are the upstream's own. The mount sets ``bridge_tasks = false``: the suite's
+``tasks-required-task-error`` expects the fixture's task-only tool to refuse a 2026-07-28 client
+without the tasks extension (-32021), which is the upstream's word; by default the proxy bridges
+such a tool instead (it runs the upstream task and answers the call, see docs/proxy.md and
+test_proxy_tasks.py), so with the default that one scenario would see a plain result.
 """
 
 from __future__ import annotations
@@ -36,7 +40,8 @@ def fronted(tmp_path_factory) -> Iterator[tuple[HttpServer, HttpServer]]:
         pytest.skip("conformance suite unavailable: npm is not on PATH")
     where = tmp_path_factory.mktemp("conformance-proxy")
     upstream = HttpServer(where, plugins="demo,conformance")
-    config = f'[plugins.proxy.servers.conformance]\nurl = "{upstream.url}"\nprefix = ""\nera = "auto"\n'
+    config = (f'[plugins.proxy.servers.conformance]\nurl = "{upstream.url}"\nprefix = ""\nera = "auto"\n'
+              'bridge_tasks = false\n')
     front = HttpServer(where, plugins="proxy", config=config)
     yield upstream, front
     front.stop()

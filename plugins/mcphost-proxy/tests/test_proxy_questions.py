@@ -109,19 +109,23 @@ async def test_questions_own_process_leases_a_process_per_asking_call():
     one call in flight on it owns its question, with no help from the wire. A client that cannot
     answer questions is served by the shared process; idle pooled processes are stopped."""
     ada, bob = Side("Ada"), Side("Bob")
-    table = sdk_upstream(questions="own_process", max_instances=2, idle_timeout=0.5, **NO_ECHO)
+    # idle_timeout: long enough that no process is reaped between two rounds on a loaded machine (at
+    # 0.5 s one was, and the count below read 1), short enough to see them stopped at the end.
+    table = sdk_upstream(questions="own_process", max_instances=2, idle_timeout=5, **NO_ECHO)
     async with front({"sdk": table}) as live:
         await _concurrently(live, ada, bob)
         pool = live.plugin.upstreams["sdk"].pool
-        assert pool is not None and len(pool.instances) == 2  # reused across the three rounds
+        # Reused across the three rounds: no process beyond the second was started. (How many are up
+        # is not asserted: on a loaded machine one call may end before the other takes a process.)
+        assert pool is not None and pool.instances
+        assert {instance.label for instance in pool.instances} <= {"sdk#1", "sdk#2"}
         async with Client(live.url, mode="legacy") as mute, ada.client(live.url, "legacy") as asking:
             shared_pid = _text(await mute.call_tool("sdk_pid", {}))
             leased_pid = _text(await asking.call_tool("sdk_pid", {}))
         assert shared_pid != leased_pid
-        for _ in range(200):
-            if not pool.instances:
-                break
-            await asyncio.sleep(0.05)
+        deadline = time.monotonic() + 60
+        while pool.instances and time.monotonic() < deadline:
+            await asyncio.sleep(0.1)
         assert pool.instances == []
 
 
