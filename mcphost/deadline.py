@@ -23,11 +23,14 @@ from a cancellation of the caller, which propagates, and keeps the calls running
 from __future__ import annotations
 
 import asyncio
+import logging
 import math
 import weakref
-from collections.abc import Awaitable
+from collections.abc import Coroutine
 from types import TracebackType
-from typing import TypeVar
+from typing import Any, TypeVar
+
+log = logging.getLogger("mcphost.hooks")
 
 #: How late a deadline may fire, in seconds: the sweep timer's period while blocks are open.
 RESOLUTION = 0.05
@@ -176,33 +179,111 @@ class RunningHooks:
         return sorted(self._calls)
 
 
-async def bounded(call: Awaitable[T], seconds: float | None, plugin: str, hook: str,
+#: How long a hook cancelled at its deadline gets to end before it is abandoned (seconds): a hook
+#: that honours cancellation ends within a turn of the loop; one that swallows it is left running.
+GRACE = 1.0
+
+#: Hook calls abandoned while still running (cancelled, but not ended yet: a plugin that swallows
+#: its cancellation never ends), as ``"plugin: hook"``, held until they end.
+_abandoned: dict[asyncio.Task[Any], str] = {}
+
+
+def abandoned() -> list[str]:
+    """The abandoned hook calls still running, as ``"plugin: hook"``, sorted (a name once)."""
+    return sorted(set(_abandoned.values()))
+
+
+async def settle_abandoned(seconds: float) -> list[str]:
+    """Wait up to ``seconds`` for the abandoned hook calls to end; the names of those still running."""
+    tasks = [task for task in _abandoned if task.get_loop() is asyncio.get_running_loop()]
+    if tasks:
+        await asyncio.wait(tasks, timeout=seconds)
+    return abandoned()
+
+
+def _abandon(inner: asyncio.Task[Any], name: str, seconds: float | None) -> None:
+    """Leave ``inner`` (cancelled) running on its own; if it has not ended :data:`GRACE` seconds on, log it."""
+    if inner.done() or inner in _abandoned:
+        return
+    _abandoned[inner] = name
+    inner.add_done_callback(_forget)
+
+    def stubborn() -> None:
+        if not inner.done():
+            log.error("plugin %s ignored its cancellation (deadline %s) and still runs; abandoned", name,
+                      "none" if seconds is None else f"{seconds:g} s")
+
+    inner.get_loop().call_later(GRACE, stubborn)
+
+
+def _forget(inner: asyncio.Task[Any]) -> None:
+    _abandoned.pop(inner, None)
+    if not inner.cancelled():
+        inner.exception()  # retrieved: an abandoned call's late failure is no "never retrieved" warning
+
+
+async def _settle(inner: asyncio.Task[Any], seconds: float | None) -> None:
+    """Wait up to ``seconds`` (``None``: no limit) for ``inner`` to end, never longer: unlike
+    ``asyncio.timeout`` or ``wait_for``, nothing here waits for a cancelled call to end."""
+    if inner.done():
+        return
+    loop = asyncio.get_running_loop()
+    ended: asyncio.Future[None] = loop.create_future()
+
+    def wake(_: object) -> None:
+        if not ended.done():
+            ended.set_result(None)
+
+    inner.add_done_callback(wake)
+    handle = None if seconds is None else loop.call_later(seconds, wake, None)
+    try:
+        await ended
+    finally:
+        if handle is not None:
+            handle.cancel()
+        inner.remove_done_callback(wake)
+
+
+async def bounded(call: Coroutine[Any, Any, T], seconds: float | None, plugin: str, hook: str,
                   running: RunningHooks | None = None) -> T:
-    """Await ``call`` (plugin ``plugin``'s ``hook``) for ``seconds`` at most.
+    """Run ``call`` (plugin ``plugin``'s ``hook``) for ``seconds`` at most (``None``: no limit).
 
     :class:`HookOverran` when the deadline passed, :class:`HookCancelled` when the plugin raised
-    CancelledError itself; a cancellation of the calling task propagates as it is.
+    CancelledError itself; a cancellation of the calling task propagates as it is. The call runs
+    in a task of its own (with a copy of the caller's context variables), so a plugin that
+    swallows its cancellation and carries on is abandoned, not awaited for ever: the deadline
+    holds whatever the plugin does. An abandoned call still running :data:`GRACE` seconds after
+    its cancellation is logged with its plugin's name and listed by :func:`abandoned`.
     """
-    task = asyncio.current_task()
-    before = task.cancelling() if task is not None else 0
     name = f"{plugin}: {hook}"
     if running is not None:
         running.enter(name)
-    block = deadline(seconds)
+    inner: asyncio.Task[T] = asyncio.get_running_loop().create_task(call)
+    overran = False
     try:
-        with block:
-            return await call
-    except TimeoutError:
-        if not block.expired():
-            raise  # the plugin's own TimeoutError: an ordinary failure
-        raise HookOverran(f"plugin {plugin}: {hook} ran past its deadline ({seconds:g} s)") from None
-    except asyncio.CancelledError:
-        if task is None or task.cancelling() > before:
-            raise  # the caller is being cancelled: not the plugin's doing
-        raise HookCancelled(f"plugin {plugin}: {hook} raised CancelledError") from None
+        try:
+            await _settle(inner, seconds)
+            if not inner.done():  # past the deadline
+                overran = True
+                inner.cancel()
+                await _settle(inner, GRACE)  # a call that honours its cancellation ends here
+        except BaseException:  # the caller is cancelled: the call is cancelled and not waited for
+            inner.cancel()
+            _abandon(inner, name, seconds)
+            raise
+        if overran:
+            if inner.done():
+                _forget(inner)  # whatever it ended with, it ended late
+            else:
+                _abandon(inner, name, seconds)
+            raise HookOverran(f"plugin {plugin}: {hook} ran past its deadline ({seconds:g} s)")
+        if inner.cancelled():
+            raise HookCancelled(f"plugin {plugin}: {hook} raised CancelledError")
+        return inner.result()
     finally:
         if running is not None:
             running.leave(name)
 
 
-__all__ = ["RESOLUTION", "Deadline", "HookCancelled", "HookOverran", "RunningHooks", "bounded", "deadline"]
+__all__ = ["GRACE", "RESOLUTION", "Deadline", "HookCancelled", "HookOverran", "RunningHooks", "abandoned",
+           "bounded", "deadline", "settle_abandoned"]

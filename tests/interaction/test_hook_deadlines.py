@@ -15,12 +15,14 @@ import os
 import signal
 import subprocess
 import time
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import httpx
 import pytest
 
 import mcphost
+from mcphost.deadline import abandoned, settle_abandoned
 from mcphost.protocol.errors import McpError
 from mcphost.testing import MemoryClient, app_client, make_host
 from tests.support import hanging
@@ -44,10 +46,21 @@ def assert_each_refused_once(lines: list[tuple[str, str, str]], sessions: int, t
         assert events == [("connect", transport), ("disconnect", "refused"), ("terminate", "refused")], lines
 
 
-@pytest.mark.parametrize("mode", ["sleep", "cancel"])
+@pytest.fixture
+async def stubborn_released() -> AsyncIterator[None]:
+    """Stubborn hooks this test abandons end when it does (they would outlive its event loop)."""
+    hanging.rearm()
+    yield
+    hanging.release()
+    assert await settle_abandoned(10) == []
+
+
+@pytest.mark.parametrize("mode", ["sleep", "cancel", "stubborn"])
 @pytest.mark.parametrize("era", ["session", "modern"])
 async def test_a_hanging_or_cancelling_connect_hook_refuses_over_http(
-        mode: str, era: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        mode: str, era: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, stubborn_released: None,
+        caplog: pytest.LogCaptureFixture) -> None:
+    """``stubborn``: the hook swallows its cancellation and sleeps on; it is abandoned, not awaited."""
     trace = Trace(tmp_path / "trace.txt")
     monkeypatch.setenv(hanging.TRACE_ENV, str(trace.path))
     monkeypatch.setenv(hanging.MODE_ENV, mode)
@@ -69,7 +82,7 @@ async def test_a_hanging_or_cancelling_connect_hook_refuses_over_http(
         for response in responses:
             assert "mcp-session-id" not in response.headers
             error = response.json()["error"]
-            if mode == "sleep":
+            if mode != "cancel":
                 assert response.status_code == 503, response.text
                 assert "server.connect_timeout" in error["message"]
                 assert int(response.headers["retry-after"]) >= 1
@@ -78,9 +91,16 @@ async def test_a_hanging_or_cancelling_connect_hook_refuses_over_http(
                 assert "cancelled" in error["message"]
         # Refused at the deadline (not at once: the hook really ran), long before any idle timeout.
         assert took < DEADLINE + 10
-        if mode == "sleep":
+        if mode != "cancel":
             assert took >= DEADLINE * 0.9
         assert_each_refused_once(trace.lines(), 5, "http")
+        if mode == "stubborn":  # still running, abandoned, and named in the log
+            assert abandoned() == ["hanger: mcphost_connect"]
+            for _ in range(100):
+                if "hanger: mcphost_connect ignored its cancellation" in caplog.text:
+                    break
+                await asyncio.sleep(0.1)
+            assert "hanger: mcphost_connect ignored its cancellation" in caplog.text
         assert host.manager.sessions == {} and not host.manager.held_by
         assert host.manager.budgets.total("requests") == 0
         assert host.lifecycle.running.names() == []
@@ -88,17 +108,23 @@ async def test_a_hanging_or_cancelling_connect_hook_refuses_over_http(
         assert (await client.get("/healthz")).status_code == 200
 
 
-@pytest.mark.parametrize("mode", ["sleep", "cancel"])
+@pytest.mark.parametrize("mode", ["sleep", "cancel", "stubborn"])
 async def test_an_authenticate_hook_that_hangs_or_cancels_is_refused_in_time(mode: str) -> None:
     """An identity provider that never answers: mcphost_authenticate is held to server.connect_timeout
     too, and the request is refused with 503 (no challenge, no session) while the host serves on."""
+    released = asyncio.Event()
 
     class StuckAuth:
         @mcphost.hookimpl
         async def mcphost_authenticate(self, request: object) -> mcphost.Principal | None:
             if mode == "cancel":
                 raise asyncio.CancelledError
-            await asyncio.sleep(3600)
+            while not released.is_set():
+                try:
+                    await asyncio.sleep(3600)
+                except asyncio.CancelledError:
+                    if mode != "stubborn":
+                        raise
             return None
 
     host = make_host(("stuck", StuckAuth()), config={"server": {"connect_timeout": DEADLINE,
@@ -114,19 +140,29 @@ async def test_an_authenticate_hook_that_hangs_or_cancels_is_refused_in_time(mod
         assert "mcp-session-id" not in response.headers and "www-authenticate" not in response.headers
         assert int(response.headers["retry-after"]) >= 1
         assert took < DEADLINE + 10
-        if mode == "sleep":
+        if mode != "cancel":
             assert took >= DEADLINE * 0.9
         assert host.manager.sessions == {}
         assert (await client.get("/healthz")).status_code == 200
+        assert abandoned() == (["stuck: mcphost_authenticate"] if mode == "stubborn" else [])
+        released.set()
 
 
-async def test_a_shutdown_hook_that_hangs_is_abandoned_at_hook_timeout(caplog: pytest.LogCaptureFixture) -> None:
+@pytest.mark.parametrize("mode", ["sleep", "stubborn"])
+async def test_a_shutdown_hook_that_hangs_is_abandoned_at_hook_timeout(mode: str,
+                                                                      caplog: pytest.LogCaptureFixture) -> None:
     ended: list[str] = []
+    released = asyncio.Event()
 
     class StuckShutdown:
         @mcphost.hookimpl
         async def mcphost_shutdown(self, host: object) -> None:
-            await asyncio.sleep(3600)
+            while not released.is_set():
+                try:
+                    await asyncio.sleep(3600)
+                except asyncio.CancelledError:
+                    if mode != "stubborn":
+                        raise
 
     class After:
         @mcphost.hookimpl
@@ -141,6 +177,8 @@ async def test_a_shutdown_hook_that_hangs_is_abandoned_at_hook_timeout(caplog: p
     assert DEADLINE * 0.9 <= time.monotonic() - started < DEADLINE + 10
     assert ended == ["after"]  # the next plugin's shutdown still ran
     assert "stuck: mcphost_shutdown ran past its deadline" in caplog.text
+    assert abandoned() == (["stuck: mcphost_shutdown"] if mode == "stubborn" else [])
+    released.set()
 
 
 def stdio_env(tmp_path: Path, mode: str) -> dict[str, str]:
@@ -162,7 +200,7 @@ def wait_exit(server: RawServer, since: float, limit: float = 5.0) -> int:
     return code
 
 
-@pytest.mark.parametrize("mode", ["sleep", "cancel"])
+@pytest.mark.parametrize("mode", ["sleep", "cancel", "stubborn"])
 def test_stdio_refuses_a_hanging_connect_hook_and_ends_on_eof(mode: str, tmp_path: Path) -> None:
     trace = Trace(tmp_path / "trace.txt")
     server = RawServer(stdio_env(tmp_path, mode))
