@@ -25,8 +25,10 @@ by :func:`abandoned`) instead of holding its caller for ever.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import math
+import os
 import types
 import weakref
 from collections.abc import Coroutine, Generator
@@ -204,6 +206,20 @@ async def settle_abandoned(seconds: float) -> list[str]:
     return abandoned()
 
 
+async def exit_if_abandoned(seconds: float = GRACE) -> None:
+    """The process's last step (``mcphost serve``, HTTP or stdio): hook calls abandoned and still
+    running ``seconds`` on would keep ``asyncio.run`` waiting for them for ever as it ends, so the
+    process exits at once instead (status 0: it stopped as asked), naming them in the log."""
+    stubborn = await settle_abandoned(seconds)
+    if not stubborn:
+        return
+    log.error("exiting with %s still running: abandoned, they ignore their cancellation", ", ".join(stubborn))
+    for handler in logging.getLogger().handlers:
+        with contextlib.suppress(Exception):
+            handler.flush()
+    os._exit(0)
+
+
 def _abandon(inner: asyncio.Task[Any], name: str, seconds: float | None) -> None:
     """Leave ``inner`` (cancelled) running on its own; if it has not ended :data:`GRACE` seconds on, log it."""
     if inner.done() or inner in _abandoned:
@@ -317,4 +333,4 @@ async def bounded(call: Coroutine[Any, Any, T], seconds: float | None, plugin: s
 
 
 __all__ = ["GRACE", "RESOLUTION", "Deadline", "HookCancelled", "HookOverran", "RunningHooks", "abandoned",
-           "bounded", "deadline", "settle_abandoned"]
+           "bounded", "deadline", "exit_if_abandoned", "settle_abandoned"]

@@ -27,7 +27,7 @@ import threading
 from collections import deque
 from typing import Any, BinaryIO
 
-from mcphost.deadline import abandoned, settle_abandoned
+from mcphost.deadline import abandoned, exit_if_abandoned, settle_abandoned
 from mcphost.errors import Refused
 from mcphost.host import Host
 from mcphost.kernel.driver import SessionDriver
@@ -589,3 +589,4 @@ async def serve_stdio(host: Host) -> None:
         await server.serve()
     finally:
         writer.close()
+    await exit_if_abandoned(0.2)  # a hook that ignores its cancellation must not keep the process

@@ -27,7 +27,7 @@ from mcphost.protocol.errors import McpError
 from mcphost.testing import MemoryClient, app_client, make_host
 from tests.support import hanging
 from tests.support.fixtures.distributions import make_distribution
-from tests.support.http_support import ACCEPT_BOTH, INITIALIZE, MODERN_META, REPO_ROOT
+from tests.support.http_support import ACCEPT_BOTH, INITIALIZE, MODERN_META, REPO_ROOT, HttpServer
 from tests.support.matrix import modern_headers
 from tests.support.refusing import Trace
 from tests.support.stdio_support import RawServer, server_env
@@ -79,6 +79,8 @@ async def test_a_hanging_or_cancelling_connect_hook_refuses_over_http(
         started = time.monotonic()
         responses = await asyncio.gather(*(one(i) for i in range(5)))
         took = time.monotonic() - started
+        print(f"\n{era} era, {mode} connect hook: 5 initializes refused in {took:.2f} s "
+              f"(connect_timeout {DEADLINE:g} s), statuses {sorted({r.status_code for r in responses})}")
         for response in responses:
             assert "mcp-session-id" not in response.headers
             error = response.json()["error"]
@@ -102,6 +104,7 @@ async def test_a_hanging_or_cancelling_connect_hook_refuses_over_http(
                 await asyncio.sleep(0.1)
             assert "hanger: mcphost_connect ignored its cancellation" in caplog.text
         assert host.manager.sessions == {} and not host.manager.held_by
+        print(f"hooks per session: {trace.lines()[:3]}...; live sessions after: {len(host.manager.sessions)}")
         assert host.manager.budgets.total("requests") == 0
         assert host.lifecycle.running.names() == []
         # The host still serves: a health check answers.
@@ -207,13 +210,18 @@ def test_stdio_refuses_a_hanging_connect_hook_and_ends_on_eof(mode: str, tmp_pat
     try:
         started = time.monotonic()
         reply = server.request("initialize", INITIALIZE, request_id=1, timeout=DEADLINE + 20)
-        assert time.monotonic() - started < DEADLINE + 15
+        refused_in = time.monotonic() - started
+        assert refused_in < DEADLINE + 15
         assert "error" in reply, reply
         assert ("server.connect_timeout" if mode != "cancel" else "cancelled") in reply["error"]["message"]
         assert_each_refused_once(trace.wait(3), 1, "stdio")
         assert server.proc.poll() is None  # refused, still here until EOF
         server.proc.stdin.close()  # type: ignore[union-attr]
-        wait_exit(server, time.monotonic())
+        eof = time.monotonic()
+        code = wait_exit(server, eof)
+        print(f"\nstdio, {mode} connect hook: refused in {refused_in:.2f} s (connect_timeout {DEADLINE:g} s); "
+              f"exited {time.monotonic() - eof:.2f} s after EOF, status {code}")
+        assert code == 0, server.stderr[-3000:]  # ended as asked, not by the watchdog
     finally:
         server.kill()
     assert_each_refused_once(trace.lines(), 1, "stdio")  # EOF fires nothing more
@@ -234,10 +242,43 @@ def test_stdio_ends_within_5_s_while_a_stubborn_connect_hook_still_runs(end: str
             server.proc.stdin.close()  # type: ignore[union-attr]
         else:
             server.proc.send_signal(signal.SIGTERM)
-        wait_exit(server, since)
+        code = wait_exit(server, since)
+        print(f"\nstdio, stubborn connect hook still running: exited {time.monotonic() - since:.2f} s after {end}, "
+              f"status {code}")
         assert "hanger: mcphost_connect" in server.stderr  # the abandoned hook is named
     finally:
         server.kill()
+
+
+def test_a_real_http_server_refuses_a_stubborn_connect_hook_in_time_and_still_ends_on_sigterm(tmp_path: Path) -> None:
+    """``mcphost serve`` over loopback HTTP: a connect hook that swallows its cancellation is
+    abandoned at its deadline (the initialize refused, hooks once, the plugin named), and SIGTERM
+    still ends the process promptly (``asyncio.run`` would otherwise wait for the hook for ever)."""
+    env = stdio_env(tmp_path, "stubborn")
+    env = {k: v for k, v in env.items() if not k.startswith("MCPHOST_")} | {
+        hanging.TRACE_ENV: env[hanging.TRACE_ENV], hanging.MODE_ENV: "stubborn"}
+    trace = Trace(Path(env[hanging.TRACE_ENV]))
+    server = HttpServer(tmp_path, plugins="demo,hanger", env=env,
+                        config=f"[server]\nconnect_timeout = {DEADLINE}\ngraceful_timeout = 3\n")
+    try:
+        with httpx.Client(timeout=60) as client:
+            started = time.monotonic()
+            answer = client.post(server.url, headers=server.headers(),
+                                 content=json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                                                     "params": INITIALIZE}))
+            took = time.monotonic() - started
+        assert answer.status_code == 503 and "mcp-session-id" not in answer.headers, answer.text
+        assert took < DEADLINE + 15
+        assert_each_refused_once(trace.wait(3), 1, "http")
+        since = time.monotonic()
+        code = server.stop(timeout=30)
+        ended = time.monotonic() - since
+        print(f"\nmcphost serve (HTTP), stubborn connect hook: refused in {took:.2f} s; "
+              f"exited {ended:.2f} s after SIGTERM, status {code}")
+        assert code == 0 and ended < 15, server.log()[-3000:]
+        assert "hanger: mcphost_connect" in server.log()  # the abandoned hook is named
+    finally:
+        server.stop()
 
 
 def test_connect_timeout_is_positive_and_at_most_30_seconds() -> None:
