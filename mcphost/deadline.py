@@ -17,9 +17,9 @@ unchanged). A deadline fires at most :data:`RESOLUTION` seconds late.
 :func:`bounded` puts a deadline on one call of plugin code (a lifecycle or auth hook): it tells an
 overrun (:class:`HookOverran`) and a CancelledError the plugin raised itself (:class:`HookCancelled`)
 apart from a cancellation of the caller, which propagates, and keeps the calls running in a
-:class:`RunningHooks`, so a process that must stop can name the plugins it abandons. A hook that
-waits runs on in a task of its own, so one that swallows its cancellation is abandoned (and named
-by :func:`abandoned`) instead of holding its caller for ever.
+:class:`RunningHooks`, so a process that must stop can name the plugins it abandons. Each call runs
+in a task of its own, so one that swallows its cancellation is abandoned (and named by
+:func:`abandoned`) instead of holding its caller for ever.
 """
 
 from __future__ import annotations
@@ -29,9 +29,8 @@ import contextlib
 import logging
 import math
 import os
-import types
 import weakref
-from collections.abc import Coroutine, Generator
+from collections.abc import Coroutine
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -263,26 +262,6 @@ async def _settle(inner: asyncio.Task[Any], seconds: float | None) -> None:
         inner.remove_done_callback(wake)
 
 
-@types.coroutine
-def _resume(call: Coroutine[Any, Any, T], waiting: Any) -> Generator[Any, Any, T]:
-    """Go on with ``call``, started by hand and now waiting on ``waiting`` (what it yielded), in the
-    task this runs in: each thing it yields goes to the task and each wake-up or cancellation comes
-    back to it unchanged, as if the task had run it from the start."""
-    while True:
-        try:
-            sent = yield waiting
-        except BaseException as exc:  # the task's cancellation (or a throw) goes to the hook
-            try:
-                waiting = call.throw(exc)
-            except StopIteration as done:
-                return done.value  # type: ignore[no-any-return]
-        else:
-            try:
-                waiting = call.send(sent)
-            except StopIteration as done:
-                return done.value  # type: ignore[no-any-return]
-
-
 async def bounded(call: Coroutine[Any, Any, T], seconds: float | None, plugin: str, hook: str,
                   running: RunningHooks | None = None) -> T:
     """Run ``call`` (plugin ``plugin``'s ``hook``) for ``seconds`` at most (``None``: no limit).
@@ -294,18 +273,10 @@ async def bounded(call: Coroutine[Any, Any, T], seconds: float | None, plugin: s
     holds whatever the plugin does. An abandoned call still running :data:`GRACE` seconds after
     its cancellation is logged with its plugin's name and listed by :func:`abandoned`.
     """
-    # The first step runs here, inline: a hook that finishes without waiting (most auth hooks, every
-    # synchronous one) costs no task. One that waits goes on in a task of its own from where it is.
-    try:
-        first = call.send(None)
-    except StopIteration as done:
-        return done.value  # type: ignore[no-any-return]
-    except asyncio.CancelledError:
-        raise HookCancelled(f"plugin {plugin}: {hook} raised CancelledError") from None
     name = f"{plugin}: {hook}"
     if running is not None:
         running.enter(name)
-    inner: asyncio.Task[T] = asyncio.get_running_loop().create_task(_resume(call, first))
+    inner: asyncio.Task[T] = asyncio.get_running_loop().create_task(call)
     overran = False
     try:
         try:
