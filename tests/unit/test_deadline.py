@@ -163,3 +163,18 @@ async def test_a_cancelled_caller_is_not_held_by_a_stubborn_hook() -> None:
     assert abandoned() == ["p: h"]
     release.set()
     assert await settle_abandoned(10) == []
+
+
+async def test_a_hook_that_binds_to_its_task_works_under_bounded() -> None:
+    """anyio cancel scopes (httpx) and asyncio.timeout belong to the task they were entered in: the
+    whole hook runs in one task (an inline first step broke mcphost-jwt's authenticate)."""
+    import anyio
+
+    async def scoped() -> str:
+        with anyio.fail_after(5):
+            await anyio.sleep(0.01)
+        async with asyncio.timeout(5):
+            await asyncio.sleep(0.01)
+        return "fine"
+
+    assert await bounded(scoped(), 5, "p", "h") == "fine"
