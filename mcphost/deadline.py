@@ -183,9 +183,16 @@ class RunningHooks:
         return sorted(self._calls)
 
 
-#: How long a hook cancelled at its deadline gets to end before it is abandoned (seconds): a hook
-#: that honours cancellation ends within a turn of the loop; one that swallows it is left running.
+#: How long a cancelled hook gets to end before it is abandoned (seconds, at most a tenth of its
+#: deadline): a hook that honours cancellation ends within a turn of the loop; one that swallows it
+#: is left running. The grace is the end of the deadline, not added to it: a hook is cancelled
+#: ``grace`` seconds before its deadline, so the caller has its answer by the deadline whatever the
+#: hook does.
 GRACE = 1.0
+
+
+def _grace(seconds: float | None) -> float:
+    return GRACE if seconds is None else min(GRACE, seconds / 10)
 
 #: Hook calls abandoned while still running (cancelled, but not ended yet: a plugin that swallows
 #: its cancellation never ends), as ``"plugin: hook"``, held until they end.
@@ -219,8 +226,8 @@ async def exit_if_abandoned(seconds: float = GRACE) -> None:
     os._exit(0)
 
 
-def _abandon(inner: asyncio.Task[Any], name: str, seconds: float | None) -> None:
-    """Leave ``inner`` (cancelled) running on its own; if it has not ended :data:`GRACE` seconds on, log it."""
+def _abandon(inner: asyncio.Task[Any], name: str, seconds: float | None, after: float = GRACE) -> None:
+    """Leave ``inner`` (cancelled) running on its own; if it has not ended ``after`` seconds on, log it."""
     if inner.done() or inner in _abandoned:
         return
     _abandoned[inner] = name
@@ -231,7 +238,10 @@ def _abandon(inner: asyncio.Task[Any], name: str, seconds: float | None) -> None
             log.error("plugin %s ignored its cancellation (deadline %s) and still runs; abandoned", name,
                       "none" if seconds is None else f"{seconds:g} s")
 
-    inner.get_loop().call_later(GRACE, stubborn)
+    if after > 0:
+        inner.get_loop().call_later(after, stubborn)
+    else:
+        stubborn()
 
 
 def _forget(inner: asyncio.Task[Any]) -> None:
@@ -270,8 +280,9 @@ async def bounded(call: Coroutine[Any, Any, T], seconds: float | None, plugin: s
     CancelledError itself; a cancellation of the calling task propagates as it is. The call runs
     in a task of its own (with a copy of the caller's context variables), so a plugin that
     swallows its cancellation and carries on is abandoned, not awaited for ever: the deadline
-    holds whatever the plugin does. An abandoned call still running :data:`GRACE` seconds after
-    its cancellation is logged with its plugin's name and listed by :func:`abandoned`.
+    holds whatever the plugin does (it is cancelled a grace before the deadline: a tenth of it, at
+    most :data:`GRACE`). An abandoned call still running :data:`GRACE` seconds after its
+    cancellation is logged with its plugin's name and listed by :func:`abandoned`.
     """
     name = f"{plugin}: {hook}"
     if running is not None:
@@ -279,12 +290,13 @@ async def bounded(call: Coroutine[Any, Any, T], seconds: float | None, plugin: s
     inner: asyncio.Task[T] = asyncio.get_running_loop().create_task(call)
     overran = False
     try:
+        grace = _grace(seconds)
         try:
-            await _settle(inner, seconds)
-            if not inner.done():  # past the deadline
+            await _settle(inner, None if seconds is None else seconds - grace)
+            if not inner.done():  # at the deadline (less the grace)
                 overran = True
                 inner.cancel()
-                await _settle(inner, GRACE)  # a call that honours its cancellation ends here
+                await _settle(inner, grace)  # a call that honours its cancellation ends here
         except BaseException:  # the caller is cancelled: the call is cancelled and not waited for
             inner.cancel()
             _abandon(inner, name, seconds)
@@ -293,7 +305,7 @@ async def bounded(call: Coroutine[Any, Any, T], seconds: float | None, plugin: s
             if inner.done():
                 _forget(inner)  # whatever it ended with, it ended late
             else:
-                _abandon(inner, name, seconds)
+                _abandon(inner, name, seconds, after=0)  # it had its grace: named now
             raise HookOverran(f"plugin {plugin}: {hook} ran past its deadline ({seconds:g} s)")
         if inner.cancelled():
             raise HookCancelled(f"plugin {plugin}: {hook} raised CancelledError")

@@ -94,7 +94,7 @@ async def test_a_hanging_or_cancelling_connect_hook_refuses_over_http(
         # Refused at the deadline (not at once: the hook really ran), long before any idle timeout.
         assert took < DEADLINE + 10
         if mode != "cancel":
-            assert took >= DEADLINE * 0.9
+            assert took >= DEADLINE * 0.8  # cancelled a tenth before its deadline
         assert_each_refused_once(trace.lines(), 5, "http")
         if mode == "stubborn":  # still running, abandoned, and named in the log
             assert abandoned() == ["hanger: mcphost_connect"]
@@ -144,7 +144,7 @@ async def test_an_authenticate_hook_that_hangs_or_cancels_is_refused_in_time(mod
         assert int(response.headers["retry-after"]) >= 1
         assert took < DEADLINE + 10
         if mode != "cancel":
-            assert took >= DEADLINE * 0.9
+            assert took >= DEADLINE * 0.8  # cancelled a tenth before its deadline
         assert host.manager.sessions == {}
         assert (await client.get("/healthz")).status_code == 200
         assert abandoned() == (["stuck: mcphost_authenticate"] if mode == "stubborn" else [])
@@ -177,7 +177,7 @@ async def test_a_shutdown_hook_that_hangs_is_abandoned_at_hook_timeout(mode: str
     await host.start()
     started = time.monotonic()
     await host.stop()
-    assert DEADLINE * 0.9 <= time.monotonic() - started < DEADLINE + 10
+    assert DEADLINE * 0.8 <= time.monotonic() - started < DEADLINE + 10
     assert ended == ["after"]  # the next plugin's shutdown still ran
     assert "stuck: mcphost_shutdown ran past its deadline" in caplog.text
     assert abandoned() == (["stuck: mcphost_shutdown"] if mode == "stubborn" else [])
