@@ -14,20 +14,27 @@ unchanged). A deadline fires at most :data:`RESOLUTION` seconds late.
     with deadline(30):          # a plain ``with``: entering and leaving never wait
         await read_body()
 
-:func:`bounded` puts a deadline on one call of plugin code (a lifecycle hook): it tells an overrun
-(:class:`HookOverran`) and a CancelledError the plugin raised itself (:class:`HookCancelled`) apart
-from a cancellation of the caller, which propagates, and keeps the calls running in a
-:class:`RunningHooks`, so a process that must stop can name the plugins it abandons.
+:func:`bounded` puts a deadline on one call of plugin code (a lifecycle or auth hook): it tells an
+overrun (:class:`HookOverran`) and a CancelledError the plugin raised itself (:class:`HookCancelled`)
+apart from a cancellation of the caller, which propagates, and keeps the calls running in a
+:class:`RunningHooks`, so a process that must stop can name the plugins it abandons. Each call runs
+in a task of its own, so one that swallows its cancellation is abandoned (and named by
+:func:`abandoned`) instead of holding its caller for ever.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
 import math
+import os
 import weakref
-from collections.abc import Awaitable
+from collections.abc import Coroutine
 from types import TracebackType
-from typing import TypeVar
+from typing import Any, TypeVar
+
+log = logging.getLogger("mcphost.hooks")
 
 #: How late a deadline may fire, in seconds: the sweep timer's period while blocks are open.
 RESOLUTION = 0.05
@@ -176,33 +183,137 @@ class RunningHooks:
         return sorted(self._calls)
 
 
-async def bounded(call: Awaitable[T], seconds: float | None, plugin: str, hook: str,
+#: How long a cancelled hook gets to end before it is abandoned (seconds, at most a tenth of its
+#: deadline): a hook that honours cancellation ends within a turn of the loop; one that swallows it
+#: is left running. The grace is the end of the deadline, not added to it: a hook is cancelled
+#: ``grace`` seconds before its deadline, so the caller has its answer by the deadline whatever the
+#: hook does.
+GRACE = 1.0
+
+
+def _grace(seconds: float | None) -> float:
+    return GRACE if seconds is None else min(GRACE, seconds / 10)
+
+#: Hook calls abandoned while still running (cancelled, but not ended yet: a plugin that swallows
+#: its cancellation never ends), as ``"plugin: hook"``, held until they end.
+_abandoned: dict[asyncio.Task[Any], str] = {}
+
+
+def abandoned() -> list[str]:
+    """The abandoned hook calls still running, as ``"plugin: hook"``, sorted (a name once)."""
+    return sorted(set(_abandoned.values()))
+
+
+async def settle_abandoned(seconds: float) -> list[str]:
+    """Wait up to ``seconds`` for the abandoned hook calls to end; the names of those still running."""
+    tasks = [task for task in _abandoned if task.get_loop() is asyncio.get_running_loop()]
+    if tasks:
+        await asyncio.wait(tasks, timeout=seconds)
+    return abandoned()
+
+
+async def exit_if_abandoned(seconds: float = GRACE) -> None:
+    """The process's last step (``mcphost serve``, HTTP or stdio): hook calls abandoned and still
+    running ``seconds`` on would keep ``asyncio.run`` waiting for them for ever as it ends, so the
+    process exits at once instead (status 0: it stopped as asked), naming them in the log."""
+    stubborn = await settle_abandoned(seconds)
+    if not stubborn:
+        return
+    log.error("exiting with %s still running: abandoned, they ignore their cancellation", ", ".join(stubborn))
+    for handler in logging.getLogger().handlers:
+        with contextlib.suppress(Exception):
+            handler.flush()
+    os._exit(0)
+
+
+def _abandon(inner: asyncio.Task[Any], name: str, seconds: float | None, after: float = GRACE) -> None:
+    """Leave ``inner`` (cancelled) running on its own; if it has not ended ``after`` seconds on, log it."""
+    if inner.done() or inner in _abandoned:
+        return
+    _abandoned[inner] = name
+    inner.add_done_callback(_forget)
+
+    def stubborn() -> None:
+        if not inner.done():
+            log.error("plugin %s ignored its cancellation (deadline %s) and still runs; abandoned", name,
+                      "none" if seconds is None else f"{seconds:g} s")
+
+    if after > 0:
+        inner.get_loop().call_later(after, stubborn)
+    else:
+        stubborn()
+
+
+def _forget(inner: asyncio.Task[Any]) -> None:
+    _abandoned.pop(inner, None)
+    if not inner.cancelled():
+        inner.exception()  # retrieved: an abandoned call's late failure is no "never retrieved" warning
+
+
+async def _settle(inner: asyncio.Task[Any], seconds: float | None) -> None:
+    """Wait up to ``seconds`` (``None``: no limit) for ``inner`` to end, never longer: unlike
+    ``asyncio.timeout`` or ``wait_for``, nothing here waits for a cancelled call to end."""
+    if inner.done():
+        return
+    loop = asyncio.get_running_loop()
+    ended: asyncio.Future[None] = loop.create_future()
+
+    def wake(_: object) -> None:
+        if not ended.done():
+            ended.set_result(None)
+
+    inner.add_done_callback(wake)
+    handle = None if seconds is None else loop.call_later(seconds, wake, None)
+    try:
+        await ended
+    finally:
+        if handle is not None:
+            handle.cancel()
+        inner.remove_done_callback(wake)
+
+
+async def bounded(call: Coroutine[Any, Any, T], seconds: float | None, plugin: str, hook: str,
                   running: RunningHooks | None = None) -> T:
-    """Await ``call`` (plugin ``plugin``'s ``hook``) for ``seconds`` at most.
+    """Run ``call`` (plugin ``plugin``'s ``hook``) for ``seconds`` at most (``None``: no limit).
 
     :class:`HookOverran` when the deadline passed, :class:`HookCancelled` when the plugin raised
-    CancelledError itself; a cancellation of the calling task propagates as it is.
+    CancelledError itself; a cancellation of the calling task propagates as it is. The call runs
+    in a task of its own (with a copy of the caller's context variables), so a plugin that
+    swallows its cancellation and carries on is abandoned, not awaited for ever: the deadline
+    holds whatever the plugin does (it is cancelled a grace before the deadline: a tenth of it, at
+    most :data:`GRACE`). An abandoned call still running :data:`GRACE` seconds after its
+    cancellation is logged with its plugin's name and listed by :func:`abandoned`.
     """
-    task = asyncio.current_task()
-    before = task.cancelling() if task is not None else 0
     name = f"{plugin}: {hook}"
     if running is not None:
         running.enter(name)
-    block = deadline(seconds)
+    inner: asyncio.Task[T] = asyncio.get_running_loop().create_task(call)
+    overran = False
     try:
-        with block:
-            return await call
-    except TimeoutError:
-        if not block.expired():
-            raise  # the plugin's own TimeoutError: an ordinary failure
-        raise HookOverran(f"plugin {plugin}: {hook} ran past its deadline ({seconds:g} s)") from None
-    except asyncio.CancelledError:
-        if task is None or task.cancelling() > before:
-            raise  # the caller is being cancelled: not the plugin's doing
-        raise HookCancelled(f"plugin {plugin}: {hook} raised CancelledError") from None
+        grace = _grace(seconds)
+        try:
+            await _settle(inner, None if seconds is None else seconds - grace)
+            if not inner.done():  # at the deadline (less the grace)
+                overran = True
+                inner.cancel()
+                await _settle(inner, grace)  # a call that honours its cancellation ends here
+        except BaseException:  # the caller is cancelled: the call is cancelled and not waited for
+            inner.cancel()
+            _abandon(inner, name, seconds)
+            raise
+        if overran:
+            if inner.done():
+                _forget(inner)  # whatever it ended with, it ended late
+            else:
+                _abandon(inner, name, seconds, after=0)  # it had its grace: named now
+            raise HookOverran(f"plugin {plugin}: {hook} ran past its deadline ({seconds:g} s)")
+        if inner.cancelled():
+            raise HookCancelled(f"plugin {plugin}: {hook} raised CancelledError")
+        return inner.result()
     finally:
         if running is not None:
             running.leave(name)
 
 
-__all__ = ["RESOLUTION", "Deadline", "HookCancelled", "HookOverran", "RunningHooks", "bounded", "deadline"]
+__all__ = ["GRACE", "RESOLUTION", "Deadline", "HookCancelled", "HookOverran", "RunningHooks", "abandoned",
+           "bounded", "deadline", "exit_if_abandoned", "settle_abandoned"]

@@ -28,6 +28,7 @@ from hypercorn.asyncio import serve as hypercorn_serve
 from hypercorn.config import Config as HypercornConfig
 
 from mcphost.app import create_app
+from mcphost.deadline import exit_if_abandoned
 from mcphost.errors import ConfigError
 from mcphost.host import Host
 from mcphost.transports.http import is_loopback
@@ -173,6 +174,7 @@ async def serve_http(host: Host, *, ready: Any = None, sock: socket.socket | Non
         app.begin_shutdown()  # streams end now, not after graceful_timeout
 
     await hypercorn_serve(app, config, shutdown_trigger=shutdown_trigger)  # type: ignore[arg-type]  # Hypercorn types ASGI messages as its TypedDicts; ours are dicts
+    await exit_if_abandoned()  # a hook that ignores its cancellation must not keep the process
 
 
 async def _announce_ready(host: Host, fd: int) -> None:

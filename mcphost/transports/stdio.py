@@ -27,6 +27,7 @@ import threading
 from collections import deque
 from typing import Any, BinaryIO
 
+from mcphost.deadline import abandoned, exit_if_abandoned, settle_abandoned
 from mcphost.errors import Refused
 from mcphost.host import Host
 from mcphost.kernel.driver import SessionDriver
@@ -207,10 +208,11 @@ class StdioServer:
             self._ending()
             if not opening.done():  # a connect hook still runs: the client is gone, stop it
                 opening.cancel()
-                await asyncio.wait({opening}, timeout=0.5)
-                if not opening.done():
+                await asyncio.wait({opening}, timeout=0.5)  # the hook is cancelled, not waited for
+                stubborn = await settle_abandoned(0.5)
+                if stubborn or not opening.done():
                     log.error("abandoned %s: it ignores cancellation",
-                              ", ".join(host.lifecycle.running.names()) or "a connect hook")
+                              ", ".join(stubborn or host.lifecycle.running.names()) or "a connect hook")
             # The client closed stdin: answer what is already running if it is quick (a final
             # request without a trailing newline, say), then cancel the rest.
             if session.inflight:
@@ -553,7 +555,7 @@ class _Watchdog:
 
     def _fire(self) -> None:
         try:
-            running = ", ".join(self._host.lifecycle.running.names())
+            running = ", ".join([*self._host.lifecycle.running.names(), *abandoned()])
         except RuntimeError:  # changed while read from this thread
             running = ""
         log.error("stopping took longer than %g s; abandoning %s and exiting", STOP_LIMIT,
@@ -587,3 +589,4 @@ async def serve_stdio(host: Host) -> None:
         await server.serve()
     finally:
         writer.close()
+    await exit_if_abandoned(0.2)  # a hook that ignores its cancellation must not keep the process

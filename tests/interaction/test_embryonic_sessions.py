@@ -7,6 +7,7 @@ running: :func:`mcphost.testing.app_client`; no socket is needed to count sessio
 from __future__ import annotations
 
 import asyncio
+import collections
 import json
 import time
 
@@ -59,6 +60,9 @@ async def test_an_initialize_flood_locks_its_address_out_only_for_the_embryonic_
         again = await client.post(url, headers=HEADERS, content=INIT)
         assert again.status_code == 200, again.text
         assert time.monotonic() - told_at < EMBRYONIC + 5
+        print(f"\n{FLOOD} initialize-and-leave: statuses {dict(collections.Counter(statuses))}; the 429 said "
+              f"Retry-After: {retry_after} (embryonic_timeout {EMBRYONIC} s); a real session opened "
+              f"{time.monotonic() - told_at:.2f} s after it")
         # The ordinary session lived through it all.
         listed = await client.post(url, headers={**HEADERS, "mcp-session-id": real},
                                    content=json.dumps({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}))

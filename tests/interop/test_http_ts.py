@@ -198,4 +198,7 @@ def test_ts_sdk_client_resumes_a_cancelled_call_after_five_more_calls_without_er
     steps = {step["id"]: step for step in doc["steps"] if "id" in step}
     assert all(_text(steps[f"echo{n}.{k}"]) == f"{n}.{k}" for n in range(rounds) for k in range(5))
     resumed = [e for e in doc["http"] if e["method"] == "GET" and "lastEventId" in e]
+    print(f"\n{rounds} rounds of cancel + 5 calls: {len(doc['errors'])} client errors "
+          f"({sum(e['message'].startswith(LATE_PROGRESS) for e in doc['errors'])} of them the SDK's late-progress "
+          f"race), {len(resumed)} resumes answered {sorted({e['status'] for e in resumed})}")
     assert resumed and all(e["status"] == 204 for e in resumed), [e for e in resumed if e["status"] != 204]

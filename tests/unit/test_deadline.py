@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import time
 
 import pytest
 
-from mcphost.deadline import RESOLUTION, deadline
+from mcphost.deadline import RESOLUTION, HookCancelled, HookOverran, abandoned, bounded, deadline, settle_abandoned
 
 
 async def test_a_block_past_its_deadline_raises_timeout_in_time() -> None:
@@ -88,3 +89,92 @@ def test_entering_outside_a_task_is_an_error() -> None:
                 pass
     finally:
         loop.close()
+
+
+# -- bounded: one call of plugin code under a deadline ------------------------------------------
+
+async def test_bounded_returns_what_a_hook_returns_whether_it_waits_or_not() -> None:
+    seen = contextvars.ContextVar("seen", default="")
+    seen.set("caller's")
+
+    async def at_once() -> str:
+        return "now " + seen.get()
+
+    async def later() -> str:
+        await asyncio.sleep(0.01)
+        await asyncio.sleep(0)
+        return "later " + seen.get()
+
+    assert await bounded(at_once(), 5, "p", "h") == "now caller's"
+    assert await bounded(later(), 5, "p", "h") == "later caller's"  # the caller's context variables
+
+
+async def test_bounded_passes_a_hooks_own_failure_on_and_tells_its_cancelled_error_apart() -> None:
+    async def fails() -> None:
+        await asyncio.sleep(0)
+        raise ValueError("its bug")
+
+    async def cancels(wait: bool) -> None:
+        if wait:
+            await asyncio.sleep(0)
+        raise asyncio.CancelledError
+
+    with pytest.raises(ValueError, match="its bug"):
+        await bounded(fails(), 5, "p", "h")
+    for wait in (False, True):
+        with pytest.raises(HookCancelled, match="plugin p: h raised CancelledError"):
+            await bounded(cancels(wait), 5, "p", "h")
+
+
+async def test_a_hook_that_swallows_its_cancellation_is_abandoned_not_awaited() -> None:
+    release = asyncio.Event()
+
+    async def stubborn() -> None:
+        while not release.is_set():
+            try:
+                await asyncio.sleep(0.02)
+            except asyncio.CancelledError:
+                pass  # the plugin's bug: it carries on
+
+    started = time.monotonic()
+    with pytest.raises(HookOverran, match="plugin p: connect ran past its deadline"):
+        await bounded(stubborn(), 0.2, "p", "connect")
+    assert time.monotonic() - started < 10  # deadline + grace, not for ever
+    assert abandoned() == ["p: connect"]
+    release.set()
+    assert await settle_abandoned(10) == []
+
+
+async def test_a_cancelled_caller_is_not_held_by_a_stubborn_hook() -> None:
+    release = asyncio.Event()
+
+    async def stubborn() -> None:
+        while not release.is_set():
+            try:
+                await asyncio.sleep(0.02)
+            except asyncio.CancelledError:
+                pass
+
+    caller = asyncio.ensure_future(bounded(stubborn(), None, "p", "h"))
+    await asyncio.sleep(0.05)
+    caller.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.wait_for(caller, 10)
+    assert abandoned() == ["p: h"]
+    release.set()
+    assert await settle_abandoned(10) == []
+
+
+async def test_a_hook_that_binds_to_its_task_works_under_bounded() -> None:
+    """anyio cancel scopes (httpx) and asyncio.timeout belong to the task they were entered in: the
+    whole hook runs in one task (an inline first step broke mcphost-jwt's authenticate)."""
+    import anyio
+
+    async def scoped() -> str:
+        with anyio.fail_after(5):
+            await anyio.sleep(0.01)
+        async with asyncio.timeout(5):
+            await asyncio.sleep(0.01)
+        return "fine"
+
+    assert await bounded(scoped(), 5, "p", "h") == "fine"

@@ -102,7 +102,8 @@ class ProxyPlugin:
         self._watchdog: asyncio.Task[None] | None = None
         self._freezes: bool | None = None
         self.parking = Parking()
-        #: Bytes of the calls each principal has waiting for an own_process server's process (all pools).
+        #: Bytes of the calls each principal has waiting for an upstream: for an own_process server's
+        #: process (all pools), or for an upstream (a per_session instance, a shared one) to (re)start.
         self._queued: Any = None
         self._paused = 0
         #: Turns of the shared stdio upstreams starting at once (max_starting).
@@ -125,14 +126,16 @@ class ProxyPlugin:
         self.host = host
         self.parking = Parking(self.settings.config.max_parked_calls, self.settings.config.max_parked_bytes)
         self._starting = asyncio.Semaphore(self.settings.config.max_starting or os.cpu_count() or 2)
+        if self.settings.servers:
+            from mcphost_proxy.pool import QueuedBytes
+
+            self._queued = QueuedBytes(self.settings.config.max_queued_bytes_per_principal)
         for server in self.settings.servers:
             upstream = self.upstreams[server.name] = self._upstream(server, on_change=self._changed)
             if server.questions == "own_process" or (server.questions == "auto" and server.command is not None
                                                        and not server.per_session):
-                from mcphost_proxy.pool import Pool, QueuedBytes
+                from mcphost_proxy.pool import Pool
 
-                if self._queued is None:
-                    self._queued = QueuedBytes(self.settings.config.max_queued_bytes_per_principal)
                 upstream.pool = Pool(server, functools.partial(self._upstream, server), self._queued)
             if server.per_session:  # its sessions follow resources on their own instances
                 upstream.relay = self._to_streams
@@ -151,6 +154,7 @@ class ProxyPlugin:
                             backoff_max=self.settings.config.restart_backoff_max, on_change=on_change, label=label)
         upstream.host = self.host
         upstream.parking = self.parking
+        upstream.queued = self._queued  # calls waiting for it to (re)start are budgeted in bytes too
         if label is None:  # a shared connection (per_session ones start at once: a client waits for each)
             upstream.starting = self._starting
         return upstream

@@ -31,8 +31,9 @@ from mcphost_proxy.upstream import FAILED, Upstream, UpstreamUnavailable
 log = logging.getLogger("mcphost.proxy")
 
 class QueuedBytes:
-    """Bytes (of arguments, as JSON) of the calls each principal has waiting for a process, by quota
-    key, shared by every pool of the proxy: a principal past ``limit`` is refused at once rather
+    """Bytes (of arguments, as JSON) of the calls each principal has waiting for a process (a pool's,
+    or an upstream still starting, such as a per_session instance), by quota key, shared by every
+    pool and upstream of the proxy: a principal past ``limit`` is refused at once rather
     than queued (-32000 naming the setting), so one caller's queued calls hold at most ``limit``."""
 
     def __init__(self, limit: int) -> None:

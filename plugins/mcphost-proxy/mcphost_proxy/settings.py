@@ -248,8 +248,9 @@ class ProxyConfig(mcphost.PluginSettings):
     max_parked_bytes: Annotated[int, Field(ge=1024, description=(
         "bytes (of arguments) those parked calls may hold, per principal"))] = 32 * 1024 * 1024
     max_queued_bytes_per_principal: Annotated[int, Field(ge=0, description=(
-        "own_process: bytes (of arguments) the calls one principal has waiting for a free process may hold, "
-        "over every server; past it a call gets -32000 at once (0: no limit)"))] = 8 * 1024 * 1024
+        "bytes (of arguments) the calls one principal has waiting may hold, over every server: for a free "
+        "own_process process, or for an upstream (a per_session instance) to start; past it a call gets "
+        "-32000 at once (0: no limit)"))] = 8 * 1024 * 1024
     #: stdio upstreams starting at once (None: the machine's CPUs).
     max_starting: Annotated[int | None, Field(ge=1, description=(
         "stdio upstreams starting at once (until each first answers); default: the machine's CPUs"))] = None

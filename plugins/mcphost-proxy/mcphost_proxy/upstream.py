@@ -144,6 +144,9 @@ class Upstream:
         self.starting: asyncio.Semaphore | None = None
         #: questions = "own_process" or "auto": the processes a call that may ask leases (set by the plugin).
         self.pool: Lessor | None = None
+        #: The per-principal budget in bytes of the calls waiting (pool.QueuedBytes; set by the plugin):
+        #: a call that must wait for this upstream to (re)start holds its arguments meanwhile.
+        self.queued: Any = None
         #: A question carried the trace id of its call back (questions.py): concurrent questions route by
         #: it, so questions = "auto" keeps every call on this process. Calls in flight whose client may be asked.
         self.echoes = False
@@ -628,12 +631,18 @@ class Upstream:
         askable = self.pool is not None and ctx is not None and _may_be_asked(ctx)
         if askable and self._leases():
             assert self.pool is not None and ctx is not None
-            async with self.pool.lease(str(getattr(ctx.session, "quota", "") or ctx.session.id), size) as instance:
+            async with self.pool.lease(_quota(ctx), size) as instance:
                 return await instance.request(ctx, call, wait=self.settings.timeout, size=size)
         self.in_flight += 1
         self.asking += askable
         try:
-            session = await self.session(wait)
+            if self._session is None and wait and self.queued is not None and ctx is not None:
+                # Waiting for this upstream to start (a per_session instance just made for the caller,
+                # or a restart): counted against the caller's queued bytes, as a pool's line is.
+                with self.queued.hold(_quota(ctx), size):
+                    session = await self.session(wait)
+            else:
+                session = await self.session(wait)
             try:
                 return await self._request(session, ctx, call, size)
             except mcphost.McpError:
@@ -831,3 +840,8 @@ def upstream_problem(upstream: Upstream) -> dict[str, str] | None:
         detail += f"; last error: {upstream.error}"
     return {"kind": "upstream", "severity": "error", "title": title, "detail": detail,
             "link": f"#upstream-{name}"}
+
+
+def _quota(ctx: mcphost.Context) -> str:
+    """The key a caller's budgets are kept under: its principal's quota key, else its session."""
+    return str(getattr(ctx.session, "quota", "") or ctx.session.id)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import SamplingMessage, TextContent
@@ -109,6 +110,11 @@ def motd() -> str:
 
 
 if __name__ == "__main__":
+    # PROXY_TEST_START_GATE=PATH: a process started while PATH exists waits for it to go before serving
+    # (instances started after a test made the file stay starting, their callers waiting for them).
+    gate = os.environ.get("PROXY_TEST_START_GATE")
+    while gate and os.path.exists(gate):
+        time.sleep(0.05)
     port = os.environ.get("PROXY_TEST_HTTP_PORT")
     if port:  # Streamable HTTP (session era) at http://127.0.0.1:PORT/mcp
         # PROXY_TEST_JSON_RESPONSE=1: every reply a JSON body instead of an SSE stream.
