@@ -29,6 +29,8 @@ import numpy as np
 
 from mcphost.search import Document
 
+from . import model as minilm
+
 log = logging.getLogger("mcphost.search.semantic")
 
 #: Texts one embedding thread takes at a time (the model cuts them into batches of like length).
@@ -59,7 +61,9 @@ def text_of(document: Document) -> str:
 
 
 def _key(text: str) -> bytes:
-    return hashlib.blake2b(text.encode(), digest_size=16).digest()
+    """A text's key in the cache: a hash of the text and of what the model reads of it (a vector
+    made when texts were cut to another number of tokens is not taken for this one)."""
+    return hashlib.blake2b(f"{minilm.MAX_TOKENS}\n{text}".encode(), digest_size=16).digest()
 
 
 def default_threads() -> int:
