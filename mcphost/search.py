@@ -611,12 +611,10 @@ def _name_coverage(state: _State, scores: np.ndarray[Any, Any], hit: np.ndarray[
     verbs = _TOOL_READ_STEMS if intent == READS else _TOOL_WRITE_STEMS if intent == WRITES else frozenset()
     top = hit if len(hit) <= NAME_COVERAGE_DEPTH else hit[np.argpartition(scores[hit], -NAME_COVERAGE_DEPTH)
                                                           [-NAME_COVERAGE_DEPTH:]]
+    wanted = verbs.union(terms)
     name_stems = state.name_stems
-    for number in top.tolist():
-        held = name_stems[number]
-        if held:
-            met = sum(1 for stem in held if stem in terms or stem in verbs)
-            scores[number] *= 1.0 + NAME_COVERAGE * met / len(held)
+    shares = [len(held & wanted) / len(held) if held else 0.0 for held in map(name_stems.__getitem__, top.tolist())]
+    scores[top] *= 1.0 + NAME_COVERAGE * np.array(shares)
 
 
 def fuse(rankings: Sequence[Sequence[tuple[str, float]]], limit: int, k: int = RRF_K) -> list[tuple[str, float]]:
