@@ -22,6 +22,10 @@ tools that write, and a request to change something the reverse, as each tool sa
 its ``readOnlyHint`` and ``destructiveHint`` annotations, else the verb its name or description
 starts with.
 
+**Name coverage.** Among the best NAME_COVERAGE_DEPTH documents, a tool gains by the share of
+its name's stems the query holds (a verb that says the query's intent counts as held): "create an
+issue" prefers ``create_issue`` to ``issue_attachment_create``.
+
 **Shards.** The inverted index is split into shards, one per provider; replacing a shard tokenizes,
 stems and weighs only that provider's tools. Document frequencies stay corpus-wide: the shards'
 postings are merged into one array pair per stem, merged again only for the stems a changed shard
