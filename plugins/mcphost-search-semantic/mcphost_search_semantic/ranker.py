@@ -41,7 +41,7 @@ PUBLISH_SECONDS = 2.0
 NICENESS = 10
 #: Queries whose vectors are remembered.
 QUERY_CACHE = 256
-#: Characters of a tool's description that are embedded (the model reads 64 tokens at most).
+#: Characters of a tool's description that are embedded (the model reads ``MAX_TOKENS`` of the text).
 TEXT_CHARS = 400
 
 
@@ -226,7 +226,7 @@ class SemanticRanker:
                 chunk = next(feed, None)
             if chunk is None:
                 return
-            vectors = model.embed(chunk)
+            vectors = model.embed(chunk, tokens=minilm.MAX_TOKENS)
             with self._feed_lock:
                 for text, vector in zip(chunk, vectors, strict=True):
                     self._vectors[_key(text)] = vector
