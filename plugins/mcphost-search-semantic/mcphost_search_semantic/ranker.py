@@ -29,6 +29,8 @@ import numpy as np
 
 from mcphost.search import Document
 
+from . import model as minilm
+
 log = logging.getLogger("mcphost.search.semantic")
 
 #: Texts one embedding thread takes at a time (the model cuts them into batches of like length).
@@ -39,7 +41,7 @@ PUBLISH_SECONDS = 2.0
 NICENESS = 10
 #: Queries whose vectors are remembered.
 QUERY_CACHE = 256
-#: Characters of a tool's description that are embedded (the model reads 64 tokens at most).
+#: Characters of a tool's description that are embedded (the model reads ``MAX_TOKENS`` of the text).
 TEXT_CHARS = 400
 
 
@@ -59,7 +61,9 @@ def text_of(document: Document) -> str:
 
 
 def _key(text: str) -> bytes:
-    return hashlib.blake2b(text.encode(), digest_size=16).digest()
+    """A text's key in the cache: a hash of the text and of what the model reads of it (a vector
+    made when texts were cut to another number of tokens is not taken for this one)."""
+    return hashlib.blake2b(f"{minilm.MAX_TOKENS}\n{text}".encode(), digest_size=16).digest()
 
 
 def default_threads() -> int:
@@ -222,7 +226,7 @@ class SemanticRanker:
                 chunk = next(feed, None)
             if chunk is None:
                 return
-            vectors = model.embed(chunk)
+            vectors = model.embed(chunk, tokens=minilm.MAX_TOKENS)
             with self._feed_lock:
                 for text, vector in zip(chunk, vectors, strict=True):
                     self._vectors[_key(text)] = vector

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pytest
 from mcphost_search_semantic import SemanticPlugin, SemanticRanker, load_model
-from mcphost_search_semantic.model import model_zip
+from mcphost_search_semantic.model import MAX_TOKENS, QUERY_TOKENS, model_zip
 
 import mcphost
 from mcphost.search import Document, index_of
@@ -72,13 +72,26 @@ def test_threads_share_a_catalog_in_chunks_ordered_by_length_and_give_each_text_
     documents = FS + [Document(f"getPullRequests{i}", "", "Pull requests of a repository " * i) for i in range(1, 11)]
     ranker = SemanticRanker(lambda: model, tmp_path / "v.npz", background=False, threads=3)
     ranker.update({"mixed": documents})
-    alone = model.embed([text_of(d) for d in documents])
+    alone = model.embed([text_of(d) for d in documents], tokens=MAX_TOKENS)  # a tool's text: cut to MAX_TOKENS
     published = dict(zip(ranker._published.names, ranker._published.matrix, strict=True))
     assert set(published) == {d.name for d in documents}
     for document, vector in zip(documents, alone, strict=True):  # batching by length changes no vector
         assert np.allclose(published[document.name], vector, atol=1e-4), document.name
     assert text_of(documents[-1]).startswith("get Pull Requests 10: ")
     assert model.lengths(["make a folder", "create a new directory for me"]) == [5, 8]
+
+
+def test_a_tools_text_is_cut_to_max_tokens_and_a_query_is_read_whole(model: Any) -> None:
+    long = "list the pull requests of a repository with their state, author, labels, reviewers " * 5
+    assert model.lengths([long]) == [MAX_TOKENS]
+    assert model.lengths([long], tokens=QUERY_TOKENS) == [QUERY_TOKENS] and QUERY_TOKENS > MAX_TOKENS
+    as_tool, as_query = model.embed([long], tokens=MAX_TOKENS)[0], model.embed([long])[0]
+    assert not np.allclose(as_tool, as_query, atol=1e-3)  # the query's later words count
+    # what is cut is the text's end: the same text cut short by hand gives the same vector
+    words = long.split()
+    short = next(" ".join(words[:n]) for n in range(len(words), 0, -1)
+                 if model.lengths([" ".join(words[:n])], tokens=QUERY_TOKENS)[0] <= MAX_TOKENS)
+    assert np.dot(model.embed([short])[0], as_tool) > 0.98
 
 
 class Tools:
