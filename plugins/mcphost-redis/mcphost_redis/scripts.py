@@ -7,8 +7,9 @@ tag so a session's keys share a cluster slot):
   the stream is done. A stream exists exactly while its field does.
 - ``P e:{S}:<stream>`` a Redis stream. Event ``n`` (1-based, the interface's seq) has the
   entry id ``n-0`` and the fields ``t`` (append time, ms), ``m`` (the JSON message; absent
-  for the priming event) and ``k`` (the appending call's write token, see ``APPEND``). Entries ``n-1``, ``n-2`` … are markers (``done``, ``gone``) written
-  only to wake readers blocked in ``XREAD``; they carry no event.
+  for the priming event) and ``k`` (the appending call's write token, see ``APPEND``).
+  Entries ``n-1``, ``n-2`` … are markers (``done``, ``gone``) written only to wake readers
+  blocked in ``XREAD``; they carry no event.
 
 A request stream served by a live process has a lease, ``P e:{S}:lease:<stream>``, renewed by that
 process's heartbeat; the hash field ``<stream>:r`` holds the stream's request ids. A stream that
