@@ -139,8 +139,9 @@ async def test_a_cancellation_survives_a_broker_disconnect(pair, durable_redis: 
                 "jsonrpc": "2.0", "id": 4, "method": "tools/call",
                 "params": {"name": "progress", "arguments": {"steps": 6000, "delay_ms": 50},
                            "_meta": {"progressToken": "p"}}}) as call:
-            # 5 minutes of work: a reply can only come from a cancellation that was lost, not from
-            # a loaded machine taking longer to restart Redis than the call takes (CI, load 18).
+            # 5 minutes of work: the call cannot finish on its own while a loaded machine restarts
+            # Redis (CI, load 18). A reply to it still shows up about 1 run in 4 under load here,
+            # with the tool far from done: not explained yet (see the flake branch's report).
             reader = SseReader(call)
             await reader.until(lambda r: len(messages(r)) >= 3, timeout=10)
             if outage == "redis restart":
@@ -156,6 +157,7 @@ async def test_a_cancellation_survives_a_broker_disconnect(pair, durable_redis: 
             again = await follow(client, a, session_id, reader, None, timeout=4)
         steps = [m["params"]["progress"] for m in done if m.get("method") == "notifications/progress"]
         later = [m["params"]["progress"] for m in again if m.get("method") == "notifications/progress"]
-        assert not any(m.get("id") == 4 and "result" in m for m in done + again)
+        assert not any(m.get("id") == 4 and "result" in m for m in done + again), [
+            m for m in done + again if m.get("id") == 4]
         assert steps and max(later) == max(steps) < 6000, (steps[-5:], later[-5:],
                                                            asyncio.get_running_loop().time() - started)
