@@ -285,6 +285,51 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
+def listens_on(pid: int, port: int) -> bool:
+    """Whether process ``pid`` holds the socket listening on loopback TCP ``port``.
+
+    A port that accepts connections may be another program's: one that took the port between
+    :func:`free_port`'s probe and this process's bind (other test runs on the machine probe the
+    same blocks), while this one failed to bind. Read from ``/proc`` (Linux); True where there is
+    none (the port accepting is then all there is to go by).
+    """
+    inodes: set[str] = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(table).read_text(encoding="ascii").splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            # local address "ADDR:PORT" (hex), state 0A is LISTEN, inode is the tenth field
+            if len(fields) > 9 and fields[3] == "0A" and int(fields[1].rpartition(":")[2], 16) == port:
+                inodes.add(f"socket:[{fields[9]}]")
+    if not Path("/proc/net/tcp").exists():
+        return True
+    for process in _family(pid):  # the process or a child of it (a supervisor's worker)
+        try:
+            entries = list(Path(f"/proc/{process}/fd").iterdir())
+        except OSError:
+            continue
+        for entry in entries:
+            with contextlib.suppress(OSError):
+                if os.readlink(entry) in inodes:
+                    return True
+    return False
+
+
+def _family(pid: int) -> list[int]:
+    """``pid`` and its descendants, from ``/proc/<pid>/task/*/children``."""
+    family, index = [pid], 0
+    while index < len(family):
+        with contextlib.suppress(OSError):
+            for task in Path(f"/proc/{family[index]}/task").iterdir():
+                with contextlib.suppress(OSError):
+                    family.extend(int(child) for child in (task / "children").read_text().split())
+        index += 1
+    return family
+
+
 class ServeProcess:
     """``mcphost serve`` as its own process on a free loopback port, for tests that need the real
     command (its config file, plugin loading, signals): ``url`` is the MCP endpoint, ``base`` the
@@ -314,7 +359,10 @@ class ServeProcess:
                 raise RuntimeError(f"mcphost serve exited with {self.process.returncode}:\n{self.log()}")
             try:
                 with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
+                    pass
+                if listens_on(self.process.pid, self.port):  # not another program on the port
                     break
+                raise OSError("the port is not this server's (yet)")
             except OSError:
                 if time.monotonic() > deadline:
                     self.stop()

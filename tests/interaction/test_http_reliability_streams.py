@@ -127,18 +127,20 @@ def progress_values(messages: list[dict[str, Any]], token: Any) -> list[float]:
 # -- B9, B10: session end ------------------------------------------------------------------------
 
 async def test_b9_idle_sessions_expire_and_then_get_404_but_busy_ones_stay(tmp_path: Path) -> None:
-    server = HttpServer(tmp_path, plugins="demo", env={"MCPHOST_SESSION_IDLE_TIMEOUT": "0.5"})
+    # 3 s, not less: "a moment later" below must stay well inside it on a loaded machine (CI saw
+    # a 0.5 s timeout pass before the pings after the streams could be answered).
+    server = HttpServer(tmp_path, plugins="demo", env={"MCPHOST_SESSION_IDLE_TIMEOUT": "3"})
     try:
-        async with httpx.AsyncClient(timeout=10) as client:
+        async with httpx.AsyncClient(timeout=20) as client:
             idle = await initialize(client, server)
             listening = await initialize(client, server)
             working = await initialize(client, server)
             async with client.stream("GET", server.url, headers=get_headers(server, listening)) as get, \
                     client.stream("POST", server.url, headers=server.headers(working),
-                                  json=call(1, "progress", {"steps": 3, "delay_ms": 500}, progress=1)) as post:
+                                  json=call(1, "progress", {"steps": 3, "delay_ms": 3000}, progress=1)) as post:
                 assert get.status_code == 200 and post.status_code == 200
                 reader = SseReader(post)
-                await reader.to_end(5)  # 1.5 s: three idle timeouts
+                await reader.to_end(30)  # 9 s: three idle timeouts
                 assert reader.response_to(1) is not None
                 response = await client.post(server.url, headers=server.headers(idle), json=rpc(2, "ping"))
                 assert response.status_code == 404
@@ -149,7 +151,9 @@ async def test_b9_idle_sessions_expire_and_then_get_404_but_busy_ones_stay(tmp_p
             for session_id in (listening, working):
                 response = await client.post(server.url, headers=server.headers(session_id), json=rpc(3, "ping"))
                 assert response.status_code == 200
-            await asyncio.sleep(1.2)  # now both are idle
+            # Now both are idle: they expire one idle timeout later (the reaper runs every 0.75 s);
+            # any request would restart that time, so nothing is asked until twice that has passed.
+            await asyncio.sleep(7)
             for session_id in (listening, working):
                 for response in (await client.post(server.url, headers=server.headers(session_id), json=rpc(4, "ping")),
                                  await client.get(server.url, headers=get_headers(server, session_id)),

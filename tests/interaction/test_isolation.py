@@ -217,10 +217,12 @@ def test_sigterm_ends_get_and_listen_streams_at_once_and_refuses_new_connections
                         config=ANONYMOUS + "graceful_timeout = 30\n")
     ended: dict[str, float] = {}
     bodies: dict[str, str] = {}
+    opened = {name: threading.Event() for name in ("get", "listen", "call")}
 
     def follow(name: str, method: str, headers: dict[str, str], body: Any = None) -> None:
         with httpx.Client(timeout=60) as streamer, streamer.stream(method, server.url, headers=headers,
                                                                   json=body) as response:
+            opened[name].set()  # its response has begun: the stream is open on the server
             text = ""
             for chunk in response.iter_text():
                 text += chunk
@@ -233,16 +235,18 @@ def test_sigterm_ends_get_and_listen_streams_at_once_and_refuses_new_connections
             listen, listen_headers = modern("subscriptions/listen", {"notifications": {"toolsListChanged": True}},
                                             request_id="listen-1")
             streams = [
-                threading.Thread(target=follow, args=("get", "GET", {**server.headers(session_id),
+                threading.Thread(target=follow, name="get", args=("get", "GET", {**server.headers(session_id),
                                                                        "accept": "text/event-stream"})),
-                threading.Thread(target=follow, args=("listen", "POST", listen_headers, listen)),
+                threading.Thread(target=follow, name="listen", args=("listen", "POST", listen_headers, listen)),
                 # A running call keeps the server draining; no stream waits for it.
-                threading.Thread(target=follow, args=("call", "POST", server.headers(session_id),
+                threading.Thread(target=follow, name="call", args=("call", "POST", server.headers(session_id),
                                                       call(5, "block", {"seconds": 4}))),
             ]
+            # Each stream open before the signal, however slowly the threads get going (CI saw one
+            # still connecting a second later, under load); the call last, so it is still running.
             for thread in streams:
                 thread.start()
-            time.sleep(1.0)  # all three are open
+                assert opened[thread.name].wait(30), f"{thread.name} did not open"
             signalled = time.monotonic()
             server.process.send_signal(15)
             time.sleep(0.5)

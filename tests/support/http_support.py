@@ -20,7 +20,7 @@ from typing import Any
 
 import httpx
 
-from mcphost.testing import free_port
+from mcphost.testing import free_port, listens_on
 from tests.support.fixtures.distributions import make_distribution
 
 MCPHOST = Path(sys.executable).parent / "mcphost"
@@ -40,24 +40,35 @@ INITIALIZE = {"protocolVersion": SESSION_ERA, "capabilities": {}, "clientInfo": 
 
 
 
+class _PortTaken(RuntimeError):
+    """The server could not bind its port: another program took it after :func:`free_port` probed it."""
+
+
 class HttpServer:
     """One ``mcphost serve`` process. ``url`` is the MCP endpoint."""
 
     def __init__(self, tmp_path: Path, *, plugins: str = "demo", env: Mapping[str, str] | None = None,
                  args: list[str] | None = None, config: str = "", port: int | None = None,
                  cwd: Path | None = None) -> None:
-        self.port = port or free_port()
-        self.url = f"http://127.0.0.1:{self.port}/mcp"
-        config_file = tmp_path / f"mcphost-{self.port}.toml"
-        config_file.write_text(config, encoding="utf-8")
-        self.log_path = tmp_path / f"server-{self.port}.log"
-        full_env = {k: v for k, v in os.environ.items() if not k.startswith("MCPHOST_")}
-        full_env.update({"MCPHOST_CONFIG": str(config_file), "MCPHOST_PLUGINS": plugins})
-        full_env.update(env or {})
-        self._log = open(self.log_path, "wb")  # closed in stop()
-        self.process = subprocess.Popen([str(MCPHOST), "serve", "--port", str(self.port), *(args or [])],
-                                        env=full_env, stdout=self._log, stderr=subprocess.STDOUT, cwd=cwd)
-        self._wait_ready()
+        for attempt in range(3):
+            self.port = port or free_port()
+            self.url = f"http://127.0.0.1:{self.port}/mcp"
+            config_file = tmp_path / f"mcphost-{self.port}.toml"
+            config_file.write_text(config, encoding="utf-8")
+            self.log_path = tmp_path / f"server-{self.port}.log"
+            full_env = {k: v for k, v in os.environ.items() if not k.startswith("MCPHOST_")}
+            full_env.update({"MCPHOST_CONFIG": str(config_file), "MCPHOST_PLUGINS": plugins})
+            full_env.update(env or {})
+            self._log = open(self.log_path, "wb")  # closed in stop()
+            self.process = subprocess.Popen([str(MCPHOST), "serve", "--port", str(self.port), *(args or [])],
+                                            env=full_env, stdout=self._log, stderr=subprocess.STDOUT, cwd=cwd)
+            try:
+                self._wait_ready()
+                return
+            except _PortTaken:
+                # Another program bound the free port first: a fresh one (unless it was asked for).
+                if port is not None or attempt == 2:
+                    raise
 
     def _wait_ready(self, timeout: float = 60.0) -> None:
         # Generous: on a busy machine (the suite's parallel workers on two cores) a start can take
@@ -65,12 +76,20 @@ class HttpServer:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                raise RuntimeError(f"mcphost serve exited with {self.process.returncode}:\n{self.log()}")
+                self._log.close()
+                text = self.log()
+                error = _PortTaken if "already in use" in text.lower() else RuntimeError
+                raise error(f"mcphost serve exited with {self.process.returncode}:\n{text}")
             try:
                 with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
+                    pass
+                # Accepting is not enough: another test run may have taken the port between the
+                # probe and this server's bind (this one then exits: "address already in use").
+                if listens_on(self.process.pid, self.port):
                     return
             except OSError:
-                time.sleep(0.05)
+                pass
+            time.sleep(0.05)
         self.stop()
         raise RuntimeError(f"mcphost serve did not start within {timeout}s:\n{self.log()}")
 

@@ -620,6 +620,8 @@ class RedisEventLog:
         self._orphaned = register(scripts.ORPHANED)
         self._settle = register(scripts.SETTLE)
         self._tails: dict[tuple[str, str], _Tail] = {}
+        #: Per stream, the append that last failed here (payload, final, token): it may have run.
+        self._unsure: dict[tuple[str, str], tuple[bytes, bool, bytes]] = {}
         #: Streams of each session this process wrote to their end and discarded, not yet in Redis.
         self._pending: dict[str, list[str]] = {}
         self._flusher: asyncio.Task[None] | None = None
@@ -673,10 +675,23 @@ class RedisEventLog:
             raise UnknownEvent(stream_id)
         now = _now_ms()
         payload = b"" if message is None else data if data is not None else orjson.dumps(message)
-        seq = await self._op(self._append(
-            keys=self._keys(session_id, stream_id),
-            args=[stream_id, payload, b"1" if final else b"0", self._max_events, now, now - self._max_age_ms,
-                  self._ttl_ms]))
+        # An append that failed may have run in Redis all the same (its reply was late): the
+        # caller's retry of the same message passes the same token, and Redis answers with the
+        # entry that attempt added instead of adding a second copy of the reply.
+        unsure = self._unsure.pop((session_id, stream_id), None)
+        retry = unsure is not None and unsure[0] == payload and unsure[1] == final
+        token = unsure[2] if retry and unsure is not None else secrets.token_bytes(8)
+        try:
+            seq = await self._op(self._append(
+                keys=self._keys(session_id, stream_id),
+                args=[stream_id, payload, b"1" if final else b"0", self._max_events, now, now - self._max_age_ms,
+                      self._ttl_ms, token, b"1" if retry else b"0"]))
+        except BackendUnavailable:
+            if payload:
+                self._unsure[(session_id, stream_id)] = (payload, final, token)
+                if len(self._unsure) > MAX_TAILS:
+                    self._unsure.pop(next(iter(self._unsure)))
+            raise
         if seq < 0:
             self._forget(session_id, stream_id)
             raise UnknownEvent(stream_id)

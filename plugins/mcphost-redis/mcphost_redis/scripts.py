@@ -6,9 +6,10 @@ tag so a session's keys share a cluster slot):
 - ``P e:{S}`` a hash: field ``<stream>`` holds the stream's last seq, ``<stream>:d`` exists once
   the stream is done. A stream exists exactly while its field does.
 - ``P e:{S}:<stream>`` a Redis stream. Event ``n`` (1-based, the interface's seq) has the
-  entry id ``n-0`` and the fields ``t`` (append time, ms) and ``m`` (the JSON message; absent
-  for the priming event). Entries ``n-1``, ``n-2`` … are markers (``done``, ``gone``) written
-  only to wake readers blocked in ``XREAD``; they carry no event.
+  entry id ``n-0`` and the fields ``t`` (append time, ms), ``m`` (the JSON message; absent
+  for the priming event) and ``k`` (the appending call's write token, see ``APPEND``).
+  Entries ``n-1``, ``n-2`` … are markers (``done``, ``gone``) written only to wake readers
+  blocked in ``XREAD``; they carry no event.
 
 A request stream served by a live process has a lease, ``P e:{S}:lease:<stream>``, renewed by that
 process's heartbeat; the hash field ``<stream>:r`` holds the stream's request ids. A stream that
@@ -57,10 +58,24 @@ return 1
 """
 
 # KEYS: hash, stream. ARGV: stream id, payload ('' = priming), final ('1'/'0'), max length,
-# now ms, cutoff ms, ttl ms. Returns the new seq, or -1 for an unknown stream.
+# now ms, cutoff ms, ttl ms, write token, retry ('1'/'0'). Returns the new seq, or -1 for an
+# unknown stream.
+# The token (kept in the entry's field ``k``) names one append: a retry after an attempt whose
+# outcome was unknown (a timeout: Redis may have run it) passes the same token and retry '1',
+# and gets the seq of the entry that attempt added, if it did (among the stream's last 64
+# entries), instead of a second copy. Every append also looks at the last 4 entries for its
+# token: an attempt that reaches Redis only after its own retry (both sat in sockets while Redis
+# was stalled) is then the one that adds nothing.
 APPEND = _HELPERS + """
 local state = redis.call('HMGET', KEYS[1], ARGV[1], ARGV[1] .. ':d')
 if not state[1] then return -1 end
+local scan = 4
+if ARGV[9] == '1' then scan = 64 end
+for _, entry in ipairs(redis.call('XREVRANGE', KEYS[2], '+', '-', 'COUNT', scan)) do
+  if entry[2][5] == 'k' and entry[2][6] == ARGV[8] then
+    return tonumber(string.match(entry[1], '^(%d+)-'))
+  end
+end
 local seq = tonumber(state[1]) + 1
 local ending = ARGV[3] == '1' and not state[2]
 if ending then
@@ -71,7 +86,7 @@ end
 if ARGV[2] == '' then
   redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[4], seq .. '-0', 't', ARGV[5])
 else
-  redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[4], seq .. '-0', 't', ARGV[5], 'm', ARGV[2])
+  redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[4], seq .. '-0', 't', ARGV[5], 'm', ARGV[2], 'k', ARGV[8])
 end
 if ending then  -- the entry just added is the last: the marker follows it directly
   redis.call('XADD', KEYS[2], seq .. '-1', 't', ARGV[5], 'x', 'done')

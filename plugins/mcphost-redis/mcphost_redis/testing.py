@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import mcphost
-from mcphost.testing import free_port
+from mcphost.testing import free_port, listens_on
 
 from .backend import RedisSettings
 from .settings import RedisConfig
@@ -83,7 +83,8 @@ class RedisServer:
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 raise RuntimeError(f"redis-server exited with {self.process.returncode}: {self.log()}")
-            if self.ping():
+            # Its own PONG: not one from a server another test run started on the port meanwhile.
+            if self.ping() and listens_on(self.process.pid, self.port):
                 return
             time.sleep(0.02)
         self.stop()
@@ -186,9 +187,12 @@ class Haproxy:
                 raise RuntimeError(f"haproxy exited with {self.process.returncode}: {self.log()}")
             try:
                 with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
+                    pass
+                if listens_on(self.process.pid, self.port):
                     return
             except OSError:
-                time.sleep(0.05)
+                pass
+            time.sleep(0.05)
         self.stop()
         raise RuntimeError(f"haproxy did not listen within 10s: {self.log()}")
 

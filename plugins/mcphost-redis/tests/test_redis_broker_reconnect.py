@@ -137,8 +137,12 @@ async def test_a_cancellation_survives_a_broker_disconnect(pair, durable_redis: 
             "jsonrpc": "2.0", "id": 2, "method": "ping"})).status_code == 200
         async with client.stream("POST", a.url, headers=session_headers(session_id), json={
                 "jsonrpc": "2.0", "id": 4, "method": "tools/call",
-                "params": {"name": "progress", "arguments": {"steps": 600, "delay_ms": 50},
+                "params": {"name": "progress", "arguments": {"steps": 6000, "delay_ms": 50},
                            "_meta": {"progressToken": "p"}}}) as call:
+            # 5 minutes of work: the call cannot finish on its own while a loaded machine restarts
+            # Redis (CI, load 18). Under load it still fails now and then: the call ends with an
+            # isError "Tool 'progress' failed with an internal error" result (most likely a progress
+            # notification that could not be stored while Redis was down): a host bug, still open.
             reader = SseReader(call)
             await reader.until(lambda r: len(messages(r)) >= 3, timeout=10)
             if outage == "redis restart":
@@ -148,9 +152,13 @@ async def test_a_cancellation_survives_a_broker_disconnect(pair, durable_redis: 
             status = await post_patiently(client, b, session_id, {
                 "jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 4}})
             assert status == 202
-            # Cancelled: no more progress, long before the 30 s the tool would take.
             started = asyncio.get_running_loop().time()
             done = await follow(client, a, session_id, reader, None, timeout=6)
+            # Cancelled: the call stopped. Its stream, read again 4 s later, has no more progress.
+            again = await follow(client, a, session_id, reader, None, timeout=4)
         steps = [m["params"]["progress"] for m in done if m.get("method") == "notifications/progress"]
-        assert not any(m.get("id") == 4 and "result" in m for m in done)
-        assert steps and max(steps) < 150, (steps[-5:], asyncio.get_running_loop().time() - started)
+        later = [m["params"]["progress"] for m in again if m.get("method") == "notifications/progress"]
+        assert not any(m.get("id") == 4 and "result" in m for m in done + again), [
+            m for m in done + again if m.get("id") == 4]
+        assert steps and max(later) == max(steps) < 6000, (steps[-5:], later[-5:],
+                                                           asyncio.get_running_loop().time() - started)

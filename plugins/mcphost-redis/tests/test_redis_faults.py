@@ -170,3 +170,34 @@ async def test_out_of_memory_writes_are_unavailable_and_reads_still_work(own_red
         own_redis.command("CONFIG", "SET", "maxmemory", "0")
     await backend.sessions.save({"id": "big"})
     assert await backend.sessions.load("big") == {"id": "big"}
+
+
+async def test_an_append_retried_after_a_late_reply_is_stored_once(tmp_path):
+    """A reply whose append timed out while Redis was stalled still ran once Redis woke up (the
+    command sat in its socket): the caller's retry of that append must not store it again.
+    (CI saw a batch's SSE reply carry one reply twice under heavy load: RELIABILITY's 0 duplicates.)"""
+    server = RedisServer(tmp_path / "redis", extra=["--enable-debug-command", "local"])
+    backend = RedisBackend(redis_settings(server.url))
+    await backend.start()
+    try:
+        events = backend.events
+        await events.begin("s", "1", [7, 8], 0)
+        first = await events.append("s", "1", {"jsonrpc": "2.0", "id": 7, "result": {}})
+        sock = _fire(server, "DEBUG", "SLEEP", "3")
+        await asyncio.sleep(0.1)
+        reply = {"jsonrpc": "2.0", "id": 8, "result": {}}
+        with pytest.raises(BackendUnavailable):  # sent, but its reply comes too late
+            await events.append("s", "1", reply)
+        # Redis wakes up and runs the append that timed out; then the caller retries it.
+        await until_works(lambda: backend.sessions.load("x"), limit=10)
+        assert await events.append("s", "1", reply) == first + 1
+        # Only that retry is recognised: a later append of the same bytes is a new event.
+        assert await events.append("s", "1", reply) == first + 2
+        await events.finish("s", "1")
+        stored = await events.read("s", "1", 0, 0)
+        assert [e.message for e in stored.events] == [None, {"jsonrpc": "2.0", "id": 7, "result": {}}, reply, reply]
+        assert [e.seq for e in stored.events] == [1, first, first + 1, first + 2]
+        sock.close()
+    finally:
+        await backend.close()
+        server.stop()
