@@ -86,7 +86,15 @@ class Outlet:
 
     async def __call__(self, message: dict[str, Any], related: Any) -> None:
         stream = self.state.request_streams.get(related, STANDALONE) if related is not None else STANDALONE
-        seq = await self._events.append(self._session_id, stream, message)
+        try:
+            seq = await self._events.append(self._session_id, stream, message)
+        except BackendUnavailable:
+            if "id" in message:
+                raise  # a question the client must see: its asker gets the error
+            # A notification (progress, a log line) the log cannot take while the backend is away is
+            # dropped, as a lost datagram would be; the call that sent it goes on.
+            log.warning("dropped a %s notification: the event log is unavailable", message.get("method"))
+            return
         if stream == STANDALONE:
             self.state.standalone_last = max(self.state.standalone_last, seq)
         # Let the stream's writer run: a handler that emits without awaiting anything else would
