@@ -628,8 +628,9 @@ def _consent_middleware(credentials: Credentials, host: mcphost.Host) -> mcphost
 
     @mcphost.middleware(name="proxy-list-consent")
     async def consent(request: Any, call_next: Any) -> Any:
-        if request.method == "tools/list" and credentials.awaiting():
-            await credentials.on_list(request, host.kernel)
+        kernel = getattr(host, "kernel", None)  # the host's, not in its public view (the scope asks through it)
+        if request.method == "tools/list" and kernel is not None and credentials.awaiting():
+            await credentials.on_list(request, kernel)
         return await call_next(request)
 
     return consent
