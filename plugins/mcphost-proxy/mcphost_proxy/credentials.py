@@ -110,6 +110,7 @@ class Credentials:
         #: (set by the plugin), and the principal whose token lists each once one signed in (adopt).
         self.listers: dict[str, Upstream] = {}
         self._lister: dict[str, str] = {}
+        self._scanned_at = -STORED_EVERY
 
     # -- calls ------------------------------------------------------------------------------------------
 
@@ -195,22 +196,29 @@ class Credentials:
         return str(record["access_token"])
 
     async def on_list(self, request: Any, kernel: Any) -> None:
-        """A ``tools/list`` while a server still waits for its first principal's token. An oauth server: a
+        """A ``tools/list`` while a server still waits for its first principal's token. A token already
+        in the vault (another node's sign-in) lists it, nobody asked. Else, an oauth server: a
         session-era client that declared URL elicitation is asked (once per session and server), as a
         call would ask, and the list waits for the sign-in and the catalog (2026-07-28 allows no
         input-required round on a list). A token-exchange server: the caller's own token is exchanged,
         in either era, nobody asked. Anything else (no URL elicitation, declined, timed out, failed)
         leaves the list as it is: a list never fails for it."""
+        waiting = self.awaiting()
+        if time.monotonic() - self._scanned_at > STORED_EVERY:  # one vault scan per STORED_EVERY s at most
+            self._scanned_at = time.monotonic()
+            await self.adopt_stored()
+        await self._listed([name for name in waiting if name in self._lister])
         declared = request.session.client_capabilities.get("elicitation")
         may_ask = request.era == "legacy" and isinstance(declared, dict) and "url" in declared
         from mcphost.kernel.scope import RequestScope
 
-        asked = request.session.assigns.setdefault("proxy:sign-in-asked", set())
+        # A list, not a set: a shared backend keeps the session's assigns as JSON.
+        asked: list[str] = request.session.assigns.setdefault("proxy:sign-in-asked", [])
         for name in self.awaiting():
             server = self.servers.get(name) or self.exchanging[name]
             if name in asked or (name in self.servers and not may_ask):
                 continue
-            asked.add(name)
+            asked.append(name)
             ctx = mcphost.Context(RequestScope(kernel, request.session, request.id, request.method, None,
                                                request.principal))
             principal = principal_of(ctx)
@@ -220,9 +228,13 @@ class Credentials:
                 elif await self.token(name, principal) is None:
                     await self.sign_in(ctx, server, principal)
                 self.adopt(name, principal)
-                await self.listers[name].wait_ready(server.auth.sign_in_timeout)
+                await self._listed([name])
             except Exception as exc:  # the list goes on without this upstream
                 log.info("upstream %s: no sign-in at tools/list (%s)", name, mcphost.redact_text(str(exc)))
+
+    async def _listed(self, names: list[str]) -> None:
+        """Wait (each server's ``timeout`` at most) for these newly adopted servers to list and mount."""
+        await asyncio.gather(*(self.listers[name].wait_ready(self.listers[name].settings.timeout) for name in names))
 
     def _connection(self, server: ServerSettings, principal: str, token: str) -> Upstream:
         self._reap()

@@ -137,6 +137,21 @@ def unlisted(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
 
 
 @pytest.fixture(scope="module")
+def unlisted_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
+    """Two gateway nodes on one redis-server, with no listing credential."""
+    from mcphost_redis.testing import RedisServer, redis_server_path
+
+    if redis_server_path() is None:
+        pytest.fail("redis-server is required (scripts/ensure-tools installs it)")
+    tmp = tmp_path_factory.mktemp("upstream-oauth-unlisted-redis")
+    redis = RedisServer(tmp / "redis")
+    deployed = Deployment(tmp, redis=redis, nodes=2, listing=False)
+    yield deployed
+    deployed.stop()
+    redis.stop()
+
+
+@pytest.fixture(scope="module")
 def bound(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
     """A gateway with a host login ([plugins.proxy.browser_login]): a sign-in link completes only in a
     browser signed in to the host as the principal the link was made for."""
@@ -546,10 +561,10 @@ def test_the_status_report_names_who_is_connected_to_what_never_a_token():
     assert "token-of" not in json.dumps(rows)
 
 
-async def _upstream_states(deployment: Deployment, token: str) -> dict[str, str]:
+async def _upstream_states(deployment: Deployment, token: str, node: int = 0) -> dict[str, str]:
     """The shared upstreams' states as the console's API reports them (the proxy's status report)."""
     async with httpx2.AsyncClient(timeout=30, headers={"authorization": f"Bearer {token}"}) as http:
-        response = await http.get(deployment.gateway.base + "/console/api/state")
+        response = await http.get(deployment.nodes[node].base + "/console/api/state")
     assert response.status_code == 200, response.text
     [proxy] = [p for p in response.json()["plugins"] if p.get("name") == "proxy"]
     return {row["name"]: row["state"] for row in proxy["report"]["upstreams"]}
@@ -586,3 +601,22 @@ async def test_without_a_listing_credential_a_list_asks_for_the_first_sign_in_an
     assert "up_whoami" in await bob.names(mode="auto")
     assert _text(await alice.call("sign_out", {"upstream": "up"})) == "Signed out of up."
     assert "up_whoami" in await Caller(unlisted, "bob", can_open=False).names()
+
+
+async def test_on_redis_another_node_lists_with_the_stored_token_without_asking(unlisted_cluster):
+    alice = Caller(unlisted_cluster, "alice", node=0)
+    assert "up_whoami" in await alice.names() and len(alice.asked) == 2  # up and up2, on node 0
+    # Node 1 still awaits: its next list finds alice's token in the shared vault and lists with it.
+    bob = Caller(unlisted_cluster, "bob", can_open=False, node=1)
+    states = await _upstream_states(unlisted_cluster, bob.token, node=1)
+    assert states["up"] == "awaiting a sign-in", states
+    listed = await bob.names()
+    assert "up_whoami" in listed and "up2_whoami" in listed and bob.asked == [], listed
+    assert (await _upstream_states(unlisted_cluster, bob.token, node=1))["up"] == "running"
+    # bob's own calls still need his own sign-in: his client cannot open a link, so he gets -32042.
+    with pytest.raises(BaseException) as raised:
+        await bob.call("up_whoami")
+    error = raised.value
+    while isinstance(error, BaseExceptionGroup):
+        error = error.exceptions[0]
+    assert isinstance(error, MCPError) and error.error.code == -32042, repr(error)
