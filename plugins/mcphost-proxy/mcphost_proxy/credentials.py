@@ -120,7 +120,9 @@ class Credentials:
                 raise SignInRequired(f"Upstream {server.name!r} is called per user: this request has no caller")
             principal = principal_of(ctx)
             if server.auth.mode == "token-exchange":
-                return self._connection(server, principal, await self.exchanged(ctx, server, principal))
+                exchanged = await self.exchanged(ctx, server, principal)
+                self.adopt(server.name, principal)
+                return self._connection(server, principal, exchanged)
             token = await self.token(server.name, principal)
             if token is None:
                 await self.sign_in(ctx, server, principal)
