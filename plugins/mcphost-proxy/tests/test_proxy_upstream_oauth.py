@@ -591,7 +591,8 @@ async def test_without_a_listing_credential_a_list_asks_for_the_first_sign_in_an
     assert all(a["url"].startswith(unlisted.gateway.base + "/oauth/start?state=") for a in alice.asked)
     assert "up_whoami" in listed and "up2_whoami" in listed, listed
     assert all("You may close this page" in text for text in alice.pages)
-    assert alice.notes.count("notifications/elicitation/complete") == 2
+    assert alice.notes.count("notifications/elicitation/complete") == 2, alice.notes
+    assert "notifications/tools/list_changed" in alice.notes  # the catalog grew while she waited
     states = await _upstream_states(unlisted, alice.token)
     assert states["up"] == "running" and states["up2"] == "running", states
     # Calls still go with each caller's own token: alice is not asked again, bob is asked for his own.
