@@ -371,8 +371,9 @@ class Upstream:
                 settings.command, list(settings.args), env=settings.resolved_env() or None, cwd=settings.cwd,
                 max_message_bytes=settings.max_message_bytes, label=self.label, admit=self.logs.admit,
                 starting=self.starting, switch=self.switch))
-        # Only the configured headers: nothing from the downstream request (its bearer token in
-        # particular) ever reaches the upstream.
+        # Only the configured headers (and, for a per-user server listed with a signed-in principal's
+        # token, that token): nothing from the downstream request (its bearer token in particular)
+        # ever reaches the upstream.
         hooks: dict[str, list[Any]] = {"response": [self._watch_response]}
         if self.token_source is not None:
             hooks["request"] = [self._bearer]
