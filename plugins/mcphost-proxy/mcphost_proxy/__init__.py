@@ -544,8 +544,11 @@ class ProxyPlugin:
 
     def _target(self, server: str, session: Any, on: bool) -> Upstream | None:
         """The connection a subscription of ``session`` goes through: the session's own instance of a
-        per_session server (started for it when it subscribes), else the server's shared one."""
+        per_session server (started for it when it subscribes), else the server's shared one; none for a
+        per-user server listed with a signed-in principal's token."""
         settings = self.upstreams[server].settings
+        if self.credentials is not None and server in self.credentials.listers:
+            return None  # its shared connection carries one principal's token: its updates are not everyone's
         if not settings.per_session or session.era == "modern":
             return self.upstreams[server]
         key = (server, session.id)
