@@ -143,6 +143,10 @@ class ProxyPlugin:
             from mcphost_proxy.credentials import Credentials
 
             self.credentials = Credentials(host, self.settings, self._upstream)
+            for server in self.settings.servers:  # no listing credential: listed once someone signs in
+                if server.auth.mode != "static" and not Credentials.lists_itself(server):
+                    self.upstreams[server.name].awaiting = True
+                    self.credentials.listers[server.name] = self.upstreams[server.name]
         self._report()
 
     def _upstream(self, server: ServerSettings, label: str | None = None,
@@ -383,7 +387,7 @@ class ProxyPlugin:
 
     async def wait_mounted(self, timeout: float) -> bool:
         """Wait until every upstream started with the host has listed and is mounted (False on timeout)."""
-        eager = [u for u in self.upstreams.values() if u.settings.start == "startup"]
+        eager = [u for u in self.upstreams.values() if u.settings.start == "startup" and not u.awaiting]
         ready = await asyncio.gather(*(u.wait_ready(timeout) for u in eager))
         return all(ready)
 
@@ -403,12 +407,14 @@ class ProxyPlugin:
         if any(u.settings.pinning != "off" for u in self.upstreams.values()):
             self.guard.store = host.pin_store()
             self.guard.start(self.settings.config.pins_poll, functools.partial(_republish, self))
-        eager = [u for u in self.upstreams.values() if u.settings.start == "startup"]
+        eager = [u for u in self.upstreams.values() if u.settings.start == "startup" and not u.awaiting]
         for upstream in eager:
             log.info("upstream %s: starting (%s: %s)", upstream.label, upstream.settings.transport,
                      upstream.settings.describe())  # describe() redacts the command line and the URL
             upstream.start()
         self._watchdog = asyncio.get_running_loop().create_task(self._watch(eager), name="proxy:startup")
+        if self.credentials is not None:
+            await self.credentials.adopt_stored()
         if self.settings.config.startup_wait:
             await self.wait_mounted(self.settings.config.startup_wait)
         self._report()
@@ -463,6 +469,8 @@ class ProxyPlugin:
 
         guarded = [_held_middleware(self.guard)] if any(
             u.settings.pinning != "off" or u.settings.hidden_text == "hold" for u in self.upstreams.values()) else []
+        if self.credentials is not None and self.credentials.listers:
+            guarded.append(_consent_middleware(self.credentials, host))
         if not any(u.settings.start == "lazy" for u in self.upstreams.values()):
             return [*guarded, subscriptions]
 
@@ -471,7 +479,7 @@ class ProxyPlugin:
             if not self._lazy_started:
                 self._lazy_started = True
                 assert self.settings is not None
-                lazy = [u for u in self.upstreams.values() if u.settings.start == "lazy"]
+                lazy = [u for u in self.upstreams.values() if u.settings.start == "lazy" and not u.awaiting]
                 await asyncio.gather(*(u.wait_ready(self.settings.config.startup_timeout) for u in lazy))
             return await call_next(request)
 
@@ -536,8 +544,11 @@ class ProxyPlugin:
 
     def _target(self, server: str, session: Any, on: bool) -> Upstream | None:
         """The connection a subscription of ``session`` goes through: the session's own instance of a
-        per_session server (started for it when it subscribes), else the server's shared one."""
+        per_session server (started for it when it subscribes), else the server's shared one; none for a
+        per-user server listed with a signed-in principal's token."""
         settings = self.upstreams[server].settings
+        if self.credentials is not None and server in self.credentials.listers:
+            return None  # its shared connection carries one principal's token: its updates are not everyone's
         if not settings.per_session or session.era == "modern":
             return self.upstreams[server]
         key = (server, session.id)
@@ -611,6 +622,21 @@ async def _republish(plugin: ProxyPlugin, name: str) -> None:
     async with plugin._mounting.setdefault(name, asyncio.Lock()):
         await _publish(plugin, name)
     plugin._report()
+
+
+def _consent_middleware(credentials: Credentials, host: mcphost.Host) -> mcphost.Middleware:
+    """A ``tools/list`` while a server without a listing credential waits for its first principal's token
+    asks the caller to sign in, or exchanges its token (credentials.py ``on_list``); once every such
+    server is listed it costs a look at an empty list."""
+
+    @mcphost.middleware(name="proxy-list-consent")
+    async def consent(request: Any, call_next: Any) -> Any:
+        kernel = getattr(host, "kernel", None)  # the host's, not in its public view (the scope asks through it)
+        if request.method == "tools/list" and kernel is not None and credentials.awaiting():
+            await credentials.on_list(request, kernel)
+        return await call_next(request)
+
+    return consent
 
 
 def _held_middleware(guard: Guard) -> mcphost.Middleware:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import hashlib
 import json
 import logging
@@ -105,6 +106,11 @@ class Credentials:
         self._reading: asyncio.Task[None] | None = None
         #: Connections stopping (a refreshed token's old one, idle ones).
         self._stopping: set[asyncio.Task[None]] = set()
+        #: The shared connections of the servers that have no listing credential of the gateway's own
+        #: (set by the plugin), and the principal whose token lists each once one signed in (adopt).
+        self.listers: dict[str, Upstream] = {}
+        self._lister: dict[str, str] = {}
+        self._scanned_at = -STORED_EVERY
 
     # -- calls ------------------------------------------------------------------------------------------
 
@@ -114,15 +120,123 @@ class Credentials:
                 raise SignInRequired(f"Upstream {server.name!r} is called per user: this request has no caller")
             principal = principal_of(ctx)
             if server.auth.mode == "token-exchange":
-                return self._connection(server, principal, await self.exchanged(ctx, server, principal))
+                exchanged = await self.exchanged(ctx, server, principal)
+                self.adopt(server.name, principal)
+                return self._connection(server, principal, exchanged)
             token = await self.token(server.name, principal)
             if token is None:
                 await self.sign_in(ctx, server, principal)
                 token = await self.token(server.name, principal)
                 if token is None:
                     raise SignInRequired(f"Sign-in to upstream {server.name!r} did not complete; call again")
+            self.adopt(server.name, principal)
             return self._connection(server, principal, token)
         return resolve
+
+    # -- listing with a signed-in principal's token -------------------------------------------------------
+
+    @staticmethod
+    def lists_itself(server: ServerSettings) -> bool:
+        """Whether the configured ``headers`` carry a listing credential of the gateway's own."""
+        return server.command is not None or any(key.lower() == "authorization" for key in server.headers)
+
+    def awaiting(self) -> list[str]:
+        """The servers still waiting for a first principal's token to list their catalog."""
+        return [name for name in self.listers if name not in self._lister]
+
+    def adopt(self, name: str, principal: str) -> None:
+        """``principal`` holds a token for ``name``: if that server waits for one to list its catalog, it is
+        listed from now on with this principal's token (its current one at each request, refreshed). The
+        catalog is then the upstream's, shared by every caller like any upstream's; calls still go with
+        each caller's own token."""
+        upstream = self.listers.get(name)
+        if upstream is None or name in self._lister:
+            return
+        self._lister[name] = principal
+        upstream.token_source = functools.partial(self._listing_token, name)
+        upstream.awaiting = False
+        log.info("upstream %s: listed with the token of a principal who signed in", name)
+        upstream.start()
+
+    async def adopt_stored(self) -> None:
+        """At start-up: a server waiting for a sign-in is listed with a token already in the vault (another
+        node's, or one from before a restart)."""
+        if not self.awaiting():
+            return
+        try:
+            entries = await self.vault.entries()
+        except Exception:
+            log.debug("could not read the vault for a listing token", exc_info=True)
+            return
+        for entry in entries:
+            if entry["upstream"] in self.listers:
+                self.adopt(str(entry["upstream"]), str(entry["principal"]))
+
+    async def _listing_token(self, name: str) -> str | None:
+        """The listing principal's token for ``name``; when it is gone (signed out, refused refresh), another
+        stored principal's, who then lists it."""
+        principal = self._lister.get(name)
+        token = await self._stored_token(name, principal) if principal is not None else None
+        if token:
+            return token
+        for entry in await self.vault.entries():
+            other = str(entry["principal"])
+            if entry["upstream"] == name and other != principal:
+                token = await self._stored_token(name, other)
+                if token:
+                    self._lister[name] = other
+                    return token
+        return None
+
+    async def _stored_token(self, name: str, principal: str) -> str | None:
+        if name in self.servers:
+            return await self.token(name, principal)
+        record = await self.vault.get(principal, name)  # token exchange: usable while fresh (no caller here)
+        server = self.exchanging.get(name)
+        if record is None or server is None or not fresh_enough(record, server.auth.refresh_before):
+            return None
+        return str(record["access_token"])
+
+    async def on_list(self, request: Any, kernel: Any) -> None:
+        """A ``tools/list`` while a server still waits for its first principal's token. A token already
+        in the vault (another node's sign-in) lists it, nobody asked. Else, an oauth server: a
+        session-era client that declared URL elicitation is asked (once per session and server), as a
+        call would ask, and the list waits for the sign-in and the catalog (2026-07-28 allows no
+        input-required round on a list). A token-exchange server: the caller's own token is exchanged,
+        in either era, nobody asked. Anything else (no URL elicitation, declined, timed out, failed)
+        leaves the list as it is: a list never fails for it."""
+        waiting = self.awaiting()
+        if time.monotonic() - self._scanned_at > STORED_EVERY:  # one vault scan per STORED_EVERY s at most
+            self._scanned_at = time.monotonic()
+            await self.adopt_stored()
+        await self._listed([name for name in waiting if name in self._lister])
+        declared = request.session.client_capabilities.get("elicitation")
+        may_ask = request.era == "legacy" and isinstance(declared, dict) and "url" in declared
+        from mcphost.kernel.scope import RequestScope
+
+        # A list, not a set: a shared backend keeps the session's assigns as JSON.
+        asked: list[str] = request.session.assigns.setdefault("proxy:sign-in-asked", [])
+        for name in self.awaiting():
+            server = self.servers.get(name) or self.exchanging[name]
+            if name in asked or (name in self.servers and not may_ask):
+                continue
+            asked.append(name)
+            ctx = mcphost.Context(RequestScope(kernel, request.session, request.id, request.method, None,
+                                               request.principal))
+            principal = principal_of(ctx)
+            try:
+                if name in self.exchanging:  # nobody is asked: the caller's own token, exchanged
+                    await self.exchanged(ctx, server, principal)
+                elif await self.token(name, principal) is None:
+                    await self.sign_in(ctx, server, principal)
+                self.adopt(name, principal)
+                await self._listed([name])
+            except Exception as exc:  # the list goes on without this upstream
+                log.info("upstream %s: no sign-in at tools/list (%s)", name, mcphost.redact_text(str(exc)))
+
+    async def _listed(self, names: list[str]) -> None:
+        """Wait (each server's ``timeout`` at most) for these newly adopted servers to list and mount."""
+        await asyncio.gather(*(self.listers[name].wait_ready(self.listers[name].settings.timeout) for name in names))
 
     def _connection(self, server: ServerSettings, principal: str, token: str) -> Upstream:
         self._reap()
@@ -330,6 +444,7 @@ class Credentials:
             return page("Sign-in failed", str(exc), 502)
         await self.vault.put(principal, upstream, tokens)
         self._landed.setdefault((upstream, principal), asyncio.Event()).set()
+        self.adopt(upstream, principal)
         log.info("upstream %s: a principal signed in", upstream)
         return page("Signed in", f"You are signed in to {upstream}. You may close this page.")
 

@@ -48,6 +48,8 @@ MIN_RELIST_MS = 1000
 
 #: Upstream states, as ``mcphost plugins`` shows them.
 STOPPED, STARTING, RUNNING, RESTARTING, FAILED = "stopped", "starting", "running", "restarting", "failed"
+#: How an oauth / token-exchange upstream without a listing credential shows until someone signs in.
+AWAITING = "awaiting a sign-in"
 
 
 class Lessor(Protocol):
@@ -151,6 +153,12 @@ class Upstream:
         #: it, so questions = "auto" keeps every call on this process. Calls in flight whose client may be asked.
         self.echoes = False
         self.asking = 0
+        #: An oauth / token-exchange server with no listing credential of the gateway's own: not started
+        #: until a principal's token lists it (credentials.py ``adopt``); "awaiting a sign-in" till then.
+        self.awaiting = False
+        #: Where the bearer token of its listing comes from (set by ``adopt``): a signed-in principal's
+        #: current token (refreshed as needed), asked for at each HTTP request of this connection.
+        self.token_source: Callable[[], Awaitable[str | None]] | None = None
 
     # -- lifecycle ------------------------------------------------------------------------------
 
@@ -203,7 +211,7 @@ class Upstream:
     def status(self) -> str:
         """One line for ``mcphost plugins``: name, transport, state, protocol version, what is mounted
         and declared, last error."""
-        text = f"{self.label} ({self.settings.transport}: {self.state}"
+        text = f"{self.label} ({self.settings.transport}: {AWAITING if self.awaiting else self.state}"
         if self.state == RUNNING:
             text += f", {self.protocol_version}, {len(self.listing.tools)} tools"
             extensions = declared_extensions(self.listing.capabilities)
@@ -228,7 +236,8 @@ class Upstream:
         retry = None
         if self.retry_at is not None and self.state == RESTARTING:
             retry = max(0.0, self.retry_at - time.monotonic())
-        return {"name": self.label, "transport": settings.transport, "state": self.state, "target": target,
+        return {"name": self.label, "transport": settings.transport,
+                "state": AWAITING if self.awaiting else self.state, "target": target,
                 "tools": len(self.listing.tools) if self.state == RUNNING else 0, "restarts": self.restarts,
                 "error": self.error, "retry_in": retry, "required": settings.required,
                 "era": self.protocol_version, "extensions": declared_extensions(self.listing.capabilities)}
@@ -362,12 +371,15 @@ class Upstream:
                 settings.command, list(settings.args), env=settings.resolved_env() or None, cwd=settings.cwd,
                 max_message_bytes=settings.max_message_bytes, label=self.label, admit=self.logs.admit,
                 starting=self.starting, switch=self.switch))
-        # Only the configured headers: nothing from the downstream request (its bearer token in
-        # particular) ever reaches the upstream.
+        # Only the configured headers (and, for a per-user server listed with a signed-in principal's
+        # token, that token): nothing from the downstream request (its bearer token in particular)
+        # ever reaches the upstream.
+        hooks: dict[str, list[Any]] = {"response": [self._watch_response]}
+        if self.token_source is not None:
+            hooks["request"] = [self._bearer]
         client = httpx2.AsyncClient(headers=settings.resolved_headers(),
                                     timeout=httpx2.Timeout(settings.timeout, read=None),
-                                    transport=BoundedTransport(settings.max_message_bytes),
-                                    event_hooks={"response": [self._watch_response]})
+                                    transport=BoundedTransport(settings.max_message_bytes), event_hooks=hooks)
         await stack.enter_async_context(client)
         self._http = client
         streams = await stack.enter_async_context(
@@ -376,6 +388,13 @@ class Upstream:
         self.wire = HttpClient(settings.url or "", settings.resolved_headers(), pool_size=settings.pool_size,
                                limit=settings.max_message_bytes)
         return streams
+
+    async def _bearer(self, request: Any) -> None:
+        """A listing with a signed-in principal's token: its current one on every request (refreshed)."""
+        source = self.token_source
+        token = await source() if source is not None else None
+        if token:
+            request.headers["authorization"] = f"Bearer {token}"
 
     def _held(self, transport: Any) -> None:
         self.http_transport = transport

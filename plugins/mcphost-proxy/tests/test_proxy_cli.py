@@ -79,3 +79,19 @@ def test_tools_start_lists_the_mounted_tools_with_their_upstream(tmp_path):
     assert rows["m_add"].split()[1:3] == ["proxy", "(modern)"]
     assert rows["raw_echo"].split()[1:3] == ["proxy", "(raw)"]
     assert "not started" not in result.stderr
+
+
+def test_a_per_user_server_without_a_listing_credential_shows_awaiting_a_sign_in(tmp_path):
+    """Not started until someone signs in (docs/upstream-credentials.md, Listing the catalog): --start
+    does not wait for it; one with a listing credential of the gateway's own is started as usual."""
+    config = tmp_path / "mcphost.toml"
+    oauth = '[plugins.proxy.servers.{0}.auth]\nmode = "oauth"\nclient_id = "gw"\nallow_insecure_http = true\n'
+    config.write_text(
+        '[plugins.proxy.servers.personal]\nurl = "http://127.0.0.1:9/mcp"\n' + oauth.format("personal")
+        + '[plugins.proxy.servers.listed]\nurl = "http://127.0.0.1:9/mcp"\n'
+        + 'headers = { Authorization = "Bearer gateway-listing-token" }\n' + oauth.format("listed"))
+    result = _run(config, "plugins", "--start", "--wait", "120")
+    rows = _upstreams(result.stdout)
+    assert rows["personal"][1:5] == ["proxy", "awaiting", "a", "sign-in"], result.stdout
+    assert rows["listed"][2] in ("starting", "restarting"), result.stdout  # it tries: nothing listens there
+    assert "gateway-listing-token" not in result.stdout + result.stderr

@@ -60,13 +60,15 @@ class Deployment:
     shares one redis-server, ``nodes`` of them)."""
 
     def __init__(self, tmp: Path, *, redis: Any = None, nodes: int = 1, auth: str = "", provider: tuple[str, ...] = (),
-                 login: bool = False) -> None:
+                 login: bool = False, listing: bool = True) -> None:
         self.tmp = tmp
         self.provider = AuthorizationServer(ensure_oidc_provider(), "authcode.mjs", *provider)
         extra = tmp / "site"
         make_distribution(extra, "whoami-probe", "1.0", {"whoami": "whoami_probe"}, {"whoami_probe": WHOAMI})
         self.upstream = ServeProcess(tmp, _jwt(self.provider.issuer), plugins="whoami,jwt", extra_path=extra)
-        listing = self.provider.token(self.upstream.url)  # the gateway's own token: it lists the catalog
+        token = self.provider.token(self.upstream.url)  # the gateway's own token: it lists the catalog
+        # Without it: each server is listed with the token of the first principal who signs in.
+        headers = f'headers = {{ Authorization = "Bearer {token}" }}\n' if listing else ""
         # With login: the host's own login of the browser (the same provider: the callers' tokens are its).
         browser_login = (f'browser_login = {{ issuer = "{self.provider.issuer}", client_id = "mcphost-login", '
                          f'client_secret = "mcphost-login-secret", allow_insecure_http = true }}\n' if login else "")
@@ -75,15 +77,15 @@ class Deployment:
         self.config = (
             f"{_jwt(self.provider.issuer, keep=True)}\n[plugins.proxy]\nstartup_wait = 30\n{browser_login}\n"
             f'[plugins.proxy.servers.up]\nurl = "{self.upstream.url}"\n'
-            f'headers = {{ Authorization = "Bearer {listing}" }}\n\n'
+            f'{headers}\n'
             f"[plugins.proxy.servers.up.auth]\n{oauth}"
             # The same upstream a second time, signed in to separately.
             f'[plugins.proxy.servers.up2]\nurl = "{self.upstream.url}"\n'
-            f'headers = {{ Authorization = "Bearer {listing}" }}\n\n'
+            f'{headers}\n'
             f"[plugins.proxy.servers.up2.auth]\n{oauth}"
             # The same upstream again, called with the caller's own token exchanged (RFC 8693).
             f'[plugins.proxy.servers.ex]\nurl = "{self.upstream.url}"\n'
-            f'headers = {{ Authorization = "Bearer {listing}" }}\n\n'
+            f'{headers}\n'
             f'[plugins.proxy.servers.ex.auth]\nmode = "token-exchange"\nclient_id = "mcphost-gateway"\n'
             f'client_secret = "mcphost-gateway-secret"\nscopes = ["mcp:tools"]\nallow_insecure_http = true\n')
         # The operator's console, for a caller's token (its scope): it shows the stored credentials.
@@ -120,6 +122,30 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
     redis = RedisServer(tmp / "redis")
     deployed = Deployment(tmp, redis=redis, nodes=2, provider=(str(TTL), "rotate"))
     deployed.redis = redis  # type: ignore[attr-defined]
+    yield deployed
+    deployed.stop()
+    redis.stop()
+
+
+@pytest.fixture(scope="module")
+def unlisted(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
+    """A gateway with no listing credential of its own: each server is listed with the token of the first
+    principal who signs in (or whose token is exchanged)."""
+    deployed = Deployment(tmp_path_factory.mktemp("upstream-oauth-unlisted"), listing=False)
+    yield deployed
+    deployed.stop()
+
+
+@pytest.fixture(scope="module")
+def unlisted_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
+    """Two gateway nodes on one redis-server, with no listing credential."""
+    from mcphost_redis.testing import RedisServer, redis_server_path
+
+    if redis_server_path() is None:
+        pytest.fail("redis-server is required (scripts/ensure-tools installs it)")
+    tmp = tmp_path_factory.mktemp("upstream-oauth-unlisted-redis")
+    redis = RedisServer(tmp / "redis")
+    deployed = Deployment(tmp, redis=redis, nodes=2, listing=False)
     yield deployed
     deployed.stop()
     redis.stop()
@@ -220,6 +246,17 @@ class Caller:
         async with http, client:
             self.versions.append(client.protocol_version)
             return await client.call_tool(name, arguments or {})
+
+
+    async def names(self, mode: str = "legacy") -> list[str]:
+        """The tool names a tools/list of a fresh client session gets."""
+        http = httpx2.AsyncClient(headers={"authorization": f"Bearer {self.token}"}, timeout=httpx2.Timeout(120))
+        options: dict[str, Any] = {"elicitation_callback": self.elicit} if self.can_open else {}
+        client = Client(streamable_http_client(self.url, http_client=http), mode=mode,
+                        read_timeout_seconds=120, message_handler=self.on_message, **options)
+        async with http, client:
+            self.versions.append(client.protocol_version)
+            return [tool.name for tool in (await client.list_tools()).tools]
 
 
 def _text(result: Any) -> str:
@@ -522,3 +559,65 @@ def test_the_status_report_names_who_is_connected_to_what_never_a_token():
     assert [(r["principal"], r["upstream"], r["name"]) for r in rows] == [
         ("p:bob", "github", "github@b2"), ("p:alice", "github", "github@a1")]
     assert "token-of" not in json.dumps(rows)
+
+
+async def _upstream_states(deployment: Deployment, token: str, node: int = 0) -> dict[str, str]:
+    """The shared upstreams' states as the console's API reports them (the proxy's status report)."""
+    async with httpx2.AsyncClient(timeout=30, headers={"authorization": f"Bearer {token}"}) as http:
+        response = await http.get(deployment.nodes[node].base + "/console/api/state")
+    assert response.status_code == 200, response.text
+    [proxy] = [p for p in response.json()["plugins"] if p.get("name") == "proxy"]
+    return {row["name"]: row["state"] for row in proxy["report"]["upstreams"]}
+
+
+async def test_without_a_listing_credential_a_list_asks_for_the_first_sign_in_and_lists_with_it(unlisted):
+    alice, bob = Caller(unlisted, "alice"), Caller(unlisted, "bob")
+    states = await _upstream_states(unlisted, alice.token)
+    assert states["up"] == "awaiting a sign-in" and states["up2"] == "awaiting a sign-in", states
+    # A 2026-07-28 list may not ask (no input-required round on a list): it answers, without up's tools.
+    # (The token-exchange server "ex" is listed with the caller's own token exchanged: nobody asked.)
+    modern = await bob.names(mode="auto")
+    assert "up_whoami" not in modern and "ex_whoami" in modern and bob.asked == [], modern
+    assert bob.versions == ["2026-07-28"]
+    # A session-era client without URL elicitation: the list answers as it is, nothing of up, no error.
+    plain = Caller(unlisted, "bob", can_open=False)
+    assert "up_whoami" not in await plain.names()
+    # One that declared URL elicitation is asked to sign in at its list, and the list then has up's tools.
+    # Both oauth servers await a sign-in: she is asked for each, in turn, within that one list.
+    listed = await alice.names()
+    assert [a["mode"] for a in alice.asked] == ["url", "url"], alice.asked
+    assert [a["message"] for a in alice.asked] == ["Sign in to up to let this server call it as you",
+                                                   "Sign in to up2 to let this server call it as you"]
+    assert all(a["url"].startswith(unlisted.gateway.base + "/oauth/start?state=") for a in alice.asked)
+    assert "up_whoami" in listed and "up2_whoami" in listed, listed
+    assert all("You may close this page" in text for text in alice.pages)
+    assert alice.notes.count("notifications/elicitation/complete") == 2, alice.notes
+    assert "notifications/tools/list_changed" in alice.notes  # the catalog grew while she waited
+    states = await _upstream_states(unlisted, alice.token)
+    assert states["up"] == "running" and states["up2"] == "running", states
+    # Calls still go with each caller's own token: alice is not asked again, bob is asked for his own.
+    assert _text(await alice.call("up_whoami")) == "alice" and len(alice.asked) == 2
+    assert _text(await bob.call("up_whoami")) == "bob" and len(bob.asked) == 1
+    # Now listed: a 2026-07-28 list has up's tools too, and a sign-out of the lister does not unmount them.
+    assert "up_whoami" in await bob.names(mode="auto")
+    assert _text(await alice.call("sign_out", {"upstream": "up"})) == "Signed out of up."
+    assert "up_whoami" in await Caller(unlisted, "bob", can_open=False).names()
+
+
+async def test_on_redis_another_node_lists_with_the_stored_token_without_asking(unlisted_cluster):
+    alice = Caller(unlisted_cluster, "alice", node=0)
+    assert "up_whoami" in await alice.names() and len(alice.asked) == 2  # up and up2, on node 0
+    # Node 1 still awaits: its next list finds alice's token in the shared vault and lists with it.
+    bob = Caller(unlisted_cluster, "bob", can_open=False, node=1)
+    states = await _upstream_states(unlisted_cluster, bob.token, node=1)
+    assert states["up"] == "awaiting a sign-in", states
+    listed = await bob.names()
+    assert "up_whoami" in listed and "up2_whoami" in listed and bob.asked == [], listed
+    assert (await _upstream_states(unlisted_cluster, bob.token, node=1))["up"] == "running"
+    # bob's own calls still need his own sign-in: his client cannot open a link, so he gets -32042.
+    with pytest.raises(BaseException) as raised:
+        await bob.call("up_whoami")
+    error = raised.value
+    while isinstance(error, BaseExceptionGroup):
+        error = error.exceptions[0]
+    assert isinstance(error, MCPError) and error.error.code == -32042, repr(error)
