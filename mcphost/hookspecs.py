@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 
     from mcphost.catalog import Catalog, ProviderChange
     from mcphost.config import Config
+    from mcphost.context import Context
     from mcphost.pins import PinStore
     from mcphost.records import Middleware, Prompt, Provenance, Resource, ResourceTemplate, Tool, Unready
     from mcphost.request import RequestInfo
@@ -113,6 +114,11 @@ class Host(Protocol):
 
     def respond(self, session_id: str, request_id: str | int, value: object = None,
                 error: BaseException | None = None) -> bool: ...
+
+    def context_for(self, request: RequestInfo) -> Context:
+        """A :class:`~mcphost.Context` for a request a middleware handles: questions asked through it
+        go to that request's client, as a tool's would."""
+        ...
 
 
 # -- catalog: collected at startup and on reload ------------------------------------------------

@@ -47,7 +47,9 @@ from mcphost.sessions.session import Connection, Principal, Session
 from mcphost.settings import bind_settings, settings_schema
 
 if TYPE_CHECKING:  # built by prepare(): commands that only list (mcphost plugins, tools) never import it
+    from mcphost.context import Context  # imported at run time where it is built
     from mcphost.kernel import Kernel
+    from mcphost.request import RequestInfo
 
 log = logging.getLogger("mcphost.host")
 
@@ -520,6 +522,17 @@ class Host:
         """Complete a request whose handler returned a Deferred; False when none waits."""
         assert self.kernel is not None
         return self.kernel.respond(session_id, request_id, value, error)
+
+    def context_for(self, request: RequestInfo) -> Context:
+        """A :class:`~mcphost.Context` for a request a middleware handles, as a tool of that request
+        would get: questions asked through it go to the request's client (its declared capabilities
+        apply), logs and progress to its stream."""
+        from mcphost.context import Context
+        from mcphost.kernel.scope import RequestScope
+
+        assert self.kernel is not None
+        return Context(RequestScope(self.kernel, request.session, request.id, request.method, None,
+                                    request.principal))
 
 
 class ToolHost:

@@ -631,9 +631,8 @@ def _consent_middleware(credentials: Credentials, host: mcphost.Host) -> mcphost
 
     @mcphost.middleware(name="proxy-list-consent")
     async def consent(request: Any, call_next: Any) -> Any:
-        kernel = getattr(host, "kernel", None)  # the host's, not in its public view (the scope asks through it)
-        if request.method == "tools/list" and kernel is not None and credentials.awaiting():
-            await credentials.on_list(request, kernel)
+        if request.method == "tools/list" and credentials.awaiting():
+            await credentials.on_list(request, host)
         return await call_next(request)
 
     return consent

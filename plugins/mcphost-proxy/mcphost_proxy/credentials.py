@@ -197,7 +197,7 @@ class Credentials:
             return None
         return str(record["access_token"])
 
-    async def on_list(self, request: Any, kernel: Any) -> None:
+    async def on_list(self, request: Any, host: mcphost.Host) -> None:
         """A ``tools/list`` while a server still waits for its first principal's token. A token already
         in the vault (another node's sign-in) lists it, nobody asked. Else, an oauth server: a
         session-era client that declared URL elicitation is asked (once per session and server), as a
@@ -212,8 +212,6 @@ class Credentials:
         await self._listed([name for name in waiting if name in self._lister])
         declared = request.session.client_capabilities.get("elicitation")
         may_ask = request.era == "legacy" and isinstance(declared, dict) and "url" in declared
-        from mcphost.kernel.scope import RequestScope
-
         # A list, not a set: a shared backend keeps the session's assigns as JSON.
         asked: list[str] = request.session.assigns.setdefault("proxy:sign-in-asked", [])
         for name in self.awaiting():
@@ -221,8 +219,7 @@ class Credentials:
             if name in asked or (name in self.servers and not may_ask):
                 continue
             asked.append(name)
-            ctx = mcphost.Context(RequestScope(kernel, request.session, request.id, request.method, None,
-                                               request.principal))
+            ctx = host.context_for(request)
             principal = principal_of(ctx)
             try:
                 if name in self.exchanging:  # nobody is asked: the caller's own token, exchanged
