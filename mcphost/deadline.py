@@ -30,9 +30,9 @@ import logging
 import math
 import os
 import weakref
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Generator
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 log = logging.getLogger("mcphost.hooks")
 
@@ -226,8 +226,10 @@ async def exit_if_abandoned(seconds: float = GRACE) -> None:
     os._exit(0)
 
 
-def _abandon(inner: asyncio.Task[Any], name: str, seconds: float | None, after: float = GRACE) -> None:
-    """Leave ``inner`` (cancelled) running on its own; if it has not ended ``after`` seconds on, log it."""
+def _abandon(inner: asyncio.Task[Any], name: str, seconds: float | None, after: float = GRACE,
+             kind: str = "plugin ") -> None:
+    """Leave ``inner`` (cancelled) running on its own; if it has not ended ``after`` seconds on, log it
+    (as ``kind name``: a plugin's hook, or a tool or other handler)."""
     if inner.done() or inner in _abandoned:
         return
     _abandoned[inner] = name
@@ -235,7 +237,7 @@ def _abandon(inner: asyncio.Task[Any], name: str, seconds: float | None, after: 
 
     def stubborn() -> None:
         if not inner.done():
-            log.error("plugin %s ignored its cancellation (deadline %s) and still runs; abandoned", name,
+            log.error("%s%s ignored its cancellation (deadline %s) and still runs; abandoned", kind, name,
                       "none" if seconds is None else f"{seconds:g} s")
 
     if after > 0:
@@ -315,5 +317,102 @@ async def bounded(call: Coroutine[Any, Any, T], seconds: float | None, plugin: s
             running.leave(name)
 
 
-__all__ = ["GRACE", "RESOLUTION", "Deadline", "HookCancelled", "HookOverran", "RunningHooks", "abandoned",
-           "bounded", "deadline", "exit_if_abandoned", "settle_abandoned"]
+class Detachable(Generic[T]):
+    """``await detachable(call, name, seconds)``: ``await call``, inline (no task of its own), except
+    that a call which swallows its cancellation is left behind instead of holding its caller.
+
+    The call runs in the awaiting task, step by step through this object: on the normal path that
+    costs an object and a generator, not a task. When the awaiting task is cancelled (its deadline
+    fired, or its client cancelled it) the cancellation goes to the call as usual; a call that
+    honours it ends at once. One that is still running ``grace`` seconds later is detached: it goes
+    on in a task of its own (abandoned, logged as ``name``, listed by :func:`abandoned`), and the
+    awaiting task gets the CancelledError it was sent, so a :func:`deadline` around it raises
+    TimeoutError at its deadline plus the grace whatever the call does.
+    """
+
+    __slots__ = ("_call", "_detach", "_grace", "_name", "_record", "_seconds", "_timer")
+
+    def __init__(self, call: Coroutine[Any, Any, T], name: str, seconds: float | None,
+                 record: Any = None) -> None:
+        self._call = call
+        self._name = name
+        self._record = record
+        self._seconds = seconds
+        self._grace = _grace(seconds)
+        self._detach = False
+        self._timer: asyncio.TimerHandle | None = None
+
+    def __await__(self) -> Generator[Any, None, T]:
+        call = self._call
+        send = call.send
+        value: Any = None
+        error: BaseException | None = None
+        while True:
+            try:
+                yielded = send(value) if error is None else call.throw(error)
+            except StopIteration as stop:
+                if self._timer is not None:
+                    self._timer.cancel()
+                return stop.value  # type: ignore[no-any-return]  # the call's own value
+            except BaseException:
+                if self._timer is not None:
+                    self._timer.cancel()
+                raise
+            try:
+                value = yield yielded
+                error = None
+            except GeneratorExit:  # the awaiting task itself is being closed
+                call.close()
+                raise
+            except BaseException as exc:
+                if self._detach:  # the grace is over: the call stays behind, the caller goes on
+                    self._leave(yielded)
+                    raise
+                if isinstance(exc, asyncio.CancelledError) and self._timer is None:
+                    self._timer = asyncio.get_running_loop().call_later(
+                        self._grace, self._expire, asyncio.current_task())
+                value, error = None, exc
+
+    def _expire(self, task: asyncio.Task[Any] | None) -> None:
+        """The grace after a cancellation is over and the call still runs: wake the awaiting task."""
+        if task is not None and not task.done():
+            self._detach = True
+            task.cancel()  # taken back by _leave: only the first cancellation counts
+
+    def _leave(self, pending: Any) -> None:
+        """Go on without the call: it runs on in a task of its own, abandoned and named."""
+        task = asyncio.current_task()
+        if task is not None:
+            task.uncancel()
+        loop = asyncio.get_running_loop()
+        call = self._call
+
+        name = self._name
+        record = self._record
+        if record is not None:  # named only now: the normal path formats nothing
+            provenance = getattr(record, "provenance", None)
+            name = f"{name} {record.name!r}" + (f" (plugin {provenance.plugin})" if provenance else "")
+
+        def carry_on(_: object = None) -> None:
+            _abandon(loop.create_task(call), name, self._seconds, after=0, kind="")
+
+        # The call waits on what it yielded: resumed only once that is done (cancelled just now, as
+        # a rule); a task it awaits ends on its own time.
+        if asyncio.isfuture(pending) and not pending.done():
+            pending.cancel()
+            if not pending.done():
+                pending.add_done_callback(carry_on)
+                return
+        carry_on()
+
+
+def detachable(call: Coroutine[Any, Any, T], name: str, seconds: float | None,
+               record: Any = None) -> Detachable[T]:
+    """``call`` as an awaitable that leaves it behind if it swallows its cancellation (see
+    :class:`Detachable`); ``seconds`` is its deadline (the grace is a tenth of it, at most :data:`GRACE`).
+    ``name`` names it in the log, followed by ``record``'s name and plugin when a record is given."""
+    return Detachable(call, name, seconds, record)
+
+
+__all__ = ["GRACE", "RESOLUTION", "Deadline", "Detachable", "HookCancelled", "HookOverran", "RunningHooks", "abandoned",
+           "bounded", "deadline", "detachable", "exit_if_abandoned", "settle_abandoned"]
