@@ -20,6 +20,10 @@ apart from a cancellation of the caller, which propagates, and keeps the calls r
 :class:`RunningHooks`, so a process that must stop can name the plugins it abandons. Each call runs
 in a task of its own, so one that swallows its cancellation is abandoned (and named by
 :func:`abandoned`) instead of holding its caller for ever.
+
+:func:`detachable` does the same for a tool, resource, prompt or completion handler without a task
+per call: the handler runs inline, and only one still running a grace after its cancellation is
+moved to a task of its own and abandoned, so its request gets its answer anyway.
 """
 
 from __future__ import annotations
@@ -29,10 +33,11 @@ import contextlib
 import logging
 import math
 import os
+import types
 import weakref
 from collections.abc import Coroutine, Generator
 from types import TracebackType
-from typing import Any, Generic, TypeVar
+from typing import Any, TypeVar
 
 log = logging.getLogger("mcphost.hooks")
 
@@ -317,102 +322,93 @@ async def bounded(call: Coroutine[Any, Any, T], seconds: float | None, plugin: s
             running.leave(name)
 
 
-class Detachable(Generic[T]):
+@types.coroutine
+def detachable(call: Coroutine[Any, Any, T], name: str, seconds: float | None,
+               record: Any = None) -> Generator[Any, None, T]:
     """``await detachable(call, name, seconds)``: ``await call``, inline (no task of its own), except
     that a call which swallows its cancellation is left behind instead of holding its caller.
 
-    The call runs in the awaiting task, step by step through this object: on the normal path that
-    costs an object and a generator, not a task. When the awaiting task is cancelled (its deadline
+    The call runs in the awaiting task, step by step through this generator: on the normal path that
+    costs a generator (about 0.4 us), not a task. When the awaiting task is cancelled (its deadline
     fired, or its client cancelled it) the cancellation goes to the call as usual; a call that
-    honours it ends at once. One that is still running ``grace`` seconds later is detached: it goes
-    on in a task of its own (abandoned, logged as ``name``, listed by :func:`abandoned`), and the
-    awaiting task gets the CancelledError it was sent, so a :func:`deadline` around it raises
-    TimeoutError at its deadline plus the grace whatever the call does.
+    honours it ends at once. One still running a grace later (a tenth of ``seconds``, at most
+    :data:`GRACE`) is detached: it goes on in a task of its own (abandoned, logged as ``name``,
+    followed by ``record``'s name and plugin when a record is given, and listed by
+    :func:`abandoned`), and the awaiting task gets the CancelledError it was sent, so a
+    :func:`deadline` around it raises TimeoutError at its deadline plus the grace whatever the call does.
     """
-
-    __slots__ = ("_call", "_detach", "_grace", "_name", "_record", "_seconds", "_timer")
-
-    def __init__(self, call: Coroutine[Any, Any, T], name: str, seconds: float | None,
-                 record: Any = None) -> None:
-        self._call = call
-        self._name = name
-        self._record = record
-        self._seconds = seconds
-        self._grace = _grace(seconds)
-        self._detach = False
-        self._timer: asyncio.TimerHandle | None = None
-
-    def __await__(self) -> Generator[Any, None, T]:
-        call = self._call
-        send = call.send
-        value: Any = None
-        error: BaseException | None = None
-        while True:
-            try:
-                yielded = send(value) if error is None else call.throw(error)
-            except StopIteration as stop:
-                if self._timer is not None:
-                    self._timer.cancel()
-                return stop.value  # type: ignore[no-any-return]  # the call's own value
-            except BaseException:
-                if self._timer is not None:
-                    self._timer.cancel()
+    send = call.send
+    value: Any = None
+    error: BaseException | None = None
+    grace: _Grace | None = None  # armed by the first cancellation
+    while True:
+        try:
+            yielded = send(value) if error is None else call.throw(error)
+        except StopIteration as stop:
+            if grace is not None:
+                grace.handle.cancel()
+            return stop.value  # type: ignore[no-any-return]  # the call's own value
+        except BaseException:
+            if grace is not None:
+                grace.handle.cancel()
+            raise
+        try:
+            value = yield yielded
+            error = None
+        except GeneratorExit:  # the awaiting task itself is being closed
+            call.close()
+            raise
+        except BaseException as exc:
+            if grace is not None and grace.over:  # the call stays behind, the caller goes on
+                _leave(call, yielded, _label(name, record), seconds)
                 raise
-            try:
-                value = yield yielded
-                error = None
-            except GeneratorExit:  # the awaiting task itself is being closed
-                call.close()
-                raise
-            except BaseException as exc:
-                if self._detach:  # the grace is over: the call stays behind, the caller goes on
-                    self._leave(yielded)
-                    raise
-                if isinstance(exc, asyncio.CancelledError) and self._timer is None:
-                    self._timer = asyncio.get_running_loop().call_later(
-                        self._grace, self._expire, asyncio.current_task())
-                value, error = None, exc
+            if grace is None and isinstance(exc, asyncio.CancelledError):
+                grace = _Grace(seconds)
+            value, error = None, exc
+
+
+class _Grace:
+    """The grace a cancelled call of :func:`detachable` has; when over, its caller is woken."""
+
+    __slots__ = ("handle", "over")
+
+    def __init__(self, seconds: float | None) -> None:
+        self.over = False
+        self.handle = asyncio.get_running_loop().call_later(_grace(seconds), self._expire, asyncio.current_task())
 
     def _expire(self, task: asyncio.Task[Any] | None) -> None:
-        """The grace after a cancellation is over and the call still runs: wake the awaiting task."""
         if task is not None and not task.done():
-            self._detach = True
+            self.over = True
             task.cancel()  # taken back by _leave: only the first cancellation counts
 
-    def _leave(self, pending: Any) -> None:
-        """Go on without the call: it runs on in a task of its own, abandoned and named."""
-        task = asyncio.current_task()
-        if task is not None:
-            task.uncancel()
-        loop = asyncio.get_running_loop()
-        call = self._call
 
-        name = self._name
-        record = self._record
-        if record is not None:  # named only now: the normal path formats nothing
-            provenance = getattr(record, "provenance", None)
-            name = f"{name} {record.name!r}" + (f" (plugin {provenance.plugin})" if provenance else "")
-
-        def carry_on(_: object = None) -> None:
-            _abandon(loop.create_task(call), name, self._seconds, after=0, kind="")
-
-        # The call waits on what it yielded: resumed only once that is done (cancelled just now, as
-        # a rule); a task it awaits ends on its own time.
-        if asyncio.isfuture(pending) and not pending.done():
-            pending.cancel()
-            if not pending.done():
-                pending.add_done_callback(carry_on)
-                return
-        carry_on()
+def _label(name: str, record: Any) -> str:
+    """A detached call's name in the log (formatted only then: the normal path formats nothing)."""
+    if record is None:
+        return name
+    provenance = getattr(record, "provenance", None)
+    return f"{name} {record.name!r}" + (f" (plugin {provenance.plugin})" if provenance else "")
 
 
-def detachable(call: Coroutine[Any, Any, T], name: str, seconds: float | None,
-               record: Any = None) -> Detachable[T]:
-    """``call`` as an awaitable that leaves it behind if it swallows its cancellation (see
-    :class:`Detachable`); ``seconds`` is its deadline (the grace is a tenth of it, at most :data:`GRACE`).
-    ``name`` names it in the log, followed by ``record``'s name and plugin when a record is given."""
-    return Detachable(call, name, seconds, record)
+def _leave(call: Coroutine[Any, Any, Any], pending: Any, name: str, seconds: float | None) -> None:
+    """Go on without ``call``: it runs on in a task of its own, abandoned and named."""
+    task = asyncio.current_task()
+    if task is not None:
+        task.uncancel()
+    loop = asyncio.get_running_loop()
+
+    def carry_on(_: object = None) -> None:
+        _abandon(loop.create_task(call), name, seconds, after=0, kind="")
+
+    # The call waits on what it yielded: resumed only once that is done (cancelled just now, as
+    # a rule); a task it awaits ends on its own time.
+    if asyncio.isfuture(pending) and not pending.done():
+        pending.cancel()
+        if not pending.done():
+            pending.add_done_callback(carry_on)
+            return
+    carry_on()
 
 
-__all__ = ["GRACE", "RESOLUTION", "Deadline", "Detachable", "HookCancelled", "HookOverran", "RunningHooks", "abandoned",
+__all__ = ["GRACE", "RESOLUTION", "Deadline", "HookCancelled", "HookOverran", "RunningHooks", "abandoned",
            "bounded", "deadline", "detachable", "exit_if_abandoned", "settle_abandoned"]
