@@ -427,10 +427,25 @@ async def _invoke_tool(kernel: Kernel, request: RequestInfo, entry: Any, kwargs:
                                      "tool", limit or None, record)
     except Exception as exc:
         entry.stats.add(started, perf_counter(), True)
+        if limited.expired():
+            _end_scope(record, kwargs)
         return await _tool_raised(kernel, request, record, exc, limited.expired(), limit)
+    except asyncio.CancelledError:
+        _end_scope(record, kwargs)
+        raise
     result = results.tool_result(entry, value, request.session.protocol_version)  # type: ignore[arg-type]  # initialized: it has a version
     entry.stats.add(started, perf_counter(), result.get("isError") is True)
     return result
+
+
+def _end_scope(record: Tool, kwargs: dict[str, Any]) -> None:
+    """The call is answered without its tool: a tool that runs on (it swallowed its cancellation
+    and was left behind) sends no progress or log for it any more."""
+    signature = record.signature
+    if signature is not None and signature.context_param:
+        scope = getattr(kwargs.get(signature.context_param), "_scope", None)
+        if isinstance(scope, RequestScope):
+            scope.ended = True
 
 
 async def _tool_raised(kernel: Kernel, request: RequestInfo, record: Tool, exc: Exception, expired: bool,

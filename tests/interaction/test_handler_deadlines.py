@@ -189,3 +189,21 @@ def test_stdio_ends_within_5_s_while_a_swallowing_tool_runs(end: str, tmp_path: 
         assert "hang" in server.stderr  # the abandoned tool is named
     finally:
         server.kill()
+
+
+def test_stdio_a_swallowing_tool_left_behind_sends_no_more_progress(tmp_path: Path) -> None:
+    """Its progress stops with its answer: nothing for a request the client has its answer to."""
+    server = RawServer(_stdio_env(tmp_path))
+    try:
+        server.initialize()
+        answer = server.request("tools/call", {"name": "hang_reporting", "arguments": {},
+                                               "_meta": {"progressToken": "p"}}, timeout=DEADLINE + 20)
+        assert answer["error"]["code"] == -32001, answer
+        sent = len(server.notifications)
+        assert sent >= 1  # it reported while it ran
+        server.expect_silence(1.0)  # it still runs (abandoned) and reports, but nothing goes out
+        assert len(server.notifications) == sent, server.notifications[sent:]
+        assert server.result("ping") == {}
+        print(f"\nstdio: {sent} progress notifications before the answer, none after")
+    finally:
+        server.kill()

@@ -51,7 +51,21 @@ def mcphost_tools(host: object) -> list[object]:
         """Sleeps for ever, ignoring cancellation."""
         await _sleep_on("tool")
         return "released"
-    return [hang]
+
+    @mcphost.tool()
+    async def hang_reporting(ctx: mcphost.Context) -> str:
+        """Reports progress every 50 ms for ever, ignoring cancellation."""
+        _trace("start tool")
+        step = 0
+        while not _released.is_set():
+            step += 1
+            try:
+                await ctx.report_progress(step)
+                await asyncio.sleep(0.05)
+            except asyncio.CancelledError:
+                _trace("swallowed tool")
+        return "released"
+    return [hang, hang_reporting]
 
 
 @mcphost.hookimpl
