@@ -20,6 +20,10 @@ apart from a cancellation of the caller, which propagates, and keeps the calls r
 :class:`RunningHooks`, so a process that must stop can name the plugins it abandons. Each call runs
 in a task of its own, so one that swallows its cancellation is abandoned (and named by
 :func:`abandoned`) instead of holding its caller for ever.
+
+:func:`detachable` does the same for a tool, resource, prompt or completion handler without a task
+per call: the handler runs inline, and only one still running a grace after its cancellation is
+moved to a task of its own and abandoned, so its request gets its answer anyway.
 """
 
 from __future__ import annotations
@@ -29,8 +33,9 @@ import contextlib
 import logging
 import math
 import os
+import types
 import weakref
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Generator
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -226,8 +231,10 @@ async def exit_if_abandoned(seconds: float = GRACE) -> None:
     os._exit(0)
 
 
-def _abandon(inner: asyncio.Task[Any], name: str, seconds: float | None, after: float = GRACE) -> None:
-    """Leave ``inner`` (cancelled) running on its own; if it has not ended ``after`` seconds on, log it."""
+def _abandon(inner: asyncio.Task[Any], name: str, seconds: float | None, after: float = GRACE,
+             kind: str = "plugin ") -> None:
+    """Leave ``inner`` (cancelled) running on its own; if it has not ended ``after`` seconds on, log it
+    (as ``kind name``: a plugin's hook, or a tool or other handler)."""
     if inner.done() or inner in _abandoned:
         return
     _abandoned[inner] = name
@@ -235,7 +242,7 @@ def _abandon(inner: asyncio.Task[Any], name: str, seconds: float | None, after: 
 
     def stubborn() -> None:
         if not inner.done():
-            log.error("plugin %s ignored its cancellation (deadline %s) and still runs; abandoned", name,
+            log.error("%s%s ignored its cancellation (deadline %s) and still runs; abandoned", kind, name,
                       "none" if seconds is None else f"{seconds:g} s")
 
     if after > 0:
@@ -315,5 +322,93 @@ async def bounded(call: Coroutine[Any, Any, T], seconds: float | None, plugin: s
             running.leave(name)
 
 
+@types.coroutine
+def detachable(call: Coroutine[Any, Any, T], name: str, seconds: float | None,
+               record: Any = None) -> Generator[Any, None, T]:
+    """``await detachable(call, name, seconds)``: ``await call``, inline (no task of its own), except
+    that a call which swallows its cancellation is left behind instead of holding its caller.
+
+    The call runs in the awaiting task, step by step through this generator: on the normal path that
+    costs a generator (about 0.4 us), not a task. When the awaiting task is cancelled (its deadline
+    fired, or its client cancelled it) the cancellation goes to the call as usual; a call that
+    honours it ends at once. One still running a grace later (a tenth of ``seconds``, at most
+    :data:`GRACE`) is detached: it goes on in a task of its own (abandoned, logged as ``name``,
+    followed by ``record``'s name and plugin when a record is given, and listed by
+    :func:`abandoned`), and the awaiting task gets the CancelledError it was sent, so a
+    :func:`deadline` around it raises TimeoutError at its deadline plus the grace whatever the call does.
+    """
+    send = call.send
+    value: Any = None
+    error: BaseException | None = None
+    grace: _Grace | None = None  # armed by the first cancellation
+    while True:
+        try:
+            yielded = send(value) if error is None else call.throw(error)
+        except StopIteration as stop:
+            if grace is not None:
+                grace.handle.cancel()
+            return stop.value  # type: ignore[no-any-return]  # the call's own value
+        except BaseException:
+            if grace is not None:
+                grace.handle.cancel()
+            raise
+        try:
+            value = yield yielded
+            error = None
+        except GeneratorExit:  # the awaiting task itself is being closed
+            call.close()
+            raise
+        except BaseException as exc:
+            if grace is not None and grace.over:  # the call stays behind, the caller goes on
+                _leave(call, yielded, _label(name, record), seconds)
+                raise
+            if grace is None and isinstance(exc, asyncio.CancelledError):
+                grace = _Grace(seconds)
+            value, error = None, exc
+
+
+class _Grace:
+    """The grace a cancelled call of :func:`detachable` has; when over, its caller is woken."""
+
+    __slots__ = ("handle", "over")
+
+    def __init__(self, seconds: float | None) -> None:
+        self.over = False
+        self.handle = asyncio.get_running_loop().call_later(_grace(seconds), self._expire, asyncio.current_task())
+
+    def _expire(self, task: asyncio.Task[Any] | None) -> None:
+        if task is not None and not task.done():
+            self.over = True
+            task.cancel()  # taken back by _leave: only the first cancellation counts
+
+
+def _label(name: str, record: Any) -> str:
+    """A detached call's name in the log (formatted only then: the normal path formats nothing)."""
+    if record is None:
+        return name
+    provenance = getattr(record, "provenance", None)
+    return f"{name} {record.name!r}" + (f" (plugin {provenance.plugin})" if provenance else "")
+
+
+def _leave(call: Coroutine[Any, Any, Any], pending: Any, name: str, seconds: float | None) -> None:
+    """Go on without ``call``: it runs on in a task of its own, abandoned and named."""
+    task = asyncio.current_task()
+    if task is not None:
+        task.uncancel()
+    loop = asyncio.get_running_loop()
+
+    def carry_on(_: object = None) -> None:
+        _abandon(loop.create_task(call), name, seconds, after=0, kind="")
+
+    # The call waits on what it yielded: resumed only once that is done (cancelled just now, as
+    # a rule); a task it awaits ends on its own time.
+    if asyncio.isfuture(pending) and not pending.done():
+        pending.cancel()
+        if not pending.done():
+            pending.add_done_callback(carry_on)
+            return
+    carry_on()
+
+
 __all__ = ["GRACE", "RESOLUTION", "Deadline", "HookCancelled", "HookOverran", "RunningHooks", "abandoned",
-           "bounded", "deadline", "exit_if_abandoned", "settle_abandoned"]
+           "bounded", "deadline", "detachable", "exit_if_abandoned", "settle_abandoned"]

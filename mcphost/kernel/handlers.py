@@ -14,7 +14,7 @@ import orjson
 
 from mcphost.content import Completion
 from mcphost.context import Context
-from mcphost.deadline import deadline
+from mcphost.deadline import deadline, detachable
 from mcphost.endpoints import CODE_TOOL, is_code_tool
 from mcphost.errors import ClientRequestError, InsufficientScope, ToolError
 from mcphost.kernel import results, search
@@ -404,8 +404,8 @@ async def _bounded(kernel: Kernel, fn: Callable[..., Any], kwargs: dict[str, Any
     limit = kernel.settings.max_handler_seconds
     block = deadline(limit or None)
     try:
-        with block:
-            return await call_handler(fn, kwargs, pool=kernel.sync_pool)
+        with block:  # one that swallows its cancellation is left behind (a grace after the limit)
+            return await detachable(call_handler(fn, kwargs, pool=kernel.sync_pool), what, limit or None)
     except TimeoutError:
         if not block.expired():
             raise  # the handler's own timeout: its failure
@@ -422,14 +422,30 @@ async def _invoke_tool(kernel: Kernel, request: RequestInfo, entry: Any, kwargs:
     limited = deadline(limit or None)
     started = perf_counter()
     try:
-        with limited:
-            value = await call_handler(record.fn, kwargs, pool=kernel.sync_pool, thread=record.thread)
+        with limited:  # one that swallows its cancellation is left behind (a grace after the limit)
+            value = await detachable(call_handler(record.fn, kwargs, pool=kernel.sync_pool, thread=record.thread),
+                                     "tool", limit or None, record)
     except Exception as exc:
         entry.stats.add(started, perf_counter(), True)
+        if limited.expired():
+            _end_scope(record, kwargs)
         return await _tool_raised(kernel, request, record, exc, limited.expired(), limit)
+    except asyncio.CancelledError:
+        _end_scope(record, kwargs)
+        raise
     result = results.tool_result(entry, value, request.session.protocol_version)  # type: ignore[arg-type]  # initialized: it has a version
     entry.stats.add(started, perf_counter(), result.get("isError") is True)
     return result
+
+
+def _end_scope(record: Tool, kwargs: dict[str, Any]) -> None:
+    """The call is answered without its tool: a tool that runs on (it swallowed its cancellation
+    and was left behind) sends no progress or log for it any more."""
+    signature = record.signature
+    if signature is not None and signature.context_param:
+        scope = getattr(kwargs.get(signature.context_param), "_scope", None)
+        if isinstance(scope, RequestScope):
+            scope.ended = True
 
 
 async def _tool_raised(kernel: Kernel, request: RequestInfo, record: Tool, exc: Exception, expired: bool,

@@ -65,7 +65,8 @@ def answered(method: str, answer: dict[str, Any]) -> dict[str, Any]:
 
 
 class RequestScope:
-    __slots__ = ("_kernel", "_last_progress", "method", "principal", "progress_token", "request_id", "session")
+    __slots__ = ("_kernel", "_last_progress", "ended", "method", "principal", "progress_token", "request_id",
+                 "session")
 
     def __init__(self, kernel: Kernel, session: Session, request_id: Any, method: str,
                  progress_token: Any, principal: Principal | None = None) -> None:
@@ -76,6 +77,9 @@ class RequestScope:
         self.method = method
         self.progress_token = progress_token
         self._last_progress: float | None = None
+        #: The request was answered without its handler (cancelled, or past its time limit): a
+        #: handler running on (one that swallowed its cancellation) sends nothing more for it.
+        self.ended = False
 
     @property
     def host(self) -> Any:
@@ -83,7 +87,7 @@ class RequestScope:
 
     async def _send(self, message: dict[str, Any]) -> None:
         outlet = self.session.outlet
-        if outlet is not None and not self.session.closed:
+        if outlet is not None and not self.session.closed and not self.ended:
             await outlet(message, self.request_id)
 
     async def progress(self, progress: float, total: float | None, message: str | None) -> None:

@@ -379,6 +379,7 @@ class HttpTransport:
                 if message["id"] in session.inflight or message["id"] in state.request_streams:
                     raise HttpError(409, f"Request id {message['id']!r} is already in flight on this session",
                                     request_id=message["id"])
+            _note_cancels(state, messages)
             extra = {"mcp-session-id": session.id} if opening else {}
             if not requests:
                 await self._reply_plain(session, connection, messages, batch, send, extra)
@@ -474,7 +475,7 @@ class HttpTransport:
                       link: Link, receive: Receive, send: Send) -> None:
         """Write the stream a GET asks for (the standalone one, or the one its Last-Event-ID names)."""
         stream, after = await self._resume_point(call, session, state)
-        if stream != STANDALONE and await self._answered_in_full(session, stream, after):
+        if stream != STANDALONE and await self._answered_in_full(session, state, stream, after):
             # A request stream the client already has in full, which ended without a reply (a
             # cancelled call: the spec says not to answer it). An empty SSE stream would make a
             # client that waits for the reply resume it again and again; 204 says there is
@@ -509,14 +510,18 @@ class HttpTransport:
             after = await self.streams.standalone_start(session, state)
         return stream, after
 
-    async def _answered_in_full(self, session: Session, stream: str, after: int) -> bool:
-        """Whether request stream ``stream`` has nothing after ``after`` and ended without a reply;
+    async def _answered_in_full(self, session: Session, state: HttpSessionState, stream: str, after: int) -> bool:
+        """Whether request stream ``stream`` has nothing after ``after`` and ended without a reply
+        (what is left of a request the client cancelled counts as nothing: it is not written);
         the position is checked before any header is sent, so an expired id is a clear 400."""
         try:
             position = await self.streams.events.read(session.id, stream, after, 0)
         except UnknownEvent:
             raise HttpError(400, "Unknown or expired Last-Event-ID") from None
-        return position.done and not position.events and await self.streams.ended_unanswered(session, stream)
+        left = position.events
+        if left and stream in state.silenced:
+            left = [e for e in left if e.message is None or "method" not in e.message or "id" in e.message]
+        return position.done and not left and await self.streams.ended_unanswered(session, stream)
 
     # -- DELETE -------------------------------------------------------------------------------
 
@@ -605,3 +610,13 @@ def _kind(message: Any) -> jsonrpc.Kind | None:
         return jsonrpc.classify(message)
     except McpError:
         return None
+
+
+def _note_cancels(state: HttpSessionState, messages: list[Any]) -> None:
+    """Before the kernel cancels them: the streams of requests cancelled here write nothing more
+    of them (a progress notification not yet written would reach a client that forgot its token)."""
+    for message in messages:
+        if isinstance(message, dict) and message.get("method") == "notifications/cancelled":
+            params = message.get("params")
+            if isinstance(params, dict) and jsonrpc.valid_id(params.get("requestId")):
+                state.cancelled(params["requestId"])

@@ -54,8 +54,8 @@ class _Stalled(Exception):
 class HttpSessionState:
     """What the HTTP transport keeps per live session in this process (never serialized)."""
 
-    __slots__ = ("closers", "gets", "next_stream", "quota", "request_streams", "retained", "standalone_last",
-                 "standalone_live", "standalone_sent", "written")
+    __slots__ = ("closers", "gets", "next_stream", "quota", "request_streams", "retained", "silenced",
+                 "standalone_last", "standalone_live", "standalone_sent", "written")
 
     def __init__(self, quota: str = "") -> None:
         #: Whose budgets the session counts against (its quota key): retained bytes per principal.
@@ -72,6 +72,16 @@ class HttpSessionState:
         # Finished request streams not yet written in full (their client left): bytes of their
         # replies, oldest first. Kept for resumption within server.max_retained_bytes.
         self.retained: dict[str, int] = {}
+        # Request streams whose request the client cancelled (notifications/cancelled): what they
+        # hold of it that is not written yet is not written at all (live or on a resume), by name.
+        self.silenced: set[str] = set()
+
+    def cancelled(self, request_id: Any) -> None:
+        """The client cancelled ``request_id``: nothing more of its stream goes out (its own stream
+        only: a batch's stream still carries the other requests' messages)."""
+        stream = self.request_streams.get(request_id)
+        if stream is not None and sum(1 for other in self.request_streams.values() if other == stream) == 1:
+            self.silenced.add(stream)
 
 
 class Outlet:
@@ -421,10 +431,16 @@ class SessionStreams:
                 return "complete"
 
     async def _write_events(self, send: Send, state: HttpSessionState, stream: str, events: list[Event]) -> int:
-        """Write ``events`` of ``stream`` in one write; the sequence number of the last one."""
+        """Write ``events`` of ``stream`` in one write; the sequence number of the last one. A
+        stream whose request the client cancelled writes none of its notifications (progress the
+        client could only report as for an unknown token)."""
+        after = events[-1].seq
+        if stream in state.silenced:
+            events = [e for e in events if e.message is None or "method" not in e.message or "id" in e.message]
+            if not events:
+                return after
         await self._write(send, b"".join([frame(stream, event.seq, event.message, self.retry_ms, event.data)
                                           for event in events]))
-        after = events[-1].seq
         if stream == STANDALONE:
             state.standalone_sent = after
         return after
@@ -518,6 +534,7 @@ class SessionStreams:
             if now - written_at < KEEP_WRITTEN_SECONDS and len(state.written) <= MAX_WRITTEN_STREAMS:
                 break  # still within the time a client may take to resume it
             del state.written[oldest]
+            state.silenced.discard(oldest)
             await self.events.discard(session_id, oldest)
 
     async def _finish_stream(self, session: Session, state: HttpSessionState, stream: str,
@@ -605,6 +622,7 @@ class SessionStreams:
     async def _drop_retained(self, session: Session, state: HttpSessionState, stream: str, whose: str) -> None:
         log.info("dropping unread stream %s of session %s…: over %s retention budget", stream, session.id[:8], whose)
         self._unretain(session.id, state, stream)
+        state.silenced.discard(stream)
         await self.events.discard(session.id, stream)
 
     def _unretain(self, session_id: str, state: HttpSessionState, stream: str) -> None:

@@ -8,7 +8,16 @@ import time
 
 import pytest
 
-from mcphost.deadline import RESOLUTION, HookCancelled, HookOverran, abandoned, bounded, deadline, settle_abandoned
+from mcphost.deadline import (
+    RESOLUTION,
+    HookCancelled,
+    HookOverran,
+    abandoned,
+    bounded,
+    deadline,
+    detachable,
+    settle_abandoned,
+)
 
 
 async def test_a_block_past_its_deadline_raises_timeout_in_time() -> None:
@@ -178,3 +187,61 @@ async def test_a_hook_that_binds_to_its_task_works_under_bounded() -> None:
         return "fine"
 
     assert await bounded(scoped(), 5, "p", "h") == "fine"
+
+
+# -- detachable: a handler awaited inline, left behind if it swallows its cancellation -------------
+
+async def test_detachable_passes_values_exceptions_and_honoured_cancellations_through() -> None:
+    async def value() -> int:
+        await asyncio.sleep(0)
+        return 7
+
+    async def fails() -> None:
+        await asyncio.sleep(0)
+        raise ValueError("its own")
+
+    async def polite() -> None:
+        await asyncio.sleep(3600)
+
+    assert await detachable(value(), "value", 1) == 7
+    with pytest.raises(ValueError, match="its own"):
+        await detachable(fails(), "fails", 1)
+    started = time.monotonic()
+    with pytest.raises(TimeoutError), deadline(0.2):
+        await detachable(polite(), "polite", 0.2)
+    assert time.monotonic() - started < 5
+    assert abandoned() == []
+    assert asyncio.current_task().cancelling() == 0  # type: ignore[union-attr]
+
+
+async def test_detachable_leaves_a_call_that_swallows_its_cancellation_behind() -> None:
+    released = asyncio.Event()
+    swallowed = []
+
+    async def stubborn() -> str:
+        while not released.is_set():
+            try:
+                await asyncio.sleep(0.02)
+            except asyncio.CancelledError:
+                swallowed.append(1)
+        return "late"
+
+    started = time.monotonic()
+    with pytest.raises(TimeoutError), deadline(0.5):  # the deadline's, after a grace of 0.05 s
+        await detachable(stubborn(), "stubborn call", 0.5)
+    assert time.monotonic() - started < 5
+    assert swallowed and abandoned() == ["stubborn call"]
+    assert asyncio.current_task().cancelling() == 0  # type: ignore[union-attr]
+
+    # A cancellation from elsewhere (a client's) is not held either, and stays a cancellation.
+    async def caller() -> str:
+        return await detachable(stubborn(), "cancelled call", None)
+
+    task = asyncio.ensure_future(caller())
+    await asyncio.sleep(0.1)
+    task.cancel()
+    done, _ = await asyncio.wait([task], timeout=10)
+    assert done and task.cancelled()
+    assert abandoned() == ["cancelled call", "stubborn call"]
+    released.set()
+    assert await settle_abandoned(10) == []
