@@ -393,6 +393,51 @@ def _deletions(term: str) -> list[str]:
 
 #: Shortest word matched to another one edit away (shorter ones are too easily something else).
 TYPO_MIN = 4
+#: Shortest and longest word matched to another two edits away, when none is one edit away, and
+#: the weight of such a match.
+TYPO2_MIN = 8
+TYPO2_MAX = 24
+TYPO2_WEIGHT = 0.5
+#: Weight of a query word matched through its Latin transliteration (a Cyrillic or Greek word).
+TRANSLIT_WEIGHT = 0.8
+
+#: Cyrillic and Greek letters in Latin script (a plain scientific-style transliteration, the
+#: letters with diacritics already folded): lets "коммит" or "ΚΑΦΚΑ" meet "commit", "kafka".
+_TRANSLIT = str.maketrans({
+    "а": "a", "б": "b", "в": "v", "г": "g", "д": "d", "е": "e", "ё": "e", "ж": "zh", "з": "z", "и": "i",
+    "й": "i", "к": "k", "л": "l", "м": "m", "н": "n", "о": "o", "п": "p", "р": "r", "с": "s", "т": "t",
+    "у": "u", "ф": "f", "х": "kh", "ц": "ts", "ч": "ch", "ш": "sh", "щ": "shch", "ъ": "", "ы": "y",
+    "ь": "", "э": "e", "ю": "yu", "я": "ya", "і": "i", "ї": "i", "є": "e", "ґ": "g", "ў": "u", "ј": "j",
+    "љ": "lj", "њ": "nj", "ћ": "c", "ђ": "d", "џ": "dz", "ѓ": "g", "ќ": "k", "ѕ": "dz",
+    "α": "a", "β": "b", "γ": "g", "δ": "d", "ε": "e", "ζ": "z", "η": "i", "θ": "th", "ι": "i", "κ": "k",
+    "λ": "l", "μ": "m", "ν": "n", "ξ": "x", "ο": "o", "π": "p", "ρ": "r", "σ": "s", "ς": "s", "τ": "t",
+    "υ": "y", "φ": "f", "χ": "ch", "ψ": "ps", "ω": "o"})
+
+
+def transliterate(word: str) -> str:
+    """``word`` (folded) with its Cyrillic and Greek letters in Latin ones; other words unchanged."""
+    if word.isascii():
+        return word
+    latin = word.translate(_TRANSLIT)
+    return latin if latin.isascii() and latin.isalnum() else word
+
+
+def _grams_of(term: str) -> set[str]:
+    return {term[i:i + 3] for i in range(len(term) - 2)}
+
+
+def _edits(a: str, b: str) -> int:
+    """The edit distance of ``a`` and ``b`` (insertions, deletions, substitutions, swaps of neighbours)."""
+    previous2: list[int] = []
+    previous = list(range(len(b) + 1))
+    for i, x in enumerate(a, 1):
+        current = [i] + [0] * len(b)
+        for j, y in enumerate(b, 1):
+            current[j] = min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (x != y))
+            if i > 1 and j > 1 and x == b[j - 2] and a[i - 2] == y:
+                current[j] = min(current[j], previous2[j - 2] + 1)
+        previous2, previous = previous, current
+    return previous[-1]
 
 
 def _updated(state: _State, changes: Mapping[str, _Shard | None]) -> tuple[_State, set[str], set[str]]:
@@ -467,6 +512,9 @@ class SearchIndex:
         self.rankers: list[Ranker] = list(rankers)
         #: Each single-character deletion of an indexed stem -> the stems that give it (typos).
         self._deleted: dict[str, tuple[str, ...]] = {}
+        #: Each three-letter piece of an indexed stem of TYPO2_MIN - 2 letters or more -> those stems
+        #: (lists: a search may read one while an update appends to it).
+        self._grams: dict[str, list[str]] = {}
         self._update_lock = threading.Lock()
 
     def __len__(self) -> int:
@@ -508,12 +556,40 @@ class SearchIndex:
                 if len(term) >= TYPO_MIN:
                     for form in _deletions(term):
                         deleted[form] = (*deleted.get(form, ()), term)
+            self._index_grams(added, removed)
             self._state = state
             for ranker in self.rankers:
                 try:
                     ranker.update(changes)
                 except Exception:  # the lexical ranking still answers
                     log.exception("search ranker %s failed to index", type(ranker).__name__)
+
+    def _index_grams(self, added: Iterable[str], removed: Iterable[str]) -> None:
+        grams = self._grams
+        for term in removed:
+            if len(term) >= TYPO2_MIN - 2:
+                for gram in _grams_of(term):
+                    left = [t for t in grams.get(gram, ()) if t != term]
+                    if left:
+                        grams[gram] = left
+                    else:
+                        grams.pop(gram, None)
+        for term in added:
+            if len(term) >= TYPO2_MIN - 2 and _ASCII_WORD.fullmatch(term):
+                for gram in _grams_of(term):
+                    grams.setdefault(gram, []).append(term)
+
+    def _far(self, term: str, merged: Mapping[str, Any]) -> list[str]:
+        """Indexed stems two edits away from ``term`` (a word of TYPO2_MIN letters or more): those
+        that share at least two of its three-letter pieces and differ in length by two at most,
+        each checked by its edit distance."""
+        shared: dict[str, int] = {}
+        for gram in _grams_of(term):
+            for stem in self._grams.get(gram, ()):
+                shared[stem] = shared.get(stem, 0) + 1
+        size = len(term)
+        return [stem for stem, count in shared.items()
+                if count >= 2 and abs(len(stem) - size) <= 2 and stem in merged and _edits(term, stem) <= 2]
 
     def _near(self, term: str, merged: Mapping[str, Any]) -> list[str]:
         """Indexed stems one edit away from ``term`` (a deletion, insertion, substitution or swap)."""
@@ -525,6 +601,34 @@ class SearchIndex:
             found.update(deleted.get(form, ()))
         found.discard(term)
         return [stem for stem in found if stem in merged]
+
+    def _variants(self, terms: dict[str, float], surface: Mapping[str, str], merged: Mapping[str, Any]) -> None:
+        """Add to ``terms`` the indexed stems that a query word the index lacks may mean: its Latin
+        transliteration (a Cyrillic or Greek word), the stems one edit from it or from the word as
+        written (a typo), else, for a long word, those two edits away; each weighing less."""
+        for term in [t for t in terms if t not in merged]:
+            written = surface[term]
+            weight = terms[term]
+            forms = [written] if written == term else [term, written]
+            latin = transliterate(written)
+            if latin != written:
+                weight *= TRANSLIT_WEIGHT
+                forms = [stem for stem, _ in _stemmed([(latin, 1.0)])] + [latin]
+                if forms[0] in merged:
+                    terms[forms[0]] = max(terms.get(forms[0], 0.0), weight)
+                    continue
+            found: set[str] = set()
+            # One edit from the stem or from the word as written: "calender" stems to "calend",
+            # two edits from the stem "calendar", but the word itself is one edit from it.
+            for form in forms:
+                if len(form) >= TYPO_MIN:
+                    found.update(self._near(form, merged))
+            factor = TYPO_WEIGHT
+            if not found and TYPO2_MIN <= len(forms[-1]) <= TYPO2_MAX:
+                found.update(self._far(forms[-1], merged))
+                factor = TYPO2_WEIGHT
+            for near in sorted(found):
+                terms[near] = max(terms.get(near, 0.0), weight * factor)
 
     def mask_of(self, accept: Callable[[str], bool]) -> np.ndarray[Any, Any]:
         """A boolean array over this state's document numbers: the documents ``accept`` lets
@@ -562,14 +666,7 @@ class SearchIndex:
         if not terms or not size:
             return []
         merged = state.merged
-        for term in [t for t in terms if t not in merged and len(surface[t]) >= TYPO_MIN]:
-            # One edit from the stem or from the word as written: "calender" stems to "calend",
-            # two edits from the stem "calendar", but the word itself is one edit from it.
-            found = set(self._near(term, merged)) if len(term) >= TYPO_MIN else set()
-            if surface[term] != term:
-                found.update(self._near(surface[term], merged))
-            for near in sorted(found):
-                terms[near] = max(terms.get(near, 0.0), terms[term] * TYPO_WEIGHT)
+        self._variants(terms, surface, merged)
         scores: np.ndarray[Any, Any] | None = None
         covered: np.ndarray[Any, Any] | None = None
         asked = sum(weight for term, weight in terms.items() if term in merged)

@@ -116,6 +116,25 @@ def test_a_typo_is_looked_for_from_the_word_as_written_as_well_as_from_its_stem(
     assert names(index.search("end the proces 1234", 1)) == ["kill_process"]
 
 
+def test_a_long_word_two_edits_away_still_finds_the_tool():
+    # "kalender" is two substitutions from "calendar"; a short word two edits away is not matched.
+    index = index_of([("c", Document("list_events", "", "List the events of a calendar")),
+                      ("c", Document("list_mail", "", "List the messages of a mailbox"))])
+    assert names(index.search("kalender", 1)) == ["list_events"]
+    assert index.search("kolendur", 1) == []  # three edits
+    assert index.search("maxe", 1) == []  # two edits from "mail", but a short word
+
+
+def test_a_cyrillic_or_greek_word_meets_its_latin_transliteration():
+    index = index_of([("git", Document("git_commit", "", "Records changes to the repository")),
+                      ("git", Document("git_status", "", "Shows the working tree status")),
+                      ("k", Document("kafka_list_topics", "", "List the topics of a Kafka cluster"))])
+    # "коммит" -> "kommit", one edit from "commit"; "статус" -> "status" exactly; Greek "κάφκα" -> "kafka".
+    assert names(index.search("\u043a\u043e\u043c\u043c\u0438\u0442", 1)) == ["git_commit"]
+    assert names(index.search("\u0441\u0442\u0430\u0442\u0443\u0441", 1)) == ["git_status"]
+    assert names(index.search("\u03ba\u03ac\u03c6\u03ba\u03b1", 1)) == ["kafka_list_topics"]
+
+
 def test_the_provider_named_in_a_query_decides():
     index = SearchIndex()
     issue = Document("create_issue", "", "Create an issue in a project", (("title", ""), ("body", "")))
