@@ -401,17 +401,14 @@ TYPO2_WEIGHT = 0.5
 #: Weight of a query word matched through its Latin transliteration (a Cyrillic or Greek word).
 TRANSLIT_WEIGHT = 0.8
 
-#: Cyrillic and Greek letters in Latin script (a plain scientific-style transliteration, the
-#: letters with diacritics already folded): lets "коммит" or "ΚΑΦΚΑ" meet "commit", "kafka".
-_TRANSLIT = str.maketrans({
-    "а": "a", "б": "b", "в": "v", "г": "g", "д": "d", "е": "e", "ё": "e", "ж": "zh", "з": "z", "и": "i",
-    "й": "i", "к": "k", "л": "l", "м": "m", "н": "n", "о": "o", "п": "p", "р": "r", "с": "s", "т": "t",
-    "у": "u", "ф": "f", "х": "kh", "ц": "ts", "ч": "ch", "ш": "sh", "щ": "shch", "ъ": "", "ы": "y",
-    "ь": "", "э": "e", "ю": "yu", "я": "ya", "і": "i", "ї": "i", "є": "e", "ґ": "g", "ў": "u", "ј": "j",
-    "љ": "lj", "њ": "nj", "ћ": "c", "ђ": "d", "џ": "dz", "ѓ": "g", "ќ": "k", "ѕ": "dz",
-    "α": "a", "β": "b", "γ": "g", "δ": "d", "ε": "e", "ζ": "z", "η": "i", "θ": "th", "ι": "i", "κ": "k",
-    "λ": "l", "μ": "m", "ν": "n", "ξ": "x", "ο": "o", "π": "p", "ρ": "r", "σ": "s", "ς": "s", "τ": "t",
-    "υ": "y", "φ": "f", "χ": "ch", "ψ": "ps", "ω": "o"})
+#: Cyrillic and Greek letters in Latin script (a plain scientific-style transliteration; the
+#: letters with diacritics are folded before): lets "kommit" or "kafka" written in Cyrillic or
+#: Greek meet "commit", "kafka". Cyrillic U+0430-U+045F, then Greek U+03B1-U+03C9, in code point order.
+_CYRILLIC = ("a b v g d e zh z i i k l m n o p r s t u f kh ts ch sh shch - y - e yu ya "
+             "e e d g e dz i i j lj nj c k i u dz").split()
+_GREEK = "a b g d e z i th i k l m n x o p r s s t y f ch ps o".split()
+_TRANSLIT = str.maketrans({**{chr(0x0430 + i): ("" if latin == "-" else latin) for i, latin in enumerate(_CYRILLIC)},
+                           **{chr(0x03B1 + i): latin for i, latin in enumerate(_GREEK)}})
 
 
 def transliterate(word: str) -> str:
