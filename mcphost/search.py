@@ -74,6 +74,11 @@ PART_WEIGHT = 0.6
 #: Score factors by intent: a read question's score of a tool that writes, and the reverse.
 READ_ASKS_WRITE = 0.6
 WRITE_ASKS_READ = 0.8
+#: A query that says neither: the score factor of a tool that writes.
+UNSAID_ASKS_WRITE = 1.0
+#: A request to change something: the score factor of a tool whose verb does another change
+#: (a request to create something, of a tool that deletes or updates).
+OTHER_ACTION = 0.8
 #: How much a tool gains for meeting all of a query's words rather than one (its score times 1 + this
 #: times the share of the query's weight it meets).
 COVERAGE = 1.0
@@ -127,6 +132,15 @@ mark tag label comment upsert patch replace erase destroy purge make new open"""
 
 #: A tool's intent: reads, writes, or unknown.
 READS, WRITES, UNKNOWN = 1, 2, 0
+
+#: What a change does, by its verb (general English): makes something new, changes something that
+#: is there, or takes it away. A query's first such verb and a tool name's first one say theirs.
+CREATES, UPDATES, DELETES = 1, 2, 3
+_ACTION_WORDS = {
+    CREATES: "create add new make post publish insert submit open send compose draft upload book invite register",
+    UPDATES: "update edit modify change set rename move patch replace assign",
+    DELETES: "delete remove drop erase destroy purge clear",
+}
 
 
 @dataclass(frozen=True)
@@ -208,6 +222,7 @@ _READ_STEMS = frozenset(_stem_all(_READ_WORDS))
 _WRITE_STEMS = frozenset(_stem_all(_WRITE_WORDS)) - _READ_STEMS
 _TOOL_READ_STEMS = frozenset(_stem_all(_TOOL_READ))
 _TOOL_WRITE_STEMS = frozenset(_stem_all(_TOOL_WRITE)) - _TOOL_READ_STEMS
+_ACTION_OF_STEM = {stem: action for action, text in _ACTION_WORDS.items() for stem in _stem_all(text.split())}
 
 
 def fold(word: str) -> str:
@@ -319,6 +334,29 @@ def intent_of_query(query: str) -> int:
     return UNKNOWN
 
 
+def action_of_query(query: str) -> int:
+    """CREATES, UPDATES, DELETES or UNKNOWN: what the first verb of ``query`` that says one asks
+    (UNKNOWN when a word that asks to read comes first)."""
+    for word in _stem_all(_ASCII_WORD.findall(query.casefold())[:64]):
+        action = _ACTION_OF_STEM.get(word)
+        if action:
+            return action
+        if word in _READ_STEMS:
+            return UNKNOWN
+    return UNKNOWN
+
+
+def action_of(document: Document) -> int:
+    """CREATES, UPDATES, DELETES or UNKNOWN: what the first verb of ``document``'s name that says one does."""
+    for stem in _stem_all([w for w in words(document.name) if _ASCII_WORD.fullmatch(w)]):
+        action = _ACTION_OF_STEM.get(stem)
+        if action:
+            return action
+        if stem in _TOOL_READ_STEMS:
+            return UNKNOWN
+    return UNKNOWN
+
+
 def intent_of(document: Document) -> int:
     """READS, WRITES or UNKNOWN: what ``document`` says it does (annotations first, then the verb
     its name, else its description, starts with)."""
@@ -382,7 +420,7 @@ def build_shard(documents: Sequence[Document], provider: Provider | None = None)
     arrays = {term: (np.array(numbers, dtype=np.int32), np.array(parts, dtype=np.float64))
               for term, (numbers, parts) in postings.items()}
     return _Shard(arrays, tuple(document.name for document in documents),
-                  tuple(intent_of(document) for document in documents),
+                  tuple(intent_of(document) | action_of(document) << 2 for document in documents),
                   tuple(sum(terms.values()) for terms in term_lists),
                   tuple(frozenset(stems(document.name)) for document in documents))
 
@@ -687,16 +725,32 @@ class SearchIndex:
         if COVERAGE and asked:  # a tool that meets more of the question's words ranks higher
             scores[hit] *= 1.0 + COVERAGE * covered[hit] / asked  # type: ignore[index]
         intent = intent_of_query(query)
-        if intent != UNKNOWN and len(hit):
-            factors = np.ones(3)
-            if intent == READS:
-                factors[WRITES] = READ_ASKS_WRITE
-            else:
-                factors[READS] = WRITE_ASKS_READ
-            scores[hit] *= factors[state.intents[hit]]
+        if len(hit):
+            factors = _intent_factors(intent, action_of_query(query) if intent == WRITES else UNKNOWN)
+            if factors is not None:
+                scores[hit] *= factors[state.intents[hit]]
         if NAME_COVERAGE and len(hit):
             _name_coverage(state, scores, hit, terms, intent)
         return _best(scores, hit, state.names, limit, accept)
+
+
+def _intent_factors(intent: int, action: int) -> np.ndarray[Any, Any] | None:
+    """Score factors by a tool's code (its intent, plus its action times 4) for a query's intent
+    and action; None: all 1."""
+    if intent == UNKNOWN and UNSAID_ASKS_WRITE == 1.0:
+        return None
+    factors = np.ones(16)
+    for code in range(16):
+        tool_intent, tool_action = code & 3, code >> 2
+        if intent == READS and tool_intent == WRITES:
+            factors[code] = READ_ASKS_WRITE
+        elif intent == WRITES and tool_intent == READS:
+            factors[code] = WRITE_ASKS_READ
+        elif intent == UNKNOWN and tool_intent == WRITES:
+            factors[code] = UNSAID_ASKS_WRITE
+        if action and tool_action and tool_action != action:
+            factors[code] *= OTHER_ACTION
+    return factors
 
 
 def _name_coverage(state: _State, scores: np.ndarray[Any, Any], hit: np.ndarray[Any, Any],

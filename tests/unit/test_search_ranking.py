@@ -14,6 +14,8 @@ from mcphost.search import (
     Document,
     Provider,
     SearchIndex,
+    action_of,
+    action_of_query,
     fold,
     fuse_scores,
     index_of,
@@ -50,6 +52,21 @@ def test_a_read_question_ranks_the_read_tool_above_the_write_tool():
     assert found.index("git_log") < found.index("git_commit")
     assert found.index("git_show") < found.index("git_commit")
     assert names(index.search("commit my staged changes", 1)) == ["git_commit"]
+
+
+def test_a_request_to_create_prefers_the_tool_that_creates_to_those_that_change_or_delete(monkeypatch: Any):
+    import mcphost.search
+
+    tasks = [Document("tasks_delete_task", "", "Delete a task"), Document("tasks_update_task", "", "Update a task"),
+             Document("tasks_create_task", "", "Create a task in a project, with its name, notes and due date")]
+    assert [action_of(d) for d in tasks] == [3, 2, 1]
+    assert action_of_query("new task: renew passport") == 1
+    assert action_of_query("show what I changed") == 0  # a read question first
+    index = index_of([("t", d) for d in tasks])
+    assert names(index.search("new task: renew passport", 1)) == ["tasks_create_task"]
+    assert names(index.search("remove the task", 1)) == ["tasks_delete_task"]
+    monkeypatch.setattr(mcphost.search, "OTHER_ACTION", 1.0)  # by words alone, the short names win
+    assert names(index.search("new task: renew passport", 1)) != ["tasks_create_task"]
 
 
 def test_a_query_that_holds_a_tools_whole_name_prefers_it(monkeypatch: Any) -> None:
