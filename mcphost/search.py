@@ -74,8 +74,6 @@ PART_WEIGHT = 0.6
 #: Score factors by intent: a read question's score of a tool that writes, and the reverse.
 READ_ASKS_WRITE = 0.6
 WRITE_ASKS_READ = 0.8
-#: A query that says neither: the score factor of a tool that writes.
-UNSAID_ASKS_WRITE = 1.0
 #: A request to change something: the score factor of a tool whose verb does another change
 #: (a request to create something, of a tool that deletes or updates).
 OTHER_ACTION = 0.8
@@ -737,7 +735,7 @@ class SearchIndex:
 def _intent_factors(intent: int, action: int) -> np.ndarray[Any, Any] | None:
     """Score factors by a tool's code (its intent, plus its action times 4) for a query's intent
     and action; None: all 1."""
-    if intent == UNKNOWN and UNSAID_ASKS_WRITE == 1.0:
+    if intent == UNKNOWN:
         return None
     factors = np.ones(16)
     for code in range(16):
@@ -746,8 +744,6 @@ def _intent_factors(intent: int, action: int) -> np.ndarray[Any, Any] | None:
             factors[code] = READ_ASKS_WRITE
         elif intent == WRITES and tool_intent == READS:
             factors[code] = WRITE_ASKS_READ
-        elif intent == UNKNOWN and tool_intent == WRITES:
-            factors[code] = UNSAID_ASKS_WRITE
         if action and tool_action and tool_action != action:
             factors[code] *= OTHER_ACTION
     return factors
