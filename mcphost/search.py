@@ -434,6 +434,10 @@ TYPO_MIN = 4
 TYPO2_MIN = 8
 TYPO2_MAX = 24
 TYPO2_WEIGHT = 0.5
+#: Most words of a query looked for two edits away, and most stems checked for each (the cost of
+#: a query full of unknown long words stays bounded).
+TYPO2_WORDS = 4
+TYPO2_CANDIDATES = 32
 #: Weight of a query word matched through its Latin transliteration (a Cyrillic or Greek word).
 TRANSLIT_WEIGHT = 0.8
 
@@ -621,8 +625,9 @@ class SearchIndex:
             for stem in self._grams.get(gram, ()):
                 shared[stem] = shared.get(stem, 0) + 1
         size = len(term)
-        return [stem for stem, count in shared.items()
-                if count >= 2 and abs(len(stem) - size) <= 2 and stem in merged and _edits(term, stem) <= 2]
+        likely = sorted((stem for stem, count in shared.items() if count >= 2 and abs(len(stem) - size) <= 2),
+                        key=lambda stem: -shared[stem])[:TYPO2_CANDIDATES]
+        return [stem for stem in likely if stem in merged and _edits(term, stem) <= 2]
 
     def _near(self, term: str, merged: Mapping[str, Any]) -> list[str]:
         """Indexed stems one edit away from ``term`` (a deletion, insertion, substitution or swap)."""
@@ -639,6 +644,7 @@ class SearchIndex:
         """Add to ``terms`` the indexed stems that a query word the index lacks may mean: its Latin
         transliteration (a Cyrillic or Greek word), the stems one edit from it or from the word as
         written (a typo), else, for a long word, those two edits away; each weighing less."""
+        far = TYPO2_WORDS
         for term in [t for t in terms if t not in merged]:
             written = surface[term]
             weight = terms[term]
@@ -657,7 +663,8 @@ class SearchIndex:
                 if len(form) >= TYPO_MIN:
                     found.update(self._near(form, merged))
             factor = TYPO_WEIGHT
-            if not found and TYPO2_MIN <= len(forms[-1]) <= TYPO2_MAX:
+            if not found and far and TYPO2_MIN <= len(forms[-1]) <= TYPO2_MAX:
+                far -= 1
                 found.update(self._far(forms[-1], merged))
                 factor = TYPO2_WEIGHT
             for near in sorted(found):
