@@ -15,12 +15,15 @@ numbers it contains.
 
 **No vocabulary tuned to particular servers.** The only word variants are learned from the catalog
 itself: a query word that no tool uses is matched to the tools' words one edit away (a typo), found
-through a table of single-character deletions kept with the index.
+through a table of single-character deletions kept with the index; a long one with none one edit
+away, to those two edits away (candidates from a table of the words' three-letter pieces, checked
+by edit distance). A Cyrillic or Greek word is first transliterated to Latin letters.
 
 **Intent.** A question that asks to read ("show", "list", "what is") prefers tools that read over
 tools that write, and a request to change something the reverse, as each tool says about itself:
 its ``readOnlyHint`` and ``destructiveHint`` annotations, else the verb its name or description
-starts with.
+starts with. A request to change something also says which change (create, update or delete, by
+its first such verb); a tool whose name's first such verb does another ranks lower.
 
 **Name coverage.** Among the best NAME_COVERAGE_DEPTH documents, a tool gains by the share of
 its name's stems the query holds (a verb that says the query's intent counts as held): "create an
