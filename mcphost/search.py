@@ -15,12 +15,15 @@ numbers it contains.
 
 **No vocabulary tuned to particular servers.** The only word variants are learned from the catalog
 itself: a query word that no tool uses is matched to the tools' words one edit away (a typo), found
-through a table of single-character deletions kept with the index.
+through a table of single-character deletions kept with the index; a long one with none one edit
+away, to those two edits away (candidates from a table of the words' three-letter pieces, checked
+by edit distance). A Cyrillic or Greek word is first transliterated to Latin letters.
 
 **Intent.** A question that asks to read ("show", "list", "what is") prefers tools that read over
 tools that write, and a request to change something the reverse, as each tool says about itself:
 its ``readOnlyHint`` and ``destructiveHint`` annotations, else the verb its name or description
-starts with.
+starts with. A request to change something also says which change (create, update or delete, by
+its first such verb); a tool whose name's first such verb does another ranks lower.
 
 **Name coverage.** Among the best NAME_COVERAGE_DEPTH documents, a tool gains by the share of
 its name's stems the query holds (a verb that says the query's intent counts as held): "create an
@@ -74,6 +77,9 @@ PART_WEIGHT = 0.6
 #: Score factors by intent: a read question's score of a tool that writes, and the reverse.
 READ_ASKS_WRITE = 0.6
 WRITE_ASKS_READ = 0.8
+#: A request to change something: the score factor of a tool whose verb does another change
+#: (a request to create something, of a tool that deletes or updates).
+OTHER_ACTION = 0.8
 #: How much a tool gains for meeting all of a query's words rather than one (its score times 1 + this
 #: times the share of the query's weight it meets).
 COVERAGE = 1.0
@@ -127,6 +133,15 @@ mark tag label comment upsert patch replace erase destroy purge make new open"""
 
 #: A tool's intent: reads, writes, or unknown.
 READS, WRITES, UNKNOWN = 1, 2, 0
+
+#: What a change does, by its verb (general English): makes something new, changes something that
+#: is there, or takes it away. A query's first such verb and a tool name's first one say theirs.
+CREATES, UPDATES, DELETES = 1, 2, 3
+_ACTION_WORDS = {
+    CREATES: "create add new make post publish insert submit open send compose draft upload book invite register",
+    UPDATES: "update edit modify change set rename move patch replace assign",
+    DELETES: "delete remove drop erase destroy purge clear",
+}
 
 
 @dataclass(frozen=True)
@@ -208,6 +223,7 @@ _READ_STEMS = frozenset(_stem_all(_READ_WORDS))
 _WRITE_STEMS = frozenset(_stem_all(_WRITE_WORDS)) - _READ_STEMS
 _TOOL_READ_STEMS = frozenset(_stem_all(_TOOL_READ))
 _TOOL_WRITE_STEMS = frozenset(_stem_all(_TOOL_WRITE)) - _TOOL_READ_STEMS
+_ACTION_OF_STEM = {stem: action for action, text in _ACTION_WORDS.items() for stem in _stem_all(text.split())}
 
 
 def fold(word: str) -> str:
@@ -319,6 +335,29 @@ def intent_of_query(query: str) -> int:
     return UNKNOWN
 
 
+def action_of_query(query: str) -> int:
+    """CREATES, UPDATES, DELETES or UNKNOWN: what the first verb of ``query`` that says one asks
+    (UNKNOWN when a word that asks to read comes first)."""
+    for word in _stem_all(_ASCII_WORD.findall(query.casefold())[:64]):
+        action = _ACTION_OF_STEM.get(word)
+        if action:
+            return action
+        if word in _READ_STEMS:
+            return UNKNOWN
+    return UNKNOWN
+
+
+def action_of(document: Document) -> int:
+    """CREATES, UPDATES, DELETES or UNKNOWN: what the first verb of ``document``'s name that says one does."""
+    for stem in _stem_all([w for w in words(document.name) if _ASCII_WORD.fullmatch(w)]):
+        action = _ACTION_OF_STEM.get(stem)
+        if action:
+            return action
+        if stem in _TOOL_READ_STEMS:
+            return UNKNOWN
+    return UNKNOWN
+
+
 def intent_of(document: Document) -> int:
     """READS, WRITES or UNKNOWN: what ``document`` says it does (annotations first, then the verb
     its name, else its description, starts with)."""
@@ -382,7 +421,7 @@ def build_shard(documents: Sequence[Document], provider: Provider | None = None)
     arrays = {term: (np.array(numbers, dtype=np.int32), np.array(parts, dtype=np.float64))
               for term, (numbers, parts) in postings.items()}
     return _Shard(arrays, tuple(document.name for document in documents),
-                  tuple(intent_of(document) for document in documents),
+                  tuple(intent_of(document) | action_of(document) << 2 for document in documents),
                   tuple(sum(terms.values()) for terms in term_lists),
                   tuple(frozenset(stems(document.name)) for document in documents))
 
@@ -393,6 +432,52 @@ def _deletions(term: str) -> list[str]:
 
 #: Shortest word matched to another one edit away (shorter ones are too easily something else).
 TYPO_MIN = 4
+#: Shortest and longest word matched to another two edits away, when none is one edit away, and
+#: the weight of such a match.
+TYPO2_MIN = 8
+TYPO2_MAX = 24
+TYPO2_WEIGHT = 0.5
+#: Most words of a query looked for two edits away, and most stems checked for each (the cost of
+#: a query full of unknown long words stays bounded).
+TYPO2_WORDS = 4
+TYPO2_CANDIDATES = 32
+#: Weight of a query word matched through its Latin transliteration (a Cyrillic or Greek word).
+TRANSLIT_WEIGHT = 0.8
+
+#: Cyrillic and Greek letters in Latin script (a plain scientific-style transliteration; the
+#: letters with diacritics are folded before): lets "kommit" or "kafka" written in Cyrillic or
+#: Greek meet "commit", "kafka". Cyrillic U+0430-U+045F, then Greek U+03B1-U+03C9, in code point order.
+_CYRILLIC = ("a b v g d e zh z i i k l m n o p r s t u f kh ts ch sh shch - y - e yu ya "
+             "e e d g e dz i i j lj nj c k i u dz").split()
+_GREEK = "a b g d e z i th i k l m n x o p r s s t y f ch ps o".split()
+_TRANSLIT = str.maketrans({**{chr(0x0430 + i): ("" if latin == "-" else latin) for i, latin in enumerate(_CYRILLIC)},
+                           **{chr(0x03B1 + i): latin for i, latin in enumerate(_GREEK)}})
+
+
+def transliterate(word: str) -> str:
+    """``word`` (folded) with its Cyrillic and Greek letters in Latin ones; other words unchanged."""
+    if word.isascii():
+        return word
+    latin = word.translate(_TRANSLIT)
+    return latin if latin.isascii() and latin.isalnum() else word
+
+
+def _grams_of(term: str) -> set[str]:
+    return {term[i:i + 3] for i in range(len(term) - 2)}
+
+
+def _edits(a: str, b: str) -> int:
+    """The edit distance of ``a`` and ``b`` (insertions, deletions, substitutions, swaps of neighbours)."""
+    previous2: list[int] = []
+    previous = list(range(len(b) + 1))
+    for i, x in enumerate(a, 1):
+        current = [i] + [0] * len(b)
+        for j, y in enumerate(b, 1):
+            current[j] = min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (x != y))
+            if i > 1 and j > 1 and x == b[j - 2] and a[i - 2] == y:
+                current[j] = min(current[j], previous2[j - 2] + 1)
+        previous2, previous = previous, current
+    return previous[-1]
 
 
 def _updated(state: _State, changes: Mapping[str, _Shard | None]) -> tuple[_State, set[str], set[str]]:
@@ -467,6 +552,9 @@ class SearchIndex:
         self.rankers: list[Ranker] = list(rankers)
         #: Each single-character deletion of an indexed stem -> the stems that give it (typos).
         self._deleted: dict[str, tuple[str, ...]] = {}
+        #: Each three-letter piece of an indexed stem of TYPO2_MIN - 2 letters or more -> those stems
+        #: (lists: a search may read one while an update appends to it).
+        self._grams: dict[str, list[str]] = {}
         self._update_lock = threading.Lock()
 
     def __len__(self) -> int:
@@ -508,12 +596,41 @@ class SearchIndex:
                 if len(term) >= TYPO_MIN:
                     for form in _deletions(term):
                         deleted[form] = (*deleted.get(form, ()), term)
+            self._index_grams(added, removed)
             self._state = state
             for ranker in self.rankers:
                 try:
                     ranker.update(changes)
                 except Exception:  # the lexical ranking still answers
                     log.exception("search ranker %s failed to index", type(ranker).__name__)
+
+    def _index_grams(self, added: Iterable[str], removed: Iterable[str]) -> None:
+        grams = self._grams
+        for term in removed:
+            if len(term) >= TYPO2_MIN - 2:
+                for gram in _grams_of(term):
+                    left = [t for t in grams.get(gram, ()) if t != term]
+                    if left:
+                        grams[gram] = left
+                    else:
+                        grams.pop(gram, None)
+        for term in added:
+            if len(term) >= TYPO2_MIN - 2 and _ASCII_WORD.fullmatch(term):
+                for gram in _grams_of(term):
+                    grams.setdefault(gram, []).append(term)
+
+    def _far(self, term: str, merged: Mapping[str, Any]) -> list[str]:
+        """Indexed stems two edits away from ``term`` (a word of TYPO2_MIN letters or more): those
+        that share at least two of its three-letter pieces and differ in length by two at most,
+        each checked by its edit distance."""
+        shared: dict[str, int] = {}
+        for gram in _grams_of(term):
+            for stem in self._grams.get(gram, ()):
+                shared[stem] = shared.get(stem, 0) + 1
+        size = len(term)
+        likely = sorted((stem for stem, count in shared.items() if count >= 2 and abs(len(stem) - size) <= 2),
+                        key=lambda stem: -shared[stem])[:TYPO2_CANDIDATES]
+        return [stem for stem in likely if stem in merged and _edits(term, stem) <= 2]
 
     def _near(self, term: str, merged: Mapping[str, Any]) -> list[str]:
         """Indexed stems one edit away from ``term`` (a deletion, insertion, substitution or swap)."""
@@ -525,6 +642,36 @@ class SearchIndex:
             found.update(deleted.get(form, ()))
         found.discard(term)
         return [stem for stem in found if stem in merged]
+
+    def _variants(self, terms: dict[str, float], surface: Mapping[str, str], merged: Mapping[str, Any]) -> None:
+        """Add to ``terms`` the indexed stems that a query word the index lacks may mean: its Latin
+        transliteration (a Cyrillic or Greek word), the stems one edit from it or from the word as
+        written (a typo), else, for a long word, those two edits away; each weighing less."""
+        far = TYPO2_WORDS
+        for term in [t for t in terms if t not in merged]:
+            written = surface[term]
+            weight = terms[term]
+            forms = [written] if written == term else [term, written]
+            latin = transliterate(written)
+            if latin != written:
+                weight *= TRANSLIT_WEIGHT
+                forms = [stem for stem, _ in _stemmed([(latin, 1.0)])] + [latin]
+                if forms[0] in merged:
+                    terms[forms[0]] = max(terms.get(forms[0], 0.0), weight)
+                    continue
+            found: set[str] = set()
+            # One edit from the stem or from the word as written: "calender" stems to "calend",
+            # two edits from the stem "calendar", but the word itself is one edit from it.
+            for form in forms:
+                if len(form) >= TYPO_MIN:
+                    found.update(self._near(form, merged))
+            factor = TYPO_WEIGHT
+            if not found and far and TYPO2_MIN <= len(forms[-1]) <= TYPO2_MAX:
+                far -= 1
+                found.update(self._far(forms[-1], merged))
+                factor = TYPO2_WEIGHT
+            for near in sorted(found):
+                terms[near] = max(terms.get(near, 0.0), weight * factor)
 
     def mask_of(self, accept: Callable[[str], bool]) -> np.ndarray[Any, Any]:
         """A boolean array over this state's document numbers: the documents ``accept`` lets
@@ -562,14 +709,7 @@ class SearchIndex:
         if not terms or not size:
             return []
         merged = state.merged
-        for term in [t for t in terms if t not in merged and len(surface[t]) >= TYPO_MIN]:
-            # One edit from the stem or from the word as written: "calender" stems to "calend",
-            # two edits from the stem "calendar", but the word itself is one edit from it.
-            found = set(self._near(term, merged)) if len(term) >= TYPO_MIN else set()
-            if surface[term] != term:
-                found.update(self._near(surface[term], merged))
-            for near in sorted(found):
-                terms[near] = max(terms.get(near, 0.0), terms[term] * TYPO_WEIGHT)
+        self._variants(terms, surface, merged)
         scores: np.ndarray[Any, Any] | None = None
         covered: np.ndarray[Any, Any] | None = None
         asked = sum(weight for term, weight in terms.items() if term in merged)
@@ -593,16 +733,30 @@ class SearchIndex:
         if COVERAGE and asked:  # a tool that meets more of the question's words ranks higher
             scores[hit] *= 1.0 + COVERAGE * covered[hit] / asked  # type: ignore[index]
         intent = intent_of_query(query)
-        if intent != UNKNOWN and len(hit):
-            factors = np.ones(3)
-            if intent == READS:
-                factors[WRITES] = READ_ASKS_WRITE
-            else:
-                factors[READS] = WRITE_ASKS_READ
-            scores[hit] *= factors[state.intents[hit]]
+        if len(hit):
+            factors = _intent_factors(intent, action_of_query(query) if intent == WRITES else UNKNOWN)
+            if factors is not None:
+                scores[hit] *= factors[state.intents[hit]]
         if NAME_COVERAGE and len(hit):
             _name_coverage(state, scores, hit, terms, intent)
         return _best(scores, hit, state.names, limit, accept)
+
+
+def _intent_factors(intent: int, action: int) -> np.ndarray[Any, Any] | None:
+    """Score factors by a tool's code (its intent, plus its action times 4) for a query's intent
+    and action; None: all 1."""
+    if intent == UNKNOWN:
+        return None
+    factors = np.ones(16)
+    for code in range(16):
+        tool_intent, tool_action = code & 3, code >> 2
+        if intent == READS and tool_intent == WRITES:
+            factors[code] = READ_ASKS_WRITE
+        elif intent == WRITES and tool_intent == READS:
+            factors[code] = WRITE_ASKS_READ
+        if action and tool_action and tool_action != action:
+            factors[code] *= OTHER_ACTION
+    return factors
 
 
 def _name_coverage(state: _State, scores: np.ndarray[Any, Any], hit: np.ndarray[Any, Any],

@@ -14,6 +14,8 @@ from mcphost.search import (
     Document,
     Provider,
     SearchIndex,
+    action_of,
+    action_of_query,
     fold,
     fuse_scores,
     index_of,
@@ -50,6 +52,21 @@ def test_a_read_question_ranks_the_read_tool_above_the_write_tool():
     assert found.index("git_log") < found.index("git_commit")
     assert found.index("git_show") < found.index("git_commit")
     assert names(index.search("commit my staged changes", 1)) == ["git_commit"]
+
+
+def test_a_request_to_create_prefers_the_tool_that_creates_to_those_that_change_or_delete(monkeypatch: Any):
+    import mcphost.search
+
+    tasks = [Document("tasks_delete_task", "", "Delete a task"), Document("tasks_update_task", "", "Update a task"),
+             Document("tasks_create_task", "", "Create a task in a project, with its name, notes and due date")]
+    assert [action_of(d) for d in tasks] == [3, 2, 1]
+    assert action_of_query("new task: renew passport") == 1
+    assert action_of_query("show what I changed") == 0  # a read question first
+    index = index_of([("t", d) for d in tasks])
+    assert names(index.search("new task: renew passport", 1)) == ["tasks_create_task"]
+    assert names(index.search("remove the task", 1)) == ["tasks_delete_task"]
+    monkeypatch.setattr(mcphost.search, "OTHER_ACTION", 1.0)  # by words alone, the short names win
+    assert names(index.search("new task: renew passport", 1)) != ["tasks_create_task"]
 
 
 def test_a_query_that_holds_a_tools_whole_name_prefers_it(monkeypatch: Any) -> None:
@@ -114,6 +131,25 @@ def test_a_typo_is_looked_for_from_the_word_as_written_as_well_as_from_its_stem(
                       ("c", Document("list_mail", "", "List the messages of a mailbox"))])
     assert names(index.search("my calender", 1)) == ["list_events"]
     assert names(index.search("end the proces 1234", 1)) == ["kill_process"]
+
+
+def test_a_long_word_two_edits_away_still_finds_the_tool():
+    # "kalender" is two substitutions from "calendar"; a short word two edits away is not matched.
+    index = index_of([("c", Document("list_events", "", "List the events of a calendar")),
+                      ("c", Document("list_mail", "", "List the messages of a mailbox"))])
+    assert names(index.search("kalender", 1)) == ["list_events"]
+    assert index.search("kolendur", 1) == []  # three edits
+    assert index.search("maxe", 1) == []  # two edits from "mail", but a short word
+
+
+def test_a_cyrillic_or_greek_word_meets_its_latin_transliteration():
+    index = index_of([("git", Document("git_commit", "", "Records changes to the repository")),
+                      ("git", Document("git_status", "", "Shows the working tree status")),
+                      ("k", Document("kafka_list_topics", "", "List the topics of a Kafka cluster"))])
+    # "коммит" -> "kommit", one edit from "commit"; "статус" -> "status" exactly; Greek "κάφκα" -> "kafka".
+    assert names(index.search("\u043a\u043e\u043c\u043c\u0438\u0442", 1)) == ["git_commit"]
+    assert names(index.search("\u0441\u0442\u0430\u0442\u0443\u0441", 1)) == ["git_status"]
+    assert names(index.search("\u03ba\u03ac\u03c6\u03ba\u03b1", 1)) == ["kafka_list_topics"]
 
 
 def test_the_provider_named_in_a_query_decides():
