@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -376,7 +377,7 @@ class Upstream:
         # ever reaches the upstream.
         hooks: dict[str, list[Any]] = {"response": [self._watch_response]}
         if self.token_source is not None:
-            hooks["request"] = [self._bearer]
+            hooks["request"] = [functools.partial(_bearer, self)]
         client = httpx2.AsyncClient(headers=settings.resolved_headers(),
                                     timeout=httpx2.Timeout(settings.timeout, read=None),
                                     transport=BoundedTransport(settings.max_message_bytes), event_hooks=hooks)
@@ -388,13 +389,6 @@ class Upstream:
         self.wire = HttpClient(settings.url or "", settings.resolved_headers(), pool_size=settings.pool_size,
                                limit=settings.max_message_bytes)
         return streams
-
-    async def _bearer(self, request: Any) -> None:
-        """A listing with a signed-in principal's token: its current one on every request (refreshed)."""
-        source = self.token_source
-        token = await source() if source is not None else None
-        if token:
-            request.headers["authorization"] = f"Bearer {token}"
 
     def _held(self, transport: Any) -> None:
         self.http_transport = transport
@@ -864,3 +858,12 @@ def upstream_problem(upstream: Upstream) -> dict[str, str] | None:
 def _quota(ctx: mcphost.Context) -> str:
     """The key a caller's budgets are kept under: its principal's quota key, else its session."""
     return str(getattr(ctx.session, "quota", "") or ctx.session.id)
+
+
+async def _bearer(upstream: Upstream, request: Any) -> None:
+    """An httpx request hook of a listing connection with a signed-in principal's token: the source's
+    current token (refreshed) on every request."""
+    source = upstream.token_source
+    token = await source() if source is not None else None
+    if token:
+        request.headers["authorization"] = f"Bearer {token}"
