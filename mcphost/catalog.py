@@ -74,6 +74,62 @@ def compile_validator(schema: Mapping[str, Any]) -> jsonschema.protocols.Validat
     return validator
 
 
+#: JSON Schema keywords that never make an instance invalid (annotations), and the Python types of
+#: the plain ``type`` names :func:`quick_check` decides alone (``integer``: an int, not a bool; a
+#: float such as 1.0, which the schema admits too, is left to the full validator).
+_ANNOTATIONS = frozenset({"title", "description", "default", "examples", "deprecated", "readOnly", "writeOnly",
+                          "$comment"})
+_PLAIN_TYPES: dict[str, tuple[type, ...]] = {"string": (str,), "boolean": (bool,), "integer": (int,),
+                                             "number": (int, float), "null": (type(None),)}
+
+
+def quick_check(schema: Mapping[str, Any]) -> Callable[[Mapping[str, Any]], bool] | None:
+    """For a plain input schema (an object of named properties, each a ``type`` or anything, some
+    required, others allowed or not), a check that says True only of arguments the full validator
+    accepts; False means "ask the full validator" (for its errors too). None for any other schema.
+
+    A proxied tool's arguments are checked against the upstream's schema on every call: for the
+    usual schema the full validator's walk costs about 20 µs, this about 1 µs."""
+    if any(key not in ("type", "properties", "required", "additionalProperties") and key not in _ANNOTATIONS
+           and not key.startswith("x-") for key in schema):
+        return None
+    properties, required = schema.get("properties", {}), schema.get("required", [])
+    extra = schema.get("additionalProperties", True)
+    if (schema.get("type") != "object" or not isinstance(properties, dict) or not isinstance(extra, bool)
+            or not isinstance(required, list) or not all(isinstance(name, str) for name in required)):
+        return None
+    kinds: dict[str, tuple[type, ...] | None] = {}
+    for name, sub in properties.items():
+        if sub is True or sub == {}:
+            kinds[name] = None
+            continue
+        if not isinstance(sub, dict) or any(key != "type" and key not in _ANNOTATIONS and not key.startswith("x-")
+                                            for key in sub):
+            return None
+        named = sub.get("type")
+        names = [named] if isinstance(named, str) else named
+        if not isinstance(names, list) or not names or not all(n in _PLAIN_TYPES for n in names):
+            return None
+        kinds[name] = tuple(t for n in names for t in _PLAIN_TYPES[n])
+    needed, closed = tuple(required), not extra
+
+    def check(arguments: Mapping[str, Any]) -> bool:
+        for name in needed:
+            if name not in arguments:
+                return False
+        for name, value in arguments.items():
+            if name not in kinds:
+                if closed:
+                    return False
+                continue
+            allowed = kinds[name]
+            if allowed is not None and type(value) not in allowed:
+                return False
+        return True
+
+    return check
+
+
 @dataclass(frozen=True)
 class Clash:
     """A mounted record that is not served because another provider already serves that name.
@@ -115,6 +171,8 @@ class ToolEntry:
     header_params: dict[str, str] = field(default_factory=dict)
     #: Calls, errors and latencies of this tool in this process (read by operators' tools).
     stats: ToolStats = field(default_factory=ToolStats)
+    #: :func:`quick_check` of the input schema (None: a schema it does not decide).
+    quick: Callable[[Mapping[str, Any]], bool] | None = None
 
     def __post_init__(self) -> None:
         self.stats.name = self.record.name
@@ -321,7 +379,8 @@ class Catalog:
             problems = check_x_mcp_headers(dict(record.input_schema))
             if problems:
                 raise PluginError(f"{where}: x-mcp-header: {'; '.join(problems)}")
-            return ToolEntry(record, validator, output, header_params=x_mcp_headers(dict(record.input_schema)))
+            return ToolEntry(record, validator, output, header_params=x_mcp_headers(dict(record.input_schema)),
+                             quick=quick_check(record.input_schema))
         if kind == "resourceTemplates":
             try:
                 return TemplateEntry(record, UriTemplate(record.uri_template))

@@ -341,7 +341,7 @@ async def _call_tool(kernel: Kernel, request: RequestInfo, name: str) -> dict[st
     # A schema derived from the signature is checked by the signature's own (pydantic) validator while
     # binding; an explicit input_schema is checked by the catalog's jsonschema validator first.
     derived = signature is not None and signature.input_schema is record.input_schema
-    if not derived:
+    if not derived and (entry.quick is None or not entry.quick(arguments)):
         try:
             errors = sorted(entry.validator.iter_errors(arguments), key=lambda e: list(e.absolute_path))
             details = "; ".join(_describe(error) for error in errors[:5])

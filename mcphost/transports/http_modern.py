@@ -28,6 +28,11 @@ STATUS_OF: dict[object, int] = {METHOD_NOT_FOUND: 404, HEADER_MISMATCH: 400, MIS
                                UNSUPPORTED_PROTOCOL_VERSION: 400}
 _SSE = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache"), (b"x-accel-buffering", b"no")]
 _CLOSED = object()
+#: Seconds a 2026-07-28 reply may take before a task starts watching for the client's disconnect. A
+#: client gone sooner is noticed then (its ``http.disconnect`` waits in the request's receive queue),
+#: so closing the response cancels the handler at most this much later; a reply that comes sooner
+#: (a proxied call, most of them) costs no task.
+WATCH_AFTER = 0.02
 
 
 def status_for(reply: dict[str, Any] | None) -> int:
@@ -51,15 +56,20 @@ async def answer(reply: asyncio.Future[Any], queue: Callable[[], asyncio.Queue[A
         await asyncio.sleep(0)
     disconnected: asyncio.Future[Any] | None = None
     if not reply.done() and not pending() and notified is not None:
-        disconnected = asyncio.ensure_future(wait_disconnect(receive))
-        try:
-            await _first_of(reply, notified(), disconnected)
-        except BaseException:
-            disconnected.cancel()
-            raise
-        if disconnected.done():
-            reply.cancel()
-            return "dropped"
+        # A reply that comes within WATCH_AFTER (a proxied call, mostly) needs no watcher task: the
+        # server queues the client's disconnect, so a watcher started later still sees it at once.
+        first = notified()
+        await _first_of(reply, first, within=WATCH_AFTER)
+        if not reply.done() and not first.done():
+            disconnected = asyncio.ensure_future(wait_disconnect(receive))
+            try:
+                await _first_of(reply, first, disconnected)
+            except BaseException:
+                disconnected.cancel()
+                raise
+            if disconnected.done():
+                reply.cancel()
+                return "dropped"
     if reply.done() and not pending():
         if disconnected is not None:
             disconnected.cancel()
@@ -69,9 +79,10 @@ async def answer(reply: asyncio.Future[Any], queue: Callable[[], asyncio.Queue[A
     return await _wait_and_answer(reply, queue(), receive, send, keepalive, disconnected)
 
 
-async def _first_of(*futures: asyncio.Future[Any]) -> None:
-    """Return when one of ``futures`` is done (none is cancelled here)."""
-    woken = asyncio.get_running_loop().create_future()
+async def _first_of(*futures: asyncio.Future[Any], within: float | None = None) -> None:
+    """Return when one of ``futures`` is done, or ``within`` seconds have passed (none is cancelled here)."""
+    loop = asyncio.get_running_loop()
+    woken = loop.create_future()
 
     def wake(_: Any) -> None:
         if not woken.done():
@@ -79,9 +90,12 @@ async def _first_of(*futures: asyncio.Future[Any]) -> None:
 
     for future in futures:
         future.add_done_callback(wake)
+    timer = loop.call_later(within, wake, None) if within is not None else None
     try:
         await woken
     finally:
+        if timer is not None:
+            timer.cancel()
         for future in futures:
             future.remove_done_callback(wake)
 

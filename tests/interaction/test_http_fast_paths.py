@@ -6,7 +6,9 @@ and no event-loop turns between one request and the next: the tightest a client 
 
 from __future__ import annotations
 
+import asyncio
 import json
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -114,3 +116,39 @@ async def test_a_reply_ready_at_once_whose_write_fails_is_retained_and_resumable
     # Written in full now: no longer counted.
     assert stream not in state.retained
     assert app.host.manager.budgets.held(state.quota, "retained bytes") == 0
+
+
+@pytest.mark.parametrize("leaves_after", [0.0, 0.3])
+async def test_a_stateless_call_whose_client_leaves_is_cancelled_before_and_after_the_watcher_starts(
+        app: Any, leaves_after: float) -> None:
+    # No progress token: the handler says nothing while it sleeps, so the reply waits without a stream.
+    # The client is gone at once (before http_modern starts watching, WATCH_AFTER) or later.
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+        "name": "progress", "arguments": {"steps": 1, "delay_ms": 30_000}, "_meta": MODERN_META}}).encode()
+    headers = {"content-type": "application/json", "accept": ACCEPT, "mcp-protocol-version": "2026-07-28",
+               "mcp-method": "tools/call", "mcp-name": "progress"}
+    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST",
+             "scheme": "http", "path": "/mcp", "raw_path": b"/mcp", "query_string": b"", "root_path": "",
+             "headers": [(b"host", b"127.0.0.1:8000")] + [(k.encode(), v.encode()) for k, v in headers.items()]
+             + [(b"content-length", str(len(body)).encode())],
+             "client": ("127.0.0.1", 50000), "server": ("127.0.0.1", 8000)}
+    messages = [{"type": "http.request", "body": body, "more_body": False}]
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        if messages:
+            return messages.pop()
+        await asyncio.sleep(leaves_after)
+        return {"type": "http.disconnect"}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    started = time.monotonic()
+    await asyncio.wait_for(app(scope, receive, send), 20)  # the tool itself would sleep 30 s
+    assert time.monotonic() - started < 15
+    assert sent == []  # cancelled: nothing was written to the client that left
+    # The host serves on, and the same tool completes when nobody leaves.
+    status, _, reply = await request(app, "POST", echo(2, "after", MODERN_META),
+                                     {**headers, "mcp-name": "echo"})
+    assert status == 200 and json.loads(reply)["result"]["content"][0]["text"] == "after"

@@ -14,6 +14,7 @@ exited after a grace period is sent SIGTERM, then SIGKILL, as a process group.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import functools
 import logging
@@ -135,6 +136,79 @@ class LineReader:
             start = end + 1
 
 
+class _Lines(asyncio.Protocol):
+    """The process's stdout, split into lines where it arrives (the pipe's ``data_received``).
+
+    A reply the lean path waits for is handed to its caller there (``take``), without waking the
+    reader task; every other line is queued for that task, in order: while anything is queued or
+    the task is still on a line, replies queue behind it, so a call's progress still comes before
+    its result. Reading pauses while more than ``_Child.BUFFER`` bytes are queued.
+    """
+
+    def __init__(self, limit: int, take: Callable[[bytes], bool] | None = None,
+                 arrived: Callable[[], None] | None = None) -> None:
+        self._lines = LineReader(limit)
+        self._take = take
+        self._arrived = arrived
+        self._backlog: collections.deque[tuple[bytes, int | None]] = collections.deque()
+        self._size = 0
+        self._waiter: asyncio.Future[None] | None = None
+        self._transport: asyncio.ReadTransport | None = None
+        self._closed = False
+        self._busy = False
+        self._paused = False
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._transport = transport  # type: ignore[assignment]
+
+    def data_received(self, data: bytes) -> None:
+        if self._arrived is not None:
+            self._arrived()
+            self._arrived = None
+        take = self._take
+        for line, dropped in self._lines.feed(data):
+            if take is not None and dropped is None and not self._backlog and not self._busy and take(line):
+                continue
+            self._backlog.append((line, dropped))
+            self._size += len(line)
+        if self._backlog:
+            self._wake()
+            if self._size > _Child.BUFFER and not self._paused and self._transport is not None:
+                self._paused = True
+                self._transport.pause_reading()
+
+    def eof_received(self) -> None:
+        self._closed = True
+        self._wake()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._closed = True
+        self._wake()
+
+    def _wake(self) -> None:
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(None)
+
+    async def next(self) -> tuple[bytes, int | None] | None:
+        """The next queued line (line, None) or dropped line (head, size); None at the end."""
+        self._busy = False
+        while not self._backlog:
+            if self._closed:
+                return None
+            self._waiter = asyncio.get_running_loop().create_future()
+            try:
+                await self._waiter
+            finally:
+                self._waiter = None
+        item = self._backlog.popleft()
+        self._size -= len(item[0])
+        if self._paused and self._size <= _Child.BUFFER // 2 and self._transport is not None:
+            self._paused = False
+            self._transport.resume_reading()
+        self._busy = True
+        return item
+
+
 class _Child:
     """An upstream process started in a thread, its pipes served by the event loop.
 
@@ -145,17 +219,17 @@ class _Child:
     is seen through a pidfd (polled where there is none).
     """
 
-    #: Pipe bytes buffered before reading pauses; reads take the whole buffer (linear in the line).
+    #: Bytes of stdout queued (:class:`_Lines`) before reading pauses.
     BUFFER = 1 << 20
 
     def __init__(self, popen: subprocess.Popen[bytes]) -> None:
         self.popen = popen
         self.pid = popen.pid
-        self._reader: asyncio.StreamReader | None = None
         self._writer: asyncio.StreamWriter | None = None
 
     @classmethod
-    async def start(cls, argv: list[str], *, env: dict[str, str], cwd: str | None, errlog: TextIO) -> _Child:
+    async def start(cls, argv: list[str], *, env: dict[str, str], cwd: str | None, errlog: TextIO,
+                    lines: _Lines) -> _Child:
         loop = asyncio.get_running_loop()
         started = loop.run_in_executor(None, functools.partial(_popen, argv, env=env, cwd=cwd, errlog=errlog))
         try:
@@ -165,10 +239,8 @@ class _Child:
             raise
         child = cls(popen)
         try:
-            reader = asyncio.StreamReader(limit=cls.BUFFER)
-            await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), popen.stdout)
+            await loop.connect_read_pipe(lambda: lines, popen.stdout)
             transport, protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin, popen.stdin)
-            child._reader = reader
             child._writer = asyncio.StreamWriter(transport, protocol, None, loop)
         except BaseException:
             with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -176,12 +248,6 @@ class _Child:
             await asyncio.to_thread(popen.wait)
             raise
         return child
-
-    async def chunks(self) -> AsyncIterator[bytes]:
-        """What the process writes to stdout, as it arrives, until it closes it."""
-        assert self._reader is not None
-        while chunk := await self._reader.read(4 * self.BUFFER):
-            yield chunk
 
     async def send(self, data: bytes) -> None:
         assert self._writer is not None
@@ -282,6 +348,27 @@ class Switch:
             return False, exc
         return self.take_parsed(data)
 
+    def reply(self, line: bytes, admit: Callable[[bytes], bool] | None = None) -> bool:
+        """Whether ``line`` was the reply to a request waiting here (then its caller has it now).
+
+        For the pipe's ``data_received``: a line that may be anything else (a request, a
+        notification, text that is not JSON) is left alone for the reader task. ``admit`` is asked
+        as the reader asks it, once, for a line taken here (one it refuses is dropped)."""
+        if not self._pending or b'"method"' in line or len(line) >= THREAD_PARSE_BYTES:
+            return False
+        try:
+            data = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            return False
+        if not isinstance(data, dict) or "method" in data:
+            return False
+        waiter = self._pending.get(data.get("id"))  # type: ignore[arg-type]
+        if waiter is None:
+            return False
+        if (admit is None or admit(line)) and not waiter[0].done():
+            waiter[0].set_result(data)
+        return True
+
     def take_parsed(self, data: Any) -> tuple[bool, Any]:
         """:meth:`take` for a line already parsed."""
         if isinstance(data, dict):
@@ -338,9 +425,12 @@ async def stdio_transport(command: str, args: list[str], *, env: dict[str, str] 
     ``starting``: the turns of the processes starting at once (None: start at once).
     ``switch``: the lean path's requests and replies (:class:`Switch`), beside the client's."""
     booted = await _booting(starting) if starting is not None else (lambda: None)
+
+    take = functools.partial(switch.reply, admit=admit) if switch is not None else None
+    lines = _Lines(max_message_bytes, take, booted)  # booted: it answers, the next upstream may start
     try:
         process = await _Child.start([command, *args], env={**get_default_environment(), **(env or {})},
-                                     cwd=cwd, errlog=errlog)
+                                     cwd=cwd, errlog=errlog, lines=lines)
     except BaseException:
         booted()
         raise
@@ -348,16 +438,13 @@ async def stdio_transport(command: str, args: list[str], *, env: dict[str, str] 
     outbox, outbox_reader = anyio.create_memory_object_stream[SessionMessage](0)
 
     async def read() -> None:
-        lines = LineReader(max_message_bytes)
         try:
             async with inbox_writer:
-                async for chunk in process.chunks():
-                    booted()  # it answers: the next upstream may start
-                    for line, dropped in lines.feed(chunk):
-                        message = await _read_line(line, dropped, admit=admit, switch=switch, label=label,
-                                                   max_message_bytes=max_message_bytes)
-                        if message is not None:
-                            await inbox_writer.send(message)
+                while (item := await lines.next()) is not None:
+                    message = await _read_line(item[0], item[1], admit=admit, switch=switch, label=label,
+                                               max_message_bytes=max_message_bytes)
+                    if message is not None:
+                        await inbox_writer.send(message)
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream, OSError):
             pass
         finally:

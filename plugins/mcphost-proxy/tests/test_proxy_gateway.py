@@ -11,6 +11,7 @@ import os
 import sys
 import textwrap
 import time
+from typing import Any
 
 import pytest
 from mcp import MCPError
@@ -458,3 +459,35 @@ async def test_parked_calls_are_capped_per_principal():
         for task in parked:
             task.cancel()
         await asyncio.gather(*parked, return_exceptions=True)
+
+
+async def test_stdout_lines_hand_a_waited_reply_over_where_it_arrives_and_keep_order_behind_others():
+    import orjson
+    from mcphost_proxy.framing import Switch, _Lines
+
+    switch = Switch()
+    loop = asyncio.get_running_loop()
+    reply: asyncio.Future[Any] = loop.create_future()
+    other: asyncio.Future[Any] = loop.create_future()
+    switch._pending.update({"~1": (reply, None), "~2": (other, None)})
+    lines = _Lines(1000, switch.reply)
+    # A reply alone: taken at once, nothing queued for the reader task.
+    lines.data_received(b'{"jsonrpc":"2.0","id":"~1","result":{"ok":1}}\n')
+    assert reply.result() == {"jsonrpc": "2.0", "id": "~1", "result": {"ok": 1}}
+    # A notification first: the reply behind it waits in the queue too, in order.
+    progress = {"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": "~2", "progress": 1}}
+    lines.data_received(orjson.dumps(progress) + b'\n{"jsonrpc":"2.0","id":"~2","result":{}}\n{"jsonrpc"')
+    assert not other.done()
+    first = await lines.next()
+    assert first is not None and orjson.loads(first[0]) == progress
+    # While the reader is on a line, replies still queue behind it.
+    lines.data_received(b':"2.0","id":"~9","result":{}}\n')
+    second, third = await lines.next(), await lines.next()
+    assert second == (b'{"jsonrpc":"2.0","id":"~2","result":{}}', None) and not other.done()
+    assert third == (b'{"jsonrpc":"2.0","id":"~9","result":{}}', None)
+    # An over-long line is never taken here; the end of the pipe ends the reader.
+    lines.data_received(b'{"id":"~2",' + b'"x":"' + b"y" * 2000 + b'"}\n')
+    fourth = await lines.next()
+    assert fourth is not None and fourth[1] is not None and not other.done()
+    lines.connection_lost(None)
+    assert await lines.next() is None
