@@ -78,6 +78,9 @@ class RedisServer:
         return args + self.extra
 
     def start(self, timeout: float = 10.0) -> None:
+        """Start redis-server (the constructor does); a second call while it runs does nothing."""
+        if self.process is not None and self.process.poll() is None:
+            return
         self.process = subprocess.Popen(self.argv(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
