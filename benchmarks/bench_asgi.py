@@ -18,10 +18,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import gc
 import json
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -84,21 +82,16 @@ async def measure(mode: str, requests: int, rounds: int) -> float:
             response = await asgi_request(app, "POST", benchlib.INITIALIZE_BODY)
             session_id = response.headers["mcp-session-id"]
             await asgi_request(app, "POST", benchlib.INITIALIZED, session_id)
-        best = float("inf")
-        for round_number in range(rounds + 1):  # round 0 warms every cache
-            gc.collect()
-            start = time.process_time()
-            for number in range(requests):
-                if mode == "modern":
-                    status = await modern_request(app, number)
-                else:
-                    status = (await asgi_request(app, "POST", benchlib.echo_call(number), session_id)).status_code
-                if status != 200:
-                    raise AssertionError(f"{mode}: HTTP {status}")
-            spent = (time.process_time() - start) / requests
-            if round_number:
-                best = min(best, spent)
-        return best * 1e6
+
+        async def one(number: int) -> None:
+            if mode == "modern":
+                status = await modern_request(app, number)
+            else:
+                status = (await asgi_request(app, "POST", benchlib.echo_call(number), session_id)).status_code
+            if status != 200:
+                raise AssertionError(f"{mode}: HTTP {status}")
+
+        return await benchlib.best_cpu_per_call(one, requests, rounds)
     finally:
         await app.transport.stop()
         await app.host.stop()

@@ -18,11 +18,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import gc
 import os
 import sys
 import tempfile
-import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -117,18 +115,13 @@ async def _measure(stack: contextlib.AsyncExitStack, tmp: Path, mode: str, reque
                 if EXPECTED in await call(app, 0):
                     break
                 await asyncio.sleep(0.05)
-            best = float("inf")
-            for round_number in range(rounds + 1):  # round 0 warms every cache
-                gc.collect()
-                start = time.process_time()
-                for number in range(requests):
-                    reply = await call(app, number)
-                    if EXPECTED not in reply or b'"isError":true' in reply:
-                        raise AssertionError(f"{mode}: {reply[:300]!r}")
-                spent = (time.process_time() - start) / requests
-                if round_number:
-                    best = min(best, spent)
-            return best * 1e6
+
+            async def one(number: int) -> None:
+                reply = await call(app, number)
+                if EXPECTED not in reply or b'"isError":true' in reply:
+                    raise AssertionError(f"{mode}: {reply[:300]!r}")
+
+            return await benchlib.best_cpu_per_call(one, requests, rounds)
         finally:
             await app.transport.stop()
             await app.host.stop()
