@@ -344,6 +344,9 @@ def detachable(call: Coroutine[Any, Any, T], name: str, seconds: float | None,
     while True:
         try:
             yielded = send(value) if error is None else call.throw(error)
+            if grace is not None and grace.taken_back():  # the call's own timeout, handled: it goes on
+                grace.handle.cancel()
+                grace = None
         except StopIteration as stop:
             if grace is not None:
                 grace.handle.cancel()
@@ -370,11 +373,20 @@ def detachable(call: Coroutine[Any, Any, T], name: str, seconds: float | None,
 class _Grace:
     """The grace a cancelled call of :func:`detachable` has; when over, its caller is woken."""
 
-    __slots__ = ("handle", "over")
+    __slots__ = ("handle", "level", "over", "task")
 
     def __init__(self, seconds: float | None) -> None:
         self.over = False
-        self.handle = asyncio.get_running_loop().call_later(_grace(seconds), self._expire, asyncio.current_task())
+        self.task = asyncio.current_task()
+        #: The task's pending cancellations when this one arrived; a cancellation the call's own
+        #: ``asyncio.timeout`` (or cancel scope) made is taken back (``uncancel``) once it handles it.
+        self.level = self.task.cancelling() if self.task is not None else 0
+        self.handle = asyncio.get_running_loop().call_later(_grace(seconds), self._expire, self.task)
+
+    def taken_back(self) -> bool:
+        """Whether the cancellation that armed this grace was withdrawn by whoever made it (a timeout
+        inside the call that fired and was handled there), not one the call swallowed."""
+        return self.task is not None and self.task.cancelling() < self.level
 
     def _expire(self, task: asyncio.Task[Any] | None) -> None:
         if task is not None and not task.done():

@@ -245,3 +245,25 @@ async def test_detachable_leaves_a_call_that_swallows_its_cancellation_behind() 
     assert abandoned() == ["cancelled call", "stubborn call"]
     released.set()
     assert await settle_abandoned(10) == []
+
+
+async def test_detachable_keeps_a_call_whose_own_timeouts_fire_and_are_handled() -> None:
+    """A call that uses ``asyncio.timeout`` itself (polling, waiting for an answer with retries) sees
+    CancelledErrors its own timeouts make and take back: that is no swallowed cancellation, and the
+    call runs to its end however long past the grace it goes on."""
+
+    async def polling() -> int:
+        fired = 0
+        for _ in range(12):  # 12 x 0.05 s: well past the grace of 0.1 s
+            try:
+                async with asyncio.timeout(0.05):
+                    await asyncio.sleep(1)
+            except TimeoutError:
+                fired += 1
+        return fired
+
+    started = time.monotonic()
+    with deadline(5):
+        assert await detachable(polling(), "polling call", 1.0) == 12
+    assert time.monotonic() - started < 4
+    assert "polling call" not in abandoned()
