@@ -43,24 +43,9 @@ def build(json_response: bool) -> Any:
 
 
 async def modern_request(app: Any, request_id: int) -> Any:
-    body = benchlib.modern_echo_call(request_id)
-    headers = benchlib.modern_headers()
-    raw = [(b"host", b"127.0.0.1:8000"), (b"content-length", str(len(body)).encode())]
-    raw += [(k.encode(), v.encode()) for k, v in headers.items()]
-    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST",
-             "scheme": "http", "path": "/mcp", "raw_path": b"/mcp", "query_string": b"", "root_path": "",
-             "headers": raw, "client": ("127.0.0.1", 50000), "server": ("127.0.0.1", 8000)}
-    delivered = False
-    stay = asyncio.Event()
+    scope, receive, stay = benchlib.asgi_exchange("POST", benchlib.modern_echo_call(request_id),
+                                                  benchlib.modern_headers())
     status = 0
-
-    async def receive() -> dict[str, Any]:
-        nonlocal delivered
-        if not delivered:
-            delivered = True
-            return {"type": "http.request", "body": body, "more_body": False}
-        await stay.wait()
-        return {"type": "http.disconnect"}
 
     async def send(message: dict[str, Any]) -> None:
         nonlocal status

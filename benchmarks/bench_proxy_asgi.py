@@ -36,23 +36,9 @@ EXPECTED = b'"text":"hello"'
 
 async def call(app: Any, request_id: int) -> bytes:
     """One stateless echo call through the ASGI app, as Hypercorn would hand it over; the reply's body."""
-    body = benchlib.modern_echo_call(request_id)
-    raw = [(b"host", b"127.0.0.1:8000"), (b"content-length", str(len(body)).encode())]
-    raw += [(k.encode(), v.encode()) for k, v in benchlib.modern_headers().items()]
-    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST",
-             "scheme": "http", "path": "/mcp", "raw_path": b"/mcp", "query_string": b"", "root_path": "",
-             "headers": raw, "client": ("127.0.0.1", 50000), "server": ("127.0.0.1", 8000)}
-    delivered = False
-    stay = asyncio.Event()
+    scope, receive, stay = benchlib.asgi_exchange("POST", benchlib.modern_echo_call(request_id),
+                                                  benchlib.modern_headers())
     reply: list[bytes] = []
-
-    async def receive() -> dict[str, Any]:
-        nonlocal delivered
-        if not delivered:
-            delivered = True
-            return {"type": "http.request", "body": body, "more_body": False}
-        await stay.wait()
-        return {"type": "http.disconnect"}
 
     async def send(message: dict[str, Any]) -> None:
         if message["type"] == "http.response.body":

@@ -150,21 +150,8 @@ class AsgiResponse:
 
 async def asgi_request(app: Any, method: str, body: bytes = b"", session_id: str | None = None) -> Any:
     """One request straight into the ASGI app, as Hypercorn would make it (no client library in the way)."""
-    raw_headers = [(b"host", b"127.0.0.1:8000"), (b"content-length", str(len(body)).encode())]
-    raw_headers += [(k.encode(), v.encode()) for k, v in benchlib.headers(session_id).items()]
-    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": method,
-             "scheme": "http", "path": "/mcp", "raw_path": b"/mcp", "query_string": b"", "root_path": "",
-             "headers": raw_headers, "client": ("127.0.0.1", 50000), "server": ("127.0.0.1", 8000)}
-    delivered = False
-    stay = asyncio.Event()  # the client stays connected until the response is complete
-
-    async def receive() -> dict[str, Any]:
-        nonlocal delivered
-        if not delivered:
-            delivered = True
-            return {"type": "http.request", "body": body, "more_body": False}
-        await stay.wait()
-        return {"type": "http.disconnect"}
+    # the client stays connected until the response is complete
+    scope, receive, stay = benchlib.asgi_exchange(method, body, benchlib.headers(session_id))
 
     status = 0
     response_headers: list[tuple[bytes, bytes]] = []

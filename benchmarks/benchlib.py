@@ -6,6 +6,7 @@ Python puts the script's own directory first on sys.path).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import gc
 import hashlib
@@ -527,3 +528,25 @@ async def best_cpu_per_call(one: Callable[[int], Awaitable[None]], requests: int
         if round_number:
             best = min(best, spent)
     return best * 1e6
+
+
+def asgi_exchange(method: str, body: bytes, headers: dict[str, str]) -> tuple[dict[str, Any], Any, asyncio.Event]:
+    """One request as Hypercorn hands it to the ASGI app: its scope, its ``receive`` (the body, then a
+    client that stays connected until the returned event is set) and that event."""
+    raw = [(b"host", b"127.0.0.1:8000"), (b"content-length", str(len(body)).encode())]
+    raw += [(k.encode(), v.encode()) for k, v in headers.items()]
+    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": method,
+             "scheme": "http", "path": "/mcp", "raw_path": b"/mcp", "query_string": b"", "root_path": "",
+             "headers": raw, "client": ("127.0.0.1", 50000), "server": ("127.0.0.1", 8000)}
+    delivered = False
+    stay = asyncio.Event()
+
+    async def receive() -> dict[str, Any]:
+        nonlocal delivered
+        if not delivered:
+            delivered = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        await stay.wait()
+        return {"type": "http.disconnect"}
+
+    return scope, receive, stay
