@@ -39,7 +39,7 @@ from mcphost.protocol.errors import (
     method_not_found,
 )
 from mcphost.protocol.opening import check_initialize
-from mcphost.protocol.versions import SUPPORTED_VERSIONS, at_least, negotiate
+from mcphost.protocol.versions import SUPPORTED_VERSIONS, at_least, may_be_asked, negotiate
 from mcphost.records import Prompt, Resource, ResourceTemplate, Tool
 from mcphost.sessions.session import LOG_RANK, stream_seconds
 from mcphost.stats import INVALID_ARGUMENTS, SCOPE
@@ -360,7 +360,7 @@ async def _call_tool(kernel: Kernel, request: RequestInfo, name: str) -> dict[st
         return results.error_result(f"Invalid arguments for tool {name!r}: {exc}")
     run = kernel.tasks.begin(session, name, record.task, request.params)
     if record.resumable and request.round is not None and run is None and request.scope is None and (
-            _may_be_asked(session) or CONTINUATION_KEY in request.round.answers):
+            may_be_asked(session.client_capabilities) or CONTINUATION_KEY in request.round.answers):
         # a 2026-07-28 call that must not re-run (a call made by a tool waits inside that tool's run);
         # one whose client declared none of the questions' capabilities cannot park: it runs as any other
         return await kernel.continuations.call(request, _progress_token(request),
@@ -371,12 +371,6 @@ async def _call_tool(kernel: Kernel, request: RequestInfo, name: str) -> dict[st
         return await run.execute(functools.partial(_invoke_tool, kernel, request, entry, kwargs,
                                                    kernel.settings.task_ttl))
     return await _invoke_tool(kernel, request, entry, kwargs, kernel.settings.max_tool_seconds)
-
-
-def _may_be_asked(session: Any) -> bool:
-    """Whether a 2026-07-28 caller declared a capability a question needs (elicitation, sampling, roots)."""
-    declared = session.client_capabilities
-    return bool(declared) and ("elicitation" in declared or "sampling" in declared or "roots" in declared)
 
 
 def _call_scope(kernel: Kernel, request: RequestInfo, run: TaskRun | None) -> Any:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Final
 
 #: Session-era (initialize handshake) revisions, newest first.
@@ -37,3 +38,15 @@ def allows_batches(version: str) -> bool:
 def is_modern(version: object) -> bool:
     """Whether ``version`` is a stateless (2026-07-28 style) revision the host speaks."""
     return isinstance(version, str) and version in MODERN_VERSIONS
+
+
+#: The client capabilities a server's question needs one of (elicitation, sampling, roots/list).
+QUESTION_CAPABILITIES = ("elicitation", "sampling", "roots")
+
+
+def may_be_asked(declared: Mapping[str, object] | None) -> bool:
+    """Whether a client that declared ``declared`` can be asked a question at all: one that declared
+    none of :data:`QUESTION_CAPABILITIES` can never be (its calls never wait for an answer)."""
+    if not declared:
+        return False
+    return "elicitation" in declared or "sampling" in declared or "roots" in declared

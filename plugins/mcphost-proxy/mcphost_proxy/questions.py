@@ -30,6 +30,7 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace as otel_trace
 
 import mcphost
+from mcphost.protocol.versions import QUESTION_CAPABILITIES, may_be_asked
 
 if TYPE_CHECKING:
     from mcphost_proxy.upstream import Upstream
@@ -39,7 +40,7 @@ log = logging.getLogger("mcphost.proxy")
 MISSING_CLIENT_CAPABILITY = -32021
 #: Trace ids of ended calls remembered per connection (see Questions.caller).
 ENDED_TRACES = 1024
-_QUESTION_CAPABILITIES = ("elicitation", "sampling", "roots")
+_QUESTION_CAPABILITIES = QUESTION_CAPABILITIES
 
 
 def _dump(model: Any) -> dict[str, Any]:
@@ -254,8 +255,7 @@ def _trace_scope(taken: dict[int, Any], attach: bool = True) -> tuple[int, conte
 def _may_be_asked(ctx: mcphost.Context) -> bool:
     """Whether the downstream client declared it can answer a question (elicitation, sampling, roots):
     a call from any other client cannot have its upstream's questions forwarded anyway."""
-    declared = ctx.session.client_capabilities or {}
-    return any(name in declared for name in _QUESTION_CAPABILITIES)
+    return may_be_asked(ctx.session.client_capabilities)
 
 
 def _meta_of(context: Any, params: Any) -> Any:
