@@ -191,11 +191,11 @@ def bench_view(total: int, rounds: int) -> dict[str, Any]:
 
 def bench_semantic(total: int, rounds: int) -> dict[str, Any]:
     """Searches with mcphost-search-semantic's ranker fused in."""
-    from mcphost_search_semantic import ranker
+    from mcphost_search_semantic import new_ranker
 
     from mcphost.search import SearchIndex
 
-    dense = ranker()
+    dense = new_ranker()
     index = SearchIndex([dense])
     started = time.perf_counter()
     index.update(dict(corpus(total)))

@@ -152,7 +152,7 @@ def semantic_stage(index: SearchIndex, servers: list[dict[str, Any]],
     The one place to adapt to the plugin's entry point. The plugin hands over a ranker (an object with
     ``update(changes)``, told of each provider's documents, and ``rank(query, limit, accept)`` giving
     its best tool names): found as the plugin's ``mcphost_search_rankers`` hook implementation, else
-    a ``ranker()`` factory. Its ranking is fused with the lexical one by reciprocal rank fusion
+    a ``new_ranker()`` factory. Its ranking is fused with the lexical one by reciprocal rank fusion
     (k = 60), unless the index fuses rankers itself (a ``SearchIndex(rankers=...)``), in which case the
     index is built again with it.
     """
@@ -165,8 +165,8 @@ def semantic_stage(index: SearchIndex, servers: list[dict[str, Any]],
     if callable(hook):
         made = hook(host=None)
         made = made[0] if made else None
-    if made is None and callable(getattr(semantic, "ranker", None)):
-        made = semantic.ranker()
+    if made is None and callable(getattr(semantic, "new_ranker", None)):
+        made = semantic.new_ranker()
     if made is None:
         raise SystemExit("mcphost_search_semantic is importable but offers no ranker this harness knows; "
                          "adapt semantic_stage() in benchmarks/eval_search_real.py")

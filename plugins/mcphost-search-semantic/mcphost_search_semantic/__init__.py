@@ -32,7 +32,7 @@ def __getattr__(name: str) -> Any:
         return importlib.import_module("mcphost_search_semantic.ranker").SemanticRanker
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
-__all__ = ["SemanticPlugin", "SemanticRanker", "SemanticSettings", "ranker"]
+__all__ = ["SemanticPlugin", "SemanticRanker", "SemanticSettings", "new_ranker"]
 
 class SemanticSettings(mcphost.PluginSettings):
     """``[plugins.semantic]``."""
@@ -58,9 +58,11 @@ def load_model() -> MiniLM:
     return MiniLM(path)
 
 
-def ranker(cache: Path | None = None, *, background: bool = False, threads: int | None = None) -> SemanticRanker:
+def new_ranker(cache: Path | None = None, *, background: bool = False, threads: int | None = None) -> SemanticRanker:
     """A ranker for harnesses and benchmarks: by default it embeds in ``update`` itself, so every
-    tool is ranked once ``update`` returns (the host's embeds in a background thread)."""
+    tool is ranked once ``update`` returns (the host's embeds in a background thread).
+
+    Not named ``ranker``: importing the submodule :mod:`.ranker` binds that name on the package."""
     from .ranker import SemanticRanker
 
     return SemanticRanker(load_model, cache or default_cache(), background=background, threads=threads)

@@ -65,7 +65,7 @@ def test_the_ranker_embeds_off_the_caller_and_keeps_a_cache(model: Any, tmp_path
 
 def test_threads_share_a_catalog_in_chunks_ordered_by_length_and_give_each_text_its_own_vector(
         model: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from mcphost_search_semantic import ranker as ranker_module
+    import mcphost_search_semantic.ranker as ranker_module
     from mcphost_search_semantic.ranker import text_of
 
     monkeypatch.setattr(ranker_module, "CHUNK", 2)  # 3 threads over 7 chunks of 2 texts
