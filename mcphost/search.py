@@ -17,9 +17,7 @@ numbers it contains.
 itself: a query word that no tool uses is matched to the tools' words one edit away (a typo), found
 through a table of single-character deletions kept with the index; a long one with none one edit
 away, to those two edits away (candidates from a table of the words' three-letter pieces, checked
-by edit distance). A Cyrillic or Greek word is first transliterated to Latin letters. A rare query
-word (in ASSOCIATION_DF documents or fewer) also finds, at a small weight, the documents that lack
-it by the words its documents use beside it in two providers or more (:func:`associates`).
+by edit distance). A Cyrillic or Greek word is first transliterated to Latin letters.
 
 **Intent.** A question that asks to read ("show", "list", "what is") prefers tools that read over
 tools that write, and a request to change something the reverse, as each tool says about itself:
@@ -89,19 +87,6 @@ COVERAGE = 1.0
 #: the share held), among the best NAME_COVERAGE_DEPTH documents.
 NAME_COVERAGE = 0.5
 NAME_COVERAGE_DEPTH = 200
-#: Words learned from the catalog: a query word that ASSOCIATION_DF documents or fewer hold also
-#: finds the documents that lack it by the words its documents use beside it (:func:`associates`),
-#: at this share of its weight.
-ASSOCIATION = 0.3
-ASSOCIATION_DF = 20
-#: Most words associated with one, and fewest providers that must use each beside it.
-ASSOCIATION_TERMS = 5
-ASSOCIATION_PROVIDERS = 2
-#: Most words of a query looked up so, and most words whose associations an index state remembers.
-ASSOCIATION_WORDS = 4
-ASSOCIATION_CACHE = 4096
-#: Most stems kept per document for learning associations (its strongest).
-BAG_SIZE = 48
 #: Reciprocal rank fusion constant (:func:`fuse`).
 RRF_K = 60
 #: Places of each ranking that a fusion with rankers considers (at least the limit asked for).
@@ -118,8 +103,6 @@ _TOKEN = re.compile(
 _CJK = re.compile(r"[\u1100-\u11ff\u2e80-\u2fdf\u3040-\u30ff\u3100-\u312f\u3130-\u318f\u31a0-\u31ff"
                   r"\u3400-\u4dbf\u4e00-\u9fff\ua960-\ua97f\uac00-\ud7ff\uf900-\ufaff\U00020000-\U0003134f]+")
 _ASCII_WORD = re.compile(r"[a-z]+")
-#: A query word that may have associations: a Latin word of three letters or more.
-_ASSOCIABLE = re.compile(r"[a-z]{3,}")
 #: Letters that do not decompose into a base letter and a mark.
 _FOLD = str.maketrans({"ł": "l", "ø": "o", "đ": "d", "ð": "d", "ħ": "h", "\u0131": "i", "ŀ": "l", "ŧ": "t",
                        "æ": "ae", "œ": "oe", "þ": "th", "ĸ": "k", "ŋ": "n"})
@@ -205,8 +188,6 @@ class _Shard(NamedTuple):
     lengths: tuple[float, ...]
     #: The stems of each document's name.
     name_stems: tuple[frozenset[str], ...]
-    #: Each document's strongest stems (at most BAG_SIZE) and their weighted frequencies, per length.
-    bags: tuple[tuple[tuple[str, ...], np.ndarray[Any, Any]], ...]
 
 
 class _State(NamedTuple):
@@ -225,14 +206,9 @@ class _State(NamedTuple):
     norms: np.ndarray[Any, Any]
     size: int
     name_stems: list[frozenset[str]]
-    bags: list[tuple[tuple[str, ...], np.ndarray[Any, Any]]]
-    #: Each document's provider.
-    owners: list[str]
-    #: The associations of the words looked up so far (:func:`associates`).
-    associated: dict[str, dict[str, float]]
 
 
-_EMPTY = _State({}, {}, {}, [], np.zeros(0, dtype=np.int8), [], np.zeros(0), 0, [], [], [], {})
+_EMPTY = _State({}, {}, {}, [], np.zeros(0, dtype=np.int8), [], np.zeros(0), 0, [])
 
 _stemmer = snowballstemmer.stemmer("english")
 _stem_lock = threading.Lock()  # a Snowball stemmer object is not safe to share between threads
@@ -349,15 +325,9 @@ def _query_terms(query: str) -> tuple[dict[str, float], dict[str, str]]:
     return terms, surface
 
 
-def _intent_words(query: str) -> list[str]:
-    """The words of ``query`` that may say what it asks: its Latin words, less those in a past form
-    ("-ed": "tasks assigned to me", "merged pull requests" describe things, they ask no change)."""
-    return [word for word in _ASCII_WORD.findall(query.casefold())[:64] if not word.endswith("ed")]
-
-
 def intent_of_query(query: str) -> int:
     """READS, WRITES or UNKNOWN: what the first word of ``query`` that says either asks."""
-    for word in _stem_all(_intent_words(query)):
+    for word in _stem_all(_ASCII_WORD.findall(query.casefold())[:64]):
         if word in _READ_STEMS:
             return READS
         if word in _WRITE_STEMS:
@@ -368,7 +338,7 @@ def intent_of_query(query: str) -> int:
 def action_of_query(query: str) -> int:
     """CREATES, UPDATES, DELETES or UNKNOWN: what the first verb of ``query`` that says one asks
     (UNKNOWN when a word that asks to read comes first)."""
-    for word in _stem_all(_intent_words(query)):
+    for word in _stem_all(_ASCII_WORD.findall(query.casefold())[:64]):
         action = _ACTION_OF_STEM.get(word)
         if action:
             return action
@@ -453,15 +423,7 @@ def build_shard(documents: Sequence[Document], provider: Provider | None = None)
     return _Shard(arrays, tuple(document.name for document in documents),
                   tuple(intent_of(document) | action_of(document) << 2 for document in documents),
                   tuple(sum(terms.values()) for terms in term_lists),
-                  tuple(frozenset(stems(document.name)) for document in documents),
-                  tuple(_bag(terms) for terms in term_lists))
-
-
-def _bag(terms: Mapping[str, float]) -> tuple[tuple[str, ...], np.ndarray[Any, Any]]:
-    """A document's BAG_SIZE strongest stems, each with its share of the document's weighted words."""
-    total = sum(terms.values()) or 1.0
-    kept = sorted(terms.items(), key=lambda item: -item[1])[:BAG_SIZE]
-    return tuple(term for term, _ in kept), np.array([tf / total for _, tf in kept], dtype=np.float32)
+                  tuple(frozenset(stems(document.name)) for document in documents))
 
 
 def _deletions(term: str) -> list[str]:
@@ -540,8 +502,6 @@ def _updated(state: _State, changes: Mapping[str, _Shard | None]) -> tuple[_Stat
     intents = state.intents.tolist()
     lengths = list(state.lengths)
     name_stems = list(state.name_stems)
-    bags = list(state.bags)
-    owners = list(state.owners)
     by_term = dict(state.by_term)
     dirty: set[str] = set()
     for provider, shard in changes.items():
@@ -557,8 +517,6 @@ def _updated(state: _State, changes: Mapping[str, _Shard | None]) -> tuple[_Stat
         intents.extend(shard.intents)
         lengths.extend(shard.lengths)
         name_stems.extend(shard.name_stems)
-        bags.extend(shard.bags)
-        owners.extend([provider] * len(shard.names))
         for term, (numbers, parts) in shard.postings.items():
             postings = by_term[term] = dict(by_term.get(term) or {})
             postings[provider] = (numbers + base if base else numbers, parts)
@@ -582,7 +540,7 @@ def _updated(state: _State, changes: Mapping[str, _Shard | None]) -> tuple[_Stat
     mean = sum(sum(shard.lengths) for shard in shards.values()) / size if size else 1.0
     norms = K1 * (1 - B + B * np.array(lengths) / (mean or 1.0))
     return (_State(shards, by_term, merged, names, np.array(intents, dtype=np.int8), lengths, norms, size,
-                   name_stems, bags, owners, {}), added, removed)
+                   name_stems), added, removed)
 
 
 class SearchIndex:
@@ -751,18 +709,29 @@ class SearchIndex:
         if not terms or not size:
             return []
         merged = state.merged
-        asked_terms = dict(terms)
         self._variants(terms, surface, merged)
-        first = _bm25(state, terms, mask)
-        if first is None:
-            return []
-        scores, covered = first
-        if ASSOCIATION:
-            _add_associates(state, scores, asked_terms, terms, mask)
-        hit = np.flatnonzero(scores)
+        scores: np.ndarray[Any, Any] | None = None
+        covered: np.ndarray[Any, Any] | None = None
         asked = sum(weight for term, weight in terms.items() if term in merged)
+        for term, weight in terms.items():
+            posting = merged.get(term)
+            if posting is None:
+                continue
+            numbers, tf = posting
+            idf = weight * math.log(1 + (size - len(numbers) + 0.5) / (len(numbers) + 0.5))
+            if mask is not None:  # the view's documents only: the rest cost one lookup each
+                seen = mask[numbers]
+                numbers, tf = numbers[seen], tf[seen]
+            if scores is None:
+                scores = np.zeros(len(state.names))
+                covered = np.zeros(len(state.names))
+            scores[numbers] += idf * (tf * (K1 + 1) / (tf + state.norms[numbers]))
+            covered[numbers] += weight  # type: ignore[index]
+        if scores is None:
+            return []
+        hit = np.flatnonzero(scores)
         if COVERAGE and asked:  # a tool that meets more of the question's words ranks higher
-            scores[hit] *= 1.0 + COVERAGE * covered[hit] / asked
+            scores[hit] *= 1.0 + COVERAGE * covered[hit] / asked  # type: ignore[index]
         intent = intent_of_query(query)
         if len(hit):
             factors = _intent_factors(intent, action_of_query(query) if intent == WRITES else UNKNOWN)
@@ -771,91 +740,6 @@ class SearchIndex:
         if NAME_COVERAGE and len(hit):
             _name_coverage(state, scores, hit, terms, intent)
         return _best(scores, hit, state.names, limit, accept)
-
-
-def _idf(size: int, df: int) -> float:
-    return math.log(1 + (size - df + 0.5) / (df + 0.5))
-
-
-def _add_associates(state: _State, scores: np.ndarray[Any, Any], asked: Mapping[str, float],
-                    terms: Mapping[str, float], mask: np.ndarray[Any, Any] | None) -> None:
-    """Add to ``scores`` what the documents that lack a rare word of the query (one in at most
-    ASSOCIATION_DF documents) score by the words that word's documents, across providers, use
-    beside it (see :func:`associates`), at ASSOCIATION of its weight."""
-    merged = state.merged
-    looked = 0
-    for term, weight in asked.items():
-        posting = merged.get(term)
-        if posting is None or len(posting[0]) > ASSOCIATION_DF or not _ASSOCIABLE.fullmatch(term):
-            continue
-        looked += 1
-        if looked > ASSOCIATION_WORDS:
-            break
-        near = {stem: ASSOCIATION * weight * value for stem, value in associates(state, term).items()
-                if stem not in terms}
-        gain = _bm25(state, near, mask) if near else None
-        if gain is not None:
-            gain[0][posting[0]] = 0.0  # a document that holds the word itself gains nothing by its associates
-            scores += gain[0]
-
-
-def associates(state: _State, term: str) -> dict[str, float]:
-    """The stems that the documents holding ``term`` use beside it, learned from the catalog: each
-    stem's share of a document's weighted words, its best in each provider summed over the
-    providers, times its idf; only stems used so by ASSOCIATION_PROVIDERS providers or more (one
-    server's own vocabulary is not an association), the best ASSOCIATION_TERMS, the best scaled to 1.
-    Remembered per state (an update of the index starts afresh)."""
-    cache = state.associated
-    found = cache.get(term)
-    if found is not None:
-        return found
-    posting = state.merged.get(term)
-    best: dict[tuple[str, str], float] = {}
-    for number in posting[0].tolist() if posting is not None else ():
-        owner = state.owners[number]
-        bag_terms, shares = state.bags[number]
-        for stem, share in zip(bag_terms, shares.tolist(), strict=True):
-            key = (stem, owner)
-            if share > best.get(key, 0.0):
-                best[key] = share
-    summed: dict[str, float] = {}
-    providers: dict[str, int] = {}
-    for (stem, _), share in best.items():
-        summed[stem] = summed.get(stem, 0.0) + share
-        providers[stem] = providers.get(stem, 0) + 1
-    size = state.size
-    scored = sorted(((value * _idf(size, len(state.merged[stem][0])), stem) for stem, value in summed.items()
-                     if stem != term and providers[stem] >= ASSOCIATION_PROVIDERS and stem in state.merged),
-                    reverse=True)[:ASSOCIATION_TERMS]
-    found = {stem: value / scored[0][0] for value, stem in scored} if scored and scored[0][0] > 0 else {}
-    if len(cache) >= ASSOCIATION_CACHE:
-        cache.clear()
-    cache[term] = found
-    return found
-
-
-def _bm25(state: _State, terms: Mapping[str, float], mask: np.ndarray[Any, Any] | None
-          ) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]] | None:
-    """Each document's BM25 score for ``terms`` (weighted), and the query weight it meets; None: no term indexed."""
-    merged = state.merged
-    size = state.size
-    scores: np.ndarray[Any, Any] | None = None
-    covered: np.ndarray[Any, Any] | None = None
-    for term, weight in terms.items():
-        posting = merged.get(term)
-        if posting is None:
-            continue
-        numbers, tf = posting
-        idf = weight * _idf(size, len(numbers))
-        if mask is not None:  # the view's documents only: the rest cost one lookup each
-            seen = mask[numbers]
-            numbers, tf = numbers[seen], tf[seen]
-        if scores is None or covered is None:
-            scores = np.zeros(len(state.names))
-            covered = np.zeros(len(state.names))
-        scores[numbers] += idf * (tf * (K1 + 1) / (tf + state.norms[numbers]))
-        covered[numbers] += weight
-    return None if scores is None or covered is None else (scores, covered)
 
 
 def _intent_factors(intent: int, action: int) -> np.ndarray[Any, Any] | None:
