@@ -158,7 +158,7 @@ def test_the_semantic_stage_is_skipped_without_the_plugin_and_fused_with_it(
     assert harness.semantic_stage(index, [], providers) is None
 
     plugin = ModuleType("mcphost_search_semantic")
-    plugin.ranker = _Dense  # type: ignore[attr-defined]
+    plugin.new_ranker = _Dense  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "mcphost_search_semantic", plugin)
     fused = harness.semantic_stage(index, [], providers)
     assert fused is not None
