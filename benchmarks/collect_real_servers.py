@@ -2,7 +2,7 @@
 """Record the tool listings of real MCP servers for the search evaluation (eval_search_real.py).
 
     python benchmarks/collect_real_servers.py [--only KEY ...] [--jobs 3] [--timeout 90]
-                                              [--root /tmp/mcpsrv] [--force]
+                                              [--root /tmp/mcpsrv] [--force] [--fresh]
 
 Each server below is a published package, installed outside the repository (npm packages with
 ``npm install --prefix ROOT/KEY``, PyPI packages in a virtualenv ROOT/KEY made by ``uv``), started over
@@ -20,6 +20,13 @@ and ``@apify/actors-mcp-server`` (need Node.js 22), ``mcp-server-qdrant`` (fetch
 ``@supabase/mcp-server-supabase``, ``@modelcontextprotocol/server-redis``, ``@heroku/mcp-server`` and
 ``jupyter-mcp-server`` (reach their service, or fail, before they list), ``@azure-devops/mcp`` (its
 native add-on does not build here), ``mcp-server-docker`` (its requirements do not resolve).
+
+``--fresh`` records the FRESH list instead, in ``data/fresh_servers/KEY.json``: a set kept apart from the
+development set and never used to tune the ranking (docs/search-evaluation.md, "A fresh set"). Tried for it
+and left out because they do not list here: ``@upstash/mcp-server`` (reaches its service before it lists),
+``@dynatrace-oss/dynatrace-mcp-server`` (needs a newer Node.js), ``@neondatabase/mcp-server-neon`` (a
+dependency is fetched from a git host, not the registry), ``pagerduty-mcp``, ``kagimcp`` and ``hass-mcp``
+(need Python 3.12 or 3.13).
 """
 
 from __future__ import annotations
@@ -37,6 +44,8 @@ from pathlib import Path
 from typing import Any
 
 OUT = Path(__file__).resolve().parent / "data" / "real_servers"
+#: Where ``--fresh`` records the FRESH servers: a set kept apart, never used to tune the ranking.
+FRESH_OUT = Path(__file__).resolve().parent / "data" / "fresh_servers"
 
 #: Dummy credentials: most servers read one of these at start and only use it on a call.
 DUMMY_ENV = {
@@ -72,7 +81,7 @@ DUMMY_ENV = {
     "MDB_MCP_CONNECTION_STRING": "mongodb://127.0.0.1:27017", "PUPPETEER_SKIP_DOWNLOAD": "1",
     "PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD": "1", "SENTRY_ACCESS_TOKEN": "dummy", "SUPABASE_ACCESS_TOKEN": "sbp_dummy",
     "STRIPE_SECRET_KEY": "sk_test_dummy", "LAUNCHDARKLY_ACCESS_TOKEN": "api-dummy",
-    "NETLIFY_PERSONAL_ACCESS_TOKEN": "dummy", "GOOGLE_OAUTH_CREDENTIALS": "/tmp/mcpsrv/gcp-oauth.keys.json",
+    "NETLIFY_PERSONAL_ACCESS_TOKEN": "dummy", "GOOGLE_OAUTH_CREDENTIALS": "{root}/gcp-oauth.keys.json",
     "BRIGHTDATA_API_TOKEN": "dummy", "DISCORD_TOKEN": "dummy", "YOUTUBE_API_KEY": "dummy",
     "ATLASSIAN_SITE_NAME": "example", "ATLASSIAN_USER_EMAIL": "dummy@example.com", "ATLASSIAN_API_TOKEN": "dummy",
     "REPLICATE_API_TOKEN": "dummy", "ELASTICSEARCH_URL": "http://127.0.0.1:9200",
@@ -184,6 +193,58 @@ SERVERS: tuple[Server, ...] = (
     Server("blender", "pypi", "blender-mcp", "2.0.0"),
 )
 
+#: The fresh set (``--fresh``, docs/search-evaluation.md "A fresh set"): other servers, none of SERVERS nor of
+#: the six reference servers, recorded in ``data/fresh_servers`` and evaluated with ``eval_search_real.py --set
+#: fresh``; never used to tune the ranking.
+FRESH: tuple[Server, ...] = (
+    # npm
+    Server("gmail", "npm", "@gongrzhe/server-gmail-autoauth-mcp", "1.1.11",
+           env={"GMAIL_OAUTH_PATH": "{root}/gcp-oauth.keys.json", "GMAIL_CREDENTIALS_PATH": "{root}/oauth-token.json"}),
+    Server("resend", "npm", "resend-mcp", "2.22.0", env={"RESEND_API_KEY": "re_dummy"}),
+    Server("digitalocean", "npm", "@digitalocean/mcp", "1.0.70", env={"DIGITALOCEAN_API_TOKEN": "dop_v1_dummy"}),
+    Server("bitwarden", "npm", "@bitwarden/mcp-server", "2026.7.0"),
+    Server("antv-chart", "npm", "@antv/mcp-server-chart", "0.9.10"),
+    Server("paperless", "npm", "@baruchiro/paperless-mcp", "2.2.1",
+           env={"PAPERLESS_URL": "http://127.0.0.1:8000", "PAPERLESS_API_KEY": "dummy"}),
+    Server("lunchmoney", "npm", "@akutishevsky/lunchmoney-mcp", "3.0.0", env={"LUNCHMONEY_API_TOKEN": "dummy"}),
+    Server("baidu-map", "npm", "@baidumap/mcp-server-baidu-map", "1.0.5", env={"BAIDU_MAP_API_KEY": "dummy"}),
+    Server("gdrive", "npm", "@modelcontextprotocol/server-gdrive", "2025.1.14",
+           env={"GDRIVE_CREDENTIALS_PATH": "{root}/oauth-token.json"}),
+    Server("everart", "npm", "@modelcontextprotocol/server-everart", "0.6.2", env={"EVERART_API_KEY": "dummy"}),
+    Server("excalidraw", "npm", "excalidraw-mcp", "1.0.0"),
+    Server("terraform", "npm", "terraform-mcp-server", "0.13.0"),
+    Server("nx", "npm", "nx-mcp", "0.25.0"),
+    Server("gcs", "npm", "@google-cloud/storage-mcp", "0.6.0"),
+    Server("cloudinary", "npm", "@cloudinary/asset-management-mcp", "0.11.0", bin="mcp", args=("start",),
+           env={"CLOUDINARY_CLOUD_NAME": "dummy", "CLOUDINARY_API_KEY": "dummy", "CLOUDINARY_API_SECRET": "dummy"}),
+    Server("selenium", "npm", "@angiejones/mcp-selenium", "0.2.3"),
+    Server("webflow", "npm", "webflow-mcp-server", "1.0.0", env={"WEBFLOW_TOKEN": "dummy"}),
+    Server("variflight", "npm", "@variflight-ai/variflight-mcp", "1.0.3"),
+    Server("flightradar", "npm", "flightradar-mcp-server", "0.1.2"),
+    Server("open-meteo", "npm", "open-meteo-mcp-server", "2.1.0"),
+    Server("xero", "npm", "@xeroapi/xero-mcp-server", "0.0.17",
+           env={"XERO_CLIENT_ID": "dummy", "XERO_CLIENT_SECRET": "dummy"}),
+    Server("strava", "npm", "@r-huijts/strava-mcp-server", "1.2.1"),
+    Server("woocommerce", "npm", "@lockon0927/woocommerce-mcp", "1.0.6",
+           env={"WOOCOMMERCE_CONSUMER_KEY": "ck_dummy", "WOOCOMMERCE_CONSUMER_SECRET": "cs_dummy"}),
+    Server("paddle", "npm", "@paddle/paddle-mcp", "0.1.6", args=("--tools=all",),
+           env={"PADDLE_API_KEY": "pdl_dummy", "PADDLE_ENVIRONMENT": "sandbox"}),
+    Server("howtocook", "npm", "howtocook-mcp", "0.2.2"),
+    # PyPI
+    Server("prometheus", "pypi", "prometheus-mcp-server", "1.6.2", env={"PROMETHEUS_URL": "http://127.0.0.1:9090"}),
+    Server("biomcp", "pypi", "biomcp-python", "0.7.3", args=("run",)),
+    Server("pubmed", "pypi", "mcp-simple-pubmed", "0.1.16", env={"PUBMED_EMAIL": "dummy@example.com"},
+           pins=("mcp<2", "pydantic-settings")),
+    Server("aws-pricing", "pypi", "awslabs.aws-pricing-mcp-server", "1.1.1"),
+    Server("aws-docs", "pypi", "awslabs.aws-documentation-mcp-server", "1.2.3"),
+    Server("dynamodb", "pypi", "awslabs.dynamodb-mcp-server", "2.1.8"),
+    Server("alpaca", "pypi", "alpaca-mcp-server", "2.4.0",
+           env={"ALPACA_API_KEY": "dummy", "ALPACA_SECRET_KEY": "dummy", "ALPACA_PAPER_TRADE": "true"}),
+    Server("joplin", "pypi", "joplin-mcp", "0.10.0", env={"JOPLIN_TOKEN": "dummy"}),
+    Server("jenkins", "pypi", "mcp-jenkins", "3.6.0"),
+    Server("proxmox", "pypi", "mcp-proxmox", "1.2.3"),
+)
+
 
 def _run(cmd: list[str], timeout: float, env: dict[str, str] | None = None) -> None:
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
@@ -255,8 +316,11 @@ async def list_server(command: str, server: Server, root: Path) -> dict[str, Any
     if not keys.exists():
         keys.write_text(json.dumps({"installed": {"client_id": "dummy.apps.googleusercontent.com",
                                                   "client_secret": "dummy", "redirect_uris": ["http://localhost"]}}))
-    params = StdioServerParameters(command=command, args=list(server.args), env={**DUMMY_ENV, **server.env},
-                                   cwd=str(root / server.key))
+    token = root / "oauth-token.json"  # and a dummy token of a past sign-in
+    if not token.exists():
+        token.write_text(json.dumps({"access_token": "dummy", "refresh_token": "dummy", "token_type": "Bearer"}))
+    env = {name: value.replace("{root}", str(root)) for name, value in {**DUMMY_ENV, **server.env}.items()}
+    params = StdioServerParameters(command=command, args=list(server.args), env=env, cwd=str(root / server.key))
     with open(root / f"{server.key}.stderr", "w") as errlog:
         async with stdio_client(params, errlog=errlog) as (read, write), \
                 ClientSession(read, write, read_timeout_seconds=60) as session:
@@ -278,8 +342,8 @@ async def list_server(command: str, server: Server, root: Path) -> dict[str, Any
     }
 
 
-async def collect(server: Server, root: Path, timeout: float, force: bool) -> str:
-    target = OUT / f"{server.key}.json"
+async def collect(server: Server, root: Path, timeout: float, force: bool, out: Path = OUT) -> str:
+    target = out / f"{server.key}.json"
     if target.exists() and not force:
         return f"{server.key}: already recorded"
     started = time.monotonic()
@@ -296,7 +360,7 @@ async def collect(server: Server, root: Path, timeout: float, force: bool) -> st
         return f"{server.key}: no tools listed"
     record = {"key": server.key, "source": {"ecosystem": server.ecosystem, "package": server.package,
                                              "version": version}, **listing}
-    OUT.mkdir(parents=True, exist_ok=True)
+    out.mkdir(parents=True, exist_ok=True)
     target.write_text(json.dumps(record, ensure_ascii=False, separators=(",", ":"), sort_keys=False) + "\n",
                       encoding="utf-8")
     return f"{server.key}: {len(listing['tools'])} tools in {time.monotonic() - started:.0f} s"
@@ -309,15 +373,18 @@ async def main() -> None:
     parser.add_argument("--timeout", type=float, default=90.0, help="seconds to start and list one server")
     parser.add_argument("--root", type=Path, default=Path("/tmp/mcpsrv"))
     parser.add_argument("--force", action="store_true", help="record again servers already recorded")
+    parser.add_argument("--fresh", action="store_true",
+                        help="record the FRESH servers (data/fresh_servers) instead of SERVERS")
     args = parser.parse_args()
     logging.getLogger("mcp").setLevel(logging.CRITICAL)  # a server's log lines on stdout are its own affair
-    chosen = [s for s in SERVERS if args.only is None or s.key in args.only]
+    listed, out = (FRESH, FRESH_OUT) if args.fresh else (SERVERS, OUT)
+    chosen = [s for s in listed if args.only is None or s.key in args.only]
     args.root.mkdir(parents=True, exist_ok=True)
     gate = asyncio.Semaphore(args.jobs)
 
     async def one(server: Server) -> None:
         async with gate:
-            print(await collect(server, args.root, args.timeout, args.force), flush=True)
+            print(await collect(server, args.root, args.timeout, args.force, out), flush=True)
 
     await asyncio.gather(*(one(s) for s in chosen))
 

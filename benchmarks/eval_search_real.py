@@ -2,7 +2,7 @@
 """Search quality on real catalogs: recall@1/5/10 and MRR of mcphost's tool search, overall and per tag.
 
     python benchmarks/eval_search_real.py [--tools N] [--seed 27] [--semantic] [--json] [--show-misses]
-                                          [--tag TAG]
+                                          [--tag TAG] [--half dev|test] [--set real|fresh]
 
 The set (docs/search-evaluation.md says how it was built):
 
@@ -15,6 +15,10 @@ The set (docs/search-evaluation.md says how it was built):
 - queries: ``data/real_queries.jsonl``, one JSON object a line: ``query``, ``gold`` (the tools that
   answer it, as ``KEY/tool``; several when they answer equally) and ``tags`` (short, long, typo,
   ambiguous, product-named, non-ASCII).
+
+``--set fresh`` evaluates the fresh set instead: the queries of ``data/fresh_queries.jsonl``, over a
+catalog of the same real servers plus those of ``data/fresh_servers`` (and the same distractors). It
+is kept apart to give an honest figure for catalogs the ranking was not tuned on: never study its misses.
 
 A query counts as found at rank r when the first gold tool in the ranking is at place r.
 ``--semantic`` adds the semantic stage of the ``mcphost_search_semantic`` plugin when it is
@@ -45,6 +49,10 @@ from mcphost.search import Document, SearchIndex
 HERE = Path(__file__).resolve().parent
 SERVERS = HERE / "data" / "real_servers"
 QUERIES = HERE / "data" / "real_queries.jsonl"
+FRESH_SERVERS = HERE / "data" / "fresh_servers"
+FRESH_QUERIES = HERE / "data" / "fresh_queries.jsonl"
+#: ``--set``: ``real`` (the development set, with its halves) or ``fresh`` (never used for tuning).
+SETS = ("real", "fresh")
 TAGS = ("short", "long", "typo", "ambiguous", "product-named", "non-ASCII")
 DEPTH = 10
 
@@ -52,14 +60,20 @@ DEPTH = 10
 Ranking = Callable[[str, int], list[str]]
 
 
-def load_servers() -> list[dict[str, Any]]:
-    """The recorded servers, in the order of their keys."""
-    return [json.loads(path.read_text(encoding="utf-8")) for path in sorted(SERVERS.glob("*.json"))]
+def load_servers(fresh: bool = False) -> list[dict[str, Any]]:
+    """The recorded servers, in the order of their keys (with ``fresh``, the fresh set's after them)."""
+    folders = (SERVERS, FRESH_SERVERS) if fresh else (SERVERS,)
+    paths = [path for folder in folders for path in sorted(folder.glob("*.json"))]
+    servers = [json.loads(path.read_text(encoding="utf-8")) for path in paths]
+    keys = [server["key"] for server in servers]
+    if len(set(keys)) != len(keys):
+        raise SystemExit(f"a server key is recorded twice: {sorted(k for k in set(keys) if keys.count(k) > 1)}")
+    return servers
 
 
-def load_queries() -> list[dict[str, Any]]:
+def load_queries(path: Path = QUERIES) -> list[dict[str, Any]]:
     """The queries, in file order."""
-    lines = QUERIES.read_text(encoding="utf-8").splitlines()
+    lines = path.read_text(encoding="utf-8").splitlines()
     return [json.loads(line) for line in lines if line.strip() and not line.startswith("//")]
 
 
@@ -130,9 +144,11 @@ def index_server(index: SearchIndex, server: dict[str, Any]) -> list[Document]:
     return documents
 
 
-def build(total: int | None, seed: int) -> tuple[SearchIndex, list[dict[str, Any]], list[tuple[str, list[Document]]]]:
-    """The index of the real servers plus distractors; the servers; every (provider, documents)."""
-    servers = load_servers()
+def build(total: int | None, seed: int, fresh: bool = False
+          ) -> tuple[SearchIndex, list[dict[str, Any]], list[tuple[str, list[Document]]]]:
+    """The index of the real servers (with ``fresh``, the fresh set's too) plus distractors; the servers;
+    every (provider, documents)."""
+    servers = load_servers(fresh)
     index = SearchIndex()
     providers: list[tuple[str, list[Document]]] = []
     for server in servers:
@@ -247,13 +263,18 @@ def main() -> None:
     parser.add_argument("--tag", choices=TAGS, help="only the queries with this tag")
     parser.add_argument("--half", choices=HALVES, help="only the queries of this half (split by server; "
                         "study failures on dev, report both)")
+    parser.add_argument("--set", choices=SETS, default="real", dest="which",
+                        help="real: the development set (default); fresh: the fresh set, never used for tuning")
     parser.add_argument("--show-misses", action="store_true", help="list queries whose gold ranked below 5")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
+    fresh = args.which == "fresh"
+    if fresh and args.half:
+        parser.error("--half splits the development set; the fresh set has no halves")
 
-    index, servers, providers = build(args.tools, args.seed)
-    queries = [q for q in load_queries() if (args.tag is None or args.tag in q["tags"])
-               and (args.half is None or half_of(q) == args.half)]
+    index, servers, providers = build(args.tools, args.seed, fresh)
+    queries = [q for q in load_queries(FRESH_QUERIES if fresh else QUERIES)
+               if (args.tag is None or args.tag in q["tags"]) and (args.half is None or half_of(q) == args.half)]
     known = {document.name for _, documents in providers for document in documents}
     real = {tool_name(server["key"], tool["name"]): server["key"] for server in servers for tool in server["tools"]}
 
@@ -273,14 +294,14 @@ def main() -> None:
     real = sum(len(s["tools"]) for s in servers)
     result["set"] = {"servers": len(servers), "real_tools": real, "tools": len(known),
                      "distractors": len(known) - real, "queries": len(queries), "mode": mode, "seed": args.seed,
-                     "half": args.half or "all"}
+                     "half": args.half or "all", "set": args.which}
     if args.json:
         print(json.dumps({k: v for k, v in result.items() if k != "outcomes" or args.show_misses}, indent=2,
                          ensure_ascii=False))
         return
     s = result["set"]
     print(f"{s['queries']} queries over {s['tools']} tools ({s['real_tools']} real, from {s['servers']} servers; "
-          f"{s['distractors']} generated distractors); ranking: {mode}; half: {s['half']}")
+          f"{s['distractors']} generated distractors); ranking: {mode}; set: {s['set']}; half: {s['half']}")
     print(f"{'':16}{'queries':>8}{'R@1':>8}{'R@5':>8}{'R@10':>8}{'MRR':>8}")
     rows = [("all", result["overall"])] + [(tag, figures) for tag, figures in result["tags"].items()]
     for label, f in rows:

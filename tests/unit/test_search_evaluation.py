@@ -57,15 +57,59 @@ def test_every_query_is_tagged_and_its_gold_tools_exist(servers: list[dict[str, 
     assert len(queries) >= 250
     assert len({q["query"] for q in queries}) == len(queries), "a query is written twice"
     for query in queries:
-        assert query["gold"], query["query"]
-        assert all(tuple(g.split("/", 1)) in tools for g in query["gold"]), query
-        assert query["tags"] and set(query["tags"]) <= set(harness.TAGS), query
-        words = len(query["query"].split())
-        assert ("short" in query["tags"]) == (words <= 6), query
-        assert ("long" in query["tags"]) == (words >= 10), query
-        assert ("non-ASCII" in query["tags"]) == (not query["query"].isascii()), query
+        _assert_well_formed(query, tools)
     assert len({g.split("/", 1)[0] for q in queries for g in q["gold"]}) >= 40
     assert all(any(tag in q["tags"] for q in queries) for tag in harness.TAGS)
+
+
+def _assert_well_formed(query: dict[str, Any], tools: set[tuple[str, str]]) -> None:
+    """Gold tools that exist, known tags, and the tags given by the words: short, long, non-ASCII."""
+    assert query["gold"], query["query"]
+    assert all(tuple(g.split("/", 1)) in tools for g in query["gold"]), query
+    assert query["tags"] and set(query["tags"]) <= set(harness.TAGS), query
+    words = len(query["query"].split())
+    assert ("short" in query["tags"]) == (words <= 6), query
+    assert ("long" in query["tags"]) == (words >= 10), query
+    assert ("non-ASCII" in query["tags"]) == (not query["query"].isascii()), query
+    assert len(set(query["gold"])) == len(query["gold"]), query
+
+
+def test_the_fresh_set_is_other_real_servers_recorded_as_the_script_lists_them(
+        servers: list[dict[str, Any]]) -> None:
+    import collect_real_servers as collect
+
+    old = {s["key"] for s in servers}
+    fresh = [s for s in harness.load_servers(fresh=True) if s["key"] not in old]
+    assert len(fresh) >= 15
+    assert sum(len(s["tools"]) for s in fresh) >= 300
+    packages = {s["source"]["package"] for s in servers} | REFERENCE_PACKAGES
+    listed = {server.key: server for server in collect.FRESH}
+    assert {s["key"] for s in fresh} == set(listed)
+    for server in fresh:
+        spec = listed[server["key"]]
+        assert (spec.ecosystem, spec.package, spec.version) == (
+            server["source"]["ecosystem"], server["source"]["package"], server["source"]["version"])
+        assert spec.package not in packages, server["key"]
+        names = [tool["name"] for tool in server["tools"]]
+        assert names and len(set(names)) == len(names), server["key"]
+        text = (harness.FRESH_SERVERS / f"{server['key']}.json").read_text(encoding="utf-8")
+        assert text.count("\n") == 1
+
+
+def test_every_fresh_query_is_tagged_and_answered_by_a_fresh_server(queries: list[dict[str, Any]]) -> None:
+    everything = harness.load_servers(fresh=True)
+    tools = {(s["key"], t["name"]) for s in everything for t in s["tools"]}
+    fresh_keys = {path.stem for path in harness.FRESH_SERVERS.glob("*.json")}
+    fresh = harness.load_queries(harness.FRESH_QUERIES)
+    assert len(fresh) >= 120
+    assert len({q["query"] for q in fresh}) == len(fresh), "a query is written twice"
+    assert not {q["query"] for q in fresh} & {q["query"] for q in queries}
+    for query in fresh:
+        _assert_well_formed(query, tools)
+        assert any(g.split("/", 1)[0] in fresh_keys for g in query["gold"]), query
+        assert len(query["gold"]) == 1 or "ambiguous" in query["tags"], query
+    assert all(any(tag in q["tags"] for q in fresh) for tag in harness.TAGS)
+    assert fresh_keys <= {g.split("/", 1)[0] for q in fresh for g in q["gold"]}
 
 
 def test_no_distractor_is_named_like_a_real_tool(servers: list[dict[str, Any]]) -> None:
