@@ -335,7 +335,9 @@ class RawServer:
         return reply["result"]
 
     def initialize(self, version: str = LATEST, capabilities: dict[str, Any] | None = None, *,
-                   timeout: float = 10.0) -> dict[str, Any]:
+                   timeout: float = 30.0) -> dict[str, Any]:
+        # The first reply waits for the interpreter to start and import the host and its plugins:
+        # a second here, over 10 on two cores shared with four test workers and other work.
         result = self.result("initialize", {"protocolVersion": version, "capabilities": capabilities or {},
                                             "clientInfo": {"name": "raw-pipe-test", "version": "0"}},
                              timeout=timeout)

@@ -107,7 +107,7 @@ def setup(tmp_path: Path, rsa_key: Key) -> Iterator[tuple[McphostServer, Any]]:
     make_distribution(site, "mcphost-endpoint-test", "1.0", {"ledger": "endpoint_ledger", "desk": "endpoint_desk"},
                       {"endpoint_ledger": LEDGER, "endpoint_desk": DESK})
     jwt_section = toml_section({"issuer": idp.issuer, "audience": "{url}", "jwks_uri": idp.url + "/jwks",
-                                "allow_insecure": True, "timeout": 2})
+                                "allow_insecure": True, "timeout": 8})
     paths = [str(site), str(REPO_ROOT), os.environ.get("PYTHONPATH", "")]
     old = os.environ.get("PYTHONPATH")
     os.environ["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)

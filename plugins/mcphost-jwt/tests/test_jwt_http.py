@@ -40,7 +40,7 @@ MODERN = "2026-07-28"
 
 def config(idp: Idp, **extra: Any) -> str:
     return toml_section({"issuer": idp.issuer, "audience": "{url}", "jwks_uri": idp.url + "/jwks",
-                         "allow_insecure": True, "jwks_min_refresh_seconds": 0, "timeout": 2, **extra})
+                         "allow_insecure": True, "jwks_min_refresh_seconds": 0, "timeout": 8, **extra})
 
 
 def hmac_confused(key: Key, claims: dict[str, Any]) -> str:
@@ -154,7 +154,7 @@ IN_PROCESS = "http://127.0.0.1:8000"  # app_client's base URL: the audience of t
 def in_process(idp: Idp, **extra: Any) -> dict[str, Any]:
     """The config of :func:`config` as a mapping for ``app_client`` (the demo and jwt plugins)."""
     jwt_section = {"issuer": idp.issuer, "audience": IN_PROCESS + "/mcp", "jwks_uri": idp.url + "/jwks",
-                   "allow_insecure": True, "jwks_min_refresh_seconds": 0, "timeout": 2, **extra}
+                   "allow_insecure": True, "jwks_min_refresh_seconds": 0, "timeout": 8, **extra}
     return {"server": {"log_level": "warning"}, "plugins": {"allow": ["demo", "jwt"], "jwt": jwt_section}}
 
 

@@ -32,7 +32,7 @@ async def start(idp: Idp) -> AsyncIterator[Start]:
     hosts: list[Host] = []
 
     async def run(**section: Any) -> tuple[Host, JwtPlugin]:
-        config = {"issuer": idp.issuer, "audience": AUDIENCE, "allow_insecure": True, "timeout": 2,
+        config = {"issuer": idp.issuer, "audience": AUDIENCE, "allow_insecure": True, "timeout": 8,
                   "jwks_min_refresh_seconds": 0, **section}
         config = {k: v for k, v in config.items() if v is not None}
         plugin = JwtPlugin()
