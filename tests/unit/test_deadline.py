@@ -20,6 +20,18 @@ from mcphost.deadline import (
 )
 
 
+async def stubborn(release: asyncio.Event, swallowed: list[int] | None = None) -> str:
+    """A call with the bug these tests are about: it catches its cancellation and carries on (noting
+    each in ``swallowed``) until ``release`` is set."""
+    while not release.is_set():
+        try:
+            await asyncio.sleep(0.02)
+        except asyncio.CancelledError:
+            if swallowed is not None:
+                swallowed.append(1)
+    return "late"
+
+
 async def test_a_block_past_its_deadline_raises_timeout_in_time() -> None:
     started = time.monotonic()
     limited = deadline(0.1)
@@ -137,17 +149,9 @@ async def test_bounded_passes_a_hooks_own_failure_on_and_tells_its_cancelled_err
 
 async def test_a_hook_that_swallows_its_cancellation_is_abandoned_not_awaited() -> None:
     release = asyncio.Event()
-
-    async def stubborn() -> None:
-        while not release.is_set():
-            try:
-                await asyncio.sleep(0.02)
-            except asyncio.CancelledError:
-                pass  # the plugin's bug: it carries on
-
     started = time.monotonic()
     with pytest.raises(HookOverran, match="plugin p: connect ran past its deadline"):
-        await bounded(stubborn(), 0.2, "p", "connect")
+        await bounded(stubborn(release), 0.2, "p", "connect")
     assert time.monotonic() - started < 10  # deadline + grace, not for ever
     assert abandoned() == ["p: connect"]
     release.set()
@@ -156,15 +160,7 @@ async def test_a_hook_that_swallows_its_cancellation_is_abandoned_not_awaited() 
 
 async def test_a_cancelled_caller_is_not_held_by_a_stubborn_hook() -> None:
     release = asyncio.Event()
-
-    async def stubborn() -> None:
-        while not release.is_set():
-            try:
-                await asyncio.sleep(0.02)
-            except asyncio.CancelledError:
-                pass
-
-    caller = asyncio.ensure_future(bounded(stubborn(), None, "p", "h"))
+    caller = asyncio.ensure_future(bounded(stubborn(release), None, "p", "h"))
     await asyncio.sleep(0.05)
     caller.cancel()
     with pytest.raises(asyncio.CancelledError):
@@ -216,26 +212,17 @@ async def test_detachable_passes_values_exceptions_and_honoured_cancellations_th
 
 async def test_detachable_leaves_a_call_that_swallows_its_cancellation_behind() -> None:
     released = asyncio.Event()
-    swallowed = []
-
-    async def stubborn() -> str:
-        while not released.is_set():
-            try:
-                await asyncio.sleep(0.02)
-            except asyncio.CancelledError:
-                swallowed.append(1)
-        return "late"
-
+    swallowed: list[int] = []
     started = time.monotonic()
     with pytest.raises(TimeoutError), deadline(0.5):  # the deadline's, after a grace of 0.05 s
-        await detachable(stubborn(), "stubborn call", 0.5)
+        await detachable(stubborn(released, swallowed), "stubborn call", 0.5)
     assert time.monotonic() - started < 5
     assert swallowed and abandoned() == ["stubborn call"]
     assert asyncio.current_task().cancelling() == 0  # type: ignore[union-attr]
 
     # A cancellation from elsewhere (a client's) is not held either, and stays a cancellation.
     async def caller() -> str:
-        return await detachable(stubborn(), "cancelled call", None)
+        return await detachable(stubborn(released, swallowed), "cancelled call", None)
 
     task = asyncio.ensure_future(caller())
     await asyncio.sleep(0.1)
