@@ -53,7 +53,7 @@ import math
 import re
 import threading
 import unicodedata
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
 
@@ -338,22 +338,22 @@ def intent_of_query(query: str) -> int:
 def action_of_query(query: str) -> int:
     """CREATES, UPDATES, DELETES or UNKNOWN: what the first verb of ``query`` that says one asks
     (UNKNOWN when a word that asks to read comes first)."""
-    for word in _stem_all(_ASCII_WORD.findall(query.casefold())[:64]):
-        action = _ACTION_OF_STEM.get(word)
-        if action:
-            return action
-        if word in _READ_STEMS:
-            return UNKNOWN
-    return UNKNOWN
+    return _first_action(_stem_all(_ASCII_WORD.findall(query.casefold())[:64]), _READ_STEMS)
 
 
 def action_of(document: Document) -> int:
     """CREATES, UPDATES, DELETES or UNKNOWN: what the first verb of ``document``'s name that says one does."""
-    for stem in _stem_all([w for w in words(document.name) if _ASCII_WORD.fullmatch(w)]):
+    return _first_action(_stem_all([w for w in words(document.name) if _ASCII_WORD.fullmatch(w)]),
+                         _TOOL_READ_STEMS)
+
+
+def _first_action(stems: Iterable[str], reading: Container[str]) -> int:
+    """The action of the first of ``stems`` that names one, UNKNOWN when one of ``reading`` comes first."""
+    for stem in stems:
         action = _ACTION_OF_STEM.get(stem)
         if action:
             return action
-        if stem in _TOOL_READ_STEMS:
+        if stem in reading:
             return UNKNOWN
     return UNKNOWN
 
